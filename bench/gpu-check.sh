@@ -1,0 +1,102 @@
+#!/bin/sh
+# bench/gpu-check.sh: everything CUDA, in one command, on a GPU machine.
+#
+# Configures and builds maize with the CUDA backend required
+# (-Dcuda=enabled, release build), prints the device and driver, runs the
+# CUDA tests (which must not skip here), the CUDA benchmarks and the
+# examples that use CUDA, and writes a summary for docs/gpu-results.md.
+#
+# Usage: bench/gpu-check.sh [BUILD_DIR]      (default: build-gpu)
+# Env:   CUDA_ROOT (default /usr/local/cuda), JOBS (ninja -j, default nproc)
+# Output: BUILD_DIR/gpu-check/{summary.md,*.log}; exits non-zero when a
+#         build or a test fails, or when no GPU is visible.
+set -u
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build-gpu}
+case $build in /*) ;; *) build=$src/$build ;; esac
+cuda_root=${CUDA_ROOT:-/usr/local/cuda}
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+out=$build/gpu-check
+status=0
+
+say() { printf '%s\n' "$*"; }
+step() { say ""; say "== $*"; }
+
+step "device and driver"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  say "gpu-check: no NVIDIA GPU is visible (nvidia-smi missing or failing); nothing to check."
+  exit 1
+fi
+nvidia-smi
+gpus=$(nvidia-smi --query-gpu=index,name,pci.bus_id,memory.total,driver_version,compute_cap \
+  --format=csv,noheader 2>/dev/null)
+say "$gpus"
+
+step "configure and build ($build)"
+mkdir -p "$build"
+if [ -f "$build/build.ninja" ]; then
+  meson configure "$build" -Dcuda=enabled -Dcuda_root="$cuda_root" -Dbuildtype=release || exit 1
+else
+  meson setup "$build" "$src" -Dcuda=enabled -Dcuda_root="$cuda_root" -Dbuildtype=release || exit 1
+fi
+mkdir -p "$out"
+ninja -C "$build" -j "$jobs" > "$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
+grep -q '#define MZ_HAVE_CUDA 1' "$build/mz_config.h" || { say "MZ_HAVE_CUDA is not 1"; exit 1; }
+
+step "CUDA tests"
+# Criterion's verbose output names every test, so a skip cannot hide.
+"$build/tests/test_cuda" --verbose --jobs=1 > "$out/tests.log" 2>&1
+trc=$?
+cat "$out/tests.log"
+[ $trc -eq 0 ] || status=1
+if grep -q 'SKIP' "$out/tests.log"; then
+  say "gpu-check: some CUDA tests skipped on a GPU machine: that is a failure here."
+  status=1
+fi
+
+step "the whole test suite"
+meson test -C "$build" --print-errorlogs > "$out/meson-test.log" 2>&1 || status=1
+tail -n 25 "$out/meson-test.log"
+
+step "CUDA benchmarks"
+"$build/bench/mz-bench-cuda-chain" > "$out/cuda-chain.log" 2>&1 || status=1
+cat "$out/cuda-chain.log"
+for b in "$build"/bench/mz-bench-hetero* "$build"/bench/mz-bench-cuda-*; do
+  [ -x "$b" ] || continue
+  case $b in *cuda-chain) continue ;; esac
+  say "-- $(basename "$b")"
+  "$b" > "$out/$(basename "$b").log" 2>&1 || status=1
+  cat "$out/$(basename "$b").log"
+done
+
+step "examples on CUDA (multi-stream, CPU + GPU)"
+for ex in saxpy pipeline; do
+  [ -x "$build/examples/$ex" ] || continue
+  for devs in "cuda:0" "cpu,cuda"; do
+    say "-- MZ_DEVICES=$devs $ex"
+    MZ_DEVICES=$devs MZ_CUDA_STREAMS=4 "$build/examples/$ex" > "$out/$ex-$(echo "$devs" | tr ':,' '__').log" 2>&1 \
+      || status=1
+    tail -n 5 "$out/$ex-$(echo "$devs" | tr ':,' '__').log"
+  done
+done
+
+step "summary ($out/summary.md)"
+{
+  say "## $(date -u +%Y-%m-%d) on $(hostname)"
+  say ""
+  say "- GPU(s): $(echo "$gpus" | tr '\n' ';')"
+  say "- driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)," \
+      "CUDA toolkit: $("$cuda_root/bin/nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  say "- maize: $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo 'no commit'), build: release"
+  say "- CUDA tests: $(grep -E '^\[====\] Synthesis' "$out/tests.log" | sed 's/^\[====\] //')"
+  say ""
+  say '```'
+  grep '^BENCH' "$out"/*.log | sed 's/^[^:]*://'
+  say '```'
+  say ""
+  say "status: $([ $status -eq 0 ] && echo pass || echo FAIL)"
+} > "$out/summary.md"
+cat "$out/summary.md"
+say ""
+say "Paste $out/summary.md into docs/gpu-results.md."
+exit $status

@@ -1,0 +1,403 @@
+/* mz-bench-opencl-chain: the cost maize adds to small OpenCL kernels.
+ *
+ * N small kernels (scale on 1,024 floats) run
+ *  - on one in-order queue: maize (policy "single", one dependent chain on
+ *    one buffer) against hand-written OpenCL host code that enqueues the
+ *    same kernels with plain clEnqueueNDRangeKernel and one clFinish, and
+ *    against raw code with one clSetEventCallback per kernel (what a
+ *    runtime that does not batch its completions pays);
+ *  - on 4 queues: 4 chains, one buffer each, and every 8th step of a chain
+ *    reads the next chain's buffer (saxpy), an edge between queues.  maize
+ *    places the ops round-robin (build order interleaves the chains, so
+ *    chain c lands on queue c) and turns the edges into event waits; the
+ *    raw code does the same with events in wait lists and one clFinish per
+ *    queue.
+ * Every figure is nanoseconds per kernel, the median of -r repetitions,
+ * measured from mz_schedule() (or the first enqueue) to the end of the
+ * wait; building the maize graph is timed apart.  The last lines are
+ *   BENCH opencl.chain maize_ns=<x> raw_ns=<y> ratio=<x/y> raw_cb_ns=<z>
+ *   BENCH opencl.chain4 maize_ns=<x> raw_ns=<y> ratio=<x/y>
+ * Options: -n N (default 10,000), -r reps (default 5), --quick (N = 1,000,
+ * 2 repetitions: the CI smoke test). */
+#define CL_TARGET_OPENCL_VERSION 300
+#include <CL/cl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "maize.h"
+
+#ifndef MZ_KERNELS_CL
+#error "MZ_KERNELS_CL must name examples/kernels/kernels.cl"
+#endif
+
+#define ELEMS 1024
+#define CHAINS 4
+#define CROSS_EVERY 8
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die(const char *what, int code)
+{
+  fprintf(stderr, "opencl_chain: %s failed: %d\n", what, code);
+  exit(1);
+}
+
+/* ---- raw OpenCL ---- */
+
+struct raw {
+  cl_context ctx;
+  cl_device_id dev;
+  cl_command_queue q[CHAINS];
+  cl_program prog;
+  cl_kernel scale, saxpy;
+  cl_mem buf[CHAINS];
+};
+
+static char *read_file(const char *path)
+{
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    die(path, -1);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  if (!s || fread(s, 1, (size_t)n, f) != (size_t)n)
+    die("read", -1);
+  s[n] = '\0';
+  fclose(f);
+  return s;
+}
+
+static void raw_open(struct raw *r)
+{
+  cl_platform_id p;
+  cl_int err;
+  if (clGetPlatformIDs(1, &p, NULL) != CL_SUCCESS || clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 1, &r->dev, NULL) != CL_SUCCESS)
+    die("finding an OpenCL device", -1);
+  r->ctx = clCreateContext(NULL, 1, &r->dev, NULL, NULL, &err);
+  if (!r->ctx)
+    die("clCreateContext", err);
+  for (int i = 0; i < CHAINS; i++) {
+    r->q[i] = clCreateCommandQueueWithProperties(r->ctx, r->dev, NULL, &err);
+    if (!r->q[i])
+      die("clCreateCommandQueue", err);
+  }
+  char *src = read_file(MZ_KERNELS_CL);
+  const char *s = src;
+  r->prog = clCreateProgramWithSource(r->ctx, 1, &s, NULL, &err);
+  if ((err = clBuildProgram(r->prog, 1, &r->dev, "", NULL, NULL)) != CL_SUCCESS)
+    die("clBuildProgram", err);
+  free(src);
+  r->scale = clCreateKernel(r->prog, "scale", &err);
+  r->saxpy = clCreateKernel(r->prog, "saxpy", &err);
+  float init[ELEMS];
+  for (int i = 0; i < ELEMS; i++)
+    init[i] = 1.0f;
+  for (int i = 0; i < CHAINS; i++) {
+    r->buf[i] = clCreateBuffer(r->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof init, init, &err);
+    if (!r->buf[i])
+      die("clCreateBuffer", err);
+  }
+}
+
+static void raw_close(struct raw *r)
+{
+  for (int i = 0; i < CHAINS; i++) {
+    clReleaseMemObject(r->buf[i]);
+    clReleaseCommandQueue(r->q[i]);
+  }
+  clReleaseKernel(r->scale);
+  clReleaseKernel(r->saxpy);
+  clReleaseProgram(r->prog);
+  clReleaseContext(r->ctx);
+}
+
+/* Enqueue scale(1.0f, buf) on q, with an optional wait list and event. */
+static void raw_scale(struct raw *r, cl_command_queue q, cl_mem buf, cl_uint nw, const cl_event *w, cl_event *ev)
+{
+  float a = 1.0f;
+  cl_ulong n = ELEMS;
+  size_t global = ELEMS;
+  clSetKernelArg(r->scale, 0, sizeof a, &a);
+  clSetKernelArg(r->scale, 1, sizeof buf, &buf);
+  clSetKernelArg(r->scale, 2, sizeof n, &n);
+  cl_int err = clEnqueueNDRangeKernel(q, r->scale, 1, NULL, &global, NULL, nw, w, ev);
+  if (err != CL_SUCCESS)
+    die("clEnqueueNDRangeKernel", err);
+}
+
+static double raw_chain(struct raw *r, int n)
+{
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++)
+    raw_scale(r, r->q[0], r->buf[0], 0, NULL, NULL);
+  clFinish(r->q[0]);
+  return (double)(now_ns() - t0) / n;
+}
+
+static _Atomic int cb_count;
+
+static void CL_CALLBACK count_cb(cl_event e, cl_int status, void *user)
+{
+  atomic_fetch_add_explicit(&cb_count, 1, memory_order_release);
+}
+
+static double raw_chain_cb(struct raw *r, int n)
+{
+  atomic_store(&cb_count, 0);
+  uint64_t t0 = now_ns();
+  for (int i = 0; i < n; i++) {
+    cl_event ev;
+    raw_scale(r, r->q[0], r->buf[0], 0, NULL, &ev);
+    clSetEventCallback(ev, CL_COMPLETE, count_cb, NULL);
+    clReleaseEvent(ev);
+    if (i % 64 == 63)
+      clFlush(r->q[0]);
+  }
+  clFinish(r->q[0]);
+  while (atomic_load_explicit(&cb_count, memory_order_acquire) < n)
+    ;
+  return (double)(now_ns() - t0) / n;
+}
+
+/* 4 chains, issued in the order the maize graph is built (step by step,
+ * chain 0 to 3).  Step s of chain c is a saxpy reading chain c+1's buffer
+ * every CROSS_EVERY steps, a scale otherwise.  The edges are the ones
+ * maize derives from the buffer hazards, as events in wait lists:
+ *  - read-after-write: a cross step of chain c < 3 reads what chain c+1
+ *    wrote at step s-1; chain 3 reads what chain 0 wrote at step s;
+ *  - write-after-read: a cross step of chain c >= 1 overwrites the buffer
+ *    chain c-1 read at step s; chain 0's next step overwrites the buffer
+ *    chain 3 read.
+ * Edges within one queue are implied by the in-order queue. */
+static void saxpy_on(struct raw *r, cl_command_queue q, cl_mem x, cl_mem y, cl_uint nw, const cl_event *w,
+                     cl_event *ev)
+{
+  float a = 0.5f;
+  cl_ulong ne = ELEMS;
+  size_t global = ELEMS;
+  clSetKernelArg(r->saxpy, 0, sizeof a, &a);
+  clSetKernelArg(r->saxpy, 1, sizeof x, &x);
+  clSetKernelArg(r->saxpy, 2, sizeof y, &y);
+  clSetKernelArg(r->saxpy, 3, sizeof ne, &ne);
+  cl_int err = clEnqueueNDRangeKernel(q, r->saxpy, 1, NULL, &global, NULL, nw, nw ? w : NULL, ev);
+  if (err != CL_SUCCESS)
+    die("clEnqueueNDRangeKernel", err);
+}
+
+static double raw_chain4(struct raw *r, int n)
+{
+  int steps = n / CHAINS;
+  cl_event before[CHAINS] = { 0 }, cross_ev[CHAINS] = { 0 }, last3 = NULL;
+  uint64_t t0 = now_ns();
+  for (int s = 0; s < steps; s++) {
+    bool cross = s % CROSS_EVERY == CROSS_EVERY - 1, pre = s % CROSS_EVERY == CROSS_EVERY - 2;
+    for (int c = 0; c < CHAINS; c++) {
+      cl_event w[3];
+      cl_uint nw = 0;
+      if (cross) {
+        if (c < CHAINS - 1 && before[c + 1])
+          w[nw++] = before[c + 1];
+        if (c == CHAINS - 1)
+          w[nw++] = cross_ev[0];
+        if (c >= 1)
+          w[nw++] = cross_ev[c - 1];
+      }
+      if (c == 0 && last3)
+        w[nw++] = last3;
+      cl_event *ev = cross ? &cross_ev[c] : pre ? &before[c] : NULL;
+      if (cross)
+        saxpy_on(r, r->q[c], r->buf[(c + 1) % CHAINS], r->buf[c], nw, w, ev);
+      else
+        raw_scale(r, r->q[c], r->buf[c], nw, w, ev);
+      if (c == 0 && last3) {
+        clReleaseEvent(last3);
+        last3 = NULL;
+      }
+    }
+    if (cross) {
+      for (int c = 0; c < CHAINS; c++) {
+        if (before[c])
+          clReleaseEvent(before[c]);
+        before[c] = NULL;
+        if (c < CHAINS - 1)
+          clReleaseEvent(cross_ev[c]);
+      }
+      last3 = cross_ev[CHAINS - 1];
+    }
+  }
+  for (int c = 0; c < CHAINS; c++)
+    clFlush(r->q[c]);
+  for (int c = 0; c < CHAINS; c++)
+    clFinish(r->q[c]);
+  double ns = (double)(now_ns() - t0) / (steps * CHAINS);
+  for (int c = 0; c < CHAINS; c++)
+    if (before[c])
+      clReleaseEvent(before[c]);
+  if (last3)
+    clReleaseEvent(last3);
+  return ns;
+}
+
+/* ---- maize ---- */
+
+static mz_kernel *mk(mz_runtime *rt, const char *name, const char *params)
+{
+  mz_kernel_spec s = { .name = name, .params = params, .opencl = { .format = MZ_CODE_SOURCE, .path = MZ_KERNELS_CL } };
+  mz_kernel *k;
+  int rc = mz_kernel_create(rt, &s, &k);
+  if (rc)
+    die("mz_kernel_create", rc);
+  return k;
+}
+
+/* Run one graph; returns ns per op and adds the build time to *build. */
+static double maize_run(mz_runtime *rt, mz_kernel *scale, mz_kernel *saxpy, mz_buffer **bufs, int chains, int n,
+                        const char *policy, double *build, uint64_t *callbacks)
+{
+  int steps = n / chains;
+  uint64_t t0 = now_ns();
+  mz_graph *g;
+  if (mz_graph_create(rt, &g))
+    die("mz_graph_create", -1);
+  mz_op *a = mz_f32(g, 1.0f), *half = mz_f32(g, 0.5f);
+  mz_op *vals[CHAINS], *ends[CHAINS];
+  for (int c = 0; c < chains; c++)
+    vals[c] = mz_value(g, bufs[c]);
+  for (int s = 0; s < steps; s++)
+    for (int c = 0; c < chains; c++) {
+      if (chains > 1 && s % CROSS_EVERY == CROSS_EVERY - 1)
+        ends[c] = mz_apply(g, saxpy, mz_zip(g, 3, (mz_op *[]){ half, vals[(c + 1) % chains], vals[c] }), NULL);
+      else
+        ends[c] = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ a, vals[c] }), NULL);
+    }
+  mz_op *root = chains > 1 ? mz_join(g, chains, ends) : ends[0];
+  if (mz_graph_status(g))
+    die(mz_graph_message(g), mz_graph_status(g));
+  uint64_t t1 = now_ns();
+  mz_future *f;
+  int rc = mz_schedule(g, root, policy, &f);
+  if (rc)
+    die(mz_runtime_last_error(rt), rc);
+  rc = mz_future_wait(f);
+  uint64_t t2 = now_ns();
+  if (rc)
+    die(mz_future_message(f), rc);
+  mz_run_stats st;
+  if (mz_future_stats(f, &st) == MZ_OK)
+    *callbacks = st.callbacks;
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  *build += (double)(t1 - t0) / (steps * chains);
+  return (double)(t2 - t1) / (steps * chains);
+}
+
+int main(int argc, char **argv)
+{
+  int n = 10000, reps = 5;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-n") && i + 1 < argc)
+      n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-r") && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--quick")) {
+      n = 1000;
+      reps = 2;
+    } else {
+      fprintf(stderr, "usage: %s [-n kernels] [-r repetitions] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (n < 64 || reps < 1)
+    return 2;
+  cl_uint np = 0;
+  if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0) {
+    printf("no OpenCL platform: nothing to measure\n");
+    printf("BENCH opencl.chain maize_ns=na raw_ns=na ratio=na\n");
+    return 0;
+  }
+
+  struct raw r;
+  raw_open(&r);
+  mz_runtime_config cfg = { .devices = "opencl:0", .opencl_queues = CHAINS };
+  mz_runtime *rt;
+  int rc = mz_runtime_create(&cfg, &rt);
+  if (rc)
+    die("mz_runtime_create", rc);
+  mz_kernel *scale = mk(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  mz_kernel *saxpy = mk(rt, "saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)");
+  float init[ELEMS];
+  for (int i = 0; i < ELEMS; i++)
+    init[i] = 1.0f;
+  mz_buffer *bufs[CHAINS];
+  for (int c = 0; c < CHAINS; c++)
+    if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){ ELEMS }, init, &bufs[c]))
+      die("mz_buffer_create", -1);
+
+  /* Warm up: builds, first allocations and transfers, PoCL's kernel cache. */
+  double build = 0;
+  uint64_t cbs = 0;
+  maize_run(rt, scale, saxpy, bufs, 1, n / 10, "single", &build, &cbs);
+  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "round-robin", &build, &cbs);
+  raw_chain(&r, n / 10);
+  raw_chain4(&r, n / 10);
+
+  double *m1 = calloc((size_t)reps, sizeof(double)), *r1 = calloc((size_t)reps, sizeof(double));
+  double *rc1 = calloc((size_t)reps, sizeof(double)), *m4 = calloc((size_t)reps, sizeof(double));
+  double *r4 = calloc((size_t)reps, sizeof(double));
+  double build1 = 0, build4 = 0;
+  uint64_t cb1 = 0, cb4 = 0;
+  for (int i = 0; i < reps; i++) {
+    /* Interleaved, so that drift of the machine hits all alike. */
+    m1[i] = maize_run(rt, scale, saxpy, bufs, 1, n, "single", &build1, &cb1);
+    r1[i] = raw_chain(&r, n);
+    rc1[i] = raw_chain_cb(&r, n);
+    m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &build4, &cb4);
+    r4[i] = raw_chain4(&r, n);
+    fprintf(stderr, "rep %d: 1 queue maize %.0f raw %.0f raw+cb %.0f | 4 queues maize %.0f raw %.0f ns/op\n", i,
+            m1[i], r1[i], rc1[i], m4[i], r4[i]);
+  }
+  double M1 = median(m1, reps), R1 = median(r1, reps), RC1 = median(rc1, reps);
+  double M4 = median(m4, reps), R4 = median(r4, reps);
+  printf("OpenCL chain, %d kernels of scale on %d floats, median of %d (ns per kernel)\n", n, ELEMS, reps);
+  printf("  1 queue : maize %8.0f  raw %8.0f  raw+callback/op %8.0f  (maize build %.0f, callbacks/run %llu)\n",
+         M1, R1, RC1, build1 / reps, (unsigned long long)cb1);
+  printf("  4 queues: maize %8.0f  raw %8.0f  (maize build %.0f, callbacks/run %llu)\n", M4, R4, build4 / reps,
+         (unsigned long long)cb4);
+  printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f\n", M1, R1, M1 / R1, RC1);
+  printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f\n", M4, R4, M4 / R4);
+
+  free(m1);
+  free(r1);
+  free(rc1);
+  free(m4);
+  free(r4);
+  for (int c = 0; c < CHAINS; c++)
+    mz_buffer_release(bufs[c]);
+  mz_kernel_destroy(scale);
+  mz_kernel_destroy(saxpy);
+  mz_runtime_destroy(rt);
+  raw_close(&r);
+  return 0;
+}

@@ -1,0 +1,264 @@
+/* The CPU device: one in-order queue per worker thread, each worker pinned
+ * to its own core with hwloc.  Buffers live in host memory, so there is no
+ * device memory and no transfer, except reading a buffer back from another
+ * device before a task that needs it.  The worker is its own completion
+ * signal: it finishes each task as soon as it ran. */
+#include <hwloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct cpu_dev {
+  hwloc_topology_t topo;
+  unsigned nworkers;
+  hwloc_cpuset_t *sets; /* per worker: the core it is bound to */
+};
+
+struct worker {
+  struct mz__mpsc inbox;
+  struct mz_op stub;
+  struct mz__parker park;
+  pthread_t thread;
+  _Atomic bool stop;
+  struct mz__queue *q;
+  hwloc_topology_t topo;
+  hwloc_cpuset_t set;
+  unsigned spin;
+};
+
+static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
+  (void)dev;
+  return !k || mz__kernel_spec(k)->cpu.fn != NULL;
+}
+
+/* Run one task: read stale inputs back from their devices, call the
+ * function, finish it. */
+static void run_task(struct worker *w, struct mz__exec *e) {
+  mz_op *op = e->node;
+  int status = MZ_OK;
+  char *msg = NULL;
+  if (atomic_load_explicit(&op->t->pred_failed, memory_order_acquire)) {
+    mz__task_finish(op, MZ_ECANCELED);
+    return;
+  }
+  e->t_start = mz__now_ns();
+  for (unsigned i = 0; i < e->nxfer && status == MZ_OK; i++) {
+    struct mz__xfer *x = &e->xfers[i];
+    if (x->src_dev) status = x->src_dev->ops->mem_read(x->src_dev, x->src, x->dst, x->bytes);
+  }
+  if (status == MZ_OK) {
+    mz_cpu_fn fn = NULL;
+    void *user = NULL;
+    if (e->kernel) {
+      fn = mz__kernel_spec(e->kernel)->cpu.fn;
+      user = mz__kernel_spec(e->kernel)->cpu.user;
+    } else {
+      fn = e->host_fn;
+      user = e->host_user;
+    }
+    if (fn) {
+      mz_arg argv[16];
+      mz_shape shv[16];
+      mz_arg *args = e->nargs <= 16 ? argv : malloc(e->nargs * sizeof *args);
+      mz_shape *shapes = e->nargs <= 16 ? shv : malloc(e->nargs * sizeof *shapes);
+      if (!args || !shapes) {
+        status = MZ_ENOMEM;
+      } else {
+        for (unsigned i = 0; i < e->nargs; i++) {
+          args[i] = e->args[i].value;
+          if (e->args[i].shape) shapes[i] = *e->args[i].shape;
+          else memset(&shapes[i], 0, sizeof shapes[i]);
+        }
+        mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
+                        .queue = w->q->index};
+        status = fn(&call);
+        if (status > 0) status = MZ_EKERNEL;
+        if (status < 0) {
+          char buf[160];
+          snprintf(buf, sizeof buf, "the %s function returned %s", e->kernel ? "kernel's CPU" : "host",
+                   mz_err_name(status));
+          msg = strdup(buf);
+        }
+      }
+      if (args != argv) free(args);
+      if (shapes != shv) free(shapes);
+    }
+  } else {
+    msg = strdup("cannot read an input back from its device");
+  }
+  e->t_end = mz__now_ns();
+  if (msg) {
+    free(e->message);
+    e->message = msg;
+  }
+  mz__task_finish(op, status);
+}
+
+static void *worker_main(void *arg) {
+  struct worker *w = arg;
+  mz__in_runtime_thread = 1;
+  if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
+  for (;;) {
+    mz_op *op = mz__mpsc_pop(&w->inbox);
+    for (unsigned i = 0; !op && i < w->spin; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      op = mz__mpsc_pop(&w->inbox);
+    }
+    if (op) {
+      run_task(w, &op->t->exec);
+      continue;
+    }
+    if (atomic_load(&w->stop)) break;
+    mz__parker_park(&w->park);
+  }
+  return NULL;
+}
+
+static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
+  struct worker *w = q->priv;
+  for (unsigned i = 0; i < b->n; i++) mz__mpsc_push(&w->inbox, b->execs[i]->node);
+  mz__parker_wake(&w->park);
+  return MZ_OK;
+}
+
+static int cpu_queue_init(struct mz__queue *q) {
+  struct cpu_dev *cd = q->dev->priv;
+  struct worker *w = calloc(1, sizeof *w);
+  if (!w) return MZ_ENOMEM;
+  w->q = q;
+  w->topo = cd->topo;
+  w->set = cd->sets ? cd->sets[q->local] : NULL;
+  w->spin = q->dev->rt->spin;
+  mz__mpsc_init(&w->inbox, &w->stub);
+  mz__parker_init(&w->park);
+  q->priv = w;
+  if (pthread_create(&w->thread, NULL, worker_main, w)) {
+    mz__parker_fini(&w->park);
+    free(w);
+    q->priv = NULL;
+    return MZ_ENOMEM;
+  }
+  return MZ_OK;
+}
+
+static void cpu_queue_fini(struct mz__queue *q) {
+  struct worker *w = q->priv;
+  if (!w) return;
+  atomic_store(&w->stop, true);
+  mz__parker_wake(&w->park);
+  pthread_join(w->thread, NULL);
+  mz__parker_fini(&w->park);
+  free(w);
+  q->priv = NULL;
+}
+
+static void cpu_destroy(struct mz_device *dev) {
+  struct cpu_dev *cd = dev->priv;
+  if (!cd) return;
+  for (unsigned i = 0; cd->sets && i < cd->nworkers; i++) hwloc_bitmap_free(cd->sets[i]);
+  free(cd->sets);
+  hwloc_topology_destroy(cd->topo);
+  free(cd);
+  dev->priv = NULL;
+}
+
+static int cpu_mem_read(struct mz_device *dev, void *mem, void *host, size_t bytes) {
+  (void)dev;
+  if (mem != host) memcpy(host, mem, bytes);
+  return MZ_OK;
+}
+
+static int cpu_mem_write(struct mz_device *dev, void *mem, const void *host, size_t bytes) {
+  (void)dev;
+  if (mem != host) memcpy(mem, host, bytes);
+  return MZ_OK;
+}
+
+static const struct mz__device_ops cpu_ops = {
+    .inline_submit = true,
+    .host_memory = true,
+    .destroy = cpu_destroy,
+    .can_run = cpu_can_run,
+    .mem_read = cpu_mem_read,
+    .mem_write = cpu_mem_write,
+    .submit = cpu_submit,
+    .queue_init = cpu_queue_init,
+    .queue_fini = cpu_queue_fini,
+};
+
+/* sel->arg is the number of workers ("cpu:2"); the default is one per
+ * core the process may run on.  A runtime whose MZ_DEVICES names no CPU
+ * still gets one host-only worker for host nodes (sel->arg "host"). */
+static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel) {
+  struct cpu_dev *cd = calloc(1, sizeof *cd);
+  if (!cd) return MZ_ENOMEM;
+  if (hwloc_topology_init(&cd->topo) || hwloc_topology_load(cd->topo)) {
+    free(cd);
+    return mz__set_error(rt, MZ_EDEVICE, "cpu: hwloc could not read the topology");
+  }
+  bool host_only = sel->arg && !strcmp(sel->arg, "host");
+  hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+  hwloc_get_cpubind(cd->topo, allowed, HWLOC_CPUBIND_PROCESS);
+  if (hwloc_bitmap_iszero(allowed)) hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(cd->topo));
+  int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_CORE);
+  int npus = hwloc_get_nbobjs_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_PU);
+  if (ncores <= 0) ncores = npus > 0 ? npus : 1;
+  unsigned n = (unsigned)ncores;
+  if (host_only) {
+    n = 1;
+  } else if (sel->arg) {
+    char *end;
+    long v = strtol(sel->arg, &end, 10);
+    if (*end || v < 1 || v > 1024) {
+      hwloc_bitmap_free(allowed);
+      hwloc_topology_destroy(cd->topo);
+      free(cd);
+      return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'cpu:%s' must give a worker count from 1 to 1024", sel->arg);
+    }
+    n = (unsigned)v;
+  }
+  cd->nworkers = n;
+  cd->sets = calloc(n, sizeof *cd->sets);
+  /* Pin worker i to core i (round robin when there are more workers than
+   * cores); binding to a core, not a PU, leaves its hyperthreads free. */
+  for (unsigned i = 0; cd->sets && i < n; i++) {
+    hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_CORE, i % (unsigned)ncores);
+    if (!core) core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_PU, i % (unsigned)(npus > 0 ? npus : 1));
+    cd->sets[i] = core ? hwloc_bitmap_dup(core->cpuset) : NULL;
+    if (cd->sets[i]) hwloc_bitmap_and(cd->sets[i], cd->sets[i], allowed);
+  }
+  hwloc_bitmap_free(allowed);
+  struct mz_device *dev = mz__device_add(rt, type, n, cd);
+  if (!dev) {
+    cpu_destroy(&(struct mz_device){.priv = cd});
+    return MZ_ENOMEM;
+  }
+  dev->kernels = !host_only;
+  hwloc_obj_t root = hwloc_get_root_obj(cd->topo);
+  const char *model = hwloc_obj_get_info_by_name(root, "CPUModel");
+  hwloc_obj_t pkg = hwloc_get_obj_by_type(cd->topo, HWLOC_OBJ_PACKAGE, 0);
+  if (!model && pkg) model = hwloc_obj_get_info_by_name(pkg, "CPUModel");
+  const char *vendor = pkg ? hwloc_obj_get_info_by_name(pkg, "CPUVendor") : NULL;
+  snprintf(dev->name_buf, sizeof dev->name_buf, "%s", model ? model : "cpu");
+  snprintf(dev->vendor_buf, sizeof dev->vendor_buf, "%s", vendor ? vendor : "");
+  snprintf(dev->version_buf, sizeof dev->version_buf, "hwloc %s", HWLOC_VERSION);
+  dev->info.name = dev->name_buf;
+  dev->info.vendor = dev->vendor_buf;
+  dev->info.version = dev->version_buf;
+  dev->info.memory = root->total_memory;
+  dev->info.compute_units = (unsigned)ncores;
+  int nnuma = hwloc_get_nbobjs_by_type(cd->topo, HWLOC_OBJ_NUMANODE);
+  dev->info.numa_node = nnuma >= 1 ? 0 : -1;
+  dev->info.unified_memory = true;
+  return 1;
+}
+
+const struct mz__devtype mz__devtype_cpu = {
+    .name = "cpu",
+    .kind = MZ_DEVICE_CPU,
+    .ops = &cpu_ops,
+    .discover = cpu_discover,
+};

@@ -1,0 +1,1178 @@
+/* maize: the CUDA backend, through the driver API loaded at run time.
+ *
+ * One maize device per CUDA device, using the device's primary context (so
+ * maize shares memory and modules with any CUDA code of the application)
+ * and several non-blocking streams as its in-order queues.  libcuda is
+ * opened with dlopen by mz__cuda_load(): a machine without a driver or a
+ * GPU simply has zero CUDA devices.
+ *
+ * Threads.  ops.inline_submit is false: the core gives each device one
+ * submission thread, which makes every submit, prepare and mem_alloc call;
+ * mem_read, mem_write and mem_free come from any non-callback thread.  A
+ * context is current per thread, so every entry point makes the device's
+ * primary context current first (cuCtxSetCurrent is a thread-local store).
+ *
+ * Completion.  A batch ends with exactly one cuLaunchHostFunc, whose
+ * function makes no CUDA call (the API forbids it): it hands the batch
+ * back to the core with mz__batch_done().  The driver never runs host
+ * functions once the context has a sticky error (a kernel fault), so each
+ * device also has a monitor thread: while batches are in flight it checks
+ * the device every few milliseconds, and when the context is broken it
+ * marks the device dead and completes every batch still in flight with
+ * MZ_EDEVICE.  A batch is completed exactly once: whoever unlinks it from
+ * the in-flight list under the device lock completes it.
+ *
+ * Ordering between queues.  A node that waits for a node on another stream
+ * waits for an event on the device (cuStreamWaitEvent); that event is
+ * recorded lazily, the first time someone waits for the node, on the
+ * node's stream.  Recording later than the node captures the node and
+ * perhaps more of its stream, which is conservative and cannot deadlock: an
+ * event only captures work submitted before it, and that work never waits
+ * for work submitted after it.
+ *
+ * Transfers from host memory go through pinned staging chunks (the source
+ * is copied into them at submission, so the copy is truly asynchronous and
+ * the submission thread never blocks), unless the source is already pinned.
+ * Chunks return to a per-device pool when their batch completes. */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_loader.h"
+#include "device_ops.h"
+#include "maize.h"
+
+/* ------------------------------------------------------------------ */
+/* The loader                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The symbols to resolve, in the order of struct mz__cuda_api's fields. */
+static const char *const cuda_symbols[] = {
+#define MZ__CUDA_API_NAME(field, symbol) #symbol,
+    MZ_CUDA_API_MAP(MZ__CUDA_API_NAME)
+#undef MZ__CUDA_API_NAME
+};
+#define CUDA_NSYMBOLS (sizeof cuda_symbols / sizeof cuda_symbols[0])
+
+/* cuGetProcAddress as CUDA 12 and later declare it. */
+typedef CUresult (*cuda_getproc_fn)(const char *symbol, void **pfn, int cuda_version,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+/* Ask cuGetProcAddress for symbol, by its unversioned name ("cuMemAlloc"
+ * for "cuMemAlloc_v2") and the CUDA version of our header, so the driver
+ * returns the variant with the ABI cuda.h describes. */
+static void *cuda_getproc(cuda_getproc_fn gpa, const char *symbol) {
+  char base[64];
+  size_t n = strlen(symbol);
+  if (n >= sizeof base) return NULL;
+  memcpy(base, symbol, n + 1);
+  char *v = strstr(base, "_v");
+  if (v && isdigit((unsigned char)v[2])) *v = 0;
+  void *fn = NULL;
+  CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+  if (gpa(base, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st) != CUDA_SUCCESS ||
+      st != CU_GET_PROC_ADDRESS_SUCCESS)
+    return NULL;
+  return fn;
+}
+
+int mz__cuda_load(const char *path, struct mz__cuda_api *api, char *err, size_t errlen) {
+  if (!api) return MZ_EINVAL;
+  memset(api, 0, sizeof *api);
+  if (!path) path = getenv("MZ_CUDA_LIBRARY");
+  if (!path || !*path) path = "libcuda.so.1";
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    if (err && errlen) snprintf(err, errlen, "cannot load the CUDA driver '%s': %s", path, dlerror());
+    return MZ_ELOAD;
+  }
+  /* The table is an array of function pointers in MZ_CUDA_API_MAP order;
+   * fill it through a pointer array view built from the field addresses
+   * rather than by casting the struct, so the layout is never assumed. */
+  void **slots[] = {
+#define MZ__CUDA_API_SLOT(field, symbol) (void **)&api->field,
+      MZ_CUDA_API_MAP(MZ__CUDA_API_SLOT)
+#undef MZ__CUDA_API_SLOT
+  };
+  /* dlsym returns an object pointer; POSIX guarantees it converts to a
+   * function pointer, which memcpy below does without a cast warning. */
+  void *gpa_sym = dlsym(h, "cuGetProcAddress_v2");
+  cuda_getproc_fn gpa = NULL;
+  if (gpa_sym) memcpy(&gpa, &gpa_sym, sizeof gpa);
+  for (size_t i = 0; i < CUDA_NSYMBOLS; i++) {
+    void *sym = dlsym(h, cuda_symbols[i]);
+    if (!sym && gpa) sym = cuda_getproc(gpa, cuda_symbols[i]);
+    if (!sym) {
+      if (err && errlen)
+        snprintf(err, errlen, "the CUDA driver '%s' lacks the symbol %s (driver too old?)", path,
+                 cuda_symbols[i]);
+      dlclose(h);
+      memset(api, 0, sizeof *api);
+      return MZ_ELOAD;
+    }
+    memcpy(slots[i], &sym, sizeof sym);
+  }
+  api->handle = h;
+  return MZ_OK;
+}
+
+void mz__cuda_unload(struct mz__cuda_api *api) {
+  if (!api) return;
+  if (api->handle) dlclose(api->handle);
+  memset(api, 0, sizeof *api);
+}
+
+const char *mz__cuda_strerror(const struct mz__cuda_api *api, CUresult r, char *buf, size_t len) {
+  const char *name = NULL, *text = NULL;
+  if (api && api->GetErrorName) api->GetErrorName(r, &name);
+  if (api && api->GetErrorString) api->GetErrorString(r, &text);
+  if (name && text)
+    snprintf(buf, len, "%s: %s", name, text);
+  else
+    snprintf(buf, len, "CUDA error %d", (int)r);
+  return buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Backend state                                                       */
+/* ------------------------------------------------------------------ */
+
+/* Pinned staging memory: chunks of at least this size, and at most this
+ * much pinned memory per device (pinned pages are taken from the OS for
+ * good; a transfer that does not fit goes from pageable memory). */
+#define CU_CHUNK_MIN ((size_t)1 << 20)
+#define CU_PINNED_MAX ((size_t)256 << 20)
+#define CU_STAGE_ALIGN 256
+/* How often the monitor checks a device with work in flight. */
+#define CU_MONITOR_NS 5000000L
+/* Launch parameters kept on the stack up to this many arguments. */
+#define CU_STACK_ARGS 32
+
+/* What the CUDA devices of one runtime share: the driver table.  Each
+ * device holds a reference; the last device's destroy frees it. */
+struct cu_shared {
+  struct mz__cuda_api api;
+  _Atomic unsigned refs;
+  int driver_version;
+};
+
+struct cu_chunk {
+  struct cu_chunk *next;
+  char *host;             /* cuMemHostAlloc'd */
+  size_t cap, used;
+};
+
+/* One batch in flight, linked in its device's in-flight list. */
+struct cu_batch {
+  struct cu_batch *prev, *next;
+  struct cu_dev *d;
+  struct mz__batch *b;
+  struct cu_chunk *chunks; /* staging used by the batch's transfers */
+  bool linked;             /* in the in-flight list; whoever clears it completes the batch */
+};
+
+struct cu_dev {
+  struct cu_shared *sh;
+  const struct mz__cuda_api *api;   /* &sh->api */
+  struct mz_device *dev;
+  CUdevice cudev;
+  int ordinal;
+  CUcontext ctx;                    /* the primary context, retained */
+  uint64_t peers;                   /* bit i: peer access to CUDA ordinal i is enabled */
+
+  /* The in-flight batches and the monitor.  host functions take this lock,
+   * so no CUDA call is ever made while holding it. */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct cu_batch *inflight;
+  bool stop;
+  pthread_t monitor;
+  bool monitor_started;
+
+  _Atomic bool failed;
+  char fail_msg[256];               /* written once, before failed is set */
+
+  /* Guards the lazy recording of exec->event for nodes on this device's
+   * streams (waiters may be on other devices' submission threads). */
+  pthread_mutex_t event_lock;
+
+  /* Events whose release_exec ran in a host function of ours, where no
+   * CUDA call is allowed: the monitor destroys them.  Guarded by lock. */
+  struct cu_grave *graves;
+
+  /* Pinned staging chunks not in use.  Host functions give chunks back, so
+   * the pool has its own lock, never held across a CUDA call. */
+  pthread_mutex_t pool_lock;
+  struct cu_chunk *pool;
+  size_t pinned_total;              /* submission thread only */
+};
+
+struct cu_queue {
+  CUstream stream;
+};
+
+struct cu_grave {
+  struct cu_grave *next;
+  CUevent ev;
+};
+
+/* True on a thread while it runs one of our host functions.  The core may
+ * tear a run down from there (and call release_exec), but a host function
+ * must make no CUDA call, so such work is deferred. */
+static _Thread_local bool cu_in_host_fn;
+
+/* A prepared kernel. */
+struct cu_kernel {
+  CUmodule module;
+  CUfunction fn;
+};
+
+static const struct mz__device_ops cuda_ops;
+
+static struct cu_dev *cu_of(const struct mz_device *dev) { return dev->priv; }
+
+static void cu_current(struct cu_dev *d) { d->api->CtxSetCurrent(d->ctx); }
+
+/* Errors after which the context is unusable: every later call fails, so
+ * the device is dead.  (The driver documents these as leaving "the process
+ * in an inconsistent state"; the list follows cuda.h.) */
+static bool cu_sticky(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_ECC_UNCORRECTABLE:
+  case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+  case CUDA_ERROR_CONTAINED:
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+  case CUDA_ERROR_DEINITIALIZED:
+  case CUDA_ERROR_DEVICE_UNAVAILABLE:
+  case CUDA_ERROR_EXTERNAL_DEVICE:
+  case CUDA_ERROR_UNKNOWN:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* A malloc'd message, for exec->message and build logs. */
+static char *cu_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *cu_msg(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = NULL;
+  if (vasprintf(&s, fmt, ap) < 0) s = NULL;
+  va_end(ap);
+  return s;
+}
+
+static void cu_exec_fail(struct mz__exec *e, int code, char *msg) {
+  if (e->status == 0) {
+    e->status = code;
+    if (!e->message) {
+      e->message = msg;
+      msg = NULL;
+    }
+  }
+  free(msg);
+}
+
+/* Mark the device dead after a sticky error and let the monitor complete
+ * every batch in flight (host functions will never run).  Callable from
+ * any thread except a host function; safe to call more than once. */
+static void cu_fail(struct cu_dev *d, CUresult r, const char *where) {
+  pthread_mutex_lock(&d->lock);
+  bool first = !atomic_load(&d->failed);
+  if (first) {
+    char e[160];
+    snprintf(d->fail_msg, sizeof d->fail_msg, "cuda device %d (%s): %s failed: %s", d->ordinal,
+             d->dev->info.name ? d->dev->info.name : "?", where,
+             mz__cuda_strerror(d->api, r, e, sizeof e));
+    atomic_store(&d->failed, true);
+  }
+  pthread_cond_broadcast(&d->cond);
+  pthread_mutex_unlock(&d->lock);
+  if (first) mz__device_fail(d->dev, MZ_EDEVICE, d->fail_msg);
+}
+
+/* The maize code for a CUDA error that is not a device failure. */
+static int cu_code(CUresult r) {
+  switch (r) {
+  case CUDA_ERROR_OUT_OF_MEMORY: return MZ_ENOMEM;
+  case CUDA_ERROR_INVALID_VALUE: return MZ_EINVAL;
+  default: return MZ_EDEVICE;
+  }
+}
+
+/* Check a call's result: a sticky error fails the device. */
+static CUresult cu_check(struct cu_dev *d, CUresult r, const char *where) {
+  if (r != CUDA_SUCCESS && cu_sticky(r)) cu_fail(d, r, where);
+  return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Staging pool                                                        */
+/* ------------------------------------------------------------------ */
+
+static void pool_put(struct cu_dev *d, struct cu_chunk *list) {
+  if (!list) return;
+  struct cu_chunk *last = list;
+  for (struct cu_chunk *c = list; c; c = c->next) {
+    c->used = 0;
+    last = c;
+  }
+  pthread_mutex_lock(&d->pool_lock);
+  last->next = d->pool;
+  d->pool = list;
+  pthread_mutex_unlock(&d->pool_lock);
+}
+
+/* Free the chunks not in use (submission thread, or destroy). */
+static void pool_trim(struct cu_dev *d) {
+  pthread_mutex_lock(&d->pool_lock);
+  struct cu_chunk *list = d->pool;
+  d->pool = NULL;
+  pthread_mutex_unlock(&d->pool_lock);
+  while (list) {
+    struct cu_chunk *n = list->next;
+    d->api->MemFreeHost(list->host);
+    d->pinned_total -= list->cap;
+    free(list);
+    list = n;
+  }
+}
+
+/* A pinned chunk of at least bytes, from the pool or new; NULL when the
+ * pinned budget is spent or the driver refuses. */
+static struct cu_chunk *pool_get(struct cu_dev *d, size_t bytes) {
+  pthread_mutex_lock(&d->pool_lock);
+  for (struct cu_chunk **pp = &d->pool; *pp; pp = &(*pp)->next) {
+    if ((*pp)->cap >= bytes) {
+      struct cu_chunk *c = *pp;
+      *pp = c->next;
+      pthread_mutex_unlock(&d->pool_lock);
+      c->next = NULL;
+      return c;
+    }
+  }
+  pthread_mutex_unlock(&d->pool_lock);
+  size_t cap = CU_CHUNK_MIN;
+  while (cap < bytes && cap < CU_PINNED_MAX) cap <<= 1;
+  if (cap < bytes) return NULL;
+  if (d->pinned_total + cap > CU_PINNED_MAX) pool_trim(d);
+  if (d->pinned_total + cap > CU_PINNED_MAX) return NULL;
+  struct cu_chunk *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  void *p = NULL;
+  if (d->api->MemHostAlloc(&p, cap, 0) != CUDA_SUCCESS) {
+    free(c);
+    return NULL;
+  }
+  c->host = p;
+  c->cap = cap;
+  d->pinned_total += cap;
+  return c;
+}
+
+/* Room for bytes of staging in the batch's chunks, or NULL. */
+static void *stage(struct cu_dev *d, struct cu_batch *cb, size_t bytes) {
+  struct cu_chunk *c = cb->chunks;
+  if (c) {
+    size_t off = (c->used + CU_STAGE_ALIGN - 1) & ~(size_t)(CU_STAGE_ALIGN - 1);
+    if (off <= c->cap && c->cap - off >= bytes) {
+      c->used = off + bytes;
+      return c->host + off;
+    }
+  }
+  c = pool_get(d, bytes);
+  if (!c) return NULL;
+  c->next = cb->chunks;
+  cb->chunks = c;
+  c->used = bytes;
+  return c->host;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion and the monitor                                          */
+/* ------------------------------------------------------------------ */
+
+/* Hand a batch back to the core.  fail: 0, or the code for every exec that
+ * has no status yet.  Makes no CUDA call (runs in host functions). */
+static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
+  struct cu_dev *d = cb->d;
+  struct mz__batch *b = cb->b;
+  if (fail)
+    for (unsigned i = 0; i < b->n; i++) cu_exec_fail(b->execs[i], fail, why ? strdup(why) : NULL);
+  pool_put(d, cb->chunks);
+  b->priv = NULL;
+  free(cb);
+  mz__batch_done(b);
+}
+
+static void CUDA_CB host_done(void *user) {
+  struct cu_batch *cb = user;
+  struct cu_dev *d = cb->d;
+  pthread_mutex_lock(&d->lock);
+  bool mine = cb->linked;
+  if (mine) {
+    cb->linked = false;
+    if (cb->prev) cb->prev->next = cb->next;
+    else d->inflight = cb->next;
+    if (cb->next) cb->next->prev = cb->prev;
+  }
+  pthread_mutex_unlock(&d->lock);
+  /* When the monitor has already failed the batch, it owns it. */
+  if (mine) {
+    cu_in_host_fn = true;
+    batch_finish(cb, 0, NULL);
+    cu_in_host_fn = false;
+  }
+}
+
+/* Link a batch before its host function is enqueued (the function may run
+ * before cuLaunchHostFunc returns). */
+static void inflight_add(struct cu_dev *d, struct cu_batch *cb) {
+  pthread_mutex_lock(&d->lock);
+  cb->prev = NULL;
+  cb->next = d->inflight;
+  if (d->inflight) d->inflight->prev = cb;
+  d->inflight = cb;
+  cb->linked = true;
+  pthread_cond_broadcast(&d->cond);
+  pthread_mutex_unlock(&d->lock);
+}
+
+/* Check the device for a sticky error: any call returns it, and
+ * cuStreamQuery neither blocks nor has side effects. */
+static void monitor_probe(struct cu_dev *d) {
+  struct mz_device *dev = d->dev;
+  for (unsigned i = 0; i < dev->nqueues; i++) {
+    struct cu_queue *cq = dev->queues[i].priv;
+    if (!cq) continue;
+    CUresult r = d->api->StreamQuery(cq->stream);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY && cu_sticky(r)) {
+      cu_fail(d, r, "a kernel or copy");
+      return;
+    }
+  }
+}
+
+/* Destroy the events left by release_exec in host functions.  Called with
+ * d->lock held; drops it around the CUDA calls. */
+static void graves_empty(struct cu_dev *d) {
+  while (d->graves) {
+    struct cu_grave *g = d->graves;
+    d->graves = NULL;
+    pthread_mutex_unlock(&d->lock);
+    while (g) {
+      struct cu_grave *n = g->next;
+      d->api->EventDestroy(g->ev);
+      free(g);
+      g = n;
+    }
+    pthread_mutex_lock(&d->lock);
+  }
+}
+
+static void *monitor_main(void *arg) {
+  struct cu_dev *d = arg;
+  cu_current(d);
+  pthread_mutex_lock(&d->lock);
+  for (;;) {
+    while (!d->stop && !d->inflight && !d->graves) pthread_cond_wait(&d->cond, &d->lock);
+    graves_empty(d);
+    if (d->inflight && (atomic_load(&d->failed) || d->stop)) {
+      /* Take every batch in flight: their host functions will not run. */
+      struct cu_batch *list = d->inflight;
+      d->inflight = NULL;
+      for (struct cu_batch *c = list; c; c = c->next) c->linked = false;
+      pthread_mutex_unlock(&d->lock);
+      while (list) {
+        struct cu_batch *n = list->next;
+        batch_finish(list, MZ_EDEVICE, d->fail_msg[0] ? d->fail_msg : "cuda device stopped");
+        list = n;
+      }
+      pthread_mutex_lock(&d->lock);
+      continue;
+    }
+    if (d->stop) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += CU_MONITOR_NS;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&d->cond, &d->lock, &ts);
+    if (d->inflight && !d->stop && !atomic_load(&d->failed)) {
+      pthread_mutex_unlock(&d->lock);
+      monitor_probe(d);
+      pthread_mutex_lock(&d->lock);
+    }
+  }
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Discovery and teardown                                              */
+/* ------------------------------------------------------------------ */
+
+static void shared_unref(struct cu_shared *sh) {
+  if (atomic_fetch_sub(&sh->refs, 1) != 1) return;
+  /* The driver stays loaded: see mz__cuda_unload(). */
+  free(sh);
+}
+
+/* The device's NUMA node, as the kernel reports it for its PCI function
+ * (hwloc reads the same file; opening a topology with I/O devices here
+ * would cost tens of milliseconds at every runtime creation). */
+static int numa_of(const char *busid) {
+  char path[128];
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", busid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  int node = -1;
+  if (fscanf(f, "%d", &node) != 1) node = -1;
+  fclose(f);
+  return node < 0 ? -1 : node;
+}
+
+static void cu_dev_free(struct cu_dev *d) {
+  if (!d) return;
+  if (d->monitor_started) {
+    pthread_mutex_lock(&d->lock);
+    d->stop = true;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    pthread_join(d->monitor, NULL);
+  }
+  if (d->ctx) {
+    cu_current(d);
+    pthread_mutex_lock(&d->lock);
+    graves_empty(d);
+    pthread_mutex_unlock(&d->lock);
+    pool_trim(d);
+    d->api->CtxSetCurrent(NULL);
+    d->api->DevicePrimaryCtxRelease(d->cudev);
+  }
+  pthread_mutex_destroy(&d->lock);
+  pthread_cond_destroy(&d->cond);
+  pthread_mutex_destroy(&d->event_lock);
+  pthread_mutex_destroy(&d->pool_lock);
+  shared_unref(d->sh);
+  free(d);
+}
+
+static void cuda_destroy(struct mz_device *dev) {
+  cu_dev_free(cu_of(dev));
+  dev->priv = NULL;
+}
+
+/* Parse "I" strictly: digits only. */
+static bool parse_index(const char *s, int *out) {
+  if (!s || !*s) return false;
+  long v = 0;
+  for (const char *p = s; *p; p++) {
+    if (!isdigit((unsigned char)*p)) return false;
+    v = v * 10 + (*p - '0');
+    if (v > 1000000) return false;
+  }
+  *out = (int)v;
+  return true;
+}
+
+/* No CUDA device is usable: 0 for "all" and "cuda", MZ_ENODEV for
+ * "cuda:I".  The reason is recorded either way, so a caller that insists
+ * on CUDA devices can say why there are none. */
+static int no_devices(mz_runtime *rt, const struct mz__devsel *sel, const char *why) {
+  if (sel->arg)
+    return mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no device 'cuda:%s': %s", sel->arg, why);
+  mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no CUDA device: %s", why);
+  return 0;
+}
+
+static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
+                         const struct mz__devsel *sel) {
+  char why[512], e[160];
+  int want = -1;
+  if (sel->arg && !parse_index(sel->arg, &want))
+    return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'cuda:%s': expected a device index", sel->arg);
+
+  struct cu_shared *sh = calloc(1, sizeof *sh);
+  if (!sh) return mz__set_error(rt, MZ_ENOMEM, "cuda: out of memory");
+  struct mz__cuda_api *api = &sh->api;
+  /* Discovery holds one reference until it returns; each device another. */
+  atomic_init(&sh->refs, 1);
+  if (mz__cuda_load(NULL, api, why, sizeof why) < 0) {
+    free(sh);
+    return no_devices(rt, sel, why);
+  }
+  /* From here on the driver stays loaded (see mz__cuda_unload). */
+  CUresult r = api->Init(0);
+  int count = 0;
+  if (r == CUDA_SUCCESS) r = api->DeviceGetCount(&count);
+  if (r != CUDA_SUCCESS || count == 0) {
+    if (r != CUDA_SUCCESS)
+      snprintf(why, sizeof why, "cuInit: %s", mz__cuda_strerror(api, r, e, sizeof e));
+    else
+      snprintf(why, sizeof why, "the CUDA driver reports no device");
+    free(sh);
+    return no_devices(rt, sel, why);
+  }
+  if (want >= count) {
+    free(sh);
+    return mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no device 'cuda:%s' (%d CUDA device%s)",
+                         sel->arg, count, count == 1 ? "" : "s");
+  }
+  api->DriverGetVersion(&sh->driver_version);
+
+  unsigned nq = sel->default_queues ? sel->default_queues : 4;
+  int first = want >= 0 ? want : 0, last = want >= 0 ? want : count - 1;
+  struct cu_dev *found[64];
+  int nfound = 0, added = 0;
+  for (int i = first; i <= last && nfound < 64; i++) {
+    struct cu_dev *d = calloc(1, sizeof *d);
+    if (!d) break;
+    d->sh = sh;
+    d->api = api;
+    d->ordinal = i;
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->cond, NULL);
+    pthread_mutex_init(&d->event_lock, NULL);
+    pthread_mutex_init(&d->pool_lock, NULL);
+    atomic_fetch_add(&sh->refs, 1);
+    r = api->DeviceGet(&d->cudev, i);
+    if (r == CUDA_SUCCESS) r = api->DevicePrimaryCtxRetain(&d->ctx, d->cudev);
+    if (r != CUDA_SUCCESS) {
+      /* A device we cannot open (another process owns it in exclusive
+       * mode, for example) is skipped, not fatal. */
+      mz__warn(rt, "cuda: device %d skipped: %s", i, mz__cuda_strerror(api, r, e, sizeof e));
+      d->ctx = NULL;
+      cu_dev_free(d);
+      continue;
+    }
+    found[nfound++] = d;
+  }
+  if (nfound == 0) {
+    shared_unref(sh);
+    snprintf(why, sizeof why, "no CUDA device could be opened");
+    return no_devices(rt, sel, why);
+  }
+
+  /* Peer access between every pair that allows it, so cuMemcpyPeerAsync
+   * goes over NVLink or PCIe directly instead of through the host. */
+  for (int a = 0; a < nfound; a++) {
+    for (int b = 0; b < nfound; b++) {
+      if (a == b || found[b]->ordinal >= 64) continue;
+      int can = 0;
+      if (api->DeviceCanAccessPeer(&can, found[a]->cudev, found[b]->cudev) != CUDA_SUCCESS || !can)
+        continue;
+      api->CtxSetCurrent(found[a]->ctx);
+      r = api->CtxEnablePeerAccess(found[b]->ctx, 0);
+      if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        found[a]->peers |= (uint64_t)1 << found[b]->ordinal;
+    }
+  }
+
+  for (int k = 0; k < nfound; k++) {
+    struct cu_dev *d = found[k];
+    struct mz_device *dev = mz__device_add(rt, type, nq, d);
+    if (!dev) {
+      for (int j = k; j < nfound; j++) cu_dev_free(found[j]);
+      nfound = k;
+      break;
+    }
+    d->dev = dev;
+    mz_device_info *info = &dev->info;
+    api->DeviceGetName(dev->name_buf, (int)sizeof dev->name_buf, d->cudev);
+    snprintf(dev->vendor_buf, sizeof dev->vendor_buf, "NVIDIA");
+    snprintf(dev->version_buf, sizeof dev->version_buf, "CUDA driver %d.%d",
+             sh->driver_version / 1000, sh->driver_version % 1000 / 10);
+    info->name = dev->name_buf;
+    info->vendor = dev->vendor_buf;
+    info->version = dev->version_buf;
+    size_t mem = 0;
+    api->DeviceTotalMem(&mem, d->cudev);
+    info->memory = mem;
+    int v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->cudev);
+    info->compute_units = (unsigned)v;
+    api->DeviceGetAttribute(&info->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->cudev);
+    api->DeviceGetAttribute(&info->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->cudev);
+    v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_INTEGRATED, d->cudev);
+    info->unified_memory = v != 0;
+    char bus[64] = "";
+    unsigned dom = 0, b = 0, s = 0, f = 0;
+    info->numa_node = -1;
+    if (api->DeviceGetPCIBusId(bus, (int)sizeof bus, d->cudev) == CUDA_SUCCESS &&
+        sscanf(bus, "%x:%x:%x.%x", &dom, &b, &s, &f) == 4) {
+      /* The driver may print an 8-digit domain in upper case; sysfs and
+       * hwloc spell it "0000:17:00.0". */
+      snprintf(info->pci_bus_id, sizeof info->pci_bus_id, "%04x:%02x:%02x.%x", dom & 0xffff,
+               b & 0xff, s & 0x1f, f & 0x7);
+      info->numa_node = numa_of(info->pci_bus_id);
+    }
+    dev->kernels = true;
+    added++;
+  }
+  shared_unref(sh);
+  if (added == 0) return mz__set_error(rt, MZ_ENOMEM, "cuda: out of memory");
+  /* Monitors start once the devices exist; each sleeps until a batch is in
+   * flight. */
+  for (int k = 0; k < added; k++) {
+    struct cu_dev *d = found[k];
+    if (pthread_create(&d->monitor, NULL, monitor_main, d) == 0) {
+      d->monitor_started = true;
+      pthread_setname_np(d->monitor, "mz-cuda-mon");
+    } else {
+      mz__warn(rt, "cuda: device %d: cannot start its monitor thread; a kernel fault will not be "
+                   "noticed until the next call", d->ordinal);
+    }
+  }
+  return added;
+}
+
+/* ------------------------------------------------------------------ */
+/* Queues                                                              */
+/* ------------------------------------------------------------------ */
+
+static int cuda_queue_init(struct mz__queue *q) {
+  struct cu_dev *d = cu_of(q->dev);
+  struct cu_queue *cq = calloc(1, sizeof *cq);
+  if (!cq) return MZ_ENOMEM;
+  cu_current(d);
+  /* Non-blocking: our streams never synchronize implicitly with the legacy
+   * default stream, which the synchronous mem_read/mem_write use; the core
+   * orders those explicitly. */
+  CUresult r = d->api->StreamCreate(&cq->stream, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) {
+    free(cq);
+    char e[160];
+    return mz__set_error(q->dev->rt, cu_code(r), "cuda device %d: cuStreamCreate: %s", d->ordinal,
+                         mz__cuda_strerror(d->api, r, e, sizeof e));
+  }
+  q->priv = cq;
+  return MZ_OK;
+}
+
+static void cuda_queue_fini(struct mz__queue *q) {
+  struct cu_queue *cq = q->priv;
+  if (!cq) return;
+  struct cu_dev *d = cu_of(q->dev);
+  cu_current(d);
+  d->api->StreamDestroy(cq->stream);
+  free(cq);
+  q->priv = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernels                                                             */
+/* ------------------------------------------------------------------ */
+
+static bool cuda_can_run(const struct mz_device *dev, const mz_kernel *k) {
+  const mz_kernel_spec *spec = mz__kernel_spec(k);
+  return spec && (spec->cuda.format == MZ_CODE_PTX || spec->cuda.format == MZ_CODE_CUBIN) &&
+         !atomic_load(&cu_of(dev)->failed);
+}
+
+static int cuda_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, char **log) {
+  struct cu_dev *d = cu_of(dev);
+  const mz_kernel_spec *spec = mz__kernel_spec(k);
+  const mz_code_spec *cs = &spec->cuda;
+  const char *what = cs->format == MZ_CODE_PTX ? "PTX" : "cubin";
+  *kdev = NULL;
+  if (cs->format != MZ_CODE_PTX && cs->format != MZ_CODE_CUBIN) {
+    *log = cu_msg("kernel '%s' has no CUDA implementation", mz_kernel_name(k));
+    return MZ_ENOTSUP;
+  }
+  char *data = NULL, *err = NULL;
+  size_t size = 0;
+  int rc = mz__code_load(cs, &data, &size, &err);
+  if (rc < 0) {
+    *log = err ? err : cu_msg("kernel '%s': cannot read its %s", mz_kernel_name(k), what);
+    return rc;
+  }
+  /* The JIT writes its diagnostics into these buffers; their sizes go in
+   * and come back as the lengths written. */
+  char errlog[16384] = "", infolog[4096] = "";
+  CUjit_option opt[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                        CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES};
+  void *val[] = {errlog, (void *)(uintptr_t)sizeof errlog, infolog, (void *)(uintptr_t)sizeof infolog};
+  cu_current(d);
+  struct cu_kernel *ck = calloc(1, sizeof *ck);
+  if (!ck) {
+    free(data);
+    return MZ_ENOMEM;
+  }
+  CUresult r = d->api->ModuleLoadDataEx(&ck->module, data, 4, opt, val);
+  free(data);
+  char e[160];
+  if (r != CUDA_SUCCESS) {
+    cu_check(d, r, "cuModuleLoadDataEx");
+    *log = cu_msg("cuda device %d: loading the %s of kernel '%s' failed: %s%s%s", d->ordinal, what,
+                  mz_kernel_name(k), mz__cuda_strerror(d->api, r, e, sizeof e),
+                  errlog[0] ? "\n" : "", errlog);
+    free(ck);
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? MZ_ENOMEM : MZ_EBUILD;
+  }
+  const char *entry = cs->entry ? cs->entry : mz_kernel_name(k);
+  r = d->api->ModuleGetFunction(&ck->fn, ck->module, entry);
+  if (r != CUDA_SUCCESS) {
+    *log = cu_msg("cuda device %d: no function '%s' in the %s of kernel '%s': %s", d->ordinal, entry,
+                  what, mz_kernel_name(k), mz__cuda_strerror(d->api, r, e, sizeof e));
+    d->api->ModuleUnload(ck->module);
+    free(ck);
+    return MZ_EBUILD;
+  }
+  *kdev = ck;
+  return MZ_OK;
+}
+
+static void cuda_unprepare(struct mz_device *dev, void *kdev) {
+  struct cu_kernel *ck = kdev;
+  if (!ck) return;
+  struct cu_dev *d = cu_of(dev);
+  cu_current(d);
+  d->api->ModuleUnload(ck->module);
+  free(ck);
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory                                                              */
+/* ------------------------------------------------------------------ */
+
+/* A handle is the CUdeviceptr itself.  cuMemAlloc never returns 0, so a
+ * NULL handle still means "none". */
+static CUdeviceptr dptr_of(const void *mem) { return (CUdeviceptr)(uintptr_t)mem; }
+
+static int cuda_mem_alloc(struct mz_device *dev, size_t bytes, void **mem) {
+  struct cu_dev *d = cu_of(dev);
+  if (atomic_load(&d->failed)) return MZ_EDEVICE;
+  cu_current(d);
+  CUdeviceptr p = 0;
+  /* cuMemAlloc refuses 0 bytes; an empty buffer still needs a handle. */
+  CUresult r = d->api->MemAlloc(&p, bytes ? bytes : 1);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) return MZ_ENOMEM; /* the core evicts and retries */
+  if (r != CUDA_SUCCESS) {
+    cu_check(d, r, "cuMemAlloc");
+    return cu_code(r);
+  }
+  *mem = (void *)(uintptr_t)p;
+  return MZ_OK;
+}
+
+static void cuda_mem_free(struct mz_device *dev, void *mem) {
+  if (!mem) return;
+  struct cu_dev *d = cu_of(dev);
+  cu_current(d);
+  /* After a sticky error this fails too; the memory goes with the context. */
+  d->api->MemFree(dptr_of(mem));
+}
+
+static int cuda_mem_read(struct mz_device *dev, void *mem, void *host, size_t bytes) {
+  struct cu_dev *d = cu_of(dev);
+  if (atomic_load(&d->failed)) return MZ_EDEVICE;
+  if (!bytes) return MZ_OK;
+  cu_current(d);
+  /* To pageable memory, cuMemcpyDtoH returns once the data is there. */
+  CUresult r = d->api->MemcpyDtoH(host, dptr_of(mem), bytes);
+  if (r != CUDA_SUCCESS) return cu_check(d, r, "cuMemcpyDtoH"), cu_code(r);
+  return MZ_OK;
+}
+
+static int cuda_mem_write(struct mz_device *dev, void *mem, const void *host, size_t bytes) {
+  struct cu_dev *d = cu_of(dev);
+  if (atomic_load(&d->failed)) return MZ_EDEVICE;
+  if (!bytes) return MZ_OK;
+  cu_current(d);
+  /* From pageable memory, cuMemcpyHtoD may return once the data is staged,
+   * before it reaches the device; our streams do not synchronize with the
+   * legacy stream the copy went to, so wait for it here. */
+  CUresult r = d->api->MemcpyHtoD(dptr_of(mem), host, bytes);
+  if (r == CUDA_SUCCESS) r = d->api->StreamSynchronize(NULL);
+  if (r != CUDA_SUCCESS) return cu_check(d, r, "cuMemcpyHtoD"), cu_code(r);
+  return MZ_OK;
+}
+
+static bool cuda_can_wait(const struct mz__queue *q, const struct mz__queue *p) {
+  /* Events work across streams, contexts and devices of one driver. */
+  return q->dev->type == p->dev->type && q->dev->ops == &cuda_ops && !atomic_load(&cu_of(p->dev)->failed);
+}
+
+static bool cuda_can_copy_peer(const struct mz_device *dst, const struct mz_device *src) {
+  if (dst->ops != &cuda_ops || src->ops != &cuda_ops) return false;
+  const struct cu_dev *a = cu_of(dst), *b = cu_of(src);
+  if (a == b) return true;
+  return b->ordinal < 64 && (a->peers >> b->ordinal & 1) && (b->peers >> a->ordinal & 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Submission                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The event that marks w done, recorded on w's stream the first time
+ * anyone waits for w.  Runs on the waiter's submission thread, which may
+ * belong to another device: the event is made in w's context (cuEventRecord
+ * wants the event and the stream in one context) and the waiter's context
+ * is made current again afterwards. */
+static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *out) {
+  struct cu_dev *wd = cu_of(w->queue->dev);
+  struct cu_queue *wq = w->queue->priv;
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&wd->event_lock);
+  if (!w->event) {
+    if (wd != cur) cu_current(wd);
+    CUevent ev = NULL;
+    r = wd->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) {
+      r = wd->api->EventRecord(ev, wq->stream);
+      if (r != CUDA_SUCCESS) wd->api->EventDestroy(ev);
+      else w->event = ev;
+    }
+    if (wd != cur) cu_current(cur);
+  }
+  *out = w->event;
+  pthread_mutex_unlock(&wd->event_lock);
+  return r;
+}
+
+/* Default block shapes: 256 threads, spread over the dimensions used. */
+static void launch_dims(const mz_launch *l, unsigned grid[3], unsigned block[3]) {
+  static const unsigned dflt[3][3] = {{256, 1, 1}, {16, 16, 1}, {8, 8, 4}};
+  unsigned nd = l->ndim >= 1 && l->ndim <= 3 ? l->ndim : 1;
+  for (unsigned i = 0; i < 3; i++) {
+    size_t g = i < nd ? l->global[i] : 1;
+    size_t bl = i < nd && l->local[i] ? l->local[i] : dflt[nd - 1][i];
+    if (bl > g && g > 0 && !(i < nd && l->local[i])) bl = g; /* a tiny launch needs no idle threads */
+    size_t n = g ? (g + bl - 1) / bl : 0;
+    block[i] = bl > UINT32_MAX ? UINT32_MAX : (unsigned)bl;
+    grid[i] = n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
+  }
+}
+
+/* Enqueue one exec's waits, transfers and kernel on the stream.  A
+ * problem with this exec alone is recorded in its status and the batch
+ * goes on; the return value is a sticky error, after which nothing more
+ * can be enqueued. */
+static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_batch *cb,
+                            struct mz__exec *e) {
+  const struct mz__cuda_api *api = d->api;
+  CUstream st = ((struct cu_queue *)q->priv)->stream;
+  char ebuf[160];
+  CUresult r;
+
+  for (unsigned i = 0; i < e->nwait; i++) {
+    struct mz__exec *w = e->waits[i];
+    if (!w || w->queue == q) continue; /* the stream orders its own work */
+    if (w->queue->dev->ops != &cuda_ops) {
+      cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: cannot wait on the device for a %s node",
+                                        w->queue->dev->type->name));
+      return CUDA_SUCCESS;
+    }
+    CUevent ev;
+    r = waited_event(d, w, &ev);
+    if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(st, ev, 0);
+    if (r != CUDA_SUCCESS) {
+      if (cu_sticky(r)) return r;
+      cu_exec_fail(e, cu_code(r), cu_msg("cuda: waiting for a node on another stream: %s",
+                                         mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
+      return CUDA_SUCCESS;
+    }
+  }
+
+  for (unsigned i = 0; i < e->nxfer; i++) {
+    const struct mz__xfer *x = &e->xfers[i];
+    CUdeviceptr dst = dptr_of(x->dst);
+    const char *what;
+    if (x->bytes == 0) continue;
+    if (x->src_host) {
+      what = "cuMemcpyHtoDAsync";
+      const void *src = x->src_host;
+      CUmemorytype mt = 0;
+      bool pinned = api->PointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                             (CUdeviceptr)(uintptr_t)src) == CUDA_SUCCESS &&
+                    mt == CU_MEMORYTYPE_HOST;
+      if (!pinned) {
+        /* The host copy is final now (its producers finished before this
+         * node was submitted), so snapshot it into pinned memory.  Without
+         * room, copy from pageable memory: correct, but the driver may
+         * stall this thread. */
+        void *s = stage(d, cb, x->bytes);
+        if (s) {
+          memcpy(s, src, x->bytes);
+          src = s;
+        }
+      }
+      r = api->MemcpyHtoDAsync(dst, src, x->bytes, st);
+    } else if (x->src_dev && x->src_dev->ops == &cuda_ops) {
+      struct cu_dev *sd = cu_of(x->src_dev);
+      if (sd == d) {
+        what = "cuMemcpyDtoDAsync";
+        r = api->MemcpyDtoDAsync(dst, dptr_of(x->src), x->bytes, st);
+      } else {
+        what = "cuMemcpyPeerAsync";
+        r = api->MemcpyPeerAsync(dst, d->ctx, dptr_of(x->src), sd->ctx, x->bytes, st);
+      }
+    } else {
+      cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: a transfer with no source the CUDA device can read"));
+      return CUDA_SUCCESS;
+    }
+    if (r != CUDA_SUCCESS) {
+      if (cu_sticky(r)) return r;
+      cu_exec_fail(e, cu_code(r), cu_msg("cuda device %d: %s of %zu bytes: %s", d->ordinal, what,
+                                         x->bytes, mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
+      return CUDA_SUCCESS;
+    }
+  }
+
+  /* Host work (host nodes, partition bookkeeping) has no kernel: on a
+   * device it is only its transfers. */
+  const struct cu_kernel *ck = e->kernel_dev;
+  if (!e->kernel) return CUDA_SUCCESS;
+  if (!ck) {
+    cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(e->kernel)));
+    return CUDA_SUCCESS;
+  }
+  unsigned grid[3], block[3];
+  launch_dims(e->launch, grid, block);
+  if (!grid[0] || !grid[1] || !grid[2]) return CUDA_SUCCESS; /* nothing to compute */
+
+  /* cuLaunchKernel copies the argument values before it returns, so the
+   * storage may be this frame's.  A scalar's value starts at the union's
+   * address, whatever its type. */
+  void *pstack[CU_STACK_ARGS];
+  CUdeviceptr dstack[CU_STACK_ARGS];
+  void **params = pstack;
+  CUdeviceptr *ptrs = dstack;
+  if (e->nargs > CU_STACK_ARGS) {
+    params = malloc(e->nargs * sizeof *params);
+    ptrs = malloc(e->nargs * sizeof *ptrs);
+    if (!params || !ptrs) {
+      free(params);
+      free(ptrs);
+      cu_exec_fail(e, MZ_ENOMEM, NULL);
+      return CUDA_SUCCESS;
+    }
+  }
+  for (unsigned i = 0; i < e->nargs; i++) {
+    struct mz__xarg *a = &e->args[i];
+    if (a->is_buffer) {
+      ptrs[i] = dptr_of(a->mem);
+      params[i] = &ptrs[i];
+    } else {
+      params[i] = &a->value;
+    }
+  }
+  r = api->LaunchKernel(ck->fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, st,
+                        params, NULL);
+  if (params != pstack) {
+    free(params);
+    free(ptrs);
+  }
+  if (r != CUDA_SUCCESS) {
+    if (cu_sticky(r)) return r;
+    cu_exec_fail(e, r == CUDA_ERROR_OUT_OF_MEMORY ? MZ_ENOMEM : MZ_EKERNEL,
+                 cu_msg("cuda device %d: cuLaunchKernel of '%s' (grid %ux%ux%u, block %ux%ux%u): %s",
+                        d->ordinal, mz_kernel_name(e->kernel), grid[0], grid[1], grid[2], block[0],
+                        block[1], block[2], mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
+  }
+  return CUDA_SUCCESS;
+}
+
+static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
+  struct cu_dev *d = cu_of(q->dev);
+  if (atomic_load(&d->failed)) return MZ_EDEVICE;
+  struct cu_batch *cb = calloc(1, sizeof *cb);
+  if (!cb) return MZ_ENOMEM;
+  cb->d = d;
+  cb->b = b;
+  b->priv = cb;
+  cu_current(d);
+  CUresult r = CUDA_SUCCESS;
+  unsigned i;
+  for (i = 0; i < b->n; i++) {
+    r = submit_exec(d, q, cb, b->execs[i]);
+    if (r != CUDA_SUCCESS) break;
+  }
+  if (r != CUDA_SUCCESS && i == 0) {
+    /* Nothing reached the stream: the core fails the batch. */
+    cu_fail(d, r, "submission");
+    pool_put(d, cb->chunks);
+    b->priv = NULL;
+    free(cb);
+    return MZ_EDEVICE;
+  }
+  /* Link before enqueuing the host function, which may run at once. */
+  inflight_add(d, cb);
+  if (r == CUDA_SUCCESS) {
+    r = d->api->LaunchHostFunc(((struct cu_queue *)q->priv)->stream, host_done, cb);
+    if (r == CUDA_SUCCESS) return MZ_OK;
+  }
+  /* Part of the batch is on the stream but its completion cannot be
+   * arranged: the device is beyond use.  The monitor completes the batch
+   * (with the others in flight), so the core must not. */
+  cu_fail(d, r, r == CUDA_SUCCESS ? "submission" : "cuLaunchHostFunc");
+  return MZ_OK;
+}
+
+static void cuda_release_exec(struct mz__exec *e) {
+  if (!e->event) return;
+  struct cu_dev *d = cu_of(e->queue->dev);
+  if (cu_in_host_fn) {
+    struct cu_grave *g = malloc(sizeof *g);
+    if (!g) return; /* an event leaks rather than a forbidden call */
+    g->ev = (CUevent)e->event;
+    e->event = NULL;
+    pthread_mutex_lock(&d->lock);
+    g->next = d->graves;
+    d->graves = g;
+    pthread_cond_broadcast(&d->cond);
+    pthread_mutex_unlock(&d->lock);
+    return;
+  }
+  cu_current(d);
+  d->api->EventDestroy((CUevent)e->event);
+  e->event = NULL;
+}
+
+static const struct mz__device_ops cuda_ops = {
+    .inline_submit = false,
+    .host_memory = false,
+    .destroy = cuda_destroy,
+    .can_run = cuda_can_run,
+    .prepare = cuda_prepare,
+    .unprepare = cuda_unprepare,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .mem_read = cuda_mem_read,
+    .mem_write = cuda_mem_write,
+    .can_wait = cuda_can_wait,
+    .can_copy_peer = cuda_can_copy_peer,
+    .submit = cuda_submit,
+    .release_exec = cuda_release_exec,
+    .queue_init = cuda_queue_init,
+    .queue_fini = cuda_queue_fini,
+};
+
+const struct mz__devtype mz__devtype_cuda = {
+    .name = "cuda",
+    .kind = MZ_DEVICE_CUDA,
+    .ops = &cuda_ops,
+    .discover = cuda_discover,
+};

@@ -1,0 +1,856 @@
+/* maize: the OpenCL backend.
+ *
+ * Every platform and device the ICD loader reports becomes one maize device
+ * with several in-order command queues.  The devices of one platform share
+ * one cl_context (one per platform and runtime), so that an edge between
+ * two of them is an event in a wait list and a buffer moves between them
+ * with clEnqueueCopyBuffer, never through the host.
+ *
+ * Threads.  The core gives each OpenCL device a submission thread
+ * (inline_submit is false), so submit, queue_init and mem_alloc for one
+ * device never run concurrently, and one cl_kernel per kernel and device is
+ * enough even though clSetKernelArg is not thread safe.  mem_read and
+ * mem_write may come from any worker thread: they use a separate "I/O"
+ * queue of the device, and the core guarantees that no kernel touches the
+ * buffer meanwhile.  Completion comes from one clSetEventCallback per
+ * batch, on an OpenCL runtime thread; that callback makes no blocking
+ * OpenCL call (the specification forbids it) and calls mz__batch_done().
+ *
+ * Failures.  A command the implementation refuses at enqueue time (for
+ * example a work-group size above the device's maximum) fails only its
+ * node: the node gets a marker instead of the kernel so that its event
+ * still orders what waits for it, and the rest of the batch goes on.  A
+ * command whose event ends with a negative status fails its node with
+ * MZ_EKERNEL and marks the device dead, as the OpenCL specification leaves
+ * the context in an undefined state after such an error; the commands
+ * after it on the same in-order queue report MZ_ECANCELED. */
+#define CL_TARGET_OPENCL_VERSION 300
+#define CL_USE_DEPRECATED_OPENCL_1_2_APIS
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device_ops.h"
+
+#define OCL_DEFAULT_QUEUES 4u
+
+/* One cl_context shared by the devices of one platform within a runtime.
+ * Reference counted by those devices; the last destroy releases it. */
+struct ocl_ctx {
+  cl_context ctx;
+  cl_platform_id platform;
+  _Atomic unsigned refs;
+  bool cl2;                  /* clCreateCommandQueueWithProperties exists */
+};
+
+/* The backend's state for one device (dev->priv). */
+struct ocl_dev {
+  struct ocl_ctx *ctx;
+  cl_device_id id;
+  cl_command_queue io;       /* for the synchronous mem_read and mem_write */
+  cl_ulong max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_ulong global_mem;       /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  _Atomic uint64_t allocated; /* bytes of live buffers from mem_alloc */
+  bool unified;              /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+  bool use_map;              /* mem_read/mem_write go through map/unmap */
+  bool profiling;            /* queues record start/end times */
+};
+
+/* A kernel prepared for one device (the kdev handle). */
+struct ocl_kernel {
+  cl_program program;
+  cl_kernel kernel;
+};
+
+extern const struct mz__devtype mz__devtype_opencl;
+
+/* The OpenCL state of a device. */
+static inline struct ocl_dev *ocl_of(const struct mz_device *dev) { return dev->priv; }
+
+/* The name of an OpenCL error code, for messages; never NULL. */
+static const char *cl_err_name(cl_int err)
+{
+  switch (err) {
+#define E(x) \
+  case x: return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_BUILD_PROGRAM_FAILURE)
+    E(CL_MAP_FAILURE) E(CL_MISALIGNED_SUB_BUFFER_OFFSET)
+    E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) E(CL_COMPILE_PROGRAM_FAILURE)
+    E(CL_LINK_PROGRAM_FAILURE) E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE)
+    E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+    E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS)
+    E(CL_INVALID_PROGRAM) E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME)
+    E(CL_INVALID_KERNEL_DEFINITION) E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX)
+    E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE) E(CL_INVALID_KERNEL_ARGS)
+    E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE) E(CL_INVALID_WORK_ITEM_SIZE)
+    E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST) E(CL_INVALID_EVENT)
+    E(CL_INVALID_OPERATION) E(CL_INVALID_BUFFER_SIZE) E(CL_INVALID_GLOBAL_WORK_SIZE)
+    E(CL_INVALID_PROPERTY) E(CL_PLATFORM_NOT_FOUND_KHR)
+#undef E
+  default: return "CL_UNKNOWN_ERROR";
+  }
+}
+
+/* The maize code for an OpenCL error of a memory or enqueue call. */
+static int cl_to_mz(cl_int err)
+{
+  switch (err) {
+  case CL_SUCCESS: return MZ_OK;
+  case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+  case CL_OUT_OF_HOST_MEMORY:
+  case CL_OUT_OF_RESOURCES:
+  case CL_INVALID_BUFFER_SIZE: return MZ_ENOMEM;
+  case CL_DEVICE_NOT_AVAILABLE: return MZ_EDEVICE;
+  default: return MZ_EKERNEL;
+  }
+}
+
+/* A malloc'd printf result, or NULL when out of memory. */
+__attribute__((format(printf, 1, 2))) static char *str_printf(const char *fmt, ...)
+{
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s)
+    vsnprintf(s, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}
+
+/* Copy a string device or platform parameter into buf (always terminated). */
+static void dev_string(cl_device_id id, cl_device_info what, char *buf, size_t size)
+{
+  if (clGetDeviceInfo(id, what, size, buf, NULL) != CL_SUCCESS)
+    buf[0] = '\0';
+  buf[size - 1] = '\0';
+}
+
+/* Drop one reference to a shared context; the last one releases it. */
+static void ctx_release(struct ocl_ctx *c)
+{
+  if (c && atomic_fetch_sub(&c->refs, 1) == 1) {
+    clReleaseContext(c->ctx);
+    free(c);
+  }
+}
+
+/* Find the context an earlier discover call of this runtime made for
+ * platform p ("opencl:0,opencl:1" discovers twice), so that all devices of
+ * a platform share one context whichever way they were selected.  Returns
+ * it with a new reference, or NULL. */
+static struct ocl_ctx *ctx_find(mz_runtime *rt, cl_platform_id p)
+{
+  unsigned n = mz_runtime_device_count(rt);
+  for (unsigned i = 0; i < n; i++) {
+    mz_device *d = mz_runtime_device(rt, i);
+    if (d && d->type == &mz__devtype_opencl && d->priv && ocl_of(d)->ctx->platform == p) {
+      atomic_fetch_add(&ocl_of(d)->ctx->refs, 1);
+      return ocl_of(d)->ctx;
+    }
+  }
+  return NULL;
+}
+
+/* Create one context holding every device of platform p.  All devices go
+ * in, even those not selected, so that a later discover call can add them
+ * to the same context. */
+static struct ocl_ctx *ctx_create(cl_platform_id p, cl_uint ndev, const cl_device_id *ids)
+{
+  struct ocl_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  cl_context_properties props[] = { CL_CONTEXT_PLATFORM, (cl_context_properties)p, 0 };
+  cl_int err;
+  c->ctx = clCreateContext(props, ndev, ids, NULL, NULL, &err);
+  if (!c->ctx) {
+    free(c);
+    return NULL;
+  }
+  c->platform = p;
+  atomic_init(&c->refs, 1);
+  char ver[64] = "";
+  clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof ver - 1, ver, NULL);
+  /* "OpenCL 1.x ..." lacks clCreateCommandQueueWithProperties. */
+  c->cl2 = strncmp(ver, "OpenCL 1.", 9) != 0;
+  return c;
+}
+
+/* Create an in-order command queue on the device, with profiling when the
+ * device keeps timestamps (it is a few clock reads per command). */
+static cl_command_queue queue_create(struct ocl_dev *od, bool profiling, cl_int *err)
+{
+  cl_command_queue_properties qp = profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
+  if (od->ctx->cl2) {
+    cl_queue_properties props[] = { CL_QUEUE_PROPERTIES, qp, 0 };
+    return clCreateCommandQueueWithProperties(od->ctx->ctx, od->id, qp ? props : NULL, err);
+  }
+  return clCreateCommandQueue(od->ctx->ctx, od->id, qp, err);
+}
+
+/* Add one OpenCL device to the runtime.  Returns MZ_OK or a negative code
+ * (the device is then not added). */
+static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct ocl_ctx *ctx,
+                       cl_device_id id, unsigned nqueues)
+{
+  struct ocl_dev *od = calloc(1, sizeof *od);
+  if (!od)
+    return MZ_ENOMEM;
+  od->ctx = ctx;
+  od->id = id;
+  atomic_init(&od->allocated, 0);
+  cl_bool unified = CL_FALSE;
+  cl_device_type dtype = 0;
+  cl_uint cus = 0;
+  cl_command_queue_properties qprops = 0;
+  clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof dtype, &dtype, NULL);
+  /* CL_DEVICE_HOST_UNIFIED_MEMORY is deprecated since OpenCL 2.0; a CPU
+   * device shares host memory when the query is refused. */
+  if (clGetDeviceInfo(id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) != CL_SUCCESS)
+    unified = (dtype & CL_DEVICE_TYPE_CPU) != 0;
+  clGetDeviceInfo(id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+  clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof od->global_mem, &od->global_mem, NULL);
+  clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof od->max_alloc, &od->max_alloc, NULL);
+  clGetDeviceInfo(id, CL_DEVICE_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+  od->unified = unified;
+  od->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
+  /* Measured on PoCL: map/unmap costs two commands where a read or write
+   * costs one, and both end in one memcpy, so map only pays off where a
+   * read or write would stage through a driver buffer.  See mem_read. */
+  od->use_map = false;
+
+  cl_int err;
+  od->io = queue_create(od, false, &err);
+  if (!od->io) {
+    free(od);
+    return mz__set_error(rt, MZ_EDEVICE, "opencl: clCreateCommandQueue: %s", cl_err_name(err));
+  }
+  struct mz_device *dev = mz__device_add(rt, type, nqueues, od);
+  if (!dev) {
+    clReleaseCommandQueue(od->io);
+    free(od);
+    return MZ_ENOMEM;
+  }
+  atomic_fetch_add(&ctx->refs, 1);
+  dev_string(id, CL_DEVICE_NAME, dev->name_buf, sizeof dev->name_buf);
+  dev_string(id, CL_DEVICE_VENDOR, dev->vendor_buf, sizeof dev->vendor_buf);
+  dev_string(id, CL_DEVICE_VERSION, dev->version_buf, sizeof dev->version_buf);
+  dev->info.name = dev->name_buf;
+  dev->info.vendor = dev->vendor_buf;
+  dev->info.version = dev->version_buf;
+  dev->info.memory = od->global_mem;
+  dev->info.compute_units = cus;
+  dev->info.numa_node = -1;
+  dev->info.queues = nqueues;
+  dev->info.unified_memory = unified;
+  dev->kernels = true;
+  return MZ_OK;
+}
+
+/* Parse sel->arg as a device index; -1 when it is not a plain number. */
+static long parse_index(const char *arg)
+{
+  if (!arg || !*arg)
+    return -1;
+  for (const char *p = arg; *p; p++)
+    if (!isdigit((unsigned char)*p))
+      return -1;
+  errno = 0;
+  unsigned long v = strtoul(arg, NULL, 10);
+  return errno || v > 1000000ul ? -1 : (long)v;
+}
+
+/* Find every device of every platform (or the one sel->arg names, counted
+ * across platforms in the loader's order) and add them.  No ICD or no
+ * platform is not an error: zero devices. */
+static int ocl_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel)
+{
+  long want = -1;
+  if (!sel->all && sel->arg) {
+    want = parse_index(sel->arg);
+    if (want < 0)
+      return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'opencl:%s': the argument must be a device index",
+                           sel->arg);
+  }
+  unsigned nqueues = sel->default_queues ? sel->default_queues : OCL_DEFAULT_QUEUES;
+
+  cl_uint nplat = 0;
+  cl_int err = clGetPlatformIDs(0, NULL, &nplat);
+  if (err != CL_SUCCESS)
+    nplat = 0; /* CL_PLATFORM_NOT_FOUND_KHR: no ICD installed */
+  cl_platform_id *plats = nplat ? calloc(nplat, sizeof *plats) : NULL;
+  if (nplat && (!plats || clGetPlatformIDs(nplat, plats, NULL) != CL_SUCCESS))
+    nplat = 0;
+
+  int added = 0, rc = MZ_OK;
+  long index = 0;
+  for (cl_uint p = 0; p < nplat && rc == MZ_OK; p++) {
+    cl_uint ndev = 0;
+    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &ndev) != CL_SUCCESS || ndev == 0)
+      continue;
+    cl_device_id *ids = calloc(ndev, sizeof *ids);
+    if (!ids || clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, ndev, ids, NULL) != CL_SUCCESS) {
+      free(ids);
+      continue;
+    }
+    /* Skip the platform without a context when the wanted index is elsewhere. */
+    if (want >= 0 && (want < index || want >= index + (long)ndev)) {
+      index += ndev;
+      free(ids);
+      continue;
+    }
+    struct ocl_ctx *ctx = ctx_find(rt, plats[p]);
+    if (!ctx)
+      ctx = ctx_create(plats[p], ndev, ids);
+    if (!ctx) {
+      mz__warn(rt, "opencl: cannot create a context on platform %u; its devices are ignored", p);
+      index += ndev;
+      free(ids);
+      continue;
+    }
+    for (cl_uint d = 0; d < ndev && rc == MZ_OK; d++, index++) {
+      if (want >= 0 && want != index)
+        continue;
+      rc = device_open(rt, type, ctx, ids[d], nqueues);
+      if (rc == MZ_OK)
+        added++;
+    }
+    ctx_release(ctx); /* each added device holds its own reference */
+    free(ids);
+  }
+  free(plats);
+  if (rc < 0)
+    return rc;
+  if (want >= 0 && added == 0)
+    return mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no device 'opencl:%ld' (%ld OpenCL device%s found)",
+                         want, index, index == 1 ? "" : "s");
+  return added;
+}
+
+/* Free the device's I/O queue, its context reference and its state. */
+static void ocl_destroy(struct mz_device *dev)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  if (!od)
+    return;
+  clFinish(od->io);
+  clReleaseCommandQueue(od->io);
+  ctx_release(od->ctx);
+  free(od);
+  dev->priv = NULL;
+}
+
+/* A kernel runs here when it has OpenCL C source or a binary. */
+static bool ocl_can_run(const struct mz_device *dev, const mz_kernel *k)
+{
+  const mz_kernel_spec *s = mz__kernel_spec(k);
+  return s && (s->opencl.format == MZ_CODE_SOURCE || s->opencl.format == MZ_CODE_BINARY);
+}
+
+/* The build log of program for the device, malloc'd ("" when none). */
+static char *build_log(cl_program program, cl_device_id id)
+{
+  size_t size = 0;
+  if (clGetProgramBuildInfo(program, id, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS)
+    size = 0;
+  char *s = malloc(size + 1);
+  if (!s)
+    return NULL;
+  if (size && clGetProgramBuildInfo(program, id, CL_PROGRAM_BUILD_LOG, size, s, NULL) != CL_SUCCESS)
+    size = 0;
+  s[size] = '\0';
+  return s;
+}
+
+/* Build the kernel's program for this device alone and create its
+ * cl_kernel.  A failed build returns MZ_EBUILD with the whole build log in
+ * *log; so does a missing entry point or a parameter count that differs
+ * from the maize parameter list (every clSetKernelArg would fail later). */
+static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, char **log)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  const mz_kernel_spec *spec = mz__kernel_spec(k);
+  const mz_code_spec *code = &spec->opencl;
+  const char *kname = mz_kernel_name(k);
+  const char *entry = code->entry ? code->entry : kname;
+  *kdev = NULL;
+  *log = NULL;
+
+  char *data = NULL, *err_text = NULL;
+  size_t size = 0;
+  int rc = mz__code_load(code, &data, &size, &err_text);
+  if (rc < 0) {
+    *log = err_text ? err_text : str_printf("kernel '%s': cannot load its OpenCL code", kname);
+    return rc;
+  }
+  free(err_text);
+
+  cl_int err;
+  cl_program program;
+  if (code->format == MZ_CODE_BINARY) {
+    const unsigned char *bin = (const unsigned char *)data;
+    cl_int bin_status = CL_SUCCESS;
+    program = clCreateProgramWithBinary(od->ctx->ctx, 1, &od->id, &size, &bin, &bin_status, &err);
+    if (program && bin_status != CL_SUCCESS)
+      err = bin_status;
+  } else {
+    const char *text = data;
+    program = clCreateProgramWithSource(od->ctx->ctx, 1, &text, &size, &err);
+  }
+  free(data);
+  if (!program || err != CL_SUCCESS) {
+    if (program)
+      clReleaseProgram(program);
+    *log = str_printf("kernel '%s' on %s: cannot create the OpenCL program: %s", kname,
+                      dev->info.name, cl_err_name(err));
+    return MZ_EBUILD;
+  }
+
+  err = clBuildProgram(program, 1, &od->id, code->options ? code->options : "", NULL, NULL);
+  if (err != CL_SUCCESS) {
+    char *text = build_log(program, od->id);
+    *log = str_printf("kernel '%s' on %s: OpenCL build failed (%s), options \"%s\", build log:\n%s", kname,
+                      dev->info.name, cl_err_name(err), code->options ? code->options : "",
+                      text ? text : "");
+    free(text);
+    clReleaseProgram(program);
+    return MZ_EBUILD;
+  }
+
+  cl_kernel kernel = clCreateKernel(program, entry, &err);
+  if (!kernel) {
+    *log = str_printf("kernel '%s' on %s: no kernel function '%s' in its OpenCL program (%s)", kname,
+                      dev->info.name, entry, cl_err_name(err));
+    clReleaseProgram(program);
+    return MZ_EBUILD;
+  }
+  cl_uint nargs = 0;
+  clGetKernelInfo(kernel, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL);
+  if (nargs != mz_kernel_param_count(k)) {
+    *log = str_printf("kernel '%s' on %s: the OpenCL function '%s' takes %u arguments, the parameter "
+                      "list has %u",
+                      kname, dev->info.name, entry, nargs, mz_kernel_param_count(k));
+    clReleaseKernel(kernel);
+    clReleaseProgram(program);
+    return MZ_EBUILD;
+  }
+
+  struct ocl_kernel *ok = malloc(sizeof *ok);
+  if (!ok) {
+    clReleaseKernel(kernel);
+    clReleaseProgram(program);
+    return MZ_ENOMEM;
+  }
+  ok->program = program;
+  ok->kernel = kernel;
+  *kdev = ok;
+  return MZ_OK;
+}
+
+/* Free what prepare made. */
+static void ocl_unprepare(struct mz_device *dev, void *kdev)
+{
+  struct ocl_kernel *ok = kdev;
+  if (!ok)
+    return;
+  clReleaseKernel(ok->kernel);
+  clReleaseProgram(ok->program);
+  free(ok);
+}
+
+/* Allocate a buffer.  The device's global memory is accounted here because
+ * some implementations (PoCL) allocate lazily, at the first command that
+ * uses the buffer, and cannot report a failure then: refusing up front
+ * lets the core evict and retry instead. */
+static int ocl_mem_alloc(struct mz_device *dev, size_t bytes, void **mem)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  size_t size = bytes ? bytes : 1;
+  *mem = NULL;
+  if (size > od->max_alloc)
+    return MZ_ENOMEM;
+  uint64_t before = atomic_fetch_add(&od->allocated, size);
+  if (od->global_mem && before + size > od->global_mem) {
+    atomic_fetch_sub(&od->allocated, size);
+    return MZ_ENOMEM;
+  }
+  cl_int err;
+  cl_mem m = clCreateBuffer(od->ctx->ctx, CL_MEM_READ_WRITE, size, NULL, &err);
+  if (!m) {
+    atomic_fetch_sub(&od->allocated, size);
+    return cl_to_mz(err) == MZ_ENOMEM ? MZ_ENOMEM : MZ_EDEVICE;
+  }
+  *mem = m;
+  return MZ_OK;
+}
+
+/* Free a buffer (the implementation defers it until commands using it end). */
+static void ocl_mem_free(struct mz_device *dev, void *mem)
+{
+  if (!mem)
+    return;
+  size_t size = 0;
+  if (clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL) == CL_SUCCESS)
+    atomic_fetch_sub(&ocl_of(dev)->allocated, size);
+  clReleaseMemObject(mem);
+}
+
+/* Copy a buffer to host memory, synchronously, on the device's I/O queue.
+ * With use_map the buffer is mapped and copied by this thread (zero copy on
+ * host-unified devices whose implementation maps in place). */
+static int ocl_mem_read(struct mz_device *dev, void *mem, void *host, size_t bytes)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  cl_int err;
+  if (!bytes)
+    return MZ_OK;
+  if (od->use_map) {
+    void *p = clEnqueueMapBuffer(od->io, mem, CL_TRUE, CL_MAP_READ, 0, bytes, 0, NULL, NULL, &err);
+    if (!p)
+      return mz__set_error(dev->rt, cl_to_mz(err), "opencl %s: map for reading: %s", dev->info.name,
+                           cl_err_name(err));
+    memcpy(host, p, bytes);
+    cl_event ev = NULL;
+    err = clEnqueueUnmapMemObject(od->io, mem, p, 0, NULL, &ev);
+    if (err == CL_SUCCESS) {
+      err = clWaitForEvents(1, &ev);
+      clReleaseEvent(ev);
+    }
+  } else {
+    err = clEnqueueReadBuffer(od->io, mem, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+  }
+  if (err != CL_SUCCESS)
+    return mz__set_error(dev->rt, cl_to_mz(err) == MZ_ENOMEM ? MZ_ENOMEM : MZ_EDEVICE,
+                         "opencl %s: reading %zu bytes: %s", dev->info.name, bytes, cl_err_name(err));
+  return MZ_OK;
+}
+
+/* Copy host memory into a buffer, synchronously, on the I/O queue.  The
+ * core calls it only while no command uses the buffer, and the write is
+ * complete on return, so commands on the other queues see it. */
+static int ocl_mem_write(struct mz_device *dev, void *mem, const void *host, size_t bytes)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  cl_int err;
+  if (!bytes)
+    return MZ_OK;
+  if (od->use_map) {
+    void *p = clEnqueueMapBuffer(od->io, mem, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0, NULL,
+                                 NULL, &err);
+    if (!p)
+      return mz__set_error(dev->rt, cl_to_mz(err), "opencl %s: map for writing: %s", dev->info.name,
+                           cl_err_name(err));
+    memcpy(p, host, bytes);
+    cl_event ev = NULL;
+    err = clEnqueueUnmapMemObject(od->io, mem, p, 0, NULL, &ev);
+    if (err == CL_SUCCESS) {
+      err = clWaitForEvents(1, &ev);
+      clReleaseEvent(ev);
+    }
+  } else {
+    err = clEnqueueWriteBuffer(od->io, mem, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+  }
+  if (err != CL_SUCCESS)
+    return mz__set_error(dev->rt, cl_to_mz(err) == MZ_ENOMEM ? MZ_ENOMEM : MZ_EDEVICE,
+                         "opencl %s: writing %zu bytes: %s", dev->info.name, bytes, cl_err_name(err));
+  return MZ_OK;
+}
+
+/* Two OpenCL devices can order and copy on the device when they share a
+ * context, that is, when they are devices of one platform. */
+static bool same_context(const struct mz_device *a, const struct mz_device *b)
+{
+  return a && b && a->type == &mz__devtype_opencl && b->type == &mz__devtype_opencl && a->priv && b->priv &&
+         ocl_of(a)->ctx == ocl_of(b)->ctx;
+}
+
+/* An event of p's queue can be in q's wait list: same context. */
+static bool ocl_can_wait(const struct mz__queue *q, const struct mz__queue *p)
+{
+  return same_context(q->dev, p->dev);
+}
+
+/* clEnqueueCopyBuffer works between buffers of one context. */
+static bool ocl_can_copy_peer(const struct mz_device *dst, const struct mz_device *src)
+{
+  return same_context(dst, src);
+}
+
+/* The completion of a batch, called by the OpenCL implementation when the
+ * batch's last command has finished (or failed).  The queue is in order,
+ * so every earlier command of the batch has finished too.  Only
+ * non-blocking queries here: the specification forbids blocking calls in
+ * an event callback. */
+static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *user)
+{
+  struct mz__batch *b = user;
+  struct mz_device *dev = b->queue->dev;
+  bool failed = false;
+  uint64_t offset = 0;
+  bool timed = false;
+
+  /* Device timestamps are on the device's clock.  The callback runs right
+   * after the last command ends, so "now" minus that command's end maps
+   * device time to mz__now_ns time, within the callback's latency. */
+  if (ocl_of(dev)->profiling && last_status == CL_COMPLETE) {
+    cl_ulong end = 0;
+    if (clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
+        end) {
+      offset = mz__now_ns() - (uint64_t)end;
+      timed = true;
+    }
+  }
+
+  for (unsigned i = 0; i < b->n; i++) {
+    struct mz__exec *e = b->execs[i];
+    if (e->status < 0) { /* refused at enqueue time; its message is set */
+      continue;
+    }
+    cl_int st = CL_COMPLETE;
+    if (e->event &&
+        clGetEventInfo(e->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+      st = CL_INVALID_EVENT;
+    if (st < 0) {
+      if (!failed) {
+        e->status = MZ_EKERNEL;
+        e->message = str_printf("OpenCL command failed on %s queue %u with status %s (%d)",
+                                dev->info.name, b->queue->local, cl_err_name(st), st);
+        mz__device_fail(dev, MZ_EDEVICE, "an OpenCL command ended with a negative status");
+        failed = true;
+      } else {
+        e->status = MZ_ECANCELED;
+        e->message = str_printf("OpenCL command on %s queue %u did not run: an earlier command on its "
+                                "in-order queue failed (status %s)",
+                                dev->info.name, b->queue->local, cl_err_name(st));
+      }
+      continue;
+    }
+    if (timed && e->event) {
+      cl_ulong t0 = 0, t1 = 0;
+      if (clGetEventProfilingInfo(e->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(e->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+          t0 && t1 >= t0) {
+        e->t_start = (uint64_t)t0 + offset;
+        e->t_end = (uint64_t)t1 + offset;
+      }
+    }
+  }
+  mz__batch_done(b);
+}
+
+/* Bind the arguments of one exec to the device's cl_kernel.  Returns
+ * CL_SUCCESS or the first error, with the argument's index in *bad. */
+static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad)
+{
+  for (unsigned i = 0; i < e->nargs; i++) {
+    const struct mz__xarg *a = &e->args[i];
+    cl_int err;
+    if (a->is_buffer) {
+      cl_mem m = a->mem;
+      err = clSetKernelArg(kernel, i, sizeof m, &m);
+    } else {
+      /* Every member of the mz_arg union starts at its first byte. */
+      err = clSetKernelArg(kernel, i, mz_dtype_size(a->dtype), &a->value);
+    }
+    if (err != CL_SUCCESS) {
+      *bad = i;
+      return err;
+    }
+  }
+  return CL_SUCCESS;
+}
+
+/* Enqueue one exec: its transfers and its kernel (or a marker for a node
+ * without a kernel), the first command carrying the wait list.  e->event
+ * gets the exec's last command's event.  On failure the message is in
+ * *why (malloc'd), and e->event is a marker in the kernel's place when the
+ * queue still accepts one (NULL otherwise). */
+static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
+{
+  cl_event stack_waits[8];
+  cl_event *waits = stack_waits;
+  cl_uint nw = 0;
+  if (e->nwait > 8) {
+    waits = malloc(e->nwait * sizeof *waits);
+    if (!waits) {
+      *why = NULL;
+      return CL_OUT_OF_HOST_MEMORY;
+    }
+  }
+  for (unsigned i = 0; i < e->nwait; i++)
+    if (e->waits[i] && e->waits[i]->event)
+      waits[nw++] = e->waits[i]->event;
+
+  cl_int err = CL_SUCCESS;
+  for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
+    const struct mz__xfer *x = &e->xfers[i];
+    if (x->src_host)
+      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, NULL);
+    else
+      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, NULL);
+    if (err != CL_SUCCESS)
+      *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
+                        x->bytes, cl_err_name(err));
+    else
+      nw = 0; /* the queue is in order: later commands follow this one */
+  }
+
+  cl_event ev = NULL;
+  if (err == CL_SUCCESS && e->kernel) {
+    struct ocl_kernel *ok = e->kernel_dev;
+    unsigned bad = 0;
+    err = set_args(ok->kernel, e, &bad);
+    if (err != CL_SUCCESS) {
+      *why = str_printf("clSetKernelArg(%u) refused: %s", bad, cl_err_name(err));
+    } else {
+      const mz_launch *l = e->launch;
+      const size_t *local = l->local;
+      for (unsigned d = 0; d < l->ndim; d++)
+        if (l->local[d] == 0)
+          local = NULL; /* the implementation chooses */
+      err = clEnqueueNDRangeKernel(cq, ok->kernel, l->ndim, NULL, l->global, local, nw, nw ? waits : NULL, &ev);
+      if (err != CL_SUCCESS)
+        *why = str_printf("clEnqueueNDRangeKernel(global %zu x %zu x %zu, local %zu x %zu x %zu) refused: %s",
+                          l->global[0], l->ndim > 1 ? l->global[1] : 1, l->ndim > 2 ? l->global[2] : 1,
+                          local ? l->local[0] : 0, local && l->ndim > 1 ? l->local[1] : 0,
+                          local && l->ndim > 2 ? l->local[2] : 0, cl_err_name(err));
+    }
+  } else if (err == CL_SUCCESS) {
+    err = clEnqueueMarkerWithWaitList(cq, nw, nw ? waits : NULL, &ev);
+    if (err != CL_SUCCESS)
+      *why = str_printf("clEnqueueMarkerWithWaitList refused: %s", cl_err_name(err));
+  }
+  if (err != CL_SUCCESS && !ev) {
+    /* A marker stands for the refused node, so that what waits for it
+     * still waits for what it waited for (and for its transfers). */
+    if (clEnqueueMarkerWithWaitList(cq, nw, nw ? waits : NULL, &ev) != CL_SUCCESS)
+      ev = NULL;
+  }
+  if (waits != stack_waits)
+    free(waits);
+  e->event = ev;
+  return err;
+}
+
+/* Submit a batch; see struct mz__device_ops.  An exec the implementation
+ * refuses gets a failed status and a marker that keeps the ordering its
+ * event promised, and the batch goes on: only when nothing at all could be
+ * enqueued does submit return an error. */
+static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
+{
+  cl_command_queue cq = q->priv;
+  cl_event last = NULL;
+  int first_err = MZ_OK;
+  for (unsigned i = 0; i < b->n; i++) {
+    struct mz__exec *e = b->execs[i];
+    char *why = NULL;
+    cl_int err = enqueue_exec(cq, e, &why);
+    if (err != CL_SUCCESS) {
+      int code = cl_to_mz(err);
+      if (first_err == MZ_OK)
+        first_err = code;
+      e->status = code;
+      e->message = str_printf("opencl %s queue %u: %s", q->dev->info.name, q->local,
+                              why ? why : cl_err_name(err));
+      free(why);
+    }
+    if (e->event)
+      last = e->event;
+  }
+  if (!last) {
+    /* Nothing reached the queue: the core fails the batch itself.  Our
+     * statuses and messages would be overwritten or leaked, so undo them. */
+    for (unsigned i = 0; i < b->n; i++) {
+      free(b->execs[i]->message);
+      b->execs[i]->message = NULL;
+      b->execs[i]->status = 0;
+    }
+    return first_err < 0 ? first_err : MZ_EDEVICE;
+  }
+  /* Flush first: the callback may run at once, after which b belongs to
+   * the core again. */
+  clFlush(cq);
+  cl_int err = clSetEventCallback(last, CL_COMPLETE, batch_complete, b);
+  if (err != CL_SUCCESS) {
+    /* Without a callback the batch would never complete.  Everything is
+     * enqueued, so wait here (the submission thread may block) and
+     * complete it from this thread. */
+    clFinish(cq);
+    batch_complete(last, CL_COMPLETE, b);
+  }
+  return MZ_OK;
+}
+
+/* Release the exec's event. */
+static void ocl_release_exec(struct mz__exec *e)
+{
+  if (e->event) {
+    clReleaseEvent(e->event);
+    e->event = NULL;
+  }
+}
+
+/* Open an in-order command queue for q. */
+static int ocl_queue_init(struct mz__queue *q)
+{
+  struct ocl_dev *od = ocl_of(q->dev);
+  cl_int err;
+  cl_command_queue cq = queue_create(od, od->profiling, &err);
+  if (!cq && od->profiling) {
+    od->profiling = false;
+    cq = queue_create(od, false, &err);
+  }
+  if (!cq)
+    return mz__set_error(q->dev->rt, MZ_EDEVICE, "opencl %s: cannot create queue %u: %s", q->dev->info.name,
+                         q->local, cl_err_name(err));
+  q->priv = cq;
+  return MZ_OK;
+}
+
+/* Close q's command queue once its commands have finished. */
+static void ocl_queue_fini(struct mz__queue *q)
+{
+  if (q->priv) {
+    clFinish(q->priv);
+    clReleaseCommandQueue(q->priv);
+    q->priv = NULL;
+  }
+}
+
+static const struct mz__device_ops ocl_ops = {
+  .inline_submit = false,
+  .host_memory = false,
+  .destroy = ocl_destroy,
+  .can_run = ocl_can_run,
+  .prepare = ocl_prepare,
+  .unprepare = ocl_unprepare,
+  .mem_alloc = ocl_mem_alloc,
+  .mem_free = ocl_mem_free,
+  .mem_read = ocl_mem_read,
+  .mem_write = ocl_mem_write,
+  .can_wait = ocl_can_wait,
+  .can_copy_peer = ocl_can_copy_peer,
+  .submit = ocl_submit,
+  .release_exec = ocl_release_exec,
+  .queue_init = ocl_queue_init,
+  .queue_fini = ocl_queue_fini,
+};
+
+const struct mz__devtype mz__devtype_opencl = {
+  .name = "opencl",
+  .kind = MZ_DEVICE_OPENCL,
+  .ops = &ocl_ops,
+  .discover = ocl_discover,
+};

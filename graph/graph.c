@@ -1,0 +1,688 @@
+/* Graph builders.  Each builder validates its inputs; the first failure is
+ * kept on the graph (sticky, as in cairo) and every builder returns the
+ * graph's inert error op from then on.  Edges only ever point to ops built
+ * earlier, except explicit ones added with mz_depend(), so cycles can only
+ * come from those (mz_schedule() checks). */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int mz_graph_create(mz_runtime *rt, mz_graph **out) {
+  if (out) *out = NULL;
+  if (!rt || !out) return mz__set_error(rt, MZ_EINVAL, "mz_graph_create: NULL argument");
+  mz_graph *g = calloc(1, sizeof *g);
+  if (!g) return mz__set_error(rt, MZ_ENOMEM, "mz_graph_create: out of memory");
+  g->rt = rt;
+  g->error_op.g = g;
+  g->error_op.kind = MZ__K_ERROR;
+  g->error_op.name = "error";
+  atomic_init(&g->refs, 1);
+  pthread_mutex_lock(&rt->lock);
+  g->next = rt->graphs;
+  if (rt->graphs) rt->graphs->prev = g;
+  rt->graphs = g;
+  pthread_mutex_unlock(&rt->lock);
+  *out = g;
+  return MZ_OK;
+}
+
+static void graph_free(mz_graph *g) {
+  mz_runtime *rt = g->rt;
+  pthread_mutex_lock(&rt->lock);
+  if (g->prev) g->prev->next = g->next;
+  else rt->graphs = g->next;
+  if (g->next) g->next->prev = g->prev;
+  pthread_mutex_unlock(&rt->lock);
+  /* Explicit edges and successor lists grown past their inline room. */
+  for (size_t i = 0; i < g->ntasks_all; i++) {
+    struct mz__task *t = g->tasks_all[i]->t;
+    free(t->xpreds);
+    if (t->succs.v && t->succs.v != t->succs.inl) free(t->succs.v);
+  }
+  free(g->tasks_all);
+  for (size_t i = 0; i < g->nheld; i++) mz_buffer_release(g->held[i]);
+  for (size_t i = 0; i < g->nkheld; i++) mz__kernel_unref(g->kheld[i]);
+  free(g->held);
+  free(g->kheld);
+  free(g->bmap);
+  mz__arena_free(&g->arena);
+  free(g);
+}
+
+void mz__graph_unref(mz_graph *g) {
+  if (g && atomic_fetch_sub(&g->refs, 1) == 1) graph_free(g);
+}
+
+void mz_graph_destroy(mz_graph *g) {
+  if (!g) return;
+  g->destroyed = true;
+  mz__graph_unref(g);
+}
+
+int mz_graph_status(const mz_graph *g) { return g ? g->status : MZ_EINVAL; }
+const char *mz_graph_message(const mz_graph *g) { return g ? g->message : "NULL graph"; }
+size_t mz_graph_node_count(const mz_graph *g) { return g ? g->nops : 0; }
+
+__attribute__((format(printf, 3, 4))) static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
+  if (g->status == MZ_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->message, sizeof g->message, fmt, ap);
+    va_end(ap);
+    g->status = code;
+  }
+  return &g->error_op;
+}
+
+/* A builder's common entry check: a usable graph, and ops of this graph.
+ * Returns the error op to hand back, or NULL when all is well. */
+static mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
+  if (g->status) return &g->error_op;
+  if (!op) return fail(g, MZ_EINVAL, "%s: NULL op", who);
+  if (op->g != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
+  if (op->kind == MZ__K_ERROR) return &g->error_op;
+  return NULL;
+}
+
+static mz_op *new_op(mz_graph *g, enum mz__kind kind, size_t extra) {
+  mz_op *op = mz__arena_alloc(&g->arena, sizeof *op + extra);
+  if (!op) return NULL;
+  op->g = g;
+  op->kind = (uint8_t)kind;
+  op->id = ++g->nops;
+  return op;
+}
+
+static int hold_buffer(mz_graph *g, mz_buffer *b) {
+  if (g->nheld == g->capheld) {
+    size_t cap = g->capheld ? g->capheld * 2 : 16;
+    mz_buffer **v = realloc(g->held, cap * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    g->held = v;
+    g->capheld = cap;
+  }
+  g->held[g->nheld++] = mz_buffer_retain(b);
+  return MZ_OK;
+}
+
+/* The graph's per-buffer record: last writer in build order, partition. */
+static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
+  if (g->bmap_n * 2 >= g->bmap_cap) {
+    size_t cap = g->bmap_cap ? g->bmap_cap * 2 : 64;
+    struct mz__bentry *nm = calloc(cap, sizeof *nm);
+    if (!nm) return NULL;
+    for (size_t i = 0; i < g->bmap_cap; i++) {
+      if (!g->bmap[i].buf) continue;
+      size_t h = ((uintptr_t)g->bmap[i].buf >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+      while (nm[h].buf) h = (h + 1) & (cap - 1);
+      nm[h] = g->bmap[i];
+    }
+    free(g->bmap);
+    g->bmap = nm;
+    g->bmap_cap = cap;
+  }
+  size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
+  while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
+  if (!g->bmap[h].buf) {
+    g->bmap[h].buf = b;
+    g->bmap_n++;
+  }
+  return &g->bmap[h];
+}
+
+mz_op *mz_value(mz_graph *g, mz_buffer *b) {
+  if (!g) return NULL;
+  if (g->status) return &g->error_op;
+  if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
+  if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
+  mz_op *op = new_op(g, MZ__K_VALUE, 0);
+  if (!op || hold_buffer(g, b)) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
+  op->u.value.buf = b;
+  op->name = "value";
+  return op;
+}
+
+mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value) {
+  if (!g) return NULL;
+  if (g->status) return &g->error_op;
+  size_t es = mz_dtype_size(t);
+  if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
+  if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
+  mz_op *op = new_op(g, MZ__K_SCALAR, 0);
+  if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
+  op->u.scalar.dtype = t;
+  memcpy(&op->u.scalar.v, value, es);
+  op->name = "scalar";
+  return op;
+}
+
+mz_op *mz_i32(mz_graph *g, int32_t v) { return mz_scalar(g, MZ_I32, &v); }
+mz_op *mz_u32(mz_graph *g, uint32_t v) { return mz_scalar(g, MZ_U32, &v); }
+mz_op *mz_i64(mz_graph *g, int64_t v) { return mz_scalar(g, MZ_I64, &v); }
+mz_op *mz_u64(mz_graph *g, uint64_t v) { return mz_scalar(g, MZ_U64, &v); }
+mz_op *mz_f32(mz_graph *g, float v) { return mz_scalar(g, MZ_F32, &v); }
+mz_op *mz_f64(mz_graph *g, double v) { return mz_scalar(g, MZ_F64, &v); }
+
+static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]) {
+  if (!g) return NULL;
+  if (g->status) return &g->error_op;
+  if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
+  for (unsigned i = 0; i < n; i++) {
+    mz_op *e = check_op(g, who, ops[i]);
+    if (e) return e;
+  }
+  mz_op *op = new_op(g, MZ__K_TUPLE, 0);
+  mz_op **el = op ? mz__arena_alloc(&g->arena, n * sizeof *el) : NULL;
+  if (!el) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  memcpy(el, ops, n * sizeof *el);
+  op->u.tuple.n = n;
+  op->u.tuple.elems = el;
+  op->name = who + 3;
+  return op;
+}
+
+mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_zip", n, ops); }
+mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_join", n, ops); }
+
+mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
+  if (!g) return NULL;
+  mz_op *e = check_op(g, "mz_unzip", t);
+  if (e) return e;
+  if (t->kind == MZ__K_TUPLE) {
+    if (i >= t->u.tuple.n) return fail(g, MZ_ERANGE, "mz_unzip: index %u of a tuple of %u", i, t->u.tuple.n);
+    return t->u.tuple.elems[i];
+  }
+  if (t->t) {
+    if (i >= t->nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->nres);
+    return t->res[i];
+  }
+  return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
+}
+
+int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
+  if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) {
+    if (*n == *cap) {
+      size_t nc = *cap ? *cap * 2 : 16;
+      mz_op **nv = realloc(*v, nc * sizeof *nv);
+      if (!nv) return MZ_ENOMEM;
+      *v = nv;
+      *cap = nc;
+    }
+    (*v)[(*n)++] = op;
+    return MZ_OK;
+  }
+  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->nres;
+  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->res;
+  for (unsigned i = 0; i < cnt; i++) {
+    int rc = mz__flatten(el[i], v, n, cap);
+    if (rc) return rc;
+  }
+  return MZ_OK;
+}
+
+static int remember_task(mz_graph *g, mz_op *op) {
+  if (g->ntasks_all == g->captasks_all) {
+    size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
+    mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    g->tasks_all = v;
+    g->captasks_all = cap;
+  }
+  g->tasks_all[g->ntasks_all++] = op;
+  return MZ_OK;
+}
+
+/* Make a task op with np parameters and na accesses. */
+static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsigned np, unsigned na, unsigned nres) {
+  mz_op *op = new_op(g, kind, sizeof(struct mz__task));
+  if (!op) return NULL;
+  struct mz__task *t = (struct mz__task *)(op + 1);
+  op->t = t;
+  op->name = name;
+  t->nparams = np;
+  t->queue = -1;
+  t->values = np ? mz__arena_alloc(&g->arena, np * sizeof *t->values) : NULL;
+  t->bufs = np ? mz__arena_alloc(&g->arena, np * sizeof *t->bufs) : NULL;
+  t->acc = na ? mz__arena_alloc(&g->arena, na * sizeof *t->acc) : NULL;
+  op->res = nres ? mz__arena_alloc(&g->arena, nres * sizeof *op->res) : NULL;
+  op->nres = nres;
+  if ((np && (!t->values || !t->bufs)) || (na && !t->acc) || (nres && !op->res) || remember_task(g, op)) return NULL;
+  t->succs.v = t->succs.inl;
+  t->succs.cap = 2;
+  return op;
+}
+
+/* Add an access; merge with an earlier one of the same buffer.  Returns
+ * false when the directions conflict (read and write through two
+ * parameters, or two writes). */
+static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
+  for (unsigned i = 0; i < t->nacc; i++) {
+    if (t->acc[i].buf != b) continue;
+    if ((t->acc[i].mode | mode) != 1) return false;
+    return true;
+  }
+  t->acc[t->nacc].buf = b;
+  t->acc[t->nacc].mode = mode;
+  t->nacc++;
+  return true;
+}
+
+/* Build-time predecessors: the producers of the inputs, plus the last
+ * writer (in build order) of each buffer the task reads. */
+static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves) {
+  struct mz__task *t = op->t;
+  size_t cap = nleaves + t->nacc;
+  mz_op **v = cap ? mz__arena_alloc(&g->arena, cap * sizeof *v) : NULL;
+  if (cap && !v) return MZ_ENOMEM;
+  unsigned n = 0;
+#define ADD_PRED(p)                                              \
+  do {                                                           \
+    mz_op *p_ = (p);                                             \
+    bool dup_ = false;                                           \
+    for (unsigned k_ = 0; k_ < n; k_++) dup_ |= v[k_] == p_;     \
+    if (p_ && p_ != op && !dup_) v[n++] = p_;                    \
+  } while (0)
+  for (size_t i = 0; i < nleaves; i++)
+    if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
+  for (unsigned i = 0; i < t->nacc; i++) {
+    struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
+    if (!e) return MZ_ENOMEM;
+    if (t->acc[i].mode & 1) ADD_PRED(e->writer);
+  }
+#undef ADD_PRED
+  t->bpreds = v;
+  t->nbpreds = n;
+  return MZ_OK;
+}
+
+/* After the task is built: it is now the last writer of what it writes. */
+static int note_writes(mz_graph *g, mz_op *op) {
+  for (unsigned i = 0; i < op->t->nacc; i++) {
+    if (!(op->t->acc[i].mode & 2)) continue;
+    struct mz__bentry *e = bmap_get(g, op->t->acc[i].buf);
+    if (!e) return MZ_ENOMEM;
+    e->writer = op;
+  }
+  return MZ_OK;
+}
+
+static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
+  mz_dtype from = s->u.scalar.dtype;
+  const mz_arg *v = &s->u.scalar.v;
+  double d = 0;
+  int64_t i = 0;
+  uint64_t u = 0;
+  bool isf = from == MZ_F32 || from == MZ_F64;
+  switch (from) {
+    case MZ_I8: i = v->i8; break;
+    case MZ_U8: i = v->u8; break;
+    case MZ_I16: i = v->i16; break;
+    case MZ_U16: i = v->u16; break;
+    case MZ_I32: i = v->i32; break;
+    case MZ_U32: i = v->u32; break;
+    case MZ_I64: i = v->i64; break;
+    case MZ_U64: u = v->u64; i = (int64_t)u; break;
+    case MZ_F32: d = v->f32; break;
+    case MZ_F64: d = v->f64; break;
+    default: return false;
+  }
+  if (!isf && from != MZ_U64) u = (uint64_t)i;
+  if (!isf) d = from == MZ_U64 ? (double)u : (double)i;
+  bool tof = to == MZ_F32 || to == MZ_F64;
+  if (isf && !tof) return false; /* no silent float to integer truncation */
+  switch (to) {
+    case MZ_I8: out->i8 = (int8_t)i; break;
+    case MZ_U8: out->u8 = (uint8_t)u; break;
+    case MZ_I16: out->i16 = (int16_t)i; break;
+    case MZ_U16: out->u16 = (uint16_t)u; break;
+    case MZ_I32: out->i32 = (int32_t)i; break;
+    case MZ_U32: out->u32 = (uint32_t)u; break;
+    case MZ_I64: out->i64 = i; break;
+    case MZ_U64: out->u64 = u; break;
+    case MZ_F32: out->f32 = (float)d; break;
+    case MZ_F64: out->f64 = d; break;
+    default: return false;
+  }
+  return true;
+}
+
+static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
+  mz_op *r = new_op(g, MZ__K_VALUE, 0);
+  if (!r) return NULL;
+  r->u.value.buf = b;
+  r->u.value.producer = producer;
+  r->name = "value";
+  return r;
+}
+
+mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
+  if (!g) return NULL;
+  mz_op *e = check_op(g, "mz_apply", args);
+  if (e) return e;
+  if (!k) return fail(g, MZ_EINVAL, "mz_apply: NULL kernel");
+  if (k->rt != g->rt) return fail(g, MZ_EINVAL, "mz_apply: kernel '%s' belongs to another runtime", k->spec.name);
+  unsigned nu = args->kind == MZ__K_TUPLE ? args->u.tuple.n : 1;
+  mz_op *const *ua = args->kind == MZ__K_TUPLE ? args->u.tuple.elems : &args;
+  if (args->t) return fail(g, MZ_EINVAL, "mz_apply(%s): pass a zip of arguments, not a task's result tuple", k->spec.name);
+  if (nu != k->nuser)
+    return fail(g, MZ_EINVAL, "mz_apply(%s): %u arguments given, the kernel takes %u (\"%s\")", k->spec.name, nu,
+                k->nuser, k->spec.params);
+  if (launch && (launch->ndim < 1 || launch->ndim > 3 || !launch->global[0]))
+    return fail(g, MZ_EINVAL, "mz_apply(%s): launch needs ndim 1..3 and non-zero global sizes", k->spec.name);
+  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
+  if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  struct mz__task *t = op->t;
+  mz_op **leaf = mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
+  if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  unsigned u = 0;
+  for (unsigned i = 0; i < k->nparams; i++) {
+    const struct mz__param *p = &k->params[i];
+    if (p->dir > MZ__INOUT) continue;
+    mz_op *a = ua[u++];
+    e = check_op(g, "mz_apply", a);
+    if (e) return e;
+    if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
+      return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
+                  a->name);
+    leaf[i] = a;
+    if (p->dir == MZ__SCALAR) {
+      if (a->kind != MZ__K_SCALAR)
+        return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
+      if (!scalar_convert(&t->values[i], p->dtype, a))
+        return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s", k->spec.name,
+                    p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
+      continue;
+    }
+    if (a->kind != MZ__K_VALUE)
+      return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a buffer, a scalar was given", k->spec.name, p->name);
+    mz_buffer *b = a->u.value.buf;
+    if (b->shape.dtype != p->dtype)
+      return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
+                  mz_dtype_name(p->dtype), mz_dtype_name(b->shape.dtype));
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    if (be->partitioned)
+      return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
+                  k->spec.name, p->name);
+    t->bufs[i] = b;
+    uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
+    if (!add_access(t, b, mode))
+      return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
+                  k->spec.name, p->name);
+  }
+  /* Outlike buffers and computed scalars. */
+  for (unsigned i = 0; i < k->nparams; i++) {
+    const struct mz__param *p = &k->params[i];
+    if (p->dir <= MZ__INOUT) continue;
+    const mz_buffer *rb = t->bufs[p->ref];
+    if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
+    if (p->dir == MZ__OUTLIKE) {
+      mz_buffer *nb;
+      if (mz__buffer_new(g->rt, p->dtype, rb->shape.ndim, rb->shape.dims, NULL, 0, &nb))
+        return fail(g, MZ_ENOMEM, "mz_apply(%s): cannot create the outlike buffer '%s'", k->spec.name, p->name);
+      int rc = hold_buffer(g, nb);
+      mz_buffer_release(nb);
+      if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+      t->bufs[i] = nb;
+      add_access(t, nb, 2);
+      continue;
+    }
+    uint64_t v = p->dir == MZ__SIZEOF ? rb->shape.count : p->dir == MZ__WIDTHOF ? rb->shape.dims[0] : rb->shape.dims[1];
+    mz_op tmp = {.kind = MZ__K_SCALAR};
+    tmp.u.scalar.dtype = MZ_U64;
+    tmp.u.scalar.v.u64 = v;
+    if (!scalar_convert(&t->values[i], p->dtype, &tmp))
+      return fail(g, MZ_ESHAPE, "mz_apply(%s): '%s' must be an integer or float type", k->spec.name, p->name);
+  }
+  if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams) || note_writes(g, op))
+    return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  for (unsigned i = 0; i < k->nparams; i++) {
+    if (t->bufs[i]) {
+      op->res[i] = value_result(g, t->bufs[i], op);
+      if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    } else if (leaf[i]) {
+      op->res[i] = leaf[i];
+    } else {
+      op->res[i] = new_op(g, MZ__K_SCALAR, 0);
+      if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+      op->res[i]->u.scalar.dtype = k->params[i].dtype;
+      op->res[i]->u.scalar.v = t->values[i];
+      op->res[i]->name = "scalar";
+    }
+  }
+  t->kernel = k;
+  if (g->nkheld == g->capkheld) {
+    size_t cap = g->capkheld ? g->capkheld * 2 : 8;
+    mz_kernel **v = realloc(g->kheld, cap * sizeof *v);
+    if (!v) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    g->kheld = v;
+    g->capkheld = cap;
+  }
+  bool have = false;
+  for (size_t i = 0; i < g->nkheld && !have; i++) have = g->kheld[i] == k;
+  if (!have) {
+    atomic_fetch_add(&k->refs, 1);
+    g->kheld[g->nkheld++] = k;
+  }
+  if (launch) {
+    t->launch = *launch;
+  } else {
+    const mz_buffer *lb = NULL;
+    for (unsigned i = 0; i < k->nparams && !lb; i++)
+      if (t->bufs[i] && k->params[i].dir != MZ__IN) lb = t->bufs[i];
+    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = t->bufs[i];
+    t->launch.ndim = lb ? lb->shape.ndim : 1;
+    for (unsigned d = 0; d < 3; d++) t->launch.global[d] = lb ? lb->shape.dims[d] : 1;
+  }
+  return op;
+}
+
+/* Host functions, partition and unpartition share this shape: a task whose
+ * parameters are the buffers (and scalars) of some leaves. */
+static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op *deps, uint8_t mode) {
+  mz_op **leaves = NULL;
+  size_t n = 0, cap = 0;
+  if (deps && mz__flatten(deps, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  mz_op *op = new_task(g, kind, who + 3, (unsigned)n, (unsigned)n, (unsigned)n);
+  if (!op) {
+    free(leaves);
+    return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  }
+  struct mz__task *t = op->t;
+  for (size_t i = 0; i < n; i++) {
+    mz_op *a = leaves[i];
+    if (a->kind == MZ__K_SCALAR) {
+      t->values[i] = a->u.scalar.v;
+      op->res[i] = a;
+      continue;
+    }
+    mz_buffer *b = a->u.value.buf;
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) {
+      free(leaves);
+      return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+    }
+    if (be->partitioned && kind == MZ__K_HOST) {
+      free(leaves);
+      return fail(g, MZ_ESTATE, "%s: buffer %zu is partitioned; use its tiles or unpartition it", who, i);
+    }
+    t->bufs[i] = b;
+    if (!add_access(t, b, mode)) {
+      free(leaves);
+      return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
+    }
+    op->res[i] = value_result(g, b, op);
+    if (!op->res[i]) {
+      free(leaves);
+      return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+    }
+  }
+  int rc = set_bpreds(g, op, leaves, n);
+  free(leaves);
+  if (rc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  return op;
+}
+
+mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
+  if (!g) return NULL;
+  if (g->status) return &g->error_op;
+  if (deps) {
+    mz_op *e = check_op(g, "mz_host", deps);
+    if (e) return e;
+  }
+  if (!fn) return fail(g, MZ_EINVAL, "mz_host: NULL function");
+  mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3);
+  if (op->kind == MZ__K_ERROR) return op;
+  op->t->host_fn = fn;
+  op->t->host_user = user;
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_host: out of memory");
+  return op;
+}
+
+mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
+  if (!g) return NULL;
+  mz_op *e = check_op(g, "mz_partition", v);
+  if (e) return e;
+  if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", v->name);
+  mz_buffer *b = v->u.value.buf;
+  size_t rows = b->shape.dims[b->shape.ndim - 1];
+  if (n == 0 || n > rows)
+    return fail(g, MZ_ERANGE, "mz_partition: %u tiles asked; the slowest dimension has %zu rows", n, rows);
+  struct mz__bentry *be = bmap_get(g, b);
+  if (!be) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  if (be->partitioned) return fail(g, MZ_ESTATE, "mz_partition: the buffer is already partitioned");
+  if (b->parent) return fail(g, MZ_ENOTSUP, "mz_partition: a tile cannot be partitioned again");
+  mz_op *op = new_task(g, MZ__K_PARTITION, "partition", 1, n + 1, n);
+  if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  struct mz__task *t = op->t;
+  t->bufs[0] = b;
+  add_access(t, b, 3);
+  size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
+  for (unsigned i = 0; i < n; i++) {
+    size_t r = rows / n + (i < rows % n ? 1 : 0);
+    size_t dims[3] = {b->shape.dims[0], b->shape.dims[1], b->shape.dims[2]};
+    dims[b->shape.ndim - 1] = r;
+    mz_buffer *tile;
+    if (mz__buffer_new(g->rt, b->shape.dtype, b->shape.ndim, dims, b, off, &tile))
+      return fail(g, MZ_ENOMEM, "mz_partition: cannot create tile %u", i);
+    int rc = hold_buffer(g, tile);
+    mz_buffer_release(tile);
+    if (rc) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+    off += r * row_elems * es;
+    add_access(t, tile, 2);
+    op->res[i] = value_result(g, tile, op);
+    if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  }
+  mz_op *leaf[1] = {v};
+  if (set_bpreds(g, op, leaf, 1) || note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  be = bmap_get(g, b);
+  be->partitioned = true;
+  be->part = op;
+  return op;
+}
+
+mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
+  if (!g) return NULL;
+  mz_op *e = check_op(g, "mz_unpartition", tiles);
+  if (e) return e;
+  mz_op **leaves = NULL;
+  size_t n = 0, cap = 0;
+  if (mz__flatten(tiles, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  mz_buffer *parent = NULL;
+  const char *why = NULL;
+  for (size_t i = 0; i < n && !why; i++) {
+    if (leaves[i]->kind != MZ__K_VALUE || !leaves[i]->u.value.buf->parent) why = "an element is not a tile";
+    else if (!parent) parent = leaves[i]->u.value.buf->parent;
+    else if (leaves[i]->u.value.buf->parent != parent) why = "tiles of different buffers";
+  }
+  struct mz__bentry *be = NULL;
+  if (!why && !parent) why = "no tiles given";
+  if (!why && !(be = bmap_get(g, parent))) why = "out of memory";
+  if (!why && (!be->partitioned || !be->part)) why = "the buffer is not partitioned in this graph";
+  if (!why) {
+    mz_op *part = be->part;
+    if (n != part->nres) why = "every tile must be given exactly once";
+    for (unsigned j = 0; j < part->nres && !why; j++) {
+      unsigned seen = 0;
+      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->res[j]->u.value.buf;
+      if (seen != 1) why = "every tile must be given exactly once";
+    }
+  }
+  if (why) {
+    free(leaves);
+    return fail(g, MZ_EINVAL, "mz_unpartition: %s", why);
+  }
+  free(leaves);
+  mz_op *op = host_like(g, MZ__K_UNPARTITION, "mz_unpartition", tiles, 1);
+  if (op->kind == MZ__K_ERROR) return op;
+  /* The result is the whole buffer, written by this task. */
+  struct mz__task *t = op->t;
+  struct mz__access *acc = mz__arena_alloc(&g->arena, (t->nacc + 1) * sizeof *acc);
+  mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
+  if (!acc || !res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  memcpy(acc, t->acc, t->nacc * sizeof *acc);
+  acc[t->nacc].buf = parent;
+  acc[t->nacc].mode = 2;
+  t->acc = acc;
+  t->nacc++;
+  res[0] = value_result(g, parent, op);
+  if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  op->res = res;
+  op->nres = 1;
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  be = bmap_get(g, parent);
+  be->partitioned = false;
+  be->part = NULL;
+  return op;
+}
+
+int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
+  if (!g) return MZ_EINVAL;
+  mz_op *e = check_op(g, "mz_depend", op);
+  if (!e) e = check_op(g, "mz_depend", after);
+  if (e) return g->status;
+  mz_op **lo = NULL;
+  size_t n = 0, cap = 0;
+  if (op->kind != MZ__K_TUPLE && !op->t && op->kind == MZ__K_VALUE) op = op->u.value.producer;
+  if (!op || !op->t) {
+    fail(g, MZ_EINVAL, "mz_depend: the op is not an operation that runs (apply, host, partition, unpartition)");
+    return g->status;
+  }
+  if (atomic_load(&op->t->state) != MZ__T_NEW) {
+    fail(g, MZ_ESTATE, "mz_depend: the op was already scheduled");
+    return g->status;
+  }
+  if (mz__flatten(after, &lo, &n, &cap)) {
+    fail(g, MZ_ENOMEM, "mz_depend: out of memory");
+    return g->status;
+  }
+  /* after may be a task itself (its results are leaves) or any value. */
+  if (after->t && n == 0) {
+    lo = malloc(sizeof *lo);
+    if (lo) {
+      lo[0] = after;
+      n = 1;
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    mz_op *p = lo[i]->t ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
+    if (!p) continue;
+    struct mz__task *t = op->t;
+    if (t->nxpreds == t->capxpreds) {
+      unsigned nc = t->capxpreds ? t->capxpreds * 2 : 4;
+      mz_op **v = realloc(t->xpreds, nc * sizeof *v);
+      if (!v) {
+        free(lo);
+        fail(g, MZ_ENOMEM, "mz_depend: out of memory");
+        return g->status;
+      }
+      t->xpreds = v;
+      t->capxpreds = nc;
+    }
+    t->xpreds[t->nxpreds++] = p;
+  }
+  free(lo);
+  return MZ_OK;
+}

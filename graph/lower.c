@@ -1,0 +1,344 @@
+/* mz_schedule(): turn what a root op needs into a run.
+ *
+ * 1. The closure: the tasks the root's values come from, following the
+ *    build-time edges (argument producers, the previous writer of each
+ *    buffer read, explicit mz_depend edges), skipping tasks already run.
+ * 2. Hazards, in build order, against each buffer's state left by earlier
+ *    runs: a reader waits for the last writer; a writer for the last writer
+ *    and the readers since.  Computed into scratch state first.
+ * 3. A depth-first topological sort over the run's edges rejects cycles
+ *    (nothing is changed then).
+ * 4. Commit: buffers' hazard state, successor lists, counters; edges to
+ *    tasks of runs still in flight are registered under their locks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct vec {
+  mz_op **v;
+  size_t n, cap;
+};
+
+static int vpush(struct vec *v, mz_op *op) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 64;
+    mz_op **nv = realloc(v->v, cap * sizeof *nv);
+    if (!nv) return MZ_ENOMEM;
+    v->v = nv;
+    v->cap = cap;
+  }
+  v->v[v->n++] = op;
+  return MZ_OK;
+}
+
+static int by_id(const void *a, const void *b) {
+  const mz_op *x = *(mz_op *const *)a, *y = *(mz_op *const *)b;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int hz_push_reader(mz_buffer *b, mz_op *op) {
+  if (b->hz_nreaders == b->hz_capreaders) {
+    unsigned cap = b->hz_capreaders ? b->hz_capreaders * 2 : 8;
+    mz_op **v = realloc(b->hz_readers, cap * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    b->hz_readers = v;
+    b->hz_capreaders = cap;
+  }
+  b->hz_readers[b->hz_nreaders++] = op;
+  return MZ_OK;
+}
+
+/* Collect op's predecessors into out (deduplicated, done ones dropped but
+ * their failure remembered). */
+static int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp) {
+  if (!p || p == op || p->t->seen == stamp) return MZ_OK;
+  p->t->seen = stamp;
+  if (atomic_load(&p->t->state) == MZ__T_DONE) {
+    if (p->t->status < 0) atomic_store(&op->t->pred_failed, true);
+    return MZ_OK;
+  }
+  return vpush(out, p);
+}
+
+int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
+  if (out) *out = NULL;
+  if (!g || !out) return MZ_EINVAL;
+  mz_runtime *rt = g->rt;
+  if (g->status) return mz__set_error(rt, g->status, "%s", g->message);
+  if (!root) return mz__set_error(rt, MZ_EINVAL, "mz_schedule: NULL root");
+  if (root->g != g) return mz__set_error(rt, MZ_EINVAL, "mz_schedule: the root belongs to another graph");
+  unsigned pol;
+  if (policy) {
+    if (mz__policy_find(rt, policy, &pol))
+      return mz__set_error(rt, MZ_ENOENT, "mz_schedule: no policy named '%s'", policy);
+  } else {
+    pol = rt->default_pol;
+  }
+  void *pstate;
+  int rc = mz__policy_instance(rt, pol, &pstate);
+  if (rc) return mz__set_error(rt, rc, "mz_schedule: policy '%s' failed to start", rt->pol[pol]->name);
+
+  struct mz_future *f = calloc(1, sizeof *f);
+  if (!f) return mz__set_error(rt, MZ_ENOMEM, "mz_schedule: out of memory");
+  struct mz__run *r = &f->run;
+  r->rt = rt;
+  r->g = g;
+  r->policy = pol;
+  r->efd = -1;
+  atomic_init(&r->refs, 2); /* the future and the execution */
+  pthread_mutex_init(&r->m, NULL);
+  pthread_cond_init(&r->c, NULL);
+  r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
+  struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
+  rc = r->busy ? mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap) : MZ_ENOMEM;
+  r->t0 = mz__now_ns();
+
+  pthread_mutex_lock(&rt->lock);
+  uint64_t stamp = ++rt->touch_stamp;
+  r->id = ++rt->next_run_id;
+  /* 1. Closure. */
+  if (!rc && root->t) rc = vpush(&stack, root);
+  for (size_t i = 0; !rc && i < leaves.n; i++)
+    if (leaves.v[i]->kind == MZ__K_VALUE && leaves.v[i]->u.value.producer) rc = vpush(&stack, leaves.v[i]->u.value.producer);
+  while (!rc && stack.n) {
+    mz_op *op = stack.v[--stack.n];
+    struct mz__task *t = op->t;
+    if (t->mark == stamp || atomic_load(&t->state) != MZ__T_NEW) continue;
+    t->mark = stamp;
+    t->color = 0;
+    rc = vpush(&tasks, op);
+    for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
+    for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
+  }
+  if (!rc) qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
+
+  /* 2. Hazards into scratch state, and each task's predecessor list. */
+  mz_op ***plist = tasks.n ? calloc(tasks.n, sizeof *plist) : NULL;
+  unsigned *pcount = tasks.n ? calloc(tasks.n, sizeof *pcount) : NULL;
+  if (tasks.n && (!plist || !pcount)) rc = MZ_ENOMEM;
+  for (size_t i = 0; !rc && i < tasks.n; i++) {
+    mz_op *op = tasks.v[i];
+    struct mz__task *t = op->t;
+    uint64_t ps = ++rt->touch_stamp;
+    preds.n = 0;
+    for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps);
+    for (unsigned k = 0; !rc && k < t->nxpreds; k++) rc = add_pred(op, t->xpreds[k], &preds, ps);
+    for (unsigned a = 0; !rc && a < t->nacc; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      if (b->touch_stamp != stamp) {
+        b->touch_stamp = stamp;
+        b->hz_writer = b->last_writer;
+        b->hz_nreaders = 0;
+        for (unsigned k = 0; !rc && k < b->nreaders; k++) rc = hz_push_reader(b, b->readers[k]);
+        if (!rc) rc = vpush(&touched, (mz_op *)(void *)b);
+      }
+      if (rc) break;
+      rc = add_pred(op, b->hz_writer, &preds, ps);
+      if (t->acc[a].mode & 2) {
+        for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps);
+        b->hz_writer = op;
+        b->hz_nreaders = 0;
+      } else if (!rc) {
+        rc = hz_push_reader(b, op);
+      }
+    }
+    if (!rc && preds.n) {
+      plist[i] = mz__arena_alloc(&r->arena, preds.n * sizeof **plist);
+      if (!plist[i]) rc = MZ_ENOMEM;
+      else memcpy(plist[i], preds.v, preds.n * sizeof **plist);
+    }
+    pcount[i] = (unsigned)preds.n;
+    t->npreds = (unsigned)preds.n;
+    t->preds = plist ? plist[i] : NULL;
+  }
+
+  /* 3. Topological order over in-run edges; a grey node reached again
+   * closes a cycle.  Iterative, so a 100,000-node ring is fine. */
+  mz_op *cycle_at = NULL;
+  for (size_t i = 0; !rc && !cycle_at && i < tasks.n; i++) {
+    if (tasks.v[i]->t->color) continue;
+    stack.n = 0;
+    rc = vpush(&stack, tasks.v[i]);
+    tasks.v[i]->t->color = 1;
+    tasks.v[i]->t->seen = 0; /* next predecessor index */
+    while (!rc && stack.n && !cycle_at) {
+      mz_op *op = stack.v[stack.n - 1];
+      struct mz__task *t = op->t;
+      if (t->seen < t->npreds) {
+        mz_op *p = t->preds[t->seen++];
+        if (p->t->mark != stamp) continue; /* another run's task */
+        if (p->t->color == 1) cycle_at = p;
+        else if (p->t->color == 0) {
+          p->t->color = 1;
+          p->t->seen = 0;
+          rc = vpush(&stack, p);
+        }
+      } else {
+        t->color = 2;
+        stack.n--;
+        rc = vpush(&topo, op);
+      }
+    }
+  }
+  if (!rc && cycle_at) rc = MZ_ECYCLE;
+  if (rc) {
+    /* Nothing was committed: clear the marks so the tasks stay new. */
+    for (size_t i = 0; i < tasks.n; i++) {
+      tasks.v[i]->t->mark = 0;
+      tasks.v[i]->t->npreds = 0;
+      tasks.v[i]->t->preds = NULL;
+      atomic_store(&tasks.v[i]->t->pred_failed, false);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    if (rc == MZ_ECYCLE)
+      mz__set_error(rt, rc, "mz_schedule: the graph has a cycle through node %u (%s)", cycle_at->id, cycle_at->name);
+    else
+      mz__set_error(rt, rc, "mz_schedule: out of memory");
+    free(leaves.v);
+    free(tasks.v);
+    free(stack.v);
+    free(preds.v);
+    free(touched.v);
+    free(topo.v);
+    free(plist);
+    free(pcount);
+    mz__arena_free(&r->arena);
+    free(r->busy);
+    pthread_mutex_destroy(&r->m);
+    pthread_cond_destroy(&r->c);
+    free(f);
+    return rc;
+  }
+
+  /* 4. Commit. */
+  for (size_t i = 0; i < touched.n; i++) {
+    mz_buffer *b = (mz_buffer *)(void *)touched.v[i];
+    b->last_writer = b->hz_writer;
+    if (b->capreaders < b->hz_nreaders) {
+      mz_op **v = realloc(b->readers, b->hz_nreaders * sizeof *v);
+      if (v) {
+        b->readers = v;
+        b->capreaders = b->hz_nreaders;
+      }
+    }
+    unsigned n = b->hz_nreaders <= b->capreaders ? b->hz_nreaders : b->capreaders;
+    if (n) memcpy(b->readers, b->hz_readers, n * sizeof *b->readers);
+    b->nreaders = n;
+  }
+  r->tasks = topo.v;
+  r->ntasks = topo.n;
+  atomic_init(&r->remaining, topo.n);
+  topo.v = NULL;
+  for (size_t i = 0; i < r->ntasks; i++) {
+    struct mz__task *t = r->tasks[i]->t;
+    t->run = r;
+    t->queue = -1;
+    t->status = 0;
+    t->deferred = t->fixed = t->host_wait = false;
+    t->policy_word = 0;
+    t->nsucc_run = 0;
+    t->exec.node = r->tasks[i];
+    t->exec.nargs = t->nparams;
+    t->exec.args = t->nparams ? mz__arena_alloc(&r->arena, t->nparams * sizeof *t->exec.args) : NULL;
+    t->exec.xfers = t->nacc ? mz__arena_alloc(&r->arena, t->nacc * sizeof *t->exec.xfers) : NULL;
+    t->exec.waits = t->npreds ? mz__arena_alloc(&r->arena, t->npreds * sizeof *t->exec.waits) : NULL;
+    t->exec.launch = &t->launch;
+    t->exec.kernel = t->kernel;
+    t->exec.host_fn = t->host_fn;
+    t->exec.host_user = t->host_user;
+    atomic_store(&t->state, MZ__T_WAIT);
+  }
+  /* Successor lists: in-run edges first (counted in nsucc_run). */
+  size_t nfail = 0;
+  for (size_t i = 0; i < r->ntasks; i++) {
+    mz_op *op = r->tasks[i];
+    struct mz__task *t = op->t;
+    unsigned inrun = 0;
+    for (unsigned k = 0; k < t->npreds; k++) {
+      mz_op *p = t->preds[k];
+      if (p->t->mark != stamp) continue;
+      inrun++;
+      struct mz__succs *s = &p->t->succs;
+      if (s->n == s->cap) {
+        unsigned cap = s->cap * 2;
+        mz_op **v = s->v == s->inl ? malloc(cap * sizeof *v) : realloc(s->v, cap * sizeof *v);
+        if (!v) {
+          nfail++;
+          continue;
+        }
+        if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
+        s->v = v;
+        s->cap = cap;
+      }
+      s->v[s->n++] = op;
+      p->t->nsucc_run++;
+    }
+    atomic_store(&t->unsub, inrun);
+    atomic_store(&t->unfin, inrun + 1);
+  }
+  /* Edges from tasks of runs in flight: registered under their locks. */
+  for (size_t i = 0; i < r->ntasks; i++) {
+    mz_op *op = r->tasks[i];
+    struct mz__task *t = op->t;
+    for (unsigned k = 0; k < t->npreds; k++) {
+      mz_op *p = t->preds[k];
+      if (p->t->mark == stamp) continue;
+      mz__spin_lock(&p->t->lock);
+      if (atomic_load(&p->t->state) != MZ__T_DONE) {
+        struct mz__succs *s = &p->t->succs;
+        bool ok = true;
+        if (s->n == s->cap) {
+          unsigned cap = s->cap * 2;
+          mz_op **v = s->v == s->inl ? malloc(cap * sizeof *v) : realloc(s->v, cap * sizeof *v);
+          if (v) {
+            if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
+            s->v = v;
+            s->cap = cap;
+          } else {
+            ok = false;
+          }
+        }
+        if (ok) {
+          atomic_fetch_add(&t->unfin, 1);
+          s->v[s->n++] = op;
+        } else {
+          nfail++;
+        }
+      } else if (p->t->status < 0) {
+        atomic_store(&t->pred_failed, true);
+      }
+      mz__spin_unlock(&p->t->lock);
+    }
+  }
+  r->prev = NULL;
+  r->next = rt->runs;
+  if (rt->runs) rt->runs->prev = r;
+  rt->runs = r;
+  rt->nruns++;
+  atomic_fetch_add(&g->refs, 1);
+  pthread_mutex_unlock(&rt->lock);
+
+  /* The root's results. */
+  r->nresults = leaves.n;
+  r->results = leaves.v;
+  free(tasks.v);
+  free(stack.v);
+  free(preds.v);
+  free(touched.v);
+  free(plist);
+  free(pcount);
+  if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
+
+  const struct mz_policy_ops *po = rt->pol[pol];
+  if (po->plan && r->ntasks) {
+    rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
+    if (rc < 0) {
+      /* The run is committed; fail every task so the future resolves. */
+      mz__fail_message(r, NULL, rc, "the policy's plan failed");
+    }
+  }
+  mz__run_start(r);
+  *out = f;
+  return MZ_OK;
+}

@@ -1,0 +1,49 @@
+/* maize: buffers.
+ *
+ * A buffer is typed memory of 1 to 3 dimensions that may have copies on
+ * several devices.  The runtime tracks, per memory, whether a copy is the
+ * owner (the only valid one), shared (valid, like others) or invalid, and
+ * copies data only when an operation needs a copy it lacks.  Buffers are
+ * reference counted: graphs and futures that use one hold a reference. */
+#ifndef MAIZE_BUFFER_H
+#define MAIZE_BUFFER_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Create a buffer of ndim (1..3) dims, dims[0] fastest.  When data is not
+ * NULL, count*size bytes are copied from it; otherwise the buffer is zeroed.
+ * The caller holds one reference, dropped with mz_buffer_release().
+ * Errors: MZ_EINVAL (NULL rt or out, bad dtype, ndim not 1..3, a zero
+ * dimension, overflow), MZ_ENOMEM. */
+int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[],
+                     const void *data, mz_buffer **out) MZ_WUR;
+
+/* Add and drop a reference.  The last release frees every copy.  NULL is a
+ * no-op for both. */
+mz_buffer *mz_buffer_retain(mz_buffer *b);
+void mz_buffer_release(mz_buffer *b);
+
+/* Copy the latest contents into dst (bytes must equal the buffer's size).
+ * Blocks until every scheduled operation that writes the buffer has
+ * finished, fetching the latest copy from its device if needed.
+ * Errors: MZ_EINVAL, MZ_EDEADLK (called from a runtime thread), or the
+ * error of the operation that should have produced the data. */
+int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) MZ_WUR;
+
+/* Replace the contents from src (bytes must equal the buffer's size), after
+ * every scheduled operation that uses the buffer has finished.  The host
+ * copy becomes the owner; device copies become invalid. */
+int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) MZ_WUR;
+
+/* The shape and the size in bytes. */
+const mz_shape *mz_buffer_shape(const mz_buffer *b);
+size_t mz_buffer_bytes(const mz_buffer *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,83 @@
+/* maize: scheduling a graph and waiting for it.
+ *
+ * mz_schedule() turns the part of a graph that an op needs into a run and
+ * returns a future.  Every future resolves: with MZ_OK, with the first
+ * error of the run, or with MZ_ECANCELED for nodes downstream of a failure.
+ * A run finishes only when all of its nodes have finished, so after a
+ * future resolves, no work of that run touches any buffer. */
+#ifndef MAIZE_FUTURE_H
+#define MAIZE_FUTURE_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Schedule what root needs with the named policy (NULL: the runtime's
+ * default).  Nodes already run or running in an earlier run of the same
+ * graph are not run again.  On success *out is the future, freed by
+ * mz_future_destroy().  On failure *out is NULL, nothing runs, and
+ * mz_runtime_last_error() has the message.  Errors: the graph's sticky
+ * error, MZ_EINVAL (NULL or foreign arguments), MZ_ENOENT (unknown
+ * policy), MZ_ECYCLE, MZ_ENODEV (a kernel no enabled device can run),
+ * MZ_EDEADLK (called from a runtime thread and waiting would be needed:
+ * never; scheduling from a task is allowed), MZ_ENOMEM. */
+int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
+
+/* Block until the run finishes; return its status.  MZ_EDEADLK when called
+ * from a runtime thread (a task, a host node, a completion callback). */
+int mz_future_wait(mz_future *f);
+
+/* As mz_future_wait(), giving up after timeout_ns: MZ_ETIMEDOUT then, and
+ * the run goes on. */
+int mz_future_wait_for(mz_future *f, uint64_t timeout_ns);
+
+/* The status without blocking: MZ_EAGAIN while the run is in flight. */
+int mz_future_poll(const mz_future *f);
+
+/* The run's status (as mz_future_poll) and a message for a failure
+ * ("node 12 (saxpy) on cpu queue 0: kernel failed at run time").  The
+ * message is "" while pending or on success; owned by the future. */
+int mz_future_status(const mz_future *f);
+const char *mz_future_message(const mz_future *f);
+
+/* Call fn(f, status, user) once when the run finishes, from a runtime
+ * thread (it must not block on maize calls), or at once on this thread if
+ * it has finished.  One callback per future: MZ_ESTATE for a second. */
+typedef void (*mz_future_fn)(mz_future *f, int status, void *user);
+int mz_future_then(mz_future *f, mz_future_fn fn, void *user);
+
+/* A file descriptor (an eventfd) that becomes readable when the run
+ * finishes, for epoll, poll or libuv loops.  Owned by the future: do not
+ * close or read it.  Returns the fd, or a negative error. */
+int mz_future_fd(mz_future *f);
+
+/* The root op's buffers, flattened in tuple order, once the run has
+ * finished (scalars appear as NULL).  Borrowed: valid until the future is
+ * destroyed; retain one to keep it longer. */
+unsigned mz_future_result_count(const mz_future *f);
+mz_buffer *mz_future_result(const mz_future *f, unsigned i);
+
+/* Statistics of a finished run. */
+typedef struct mz_run_stats {
+  uint64_t ops;           /* nodes that ran on a queue */
+  uint64_t batches;       /* queue runs submitted (consecutive ops of a queue) */
+  uint64_t callbacks;     /* completion callbacks taken from device queues */
+  uint64_t transfers;     /* copies between memories */
+  uint64_t bytes_moved;   /* bytes those copies moved */
+  uint64_t failed;        /* nodes that failed or were canceled */
+  uint64_t elapsed_ns;    /* from mz_schedule() to the end of the run */
+  unsigned ndevices;
+  const uint64_t *busy_ns;  /* per device: time its queues ran this run's ops */
+} mz_run_stats;
+int mz_future_stats(const mz_future *f, mz_run_stats *out);
+
+/* Free the future.  A run still in flight goes on and frees itself when it
+ * finishes (its callback, if any, still runs).  NULL is a no-op. */
+void mz_future_destroy(mz_future *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+/* maize: building operation graphs.
+ *
+ * A graph is built from a few combinators.  Each returns a node (an op) that
+ * belongs to the graph; ops are never freed one by one.  Builders never
+ * crash on bad input: the first failure is recorded on the graph (a sticky
+ * error, as cairo does), the builder returns an inert error op, later
+ * builders given an error op return it too, and mz_schedule() reports the
+ * error with its message.  So a chain of builder calls needs one check.
+ *
+ * Evaluation is lazy: mz_schedule() runs only what its root needs.  Edges
+ * come from the combinators and from buffer hazards, in build order: a node
+ * that reads a buffer depends on the last earlier node that writes it
+ * (read-after-write, and that writer is run if needed); among the nodes that
+ * run, writers also wait for earlier readers (write-after-read) and writers
+ * (write-after-write).  Hazards also order runs: a run that uses a buffer
+ * waits for the earlier runs' nodes that use it. */
+#ifndef MAIZE_GRAPH_H
+#define MAIZE_GRAPH_H
+
+#include "kernel.h"
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Create an empty graph on rt.  Freed by mz_graph_destroy(). */
+int mz_graph_create(mz_runtime *rt, mz_graph **out) MZ_WUR;
+
+/* Free the graph.  Runs scheduled from it keep what they need alive and
+ * finish normally.  NULL is a no-op. */
+void mz_graph_destroy(mz_graph *g);
+
+/* The sticky error: MZ_OK, or the first builder error.  The message names
+ * the builder and the cause; never NULL. */
+int mz_graph_status(const mz_graph *g);
+const char *mz_graph_message(const mz_graph *g);
+
+/* The number of nodes built so far. */
+size_t mz_graph_node_count(const mz_graph *g);
+
+/* A buffer as a value.  The graph holds a reference until it is destroyed. */
+mz_op *mz_value(mz_graph *g, mz_buffer *b);
+
+/* Scalar values. */
+mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value);
+mz_op *mz_i32(mz_graph *g, int32_t v);
+mz_op *mz_u32(mz_graph *g, uint32_t v);
+mz_op *mz_i64(mz_graph *g, int64_t v);
+mz_op *mz_u64(mz_graph *g, uint64_t v);
+mz_op *mz_f32(mz_graph *g, float v);
+mz_op *mz_f64(mz_graph *g, double v);
+
+/* A tuple of n ops (n >= 1).  ops is copied. */
+mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]);
+
+/* Element i of a tuple (a zip, a join, an apply's result, a partition). */
+mz_op *mz_unzip(mz_graph *g, mz_op *tuple, unsigned i);
+
+/* Launch dimensions for mz_apply().  NULL there takes a default: the shape
+ * of the first written buffer (or the first buffer), with the device's
+ * preferred work-group size. */
+typedef struct mz_launch {
+  unsigned ndim;     /* 1..3 */
+  size_t global[3];  /* work items per dimension */
+  size_t local[3];   /* work-group (block) size; 0: the device chooses */
+} mz_launch;
+
+/* Run kernel k on args, a zip of the caller's arguments in the kernel's
+ * parameter order (computed and outlike parameters left out; a single
+ * argument may be given without a zip).  The result is a tuple with one
+ * element per parameter (computed ones included), holding the arguments as
+ * they are after the call: unzip the ones you need.  Directions, dtypes and
+ * counts are checked here (MZ_ESHAPE, MZ_EINVAL).  launch may be NULL and is
+ * copied. */
+mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch);
+
+/* Several ops that complete together: a tuple of them, done when all are. */
+mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]);
+
+/* A C function run on the host after deps (an op, a tuple, or NULL for no
+ * dependency).  Every buffer in deps is brought up to date in host memory
+ * and passed in call->args, in order; the function may read and write them.
+ * The result is deps as they are after the call (an empty tuple when deps
+ * is NULL), so further ops can depend on it. */
+mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps);
+
+/* Split the buffer value v into n disjoint tiles along its slowest
+ * dimension (dims[ndim-1]); the first tiles get one more row when it does
+ * not divide.  The result is a tuple of n tile values; ops on different
+ * tiles may run in parallel and on different devices.  While partitioned,
+ * the whole buffer must not be used by other ops of the graph (MZ_ESTATE). */
+mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n);
+
+/* Put tiles back: tiles is a tuple whose elements are the tiles (or ops
+ * whose results are the tiles) of one partition, every tile exactly once.
+ * The result is the whole buffer's value after every op on its tiles. */
+mz_op *mz_unpartition(mz_graph *g, mz_op *tiles);
+
+/* Add an explicit edge: op (a task, or a value a task produced) runs after
+ * every task that after needs.  op must not be scheduled yet.  Such edges
+ * can close a cycle, which mz_schedule() rejects with MZ_ECYCLE.  Returns
+ * MZ_OK or the graph's sticky error. */
+int mz_depend(mz_graph *g, mz_op *op, mz_op *after);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

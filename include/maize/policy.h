@@ -1,0 +1,120 @@
+/* maize: writing a scheduling policy.
+ *
+ * A policy maps every node of a run to an in-order queue.  It is a const
+ * ops table registered by name with mz_policy_register(); the runtime
+ * creates one instance (state) per runtime the first time the policy is
+ * used.  Queues are numbered 0..mz_sched_queue_count()-1 across all
+ * devices.  Nodes that need no queue (values, zips, joins) never reach a
+ * policy.
+ *
+ * A policy may place nodes in two ways, and may use both:
+ *  - plan: at mz_schedule(), see the whole run (nodes in a topological
+ *    order) and fix queues up front with mz_task_set_queue();
+ *  - select: when a node can be submitted, return its queue.
+ *
+ * The runtime checks every decision: a queue that does not exist or whose
+ * device cannot run the node fails that node with MZ_EPOLICY (its
+ * dependents are canceled, other branches finish).  It never waits for a
+ * decision that does not come. */
+#ifndef MAIZE_POLICY_H
+#define MAIZE_POLICY_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MZ_POLICY_ABI 1
+
+/* Returned by select to be asked again once every predecessor of the
+ * node has finished (a dynamic choice at ready time). */
+#define MZ_POLICY_DEFER (-1000)
+
+typedef struct mz_sched mz_sched; /* the runtime as a policy sees it */
+typedef struct mz_task mz_task;   /* one node to place */
+
+struct mz_policy_ops {
+  unsigned abi;             /* MZ_POLICY_ABI */
+  const char *name;         /* the name mz_schedule() and MZ_POLICY use */
+  const char *description;  /* one line */
+
+  /* Create the policy's state for one runtime.
+   * Thread: the one calling mz_schedule() that first uses the policy.
+   * Locks: the runtime's policy lock is held on entry and on return.
+   * Ownership: *state belongs to the policy until fini; may stay NULL. */
+  int (*init)(const mz_sched *s, void **state);
+
+  /* Free the state.  Optional.
+   * Thread: the one calling mz_runtime_destroy(), after all runs ended.
+   * Locks: none held.  Ownership: state is given back for good. */
+  void (*fini)(void *state);
+
+  /* See a whole run before it starts.  Optional.
+   * Thread: the one calling mz_schedule().  Locks: none held; no node of
+   * the run has started.  Ownership: tasks[] and the tasks are borrowed for
+   * the call; set queues with mz_task_set_queue().  A negative return fails
+   * mz_schedule() with that code. */
+  int (*plan)(void *state, const mz_sched *s, mz_task *const tasks[], size_t n);
+
+  /* Choose a queue for t.  Required unless plan places every node.
+   * Thread: any runtime thread (the scheduling thread, a CPU worker, a
+   * device's submission thread, a completion callback's thread), possibly
+   * several at once for different tasks: guard your state.
+   * Locks: no runtime lock held.  Ownership: t is borrowed for the call.
+   * ready is true when every predecessor has finished; when false some are
+   * only submitted (the node could follow them on their queue).  Return a
+   * queue number or MZ_POLICY_DEFER (only when !ready). */
+  int (*select)(void *state, const mz_sched *s, mz_task *t, bool ready);
+
+  /* A node finished on queue q after ns nanoseconds of execution.
+   * Optional.  Thread: any runtime thread, as select.  Locks: none.
+   * Ownership: t is borrowed for the call. */
+  void (*done)(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns);
+};
+
+/* Register a policy on rt under ops->name.  ops must outlive the runtime
+ * (a const table does).  Errors: MZ_EINVAL (NULL, wrong abi, no name, no
+ * select and no plan), MZ_ESTATE (the name is taken). */
+int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) MZ_WUR;
+
+/* The registered policies' names: the i-th, or NULL past the end. */
+const char *mz_policy_name(const mz_runtime *rt, unsigned i);
+
+/* --- What a policy may ask.  All calls are cheap and lock-free. --- */
+
+unsigned mz_sched_queue_count(const mz_sched *s);
+/* The device (index in the runtime) of queue q. */
+unsigned mz_sched_queue_device(const mz_sched *s, unsigned q);
+/* Nodes submitted to q and not yet finished. */
+unsigned mz_sched_queue_backlog(const mz_sched *s, unsigned q);
+unsigned mz_sched_device_count(const mz_sched *s);
+/* The device's kind (an mz_device_kind) and whether it is dead. */
+int mz_sched_device_kind(const mz_sched *s, unsigned dev);
+bool mz_sched_device_dead(const mz_sched *s, unsigned dev);
+
+/* Whether queue q's device can run t (has an implementation, is alive). */
+bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q);
+/* The kernel's name ("host", "partition", "unpartition" for those). */
+const char *mz_task_name(const mz_task *t);
+/* A number unique within the run, in build order. */
+uint64_t mz_task_id(const mz_task *t);
+/* Bytes of all buffer arguments. */
+size_t mz_task_bytes(const mz_task *t);
+/* Bytes of t's buffer arguments that already have a valid copy in the
+ * memory of queue q's device (no transfer needed there). */
+size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q);
+/* Predecessors within the run. */
+unsigned mz_task_pred_count(const mz_task *t);
+mz_task *mz_task_pred(const mz_task *t, unsigned i);
+/* The queue a predecessor was placed on, or -1 if not placed yet. */
+int mz_task_queue(const mz_task *t);
+/* Fix t's queue (from plan).  Returns MZ_OK or MZ_ERANGE. */
+int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
+/* A per-task word the policy may use freely (zero at first). */
+uintptr_t *mz_task_policy_data(mz_task *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,83 @@
+/* maize: the runtime.
+ *
+ * A runtime owns the devices it found, one worker thread per CPU queue, the
+ * registered policies and the trace.  More than one runtime may exist in a
+ * process; they share nothing. */
+#ifndef MAIZE_RUNTIME_H
+#define MAIZE_RUNTIME_H
+
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Settings for mz_runtime_create().  Zero or NULL fields take the default,
+ * which is read from the environment where one is named. */
+typedef struct mz_runtime_config {
+  /* Which devices to use, as MZ_DEVICES spells them: items separated by ','
+   * or ';', each "kind" or "kind:arg".  "cpu" uses every core the process
+   * may run on, "cpu:N" N workers; "opencl" every OpenCL device, "opencl:I"
+   * the I-th; "cuda", "cuda:I" likewise; "sim:..." simulated devices where
+   * that backend is built; "all" every device found.  NULL: $MZ_DEVICES,
+   * else "all".  An item that matches no device fails creation with
+   * MZ_ENODEV; an unknown kind with MZ_ENOENT. */
+  const char *devices;
+  /* The default policy's name.  NULL: $MZ_POLICY, else "eager". */
+  const char *policy;
+  /* Where to write a Chrome trace-event JSON file (Perfetto opens it) when
+   * the runtime is destroyed.  NULL: $MZ_TRACE, else no trace. */
+  const char *trace;
+  /* In-order queues per OpenCL device and streams per CUDA device.  0: the
+   * default (4), or $MZ_OPENCL_QUEUES / $MZ_CUDA_STREAMS. */
+  unsigned opencl_queues;
+  unsigned cuda_streams;
+  /* Spin iterations an idle CPU worker makes before it parks.  0: the
+   * default (a few microseconds). */
+  unsigned spin;
+  /* Print warnings (an ignored device, a bad perf model file) to stderr.
+   * Default true; $MZ_QUIET=1 turns them off. */
+  bool quiet;
+} mz_runtime_config;
+
+/* Create a runtime.  cfg may be NULL for all defaults.  On success *out
+ * holds the runtime, which mz_runtime_destroy() frees.  On failure *out is
+ * NULL, nothing is left behind, and mz_runtime_last_error() on a NULL
+ * runtime is not available: the message is written to stderr unless quiet.
+ * Errors: MZ_EINVAL (NULL out), MZ_ENOENT (unknown device kind or policy),
+ * MZ_ENODEV (a selected device does not exist), MZ_ENOMEM. */
+int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) MZ_WUR;
+
+/* Wait for every run still in flight, write the trace if one was asked for,
+ * stop the workers and free everything the runtime owns.  Buffers, kernels,
+ * graphs and futures must be released first; those still alive are freed
+ * here too and their handles become invalid.  NULL is a no-op.  Calling it
+ * from a runtime thread (a task or a callback) is refused: it prints an
+ * error and returns without destroying anything. */
+void mz_runtime_destroy(mz_runtime *rt);
+
+/* The message of the last error a call on this runtime reported, from any
+ * thread (for example "MZ_DEVICES: no device 'cuda:99'").  Valid until the
+ * next failing call on the runtime.  Never NULL. */
+const char *mz_runtime_last_error(const mz_runtime *rt);
+
+/* The name of the runtime's default policy. */
+const char *mz_runtime_policy(const mz_runtime *rt);
+
+/* Devices found and enabled, in a stable order: the CPU first. */
+unsigned mz_runtime_device_count(const mz_runtime *rt);
+/* The i-th device, or NULL when i is out of range.  Owned by the runtime. */
+mz_device *mz_runtime_device(const mz_runtime *rt, unsigned i);
+
+/* The number of in-order queues of all devices together.  Queues are
+ * numbered from 0 in device order; policies see these numbers. */
+unsigned mz_runtime_queue_count(const mz_runtime *rt);
+
+/* Wait until every run scheduled on rt so far has finished.  Returns MZ_OK,
+ * or MZ_EDEADLK when called from a runtime thread. */
+int mz_runtime_wait_idle(mz_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

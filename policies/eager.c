@@ -1,0 +1,41 @@
+/* eager: a ready node goes to the first free queue that can run it.
+ *
+ * A node whose predecessors are still running is deferred until it is
+ * ready, except when it can follow its last predecessor on that queue and
+ * the queue has nothing else waiting: then it is queued right behind it,
+ * which hands a ready successor straight to the worker that ran its
+ * predecessor and keeps device chains on the device.  When no queue is
+ * free, the one with the smallest backlog wins. */
+#include "maize/policy.h"
+
+static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  unsigned np = mz_task_pred_count(t);
+  if (np) {
+    /* Follow a predecessor on its queue when that queue is otherwise idle. */
+    int pq = mz_task_queue(mz_task_pred(t, np - 1));
+    if (pq >= 0 && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= 1)
+      return pq;
+  }
+  if (!ready) return MZ_POLICY_DEFER;
+  unsigned n = mz_sched_queue_count(s);
+  int best = -1;
+  unsigned best_backlog = ~0u;
+  for (unsigned q = 0; q < n; q++) {
+    if (!mz_task_can_run(s, t, q)) continue;
+    unsigned b = mz_sched_queue_backlog(s, q);
+    if (b == 0) return (int)q;
+    if (b < best_backlog) {
+      best = (int)q;
+      best_backlog = b;
+    }
+  }
+  return best >= 0 ? best : 0;
+}
+
+const struct mz_policy_ops mz_policy_eager = {
+    .abi = MZ_POLICY_ABI,
+    .name = "eager",
+    .description = "a ready node goes to the first free queue that can run it",
+    .select = eager_select,
+};

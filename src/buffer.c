@@ -1,0 +1,174 @@
+/* Buffers: typed memory with one tracked copy per memory node.
+ *
+ * Memory node 0 is host memory, which the CPU uses directly; every device
+ * with its own memory has one more node.  A copy is OWNER (the only valid
+ * one), SHARED (valid, others too) or INVALID.  The states are changed when
+ * a task is submitted, in submission order, which is the order the queues
+ * run them in; hazards order conflicting tasks, so a transfer's source is
+ * valid when the transfer runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
+                   size_t offset, mz_buffer **out) {
+  *out = NULL;
+  size_t es = mz_dtype_size(t);
+  if (!es) return mz__set_error(rt, MZ_EINVAL, "buffer: unknown element type %d", (int)t);
+  if (ndim < 1 || ndim > 3 || !dims) return mz__set_error(rt, MZ_EINVAL, "buffer: ndim must be 1 to 3 (got %u)", ndim);
+  mz_shape sh = {.dtype = t, .ndim = ndim, .dims = {1, 1, 1}, .count = 1};
+  for (unsigned i = 0; i < ndim; i++) {
+    if (dims[i] == 0) return mz__set_error(rt, MZ_EINVAL, "buffer: dimension %u is zero", i);
+    if (sh.count > SIZE_MAX / dims[i] || sh.count * dims[i] > SIZE_MAX / es)
+      return mz__set_error(rt, MZ_EINVAL, "buffer: size overflows");
+    sh.dims[i] = dims[i];
+    sh.count *= dims[i];
+  }
+  mz_buffer *b = calloc(1, sizeof *b);
+  struct mz__copy *copies = calloc(rt->nmem, sizeof *copies);
+  if (!b || !copies) {
+    free(b);
+    free(copies);
+    return mz__set_error(rt, MZ_ENOMEM, "buffer: out of memory");
+  }
+  b->rt = rt;
+  atomic_init(&b->refs, 1);
+  b->shape = sh;
+  b->bytes = sh.count * es;
+  b->copies = copies;
+  if (parent) {
+    b->parent = mz_buffer_retain(parent);
+    b->host = (char *)parent->host + offset;
+  } else {
+    /* 64-byte alignment suits vector loads and device DMA. */
+    size_t alloc = (b->bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&b->host, 64, alloc)) {
+      size_t bytes = b->bytes;
+      free(copies);
+      free(b);
+      return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", bytes);
+    }
+    b->host_owned = true;
+  }
+  copies[0].state = MZ__OWNER;
+  copies[0].mem = b->host;
+  pthread_mutex_lock(&rt->lock);
+  b->next = rt->buffers;
+  if (rt->buffers) rt->buffers->prev = b;
+  rt->buffers = b;
+  pthread_mutex_unlock(&rt->lock);
+  *out = b;
+  return MZ_OK;
+}
+
+int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
+                     mz_buffer **out) {
+  if (out) *out = NULL;
+  if (!rt || !out) return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create: NULL argument");
+  int rc = mz__buffer_new(rt, dtype, ndim, dims, NULL, 0, out);
+  if (rc) return rc;
+  if (data) memcpy((*out)->host, data, (*out)->bytes);
+  else memset((*out)->host, 0, (*out)->bytes);
+  return MZ_OK;
+}
+
+mz_buffer *mz_buffer_retain(mz_buffer *b) {
+  if (b) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+  return b;
+}
+
+void mz_buffer_release(mz_buffer *b) {
+  if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  mz_runtime *rt = b->rt;
+  for (unsigned m = 1; m < rt->nmem; m++) {
+    if (b->copies[m].mem) {
+      struct mz_device *dev = rt->mem_dev[m];
+      dev->ops->mem_free(dev, b->copies[m].mem);
+    }
+  }
+  pthread_mutex_lock(&rt->lock);
+  if (b->prev) b->prev->next = b->next;
+  else rt->buffers = b->next;
+  if (b->next) b->next->prev = b->prev;
+  pthread_mutex_unlock(&rt->lock);
+  free(b->readers);
+  free(b->copies);
+  if (b->host_owned) free(b->host);
+  mz_buffer *parent = b->parent;
+  free(b);
+  mz_buffer_release(parent);
+}
+
+const mz_shape *mz_buffer_shape(const mz_buffer *b) { return b ? &b->shape : NULL; }
+size_t mz_buffer_bytes(const mz_buffer *b) { return b ? b->bytes : 0; }
+
+int mz__buffer_fetch_host(mz_buffer *b) {
+  mz_runtime *rt = b->rt;
+  mz__spin_lock(&b->lock);
+  if (b->copies[0].state != MZ__INVALID) {
+    mz__spin_unlock(&b->lock);
+    return MZ_OK;
+  }
+  int rc = MZ_EDEVICE;
+  for (unsigned m = 1; m < rt->nmem; m++) {
+    if (b->copies[m].state == MZ__INVALID) continue;
+    struct mz_device *dev = rt->mem_dev[m];
+    rc = dev->ops->mem_read(dev, b->copies[m].mem, b->host, b->bytes);
+    if (rc == MZ_OK) {
+      b->copies[m].state = MZ__SHARED;
+      b->copies[0].state = MZ__SHARED;
+      break;
+    }
+  }
+  mz__spin_unlock(&b->lock);
+  return rc;
+}
+
+/* Wait for the runs that hold buf's last writer (and, when all is set, its
+ * readers) to finish.  Takes references on the runs under rt->lock. */
+static int wait_hazards(mz_buffer *b, bool all) {
+  mz_runtime *rt = b->rt;
+  for (;;) {
+    struct mz__run *r = NULL;
+    pthread_mutex_lock(&rt->lock);
+    if (b->last_writer) r = b->last_writer->t->run;
+    else if (all && b->nreaders) r = b->readers[b->nreaders - 1]->t->run;
+    if (r) atomic_fetch_add(&r->refs, 1);
+    pthread_mutex_unlock(&rt->lock);
+    if (!r) return MZ_OK;
+    mz__run_wait(r, 0, false);
+    mz__run_unref(r);
+  }
+}
+
+int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
+  if (!b || !dst) return MZ_EINVAL;
+  if (bytes != b->bytes)
+    return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: %zu bytes asked, the buffer has %zu", bytes, b->bytes);
+  if (mz__in_runtime_thread)
+    return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_read: called from a runtime thread; it would deadlock");
+  wait_hazards(b, false);
+  int poison = atomic_load(&b->poison);
+  if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
+  int rc = mz__buffer_fetch_host(b);
+  if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
+  memcpy(dst, b->host, bytes);
+  return MZ_OK;
+}
+
+int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
+  if (!b || !src) return MZ_EINVAL;
+  if (bytes != b->bytes)
+    return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_write: %zu bytes given, the buffer has %zu", bytes, b->bytes);
+  if (mz__in_runtime_thread)
+    return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
+  wait_hazards(b, true);
+  mz__spin_lock(&b->lock);
+  memcpy(b->host, src, bytes);
+  b->copies[0].state = MZ__OWNER;
+  for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
+  atomic_store(&b->poison, 0);
+  mz__spin_unlock(&b->lock);
+  return MZ_OK;
+}

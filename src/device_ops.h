@@ -1,0 +1,219 @@
+/* maize internals: the device plug-in point.
+ *
+ * A backend is one descriptor (struct mz__devtype) in the registry
+ * (src/registry.c) plus one const ops table.  The core never asks which
+ * kind of device it talks to: everything device specific is behind these
+ * calls.  The core plans coherence (which copies to make), ordering (which
+ * predecessors a node waits for on the device) and completion; a backend
+ * only turns the plan into its API calls.
+ *
+ * Threads.  A backend whose ops.inline_submit is false gets one submission
+ * thread per device from the core: every submit, marker and memory call
+ * for its queues is made from that thread, except mem_read/mem_write,
+ * which any worker thread may call (never a completion callback).  A
+ * backend with inline_submit (the CPU) has submit called from any runtime
+ * thread, including completion callbacks of other devices. */
+#ifndef MZ_DEVICE_OPS_H
+#define MZ_DEVICE_OPS_H
+
+#include "maize.h"
+#include "maize/policy.h"
+
+struct mz__queue;
+struct mz__exec;
+struct mz__batch;
+struct mz__devsel;
+
+/* One transfer into the memory of the queue's device, before a node. */
+struct mz__xfer {
+  void *dst;              /* destination: a handle from dst device's mem_alloc */
+  const void *src_host;   /* source in host memory, or NULL when src_dev is set */
+  struct mz_device *src_dev; /* source device of the same backend (a peer copy) */
+  void *src;              /* source handle on src_dev */
+  size_t bytes;
+};
+
+/* One argument of a node as the device must bind it. */
+struct mz__xarg {
+  mz_arg value;           /* scalar value; for buffers, value.p = host pointer when the
+                             device's memory is host memory */
+  void *mem;              /* buffer: the handle in this device's memory */
+  const mz_shape *shape;  /* buffer shape; NULL for scalars */
+  mz_dtype dtype;         /* scalar or element type */
+  bool is_buffer;
+};
+
+/* What a backend needs to run one node, built by the core at submission. */
+struct mz__exec {
+  struct mz_op *node;
+  struct mz__queue *queue;
+  const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
+  void *kernel_dev;           /* the backend's prepared kernel for this device */
+  unsigned nargs;
+  struct mz__xarg *args;
+  const mz_launch *launch;    /* never NULL: the core fills the default */
+  unsigned nxfer;
+  struct mz__xfer *xfers;     /* transfers to make first, in order */
+  unsigned nwait;
+  struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
+  void *event;                /* the backend's completion event for this node, or NULL;
+                                 the backend owns it and frees it in release_exec */
+  int status;                 /* set by the backend before batch completion; 0 = ok */
+  uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
+  char *message;              /* malloc'd detail on failure, freed by the core */
+  mz_cpu_fn host_fn;          /* host work: the function to call (may be NULL: nothing to run) */
+  void *host_user;
+};
+
+/* Consecutive nodes for one queue, submitted together.  The backend must
+ * call mz__batch_done(b) exactly once, after the last node has finished on
+ * the device (one completion callback per batch), from any thread. */
+struct mz__batch {
+  struct mz__queue *queue;
+  unsigned n;
+  struct mz__exec **execs;
+  void *priv;                 /* backend scratch */
+};
+
+struct mz__device_ops {
+  /* Submit from any thread, without a submission thread (CPU). */
+  bool inline_submit;
+  /* The device's memory is host memory: no mem_alloc, buffers use their
+   * host copy (the core uses memory node 0). */
+  bool host_memory;
+
+  /* Free the device's resources.  Thread: mz_runtime_destroy's, after every
+   * run ended and every submission thread stopped.  Locks: none. */
+  void (*destroy)(struct mz_device *dev);
+
+  /* Whether dev can run kernel k (it has code for this platform).
+   * Thread: any.  Locks: none.  Must be cheap. */
+  bool (*can_run)(const struct mz_device *dev, const mz_kernel *k);
+
+  /* Build or load k for dev once, and return the backend's handle in
+   * *kdev (cached by the core per kernel and device).  On failure return
+   * MZ_EBUILD (or another code) and set *log to a malloc'd message (the
+   * build log), which the core frees.  Thread: the device's submission
+   * thread, or the scheduling thread.  Locks: the kernel's lock is held. */
+  int (*prepare)(struct mz_device *dev, const mz_kernel *k, void **kdev, char **log);
+  /* Free what prepare made.  Thread: mz_kernel_destroy's or the runtime's. */
+  void (*unprepare)(struct mz_device *dev, void *kdev);
+
+  /* Device memory.  alloc returns MZ_ENOMEM when the device is full.
+   * Thread: the submission thread (alloc), any non-callback thread
+   * (free, read, write).  read and write are synchronous. */
+  int (*mem_alloc)(struct mz_device *dev, size_t bytes, void **mem);
+  void (*mem_free)(struct mz_device *dev, void *mem);
+  int (*mem_read)(struct mz_device *dev, void *mem, void *host, size_t bytes);
+  int (*mem_write)(struct mz_device *dev, void *mem, const void *host, size_t bytes);
+
+  /* Whether a node on queue q can wait on the device for a node already
+   * submitted to queue p (another queue, same device or a peer device of
+   * the same backend): same OpenCL context, CUDA events.  NULL: never. */
+  bool (*can_wait)(const struct mz__queue *q, const struct mz__queue *p);
+  /* Whether a peer copy from src to dst devices works (same context or
+   * peer access).  NULL: never; the core goes through host memory. */
+  bool (*can_copy_peer)(const struct mz_device *dst, const struct mz_device *src);
+
+  /* Submit a batch: for each exec in order, wait for exec->waits (their
+   * exec->event, or a marker the backend records on their queue), make the
+   * transfers, run the kernel; then arrange one completion that calls
+   * mz__batch_done(b).  Return MZ_OK, or a negative code when nothing was
+   * submitted (the core then fails the batch itself; do not call
+   * mz__batch_done).  Thread: see the top of this file.  Ownership: the
+   * batch belongs to the core; the backend may keep it until it calls
+   * mz__batch_done. */
+  int (*submit)(struct mz__queue *q, struct mz__batch *b);
+
+  /* Free exec->event and anything the backend attached to the exec.
+   * Thread: the thread tearing down the run (never a callback of the same
+   * device).  Optional. */
+  void (*release_exec)(struct mz__exec *e);
+
+  /* Open the backend's state for a queue (q->priv) and close it.
+   * Thread: mz_runtime_create's / mz_runtime_destroy's. */
+  int (*queue_init)(struct mz__queue *q);
+  void (*queue_fini)(struct mz__queue *q);
+};
+
+/* A backend's descriptor in the registry. */
+struct mz__devtype {
+  const char *name;           /* the MZ_DEVICES spelling: "cpu", "opencl", "cuda", "sim" */
+  mz_device_kind kind;
+  const struct mz__device_ops *ops;
+  /* Find devices and add them with mz__device_add().  sel says which the
+   * user asked for: sel->all, or sel->arg ("2" from "opencl:2"; the
+   * backend interprets it: an index for opencl/cuda, a worker count for
+   * cpu, a platform description for sim).  Return the number added, 0
+   * when none exist (not an error), or a negative code with a message set
+   * through mz__set_error(rt, ...) when sel names something absent
+   * (MZ_ENODEV) or malformed (MZ_EINVAL).  Thread: mz_runtime_create's. */
+  int (*discover)(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel);
+};
+
+struct mz__devsel {
+  bool all;                   /* "kind" alone or "all" */
+  const char *arg;            /* text after ':' or NULL */
+  unsigned default_queues;    /* config's queue count for this kind (0: backend default) */
+};
+
+/* A device as the core keeps it; the public mz_device. */
+struct mz_device {
+  mz_runtime *rt;
+  const struct mz__devtype *type;
+  const struct mz__device_ops *ops;
+  mz_device_info info;        /* strings point into name_buf etc. or static text */
+  char name_buf[128], vendor_buf[128], version_buf[128];
+  unsigned memnode;           /* 0: host memory; else this device's own memory */
+  unsigned nqueues;
+  struct mz__queue *queues;   /* array of nqueues */
+  void *priv;                 /* backend state */
+  _Atomic bool dead;
+  bool kernels;               /* may run kernels; false for a host-only CPU device */
+  struct mz__proxy *proxy;    /* the submission thread, when !ops->inline_submit */
+  uint64_t mem_used;          /* bytes allocated through mem_alloc (submission thread) */
+};
+
+struct mz__queue {
+  struct mz_device *dev;
+  unsigned index;             /* runtime-wide queue number */
+  unsigned local;             /* index within the device */
+  _Atomic unsigned backlog;   /* submitted, not finished */
+  void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
+};
+
+/* Add a device found by discover.  nqueues >= 1.  Returns the device (its
+ * info zeroed except kind/index, for the backend to fill) or NULL on
+ * ENOMEM.  The core opens the queues with ops->queue_init afterwards. */
+struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type, unsigned nqueues,
+                                 void *priv);
+
+/* Completion of a batch; see struct mz__batch.  Never calls device APIs,
+ * never blocks on a device; may submit to inline devices and wake
+ * submission threads.  Thread: any. */
+void mz__batch_done(struct mz__batch *b);
+
+/* Mark a device dead (a sticky error): later placements skip it.  Thread: any. */
+void mz__device_fail(struct mz_device *dev, int code, const char *why);
+
+/* Record an error message on the runtime (printf-style).  Returns code. */
+int mz__set_error(const mz_runtime *rt, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A warning to stderr unless the runtime is quiet. */
+void mz__warn(const mz_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A monotonic clock in nanoseconds. */
+uint64_t mz__now_ns(void);
+
+/* The kernel's implementation specs, for backends. */
+const mz_kernel_spec *mz__kernel_spec(const mz_kernel *k);
+
+/* Read a code spec's bytes (from memory or disk).  On success *data is
+ * malloc'd (NUL-terminated, size excludes the NUL) and freed by the
+ * caller.  MZ_EIO with a message when the file cannot be read. */
+int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **err);
+
+/* The registered backends (NULL-terminated), in discovery order. */
+extern const struct mz__devtype *const mz__devtypes[];
+
+#endif

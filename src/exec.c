@@ -1,0 +1,799 @@
+/* Execution: placing tasks on queues, planning their transfers, submitting
+ * them, and finishing them.
+ *
+ * A task has two counters.  unsub counts its predecessors in the same run
+ * that are not yet handed to a queue; when it reaches zero the task is
+ * placed (the policy's select).  If every unfinished predecessor is on the
+ * same queue, or on a queue the device can wait on (same OpenCL context,
+ * CUDA events), the task is submitted at once, ordered on the device.
+ * Otherwise it waits on the host: unfin counts unfinished predecessors plus
+ * a gate, and the gate is released only on that path, so a task is
+ * submitted exactly once.  Completion comes per batch from devices (one
+ * callback after the last op of a queue run) and per task from CPU workers.
+ *
+ * All cascades (a submission making successors placeable, a completion
+ * making them ready) go through a local work list, never recursion, so a
+ * chain of a million tasks is fine. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { W_PLACE, W_READY };
+
+struct work {
+  struct { mz_op *op; int what; } inl[64], *v;
+  size_t n, cap;
+};
+
+static void work_init(struct work *w) {
+  w->v = w->inl;
+  w->n = 0;
+  w->cap = 64;
+}
+
+static void work_push(struct work *w, mz_op *op, int what) {
+  if (w->n == w->cap) {
+    size_t cap = w->cap * 2;
+    void *nv = w->v == w->inl ? malloc(cap * sizeof *w->v) : realloc(w->v, cap * sizeof *w->v);
+    if (!nv) abort(); /* cannot lose a task: there is no sane way to go on */
+    if (w->v == w->inl) memcpy(nv, w->inl, sizeof w->inl);
+    w->v = nv;
+    w->cap = cap;
+  }
+  w->v[w->n].op = op;
+  w->v[w->n].what = what;
+  w->n++;
+}
+
+static void work_drain(struct work *w);
+static void finish(mz_op *op, int status, const char *detail, struct work *w);
+
+/* ---- messages ---- */
+
+void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail) {
+  mz__spin_lock(&r->msg_lock);
+  int expected = 0;
+  if (atomic_compare_exchange_strong(&r->status, &expected, code)) {
+    if (op) {
+      int q = op->t->queue;
+      const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
+      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, op->name, dn, q,
+               mz_strerror(code), detail ? ": " : "", detail ? detail : "");
+    } else {
+      snprintf(r->message, sizeof r->message, "%s%s%s", mz_strerror(code), detail ? ": " : "", detail ? detail : "");
+    }
+  }
+  mz__spin_unlock(&r->msg_lock);
+}
+
+/* ---- placement ---- */
+
+bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
+  if (q >= rt->nq) return false;
+  struct mz_device *dev = rt->queues[q]->dev;
+  if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
+  const mz_kernel *k = op->t->kernel;
+  if (k && !dev->kernels) return false;
+  return dev->ops->can_run(dev, k);
+}
+
+/* Ask the policy; returns a valid queue, MZ_POLICY_DEFER, or a negative
+ * error with a message in *why. */
+static int choose(mz_op *op, bool ready, const char **why) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  if (t->fixed) {
+    if (!mz__can_run(rt, op, (unsigned)t->queue)) {
+      *why = "the plan put the node on a queue that cannot run it";
+      return MZ_EPOLICY;
+    }
+    return t->queue;
+  }
+  const struct mz_policy_ops *po = rt->pol[r->policy];
+  if (!po->select) {
+    *why = "the policy's plan left the node unplaced and it has no select";
+    return MZ_EPOLICY;
+  }
+  int q = po->select(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, ready);
+  if (q == MZ_POLICY_DEFER) {
+    if (!ready) return q;
+    *why = "the policy deferred a node that is ready";
+    return MZ_EPOLICY;
+  }
+  if (q < 0 || (unsigned)q >= rt->nq) {
+    *why = "the policy chose a queue that does not exist";
+    return MZ_EPOLICY;
+  }
+  if (!mz__can_run(rt, op, (unsigned)q)) {
+    bool any = false;
+    for (unsigned i = 0; i < rt->nq && !any; i++) any = mz__can_run(rt, op, i);
+    *why = any ? "the policy chose a queue whose device cannot run the node"
+               : "no enabled device can run this node";
+    return any ? MZ_EPOLICY : MZ_ENODEV;
+  }
+  return q;
+}
+
+static void submit(mz_op *op, unsigned q, struct work *w);
+
+static void release_gate(mz_op *op, struct work *w) {
+  if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
+}
+
+/* unsub reached zero: every predecessor in the run is queued or done. */
+static void place(mz_op *op, struct work *w) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
+    t->host_wait = true;
+    release_gate(op, w); /* cancel once the predecessors are done */
+    return;
+  }
+  bool ready = atomic_load_explicit(&t->unfin, memory_order_acquire) == 1;
+  const char *why = NULL;
+  int q = choose(op, ready, &why);
+  if (q == MZ_POLICY_DEFER) {
+    t->deferred = true;
+    t->host_wait = true;
+    release_gate(op, w);
+    return;
+  }
+  if (q < 0) {
+    finish(op, q, why, w);
+    return;
+  }
+  t->queue = q;
+  struct mz__queue *Q = rt->queues[q];
+  unsigned nw = 0;
+  bool device_side = true;
+  for (unsigned i = 0; i < t->npreds && device_side; i++) {
+    mz_op *p = t->preds[i];
+    int s = atomic_load_explicit(&p->t->state, memory_order_acquire);
+    if (s == MZ__T_DONE) continue;
+    if (p->t->run != r) {
+      device_side = false;
+      break;
+    }
+    if (p->t->queue == q) continue; /* in-order queue */
+    struct mz__queue *P = rt->queues[p->t->queue];
+    if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
+        (P->dev == Q->dev || s >= MZ__T_FLUSHED)) {
+      t->exec.waits[nw++] = &p->t->exec;
+      continue;
+    }
+    device_side = false;
+  }
+  if (device_side) {
+    t->exec.nwait = nw;
+    submit(op, (unsigned)q, w);
+  } else {
+    t->exec.nwait = 0;
+    t->host_wait = true;
+    release_gate(op, w);
+  }
+}
+
+/* Every predecessor finished (host-side path). */
+static void ready(mz_op *op, struct work *w) {
+  struct mz__task *t = op->t;
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
+    finish(op, MZ_ECANCELED, NULL, w);
+    return;
+  }
+  if (t->deferred) {
+    const char *why = NULL;
+    int q = choose(op, true, &why);
+    if (q < 0) {
+      finish(op, q, why, w);
+      return;
+    }
+    t->queue = q;
+  }
+  t->exec.nwait = 0;
+  submit(op, (unsigned)t->queue, w);
+}
+
+/* ---- coherence planning ---- */
+
+/* Fill exec's arguments and transfers for queue Q, updating copy states in
+ * submission order.  Runs on the thread that submits to Q's device (the
+ * submission thread for devices with their own memory). */
+static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  struct mz_device *dev = Q->dev;
+  unsigned m = dev->memnode;
+  struct mz__exec *e = &t->exec;
+  e->queue = Q;
+  e->nxfer = 0;
+  e->status = 0;
+  e->t_start = e->t_end = 0;
+  if (t->kernel) {
+    int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
+    if (rc) {
+      *why = "cannot build the kernel for this device";
+      return rc;
+    }
+  }
+  /* Accesses: transfers for reads, state changes for writes. */
+  uint64_t moved = 0;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    uint8_t mode = t->acc[a].mode;
+    mz__spin_lock(&b->lock);
+    struct mz__copy *c = &b->copies[m];
+    if (!c->mem && m) {
+      mz__spin_unlock(&b->lock);
+      void *mem = NULL;
+      int rc = dev->ops->mem_alloc(dev, b->bytes, &mem);
+      if (rc) {
+        *why = "cannot allocate device memory for a buffer";
+        return rc;
+      }
+      mz__spin_lock(&b->lock);
+      if (c->mem) dev->ops->mem_free(dev, mem);
+      else c->mem = mem;
+    }
+    if ((mode & 1) && c->state == MZ__INVALID) {
+      struct mz__xfer *x = &e->xfers[e->nxfer];
+      memset(x, 0, sizeof *x);
+      x->dst = c->mem;
+      x->bytes = b->bytes;
+      if (m && b->copies[0].state != MZ__INVALID) {
+        x->src_host = b->host;
+      } else {
+        unsigned src = 0;
+        for (unsigned k = 1; k < rt->nmem && !src; k++)
+          if (k != m && b->copies[k].state != MZ__INVALID) src = k;
+        if (!src) {
+          /* No valid copy anywhere: the buffer was never written (it is
+           * zeroed on the host at creation), so this cannot happen. */
+          mz__spin_unlock(&b->lock);
+          *why = "no valid copy of a buffer exists";
+          return MZ_EDEVICE;
+        }
+        struct mz_device *sd = rt->mem_dev[src];
+        if (!m) {
+          x->src_dev = sd; /* the CPU worker reads it before running */
+          x->src = b->copies[src].mem;
+        } else if (sd->ops == dev->ops && dev->ops->can_copy_peer && dev->ops->can_copy_peer(dev, sd)) {
+          x->src_dev = sd;
+          x->src = b->copies[src].mem;
+        } else {
+          /* Across backends: through host memory.  The producer has
+           * finished (cross-backend edges are released on the host). */
+          int rc = sd->ops->mem_read(sd, b->copies[src].mem, b->host, b->bytes);
+          if (rc) {
+            mz__spin_unlock(&b->lock);
+            *why = "cannot read a buffer back from its device";
+            return rc;
+          }
+          b->copies[0].state = MZ__SHARED;
+          x->src_host = b->host;
+          moved += b->bytes;
+        }
+        if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      }
+      if (b->copies[0].state == MZ__OWNER && m) b->copies[0].state = MZ__SHARED;
+      c->state = MZ__SHARED;
+      e->nxfer++;
+      moved += b->bytes;
+    }
+    if (mode & 2) {
+      for (unsigned k = 0; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
+      c->state = MZ__OWNER;
+    }
+    mz__spin_unlock(&b->lock);
+  }
+  if (e->nxfer) {
+    atomic_fetch_add_explicit(&r->st_transfers, e->nxfer, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->st_bytes, moved, memory_order_relaxed);
+  }
+  /* Arguments. */
+  const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
+  for (unsigned i = 0; i < t->nparams; i++) {
+    struct mz__xarg *x = &e->args[i];
+    mz_buffer *b = t->bufs[i];
+    if (b) {
+      x->is_buffer = true;
+      x->mem = b->copies[m].mem;
+      x->value.p = m ? NULL : b->host;
+      x->shape = &b->shape;
+      x->dtype = b->shape.dtype;
+    } else {
+      x->is_buffer = false;
+      x->value = t->values[i];
+      x->shape = NULL;
+      x->dtype = ps ? ps[i].dtype : MZ_U64;
+    }
+  }
+  return MZ_OK;
+}
+
+/* ---- submission ---- */
+
+struct mz__proxy {
+  struct mz__mpsc inbox;
+  struct mz_op stub;
+  struct mz__parker park;
+  pthread_t thread;
+  _Atomic bool stop;
+  struct mz_device *dev;
+};
+
+static void submit(mz_op *op, unsigned q, struct work *w) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  struct mz__queue *Q = rt->queues[q];
+  struct mz_device *dev = Q->dev;
+  atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
+  atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  if (dev->ops->inline_submit) {
+    const char *why = NULL;
+    char *log = NULL;
+    int rc = plan_exec(op, Q, &why, &log);
+    if (rc == MZ_OK) {
+      t->b1.queue = Q;
+      t->b1.n = 1;
+      t->b1e[0] = &t->exec;
+      t->b1.execs = t->b1e;
+      atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
+      rc = dev->ops->submit(Q, &t->b1);
+      if (rc) why = "the device refused the submission";
+    }
+    if (rc) {
+      /* Successors are released below; the failure cancels them. */
+      finish(op, rc, log ? log : why, w);
+      free(log);
+    }
+  } else {
+    mz__mpsc_push(&dev->proxy->inbox, op);
+    mz__parker_wake(&dev->proxy->park);
+  }
+  /* Successors in this run may now be placed behind it. */
+  mz__spin_lock(&t->lock);
+  unsigned n = t->nsucc_run;
+  for (unsigned i = 0; i < n; i++) {
+    mz_op *s = t->succs.v[i];
+    if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+  }
+  mz__spin_unlock(&t->lock);
+}
+
+/* ---- completion ---- */
+
+static void run_complete(struct mz__run *r);
+
+static void finish(mz_op *op, int status, const char *detail, struct work *w) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  if (status == MZ_OK && atomic_load_explicit(&t->pred_failed, memory_order_acquire)) status = MZ_ECANCELED;
+  int prev = atomic_load_explicit(&t->state, memory_order_acquire);
+  bool was_queued = prev >= MZ__T_QUEUED;
+  int q = t->queue;
+  if (was_queued && q >= 0) {
+    struct mz__exec *e = &t->exec;
+    struct mz_device *dev = rt->queues[q]->dev;
+    atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+    if (e->t_end > e->t_start) {
+      atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+      const struct mz_policy_ops *po = rt->pol[r->policy];
+      if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
+    }
+    if (rt->tracing) mz__trace_task(rt, op);
+  }
+  if (status < 0) {
+    atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
+    if (status != MZ_ECANCELED) {
+      const char *d = detail ? detail : t->exec.message;
+      mz__fail_message(r, op, status, d);
+    } else {
+      mz__fail_message(r, op, status, "a node it depends on failed");
+    }
+  }
+  for (unsigned a = 0; a < t->nacc; a++)
+    if (t->acc[a].mode & 2) atomic_store_explicit(&t->acc[a].buf->poison, status < 0 ? status : 0, memory_order_relaxed);
+  mz__spin_lock(&t->lock);
+  t->status = status;
+  atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
+  mz__spin_unlock(&t->lock);
+  /* The successor list is frozen now: registrants check DONE under the lock. */
+  for (unsigned i = 0; i < t->succs.n; i++) {
+    mz_op *s = t->succs.v[i];
+    if (status < 0) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
+    if (atomic_fetch_sub_explicit(&s->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
+  }
+  /* A task that never reached a queue still holds its successors' unsub
+   * counts: release them so they are placed (and canceled). */
+  if (!was_queued) {
+    for (unsigned i = 0; i < t->nsucc_run; i++) {
+      mz_op *s = t->succs.v[i];
+      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+    }
+  }
+  if (atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) run_complete(r);
+}
+
+static void work_drain(struct work *w) {
+  while (w->n) {
+    w->n--;
+    mz_op *op = w->v[w->n].op;
+    if (w->v[w->n].what == W_PLACE) place(op, w);
+    else ready(op, w);
+  }
+  if (w->v != w->inl) free(w->v);
+  w->v = w->inl;
+  w->cap = 64;
+}
+
+void mz__task_finish(mz_op *op, int status) {
+  struct work w;
+  work_init(&w);
+  finish(op, status, NULL, &w);
+  work_drain(&w);
+}
+
+void mz__batch_done(struct mz__batch *b) {
+  int saved = mz__in_runtime_thread;
+  mz__in_runtime_thread = 1;
+  struct work w;
+  work_init(&w);
+  unsigned n = b->n;
+  struct mz__exec **ex = b->execs;
+  bool own = n && b != &ex[0]->node->t->b1;
+  if (n) atomic_fetch_add_explicit(&ex[0]->node->t->run->st_callbacks, 1, memory_order_relaxed);
+  for (unsigned i = 0; i < n; i++) {
+    struct mz__exec *e = ex[i];
+    finish(e->node, e->status, e->message, &w);
+  }
+  if (own) {
+    free(ex);
+    free(b);
+  }
+  work_drain(&w);
+  mz__in_runtime_thread = saved;
+}
+
+void mz__run_start(struct mz__run *r) {
+  struct work w;
+  work_init(&w);
+  int st = atomic_load(&r->status);
+  if (r->ntasks == 0) {
+    run_complete(r);
+    return;
+  }
+  if (st < 0) {
+    for (size_t i = 0; i < r->ntasks; i++) {
+      atomic_store(&r->tasks[i]->t->pred_failed, true);
+    }
+  }
+  /* Tasks with no predecessor in the run, in topological order. */
+  for (size_t i = 0; i < r->ntasks; i++)
+    if (atomic_load_explicit(&r->tasks[i]->t->unsub, memory_order_acquire) == 0) work_push(&w, r->tasks[i], W_PLACE);
+  /* Place in topological order: the work list is a stack, so reverse. */
+  for (size_t i = 0, j = w.n ? w.n - 1 : 0; i < j; i++, j--) {
+    mz_op *tmp = w.v[i].op;
+    w.v[i].op = w.v[j].op;
+    w.v[j].op = tmp;
+  }
+  work_drain(&w);
+}
+
+/* ---- the submission thread of a device with its own memory ---- */
+
+static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work *w) {
+  struct mz__batch *b = *bp;
+  if (!b) return;
+  *bp = NULL;
+  struct mz__queue *Q = b->queue;
+  struct mz__run *r0 = b->execs[0]->node->t->run;
+  atomic_fetch_add_explicit(&r0->st_batches, 1, memory_order_relaxed);
+  unsigned n = b->n;
+  /* Mark flushed before the device can complete them; the CAS keeps a
+   * completion that races ahead from being undone. */
+  mz_op **ops = malloc(n * sizeof *ops);
+  struct mz__run **runs = malloc(n * sizeof *runs);
+  if (!runs) {
+    free(ops);
+    ops = NULL;
+  }
+  for (unsigned i = 0; ops && i < n; i++) {
+    ops[i] = b->execs[i]->node;
+    runs[i] = ops[i]->t->run; /* keep the nodes alive past a fast callback */
+    atomic_fetch_add(&runs[i]->refs, 1);
+  }
+  int rc = Q->dev->ops->submit(Q, b);
+  if (rc) {
+    for (unsigned i = 0; i < n; i++) finish(ops ? ops[i] : b->execs[i]->node, rc, "the device refused the submission", w);
+    free(b->execs);
+    free(b);
+  } else if (ops) {
+    for (unsigned i = 0; i < n; i++) {
+      uint8_t exp = MZ__T_QUEUED;
+      atomic_compare_exchange_strong(&ops[i]->t->state, &exp, MZ__T_FLUSHED);
+    }
+  }
+  for (unsigned i = 0; ops && i < n; i++) mz__run_unref(runs[i]);
+  free(runs);
+  free(ops);
+}
+
+static void *proxy_main(void *arg) {
+  struct mz__proxy *p = arg;
+  mz__in_runtime_thread = 1;
+  struct mz__batch *b = NULL;
+  unsigned cap = 0;
+  unsigned spin = p->dev->rt->spin;
+  for (;;) {
+    mz_op *op = mz__mpsc_pop(&p->inbox);
+    if (!op) {
+      struct work w;
+      work_init(&w);
+      proxy_flush(p, &b, &w);
+      work_drain(&w);
+      for (unsigned i = 0; i < spin && !op; i++) op = mz__mpsc_pop(&p->inbox);
+      if (!op) {
+        if (atomic_load(&p->stop)) break;
+        mz__parker_park(&p->park);
+        continue;
+      }
+    }
+    struct mz__task *t = op->t;
+    struct mz__queue *Q = p->dev->rt->queues[t->queue];
+    struct work w;
+    work_init(&w);
+    const char *why = NULL;
+    char *log = NULL;
+    int rc = plan_exec(op, Q, &why, &log);
+    if (rc) {
+      proxy_flush(p, &b, &w);
+      finish(op, rc, log ? log : why, &w);
+      free(log);
+      work_drain(&w);
+      continue;
+    }
+    if (b && b->queue != Q) proxy_flush(p, &b, &w);
+    if (!b) {
+      b = calloc(1, sizeof *b);
+      cap = 16;
+      if (b) b->execs = malloc(cap * sizeof *b->execs);
+      if (!b || !b->execs) {
+        free(b);
+        b = NULL;
+        finish(op, MZ_ENOMEM, "no memory for a batch", &w);
+        work_drain(&w);
+        continue;
+      }
+      b->queue = Q;
+    }
+    if (b->n == cap) {
+      cap *= 2;
+      struct mz__exec **v = realloc(b->execs, cap * sizeof *v);
+      if (!v) {
+        proxy_flush(p, &b, &w);
+        finish(op, MZ_ENOMEM, "no memory for a batch", &w);
+        work_drain(&w);
+        continue;
+      }
+      b->execs = v;
+    }
+    b->execs[b->n++] = &t->exec;
+    work_drain(&w);
+  }
+  return NULL;
+}
+
+int mz__proxy_start(struct mz_device *dev) {
+  struct mz__proxy *p = calloc(1, sizeof *p);
+  if (!p) return MZ_ENOMEM;
+  p->dev = dev;
+  mz__mpsc_init(&p->inbox, &p->stub);
+  mz__parker_init(&p->park);
+  if (pthread_create(&p->thread, NULL, proxy_main, p)) {
+    mz__parker_fini(&p->park);
+    free(p);
+    return MZ_ENOMEM;
+  }
+  dev->proxy = p;
+  return MZ_OK;
+}
+
+void mz__proxy_stop(struct mz_device *dev) {
+  struct mz__proxy *p = dev->proxy;
+  if (!p) return;
+  atomic_store(&p->stop, true);
+  mz__parker_wake(&p->park);
+  pthread_join(p->thread, NULL);
+  mz__parker_fini(&p->park);
+  free(p);
+  dev->proxy = NULL;
+}
+
+/* ---- the end of a run ---- */
+
+/* Device resources of finished runs are freed off the completion path: a
+ * CUDA host function may not call CUDA, so release_exec runs here. */
+struct mz__reaper {
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  struct mz__run **v;
+  size_t n, cap;
+  bool stop;
+  pthread_t thread;
+};
+
+static void release_execs(struct mz__run *r) {
+  mz_runtime *rt = r->rt;
+  for (size_t i = 0; i < r->ntasks; i++) {
+    struct mz__task *t = r->tasks[i]->t;
+    if (t->queue < 0) continue;
+    struct mz_device *dev = rt->queues[t->queue]->dev;
+    if (dev->ops->release_exec) dev->ops->release_exec(&t->exec);
+    free(t->exec.message);
+    t->exec.message = NULL;
+  }
+}
+
+static void *reaper_main(void *arg) {
+  mz_runtime *rt = arg;
+  struct mz__reaper *rp = rt->reaper;
+  mz__in_runtime_thread = 1;
+  pthread_mutex_lock(&rp->m);
+  for (;;) {
+    while (!rp->n && !rp->stop) pthread_cond_wait(&rp->c, &rp->m);
+    if (!rp->n && rp->stop) break;
+    struct mz__run *r = rp->v[--rp->n];
+    pthread_mutex_unlock(&rp->m);
+    release_execs(r);
+    mz__run_unref(r);
+    pthread_mutex_lock(&rp->m);
+  }
+  pthread_mutex_unlock(&rp->m);
+  return NULL;
+}
+
+int mz__reaper_start(mz_runtime *rt) {
+  struct mz__reaper *rp = calloc(1, sizeof *rp);
+  if (!rp) return MZ_ENOMEM;
+  pthread_mutex_init(&rp->m, NULL);
+  pthread_cond_init(&rp->c, NULL);
+  rt->reaper = rp;
+  if (pthread_create(&rp->thread, NULL, reaper_main, rt)) {
+    rt->reaper = NULL;
+    free(rp);
+    return MZ_ENOMEM;
+  }
+  return MZ_OK;
+}
+
+void mz__reaper_stop(mz_runtime *rt) {
+  struct mz__reaper *rp = rt->reaper;
+  if (!rp) return;
+  pthread_mutex_lock(&rp->m);
+  rp->stop = true;
+  pthread_cond_signal(&rp->c);
+  pthread_mutex_unlock(&rp->m);
+  pthread_join(rp->thread, NULL);
+  pthread_mutex_destroy(&rp->m);
+  pthread_cond_destroy(&rp->c);
+  free(rp->v);
+  free(rp);
+  rt->reaper = NULL;
+}
+
+static void run_complete(struct mz__run *r) {
+  mz_runtime *rt = r->rt;
+  r->t1 = mz__now_ns();
+  bool device_work = false;
+  pthread_mutex_lock(&rt->lock);
+  uint64_t stamp = ++rt->touch_stamp;
+  for (size_t i = 0; i < r->ntasks; i++) {
+    struct mz__task *t = r->tasks[i]->t;
+    if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) device_work = true;
+    for (unsigned a = 0; a < t->nacc; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      if (b->touch_stamp == stamp) continue;
+      b->touch_stamp = stamp;
+      if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
+      unsigned k = 0;
+      for (unsigned j = 0; j < b->nreaders; j++)
+        if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];
+      b->nreaders = k;
+    }
+  }
+  for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->mark = 0;
+  if (r->prev) r->prev->next = r->next;
+  else if (rt->runs == r) rt->runs = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->prev = r->next = NULL;
+  rt->nruns--;
+  if (!rt->nruns) pthread_cond_broadcast(&rt->idle);
+  pthread_mutex_unlock(&rt->lock);
+
+  /* Resolve the future: waiters, the eventfd, the callback. */
+  pthread_mutex_lock(&r->m);
+  atomic_store(&r->done, true);
+  pthread_cond_broadcast(&r->c);
+  if (r->efd >= 0) {
+    uint64_t one = 1;
+    ssize_t wr = write(r->efd, &one, sizeof one);
+    (void)wr;
+  }
+  mz_future_fn fn = r->then_set ? r->then_fn : NULL;
+  void *user = r->then_user;
+  pthread_mutex_unlock(&r->m);
+  if (fn) {
+    int saved = mz__in_runtime_thread;
+    mz__in_runtime_thread = 1;
+    fn((mz_future *)r, atomic_load(&r->status), user);
+    mz__in_runtime_thread = saved;
+  }
+  if (device_work && rt->reaper) {
+    struct mz__reaper *rp = rt->reaper;
+    pthread_mutex_lock(&rp->m);
+    if (rp->n == rp->cap) {
+      size_t cap = rp->cap ? rp->cap * 2 : 16;
+      struct mz__run **v = realloc(rp->v, cap * sizeof *v);
+      if (v) {
+        rp->v = v;
+        rp->cap = cap;
+      }
+    }
+    if (rp->n < rp->cap) {
+      rp->v[rp->n++] = r;
+      pthread_cond_signal(&rp->c);
+      pthread_mutex_unlock(&rp->m);
+      return;
+    }
+    pthread_mutex_unlock(&rp->m);
+  }
+  if (!device_work) {
+    for (size_t i = 0; i < r->ntasks; i++) {
+      free(r->tasks[i]->t->exec.message);
+      r->tasks[i]->t->exec.message = NULL;
+    }
+  }
+  mz__run_unref(r);
+}
+
+void mz__run_unref(struct mz__run *r) {
+  if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
+  for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->run = NULL;
+  if (r->efd >= 0) close(r->efd);
+  mz__graph_unref(r->g);
+  mz__arena_free(&r->arena);
+  free(r->tasks);
+  free(r->results);
+  free((void *)r->busy);
+  pthread_mutex_destroy(&r->m);
+  pthread_cond_destroy(&r->c);
+  free(r);
+}
+
+int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed) {
+  if (atomic_load(&r->done)) return atomic_load(&r->status);
+  pthread_mutex_lock(&r->m);
+  if (!timed) {
+    while (!atomic_load(&r->done)) pthread_cond_wait(&r->c, &r->m);
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    while (!atomic_load(&r->done))
+      if (pthread_cond_timedwait(&r->c, &r->m, &ts)) break;
+  }
+  bool done = atomic_load(&r->done);
+  pthread_mutex_unlock(&r->m);
+  return done ? atomic_load(&r->status) : MZ_ETIMEDOUT;
+}

@@ -1,0 +1,99 @@
+/* Futures: the user's handle on a run. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int mz_future_wait(mz_future *f) {
+  if (!f) return MZ_EINVAL;
+  if (mz__in_runtime_thread && !atomic_load(&f->run.done))
+    return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait: called from a runtime thread; it would deadlock");
+  return mz__run_wait(&f->run, 0, false);
+}
+
+int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
+  if (!f) return MZ_EINVAL;
+  if (mz__in_runtime_thread && !atomic_load(&f->run.done))
+    return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
+  return mz__run_wait(&f->run, timeout_ns, true);
+}
+
+int mz_future_poll(const mz_future *f) {
+  if (!f) return MZ_EINVAL;
+  return atomic_load(&f->run.done) ? atomic_load(&f->run.status) : MZ_EAGAIN;
+}
+
+int mz_future_status(const mz_future *f) { return mz_future_poll(f); }
+
+const char *mz_future_message(const mz_future *f) {
+  if (!f) return "NULL future";
+  return atomic_load(&f->run.done) ? f->run.message : "";
+}
+
+int mz_future_then(mz_future *f, mz_future_fn fn, void *user) {
+  if (!f || !fn) return MZ_EINVAL;
+  struct mz__run *r = &f->run;
+  pthread_mutex_lock(&r->m);
+  if (r->then_set) {
+    pthread_mutex_unlock(&r->m);
+    return mz__set_error(r->rt, MZ_ESTATE, "mz_future_then: the future already has a callback");
+  }
+  r->then_set = true;
+  r->then_fn = fn;
+  r->then_user = user;
+  bool done = atomic_load(&r->done);
+  pthread_mutex_unlock(&r->m);
+  if (done) fn(f, atomic_load(&r->status), user);
+  return MZ_OK;
+}
+
+int mz_future_fd(mz_future *f) {
+  if (!f) return MZ_EINVAL;
+  struct mz__run *r = &f->run;
+  pthread_mutex_lock(&r->m);
+  if (r->efd < 0) {
+    r->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->efd >= 0 && atomic_load(&r->done)) {
+      uint64_t one = 1;
+      ssize_t w = write(r->efd, &one, sizeof one);
+      (void)w;
+    }
+  }
+  int fd = r->efd;
+  pthread_mutex_unlock(&r->m);
+  return fd >= 0 ? fd : mz__set_error(r->rt, MZ_EIO, "mz_future_fd: eventfd failed");
+}
+
+unsigned mz_future_result_count(const mz_future *f) {
+  return f && atomic_load(&f->run.done) ? (unsigned)f->run.nresults : 0;
+}
+
+mz_buffer *mz_future_result(const mz_future *f, unsigned i) {
+  if (!f || !atomic_load(&f->run.done) || i >= f->run.nresults) return NULL;
+  mz_op *leaf = f->run.results[i];
+  return leaf->kind == MZ__K_VALUE ? leaf->u.value.buf : NULL;
+}
+
+int mz_future_stats(const mz_future *f, mz_run_stats *out) {
+  if (!f || !out) return MZ_EINVAL;
+  const struct mz__run *r = &f->run;
+  if (!atomic_load(&r->done)) return MZ_EAGAIN;
+  memset(out, 0, sizeof *out);
+  out->ops = atomic_load(&r->st_ops);
+  out->batches = atomic_load(&r->st_batches);
+  out->callbacks = atomic_load(&r->st_callbacks);
+  out->transfers = atomic_load(&r->st_transfers);
+  out->bytes_moved = atomic_load(&r->st_bytes);
+  out->failed = atomic_load(&r->st_failed);
+  out->elapsed_ns = r->t1 > r->t0 ? r->t1 - r->t0 : 0;
+  out->ndevices = r->rt->ndev;
+  out->busy_ns = (const uint64_t *)r->busy;
+  return MZ_OK;
+}
+
+void mz_future_destroy(mz_future *f) {
+  if (!f) return;
+  mz__run_unref(&f->run);
+}

@@ -1,0 +1,383 @@
+/* maize internals shared by src/, graph/, devices/ and policies/.
+ *
+ * Object map:
+ *   mz_runtime  owns devices, queues, policies, the trace, and lists of the
+ *               live kernels, buffers and graphs (freed at destruction).
+ *   mz_graph    owns an arena with its ops; holds references on buffers.
+ *   mz_op       a node: a value, scalar, tuple, or a task (apply, host,
+ *               partition, unpartition).  unzip creates no node: it returns
+ *               the tuple's element.
+ *   mz__run     one mz_schedule(): its tasks, counters, status; it is the
+ *               mz_future too.  Holds a reference on its graph.
+ *
+ * Locking order: rt->lock (scheduling, hazards, object lists) before a
+ * buffer's spinlock before a task's spinlock.  Completion paths never take
+ * rt->lock except at a run's teardown. */
+#ifndef MZ_INTERNAL_H
+#define MZ_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "device_ops.h"
+#include "maize.h"
+#include "maize/policy.h"
+#include "mz_config.h"
+
+#define MZ__MAX_POLICIES 32
+#define MZ__ERRLEN 1024
+
+/* ---- small utilities (src/util.c) ---- */
+
+/* A test-and-test-and-set spinlock: one byte, for short critical sections. */
+typedef struct { atomic_flag f; } mz__spin;
+static inline void mz__spin_lock(mz__spin *s) {
+  while (atomic_flag_test_and_set_explicit(&s->f, memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s->f, memory_order_release); }
+
+/* A bump allocator: many small blocks, freed together. */
+struct mz__arena {
+  struct mz__chunk *head;
+  size_t used, cap;
+};
+void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 16-aligned; NULL on ENOMEM */
+void mz__arena_free(struct mz__arena *a);
+
+/* An intrusive multi-producer single-consumer queue (Vyukov): push from any
+ * thread, pop from the owner only.  Items are tasks linked through
+ * struct mz_op.next. */
+struct mz__mpsc {
+  _Atomic(struct mz_op *) tail;
+  struct mz_op *head;
+  struct mz_op *stub;
+};
+void mz__mpsc_init(struct mz__mpsc *q, struct mz_op *stub);
+/* Returns true when the queue was empty before the push. */
+bool mz__mpsc_push(struct mz__mpsc *q, struct mz_op *n);
+struct mz_op *mz__mpsc_pop(struct mz__mpsc *q);
+
+/* A parking spot for one consumer thread: spin, then sleep until woken. */
+struct mz__parker {
+  _Atomic int state; /* 0 running, 1 about to sleep / sleeping */
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  _Atomic bool wake;
+};
+void mz__parker_init(struct mz__parker *p);
+void mz__parker_fini(struct mz__parker *p);
+void mz__parker_wake(struct mz__parker *p);
+/* Sleep unless woken since the last call; returns after a wake. */
+void mz__parker_park(struct mz__parker *p);
+
+/* The thread-local marker of runtime threads (workers, submission threads,
+ * callbacks) used to refuse blocking calls that would deadlock. */
+extern _Thread_local int mz__in_runtime_thread;
+
+/* ---- kernels (src/kernel.c) ---- */
+
+enum mz__dir {
+  MZ__SCALAR,     /* given by the caller */
+  MZ__IN,
+  MZ__OUT,
+  MZ__INOUT,
+  MZ__OUTLIKE,    /* new buffer shaped like ref */
+  MZ__SIZEOF,     /* computed scalars */
+  MZ__WIDTHOF,
+  MZ__HEIGHTOF,
+};
+
+struct mz__param {
+  enum mz__dir dir;
+  mz_dtype dtype;
+  int ref;        /* referenced parameter for outlike/sizeof/widthof/heightof */
+  char name[32];
+};
+
+struct mz_kernel {
+  mz_runtime *rt;
+  mz_kernel_spec spec;      /* strings copied into strs */
+  char *strs;
+  unsigned nparams;
+  unsigned nuser;           /* parameters the caller gives */
+  struct mz__param *params;
+  pthread_mutex_t lock;     /* guards prepared[] */
+  void **prepared;          /* per device: the backend's handle, or NULL */
+  int *prep_status;         /* per device: 0 not tried, 1 ok, <0 failure */
+  _Atomic int refs;         /* creator + graphs using it */
+  bool destroyed;
+  struct mz_kernel *prev, *next; /* rt->kernels */
+};
+void mz__kernel_unref(mz_kernel *k);
+/* Prepare k on dev once; returns the backend handle through *kdev. */
+int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log);
+
+/* ---- buffers (src/buffer.c) ---- */
+
+enum mz__cstate { MZ__INVALID = 0, MZ__SHARED = 1, MZ__OWNER = 2 };
+
+struct mz__copy {
+  uint8_t state;
+  void *mem;      /* device handle; for memnode 0 the host pointer */
+};
+
+struct mz_buffer {
+  mz_runtime *rt;
+  _Atomic int refs;
+  mz_shape shape;
+  size_t bytes;
+  void *host;               /* host memory (memnode 0) */
+  bool host_owned;          /* false for a tile: host aliases the parent's */
+  mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
+  mz__spin lock;            /* guards copies[] */
+  struct mz__copy *copies;  /* rt->nmem entries */
+  _Atomic int poison;       /* error of the last failed writer, 0 when fine */
+  /* Hazard state across runs, guarded by rt->lock: the last scheduled
+   * writer and the readers scheduled since, all in live runs. */
+  struct mz_op *last_writer;
+  struct mz_op **readers;
+  unsigned nreaders, capreaders;
+  uint64_t touch_stamp;     /* dedup at run teardown and scheduling */
+  /* Scratch for mz_schedule (rt->lock held): the hazard state as the run
+   * being planned would leave it, committed only if planning succeeds. */
+  struct mz_op *hz_writer;
+  struct mz_op **hz_readers;
+  unsigned hz_nreaders, hz_capreaders;
+  struct mz_buffer *prev, *next; /* rt->buffers */
+};
+
+int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
+                   size_t offset, mz_buffer **out);
+/* Bring the host copy up to date (synchronous; not from callbacks). */
+int mz__buffer_fetch_host(mz_buffer *b);
+
+/* ---- graph nodes (graph/graph.c) ---- */
+
+enum mz__kind {
+  MZ__K_ERROR,
+  MZ__K_VALUE,      /* a buffer, maybe produced by a task */
+  MZ__K_SCALAR,
+  MZ__K_TUPLE,      /* zip, join */
+  MZ__K_APPLY,
+  MZ__K_HOST,
+  MZ__K_PARTITION,
+  MZ__K_UNPARTITION,
+};
+
+enum mz__tstate {
+  MZ__T_NEW = 0,    /* built, never scheduled */
+  MZ__T_WAIT,       /* in a run, not submitted */
+  MZ__T_QUEUED,     /* handed to its queue (CPU FIFO or submission inbox) */
+  MZ__T_FLUSHED,    /* enqueued on the device */
+  MZ__T_DONE,       /* finished (status says how) */
+};
+
+struct mz__access {
+  mz_buffer *buf;
+  uint8_t mode;       /* 1 read, 2 write, 3 both */
+};
+
+struct mz__succs {
+  unsigned n, cap;
+  struct mz_op **v;
+  struct mz_op *inl[2];
+};
+
+/* The task part of an op (apply, host, partition, unpartition). */
+struct mz__task {
+  mz_kernel *kernel;          /* apply */
+  mz_cpu_fn host_fn;          /* host */
+  void *host_user;
+  unsigned nparams;
+  mz_arg *values;             /* per param: scalar values (buffers: unused) */
+  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
+  unsigned nacc;
+  struct mz__access *acc;
+  unsigned nbpreds;           /* build-time predecessors: producers of the */
+  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
+  struct mz_op **xpreds;
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
+  uint64_t seen;              /* scratch: predecessor dedup */
+  unsigned nsucc_run;         /* successors in the same run (listed first) */
+  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
+  struct mz__exec *b1e[1];
+  uint8_t color;
+  mz_launch launch;
+  /* run state */
+  struct mz__run *run;
+  _Atomic uint8_t state;
+  mz__spin lock;              /* guards state transitions to DONE and succs */
+  bool deferred, fixed, host_wait;
+  _Atomic bool pred_failed;
+  int queue;                  /* -1 until placed */
+  int status;
+  unsigned npreds;
+  struct mz_op **preds;
+  struct mz__succs succs;
+  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
+  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate */
+  uintptr_t policy_word;
+  struct mz__exec exec;
+  uint64_t t_submit;
+};
+
+struct mz_op {
+  mz_graph *g;
+  uint32_t id;
+  uint8_t kind;
+  _Atomic(struct mz_op *) next; /* MPSC link */
+  union {
+    struct { mz_buffer *buf; struct mz_op *producer; } value;
+    struct { mz_dtype dtype; mz_arg v; } scalar;
+    struct { unsigned n; struct mz_op **elems; } tuple;
+  } u;
+  /* tasks: their result tuple and task state */
+  unsigned nres;
+  struct mz_op **res;
+  struct mz__task *t;
+  const char *name;
+};
+
+static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
+
+struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
+
+struct mz_graph {
+  mz_runtime *rt;
+  struct mz__arena arena;
+  int status;
+  char message[MZ__ERRLEN];
+  uint32_t nops;
+  struct mz_op error_op;      /* returned by failing builders */
+  /* buffer -> state in this graph (open addressing) */
+  struct mz__bentry { mz_buffer *buf; struct mz_op *writer; struct mz_op *part; bool partitioned; } *bmap;
+  size_t bmap_cap, bmap_n;
+  mz_buffer **held; size_t nheld, capheld; /* references to release */
+  mz_kernel **kheld; size_t nkheld, capkheld;
+  struct mz_op **tasks_all;   /* every task op, for cleanup */
+  size_t ntasks_all, captasks_all;
+  _Atomic int refs;           /* the user + runs in flight */
+  bool destroyed;
+  struct mz_graph *prev, *next;
+};
+void mz__graph_unref(mz_graph *g);
+/* Flatten op's value into leaves (values and scalars), appending to *v. */
+int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
+
+/* ---- runs and futures (graph/lower.c, src/exec.c, src/future.c) ---- */
+
+struct mz__run {
+  mz_runtime *rt;
+  mz_graph *g;
+  _Atomic int refs;           /* future + execution */
+  uint64_t id;
+  unsigned policy;            /* index in rt->pol */
+  struct mz__arena arena;     /* preds, exec arrays */
+  struct mz_op **tasks;
+  size_t ntasks;
+  _Atomic size_t remaining;
+  _Atomic int status;
+  char message[MZ__ERRLEN];
+  mz__spin msg_lock;
+  struct mz_op **results;     /* root leaves */
+  size_t nresults;
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  _Atomic bool done;
+  mz_future_fn then_fn;
+  void *then_user;
+  bool then_set;
+  int efd;                    /* eventfd, -1 until asked */
+  /* statistics */
+  _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;
+  _Atomic uint64_t *busy;     /* per device */
+  uint64_t t0, t1;
+  struct mz__run *prev, *next;  /* rt->runs */
+};
+
+struct mz_future { struct mz__run run; };
+
+/* Submission machinery (src/exec.c). */
+void mz__run_start(struct mz__run *r);
+struct mz__reaper;
+int mz__reaper_start(mz_runtime *rt);
+void mz__reaper_stop(mz_runtime *rt);
+void mz__task_finish(struct mz_op *op, int status);
+void mz__run_unref(struct mz__run *r);
+int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);
+void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
+int mz__proxy_start(struct mz_device *dev);
+void mz__proxy_stop(struct mz_device *dev);
+
+/* ---- runtime ---- */
+
+struct mz_sched { mz_runtime *rt; };
+
+struct mz__trace_ev {
+  uint64_t t0, t1, run, id;
+  unsigned queue;
+  const char *name;
+  uint32_t npred;
+  uint64_t *preds;
+};
+
+struct mz_runtime {
+  mz_runtime_config cfg;
+  char policy_name[64];
+  char *trace_path;
+  bool quiet;
+  unsigned spin;
+  unsigned ndev, capdev;
+  struct mz_device **devs;
+  unsigned nq;
+  struct mz__queue **queues;
+  unsigned nmem;
+  struct mz_device **mem_dev;   /* device of each memnode; [0] NULL (host) */
+  pthread_mutex_t lock;         /* scheduling, hazards, object lists, runs */
+  pthread_cond_t idle;
+  pthread_mutex_t errlock;
+  char errmsg[MZ__ERRLEN];
+  pthread_mutex_t pol_lock;
+  const struct mz_policy_ops *pol[MZ__MAX_POLICIES];
+  void *pol_state[MZ__MAX_POLICIES];
+  bool pol_ready[MZ__MAX_POLICIES];
+  unsigned npol;
+  unsigned default_pol;
+  struct mz_sched sched;
+  uint64_t next_run_id;
+  uint64_t touch_stamp;
+  struct mz__run *runs;         /* in flight */
+  size_t nruns;
+  mz_kernel *kernels;
+  mz_buffer *buffers;
+  mz_graph *graphs;
+  /* trace */
+  bool tracing;
+  pthread_mutex_t trace_lock;
+  struct mz__trace_ev *tev;
+  size_t ntev, captev;
+  bool destroying;
+  struct mz__reaper *reaper;
+};
+
+/* Policy plumbing (src/policy.c). */
+int mz__policy_find(mz_runtime *rt, const char *name, unsigned *idx);
+int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
+extern const struct mz_policy_ops *const mz__builtin_policies[];
+
+/* Trace (src/trace.c). */
+void mz__trace_task(mz_runtime *rt, struct mz_op *op);
+int mz__trace_write(mz_runtime *rt, const char *path);
+
+/* The CPU backend's descriptor (devices/cpu/cpu.c). */
+extern const struct mz__devtype mz__devtype_cpu;
+/* The run-time check of a task on queue q (device alive, implementation). */
+bool mz__can_run(const mz_runtime *rt, const struct mz_op *op, unsigned q);
+
+#endif

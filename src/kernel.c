@@ -1,0 +1,325 @@
+/* Kernels: the descriptor, its parameter-list parser, and per-device
+ * preparation (build once, cache). */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *skip_ws(const char *s) {
+  while (*s && isspace((unsigned char)*s)) s++;
+  return s;
+}
+
+/* Read an identifier into out; returns the rest or NULL. */
+static const char *read_word(const char *s, char *out, size_t cap) {
+  s = skip_ws(s);
+  size_t n = 0;
+  while (*s && (isalnum((unsigned char)*s) || *s == '_')) {
+    if (n + 1 >= cap) return NULL;
+    out[n++] = *s++;
+  }
+  out[n] = 0;
+  return n ? s : NULL;
+}
+
+static int dtype_from(const char *w) {
+  for (int t = 0; t < MZ_DTYPE_COUNT; t++)
+    if (!strcmp(w, mz_dtype_name((mz_dtype)t))) return t;
+  return -1;
+}
+
+/* Resolve a reference (a name or an index) after all names are known. */
+static int resolve_ref(struct mz__param *ps, unsigned n, const char *ref) {
+  char *end;
+  long v = strtol(ref, &end, 10);
+  if (*ref && !*end) return (v >= 0 && (unsigned long)v < n) ? (int)v : -1;
+  for (unsigned i = 0; i < n; i++)
+    if (!strcmp(ps[i].name, ref)) return (int)i;
+  return -1;
+}
+
+/* Parse "[dir] type[] name [= fn(ref)]" items.  On error, writes a message
+ * naming the parameter and returns MZ_EINVAL. */
+static int parse_params(const char *text, struct mz__param **out, unsigned *nout, char *err, size_t errlen) {
+  unsigned cap = 8, n = 0;
+  struct mz__param *ps = calloc(cap, sizeof *ps);
+  char (*refs)[32] = calloc(cap, sizeof *refs);
+  if (!ps || !refs) {
+    free(ps);
+    free(refs);
+    return MZ_ENOMEM;
+  }
+  const char *s = text;
+  int rc = MZ_OK;
+  while (*(s = skip_ws(s))) {
+    if (n == cap) {
+      cap *= 2;
+      struct mz__param *np = realloc(ps, cap * sizeof *ps);
+      char(*nr)[32] = np ? realloc(refs, cap * sizeof *refs) : NULL;
+      if (!np || !nr) {
+        free(np ? np : ps);
+        free(nr ? (void *)nr : (void *)refs);
+        return MZ_ENOMEM;
+      }
+      ps = np;
+      refs = nr;
+    }
+    struct mz__param *p = &ps[n];
+    memset(p, 0, sizeof *p);
+    refs[n][0] = 0;
+    p->ref = -1;
+    char w[32];
+    const char *r = read_word(s, w, sizeof w);
+    if (!r) {
+      snprintf(err, errlen, "parameter %u: expected a type or direction at '%.20s'", n, s);
+      rc = MZ_EINVAL;
+      break;
+    }
+    int dir = -1;
+    if (!strcmp(w, "in")) dir = MZ__IN;
+    else if (!strcmp(w, "out")) dir = MZ__OUT;
+    else if (!strcmp(w, "inout")) dir = MZ__INOUT;
+    else if (!strcmp(w, "outlike")) dir = MZ__OUTLIKE;
+    if (dir == MZ__OUTLIKE) {
+      r = skip_ws(r);
+      if (*r != '(' || !(r = read_word(r + 1, refs[n], sizeof refs[n])) || *(r = skip_ws(r)) != ')') {
+        snprintf(err, errlen, "parameter %u: outlike needs '(name or index)'", n);
+        rc = MZ_EINVAL;
+        break;
+      }
+      r++;
+    }
+    if (dir >= 0) {
+      s = r;
+      if (!(r = read_word(s, w, sizeof w))) {
+        snprintf(err, errlen, "parameter %u: expected a type after the direction", n);
+        rc = MZ_EINVAL;
+        break;
+      }
+    }
+    int t = dtype_from(w);
+    if (t < 0) {
+      snprintf(err, errlen, "parameter %u: unknown type '%s'", n, w);
+      rc = MZ_EINVAL;
+      break;
+    }
+    p->dtype = (mz_dtype)t;
+    s = skip_ws(r);
+    bool is_buf = false;
+    if (*s == '[') {
+      is_buf = true;
+      while (*s && *s != ']') s++;
+      if (*s != ']') {
+        snprintf(err, errlen, "parameter %u: missing ']'", n);
+        rc = MZ_EINVAL;
+        break;
+      }
+      s++;
+    }
+    if (is_buf && dir < 0) {
+      snprintf(err, errlen, "parameter %u: a buffer needs a direction (in, out, inout, outlike)", n);
+      rc = MZ_EINVAL;
+      break;
+    }
+    if (!is_buf && dir >= 0) {
+      snprintf(err, errlen, "parameter %u: direction '%s' needs a buffer type such as %s[]", n,
+               dir == MZ__OUTLIKE ? "outlike" : "in/out", w);
+      rc = MZ_EINVAL;
+      break;
+    }
+    if (!(r = read_word(s, p->name, sizeof p->name))) {
+      snprintf(err, errlen, "parameter %u: expected a name", n);
+      rc = MZ_EINVAL;
+      break;
+    }
+    s = skip_ws(r);
+    p->dir = dir >= 0 ? (enum mz__dir)dir : MZ__SCALAR;
+    if (*s == '=') {
+      if (is_buf) {
+        snprintf(err, errlen, "parameter '%s': a buffer cannot be computed", p->name);
+        rc = MZ_EINVAL;
+        break;
+      }
+      char fn[32];
+      r = read_word(s + 1, fn, sizeof fn);
+      if (r) r = skip_ws(r);
+      if (!r || *r != '(' || !(r = read_word(r + 1, refs[n], sizeof refs[n])) || *(r = skip_ws(r)) != ')') {
+        snprintf(err, errlen, "parameter '%s': expected sizeof(ref), widthof(ref) or heightof(ref)", p->name);
+        rc = MZ_EINVAL;
+        break;
+      }
+      if (!strcmp(fn, "sizeof")) p->dir = MZ__SIZEOF;
+      else if (!strcmp(fn, "widthof")) p->dir = MZ__WIDTHOF;
+      else if (!strcmp(fn, "heightof")) p->dir = MZ__HEIGHTOF;
+      else {
+        snprintf(err, errlen, "parameter '%s': unknown function '%s'", p->name, fn);
+        rc = MZ_EINVAL;
+        break;
+      }
+      s = r + 1;
+    }
+    s = skip_ws(s);
+    n++;
+    if (*s == ',') s++;
+    else if (*s) {
+      snprintf(err, errlen, "parameter '%s': expected ',' at '%.20s'", p->name, s);
+      rc = MZ_EINVAL;
+      break;
+    }
+  }
+  if (rc == MZ_OK && n == 0) {
+    snprintf(err, errlen, "the parameter list is empty");
+    rc = MZ_EINVAL;
+  }
+  for (unsigned i = 0; rc == MZ_OK && i < n; i++) {
+    for (unsigned j = 0; j < i; j++)
+      if (!strcmp(ps[i].name, ps[j].name)) {
+        snprintf(err, errlen, "parameter '%s' is named twice", ps[i].name);
+        rc = MZ_EINVAL;
+      }
+    if (rc == MZ_OK && refs[i][0]) {
+      int ref = resolve_ref(ps, n, refs[i]);
+      if (ref < 0 || ps[ref].dir == MZ__SCALAR || ps[ref].dir >= MZ__SIZEOF || (unsigned)ref == i) {
+        snprintf(err, errlen, "parameter '%s': '%s' is not another buffer parameter", ps[i].name, refs[i]);
+        rc = MZ_EINVAL;
+      } else if (ps[i].dir == MZ__OUTLIKE && ps[ref].dir == MZ__OUTLIKE) {
+        snprintf(err, errlen, "parameter '%s': outlike must refer to a caller's buffer", ps[i].name);
+        rc = MZ_EINVAL;
+      }
+      ps[i].ref = ref;
+    }
+  }
+  free(refs);
+  if (rc != MZ_OK) {
+    free(ps);
+    return rc;
+  }
+  *out = ps;
+  *nout = n;
+  return MZ_OK;
+}
+
+static size_t slen(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static char *scopy(char **dst, const char *s) {
+  if (!s) return NULL;
+  char *p = *dst;
+  size_t n = strlen(s) + 1;
+  memcpy(p, s, n);
+  *dst += n;
+  return p;
+}
+
+int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out) {
+  if (out) *out = NULL;
+  if (!rt || !spec || !out) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: NULL argument");
+  if (!spec->name || !*spec->name) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: the kernel has no name");
+  if (!spec->params) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: kernel '%s' has no parameter list", spec->name);
+  char err[256] = "";
+  struct mz__param *ps = NULL;
+  unsigned n = 0;
+  int rc = parse_params(spec->params, &ps, &n, err, sizeof err);
+  if (rc != MZ_OK) return mz__set_error(rt, rc, "kernel '%s': %s", spec->name, rc == MZ_ENOMEM ? "out of memory" : err);
+  mz_kernel *k = calloc(1, sizeof *k);
+  size_t sl = slen(spec->name) + slen(spec->params) + slen(spec->opencl.path) + slen(spec->opencl.options) +
+              slen(spec->opencl.entry) + slen(spec->cuda.path) + slen(spec->cuda.options) + slen(spec->cuda.entry);
+  char *strs = malloc(sl ? sl : 1);
+  void **prep = calloc(64, sizeof *prep);
+  int *pst = calloc(64, sizeof *pst);
+  if (!k || !strs || !prep || !pst) {
+    free(k);
+    free(strs);
+    free(prep);
+    free(pst);
+    free(ps);
+    return mz__set_error(rt, MZ_ENOMEM, "mz_kernel_create: out of memory");
+  }
+  k->rt = rt;
+  k->spec = *spec;
+  k->strs = strs;
+  char *w = strs;
+  k->spec.name = scopy(&w, spec->name);
+  k->spec.params = scopy(&w, spec->params);
+  k->spec.opencl.path = scopy(&w, spec->opencl.path);
+  k->spec.opencl.options = scopy(&w, spec->opencl.options);
+  k->spec.opencl.entry = scopy(&w, spec->opencl.entry);
+  k->spec.cuda.path = scopy(&w, spec->cuda.path);
+  k->spec.cuda.options = scopy(&w, spec->cuda.options);
+  k->spec.cuda.entry = scopy(&w, spec->cuda.entry);
+  k->params = ps;
+  k->nparams = n;
+  for (unsigned i = 0; i < n; i++)
+    if (ps[i].dir <= MZ__INOUT) k->nuser++;
+  k->prepared = prep;
+  k->prep_status = pst;
+  atomic_init(&k->refs, 1);
+  pthread_mutex_init(&k->lock, NULL);
+  pthread_mutex_lock(&rt->lock);
+  k->next = rt->kernels;
+  if (rt->kernels) rt->kernels->prev = k;
+  rt->kernels = k;
+  pthread_mutex_unlock(&rt->lock);
+  *out = k;
+  return MZ_OK;
+}
+
+static void kernel_free(mz_kernel *k) {
+  mz_runtime *rt = k->rt;
+  for (unsigned d = 0; d < rt->ndev && d < 64; d++) {
+    struct mz_device *dev = rt->devs[d];
+    if (k->prepared[d] && dev->ops->unprepare) dev->ops->unprepare(dev, k->prepared[d]);
+  }
+  pthread_mutex_lock(&rt->lock);
+  if (k->prev) k->prev->next = k->next;
+  else rt->kernels = k->next;
+  if (k->next) k->next->prev = k->prev;
+  pthread_mutex_unlock(&rt->lock);
+  pthread_mutex_destroy(&k->lock);
+  free(k->prepared);
+  free(k->prep_status);
+  free(k->params);
+  free(k->strs);
+  free(k);
+}
+
+void mz__kernel_unref(mz_kernel *k) {
+  if (k && atomic_fetch_sub(&k->refs, 1) == 1) kernel_free(k);
+}
+
+void mz_kernel_destroy(mz_kernel *k) {
+  if (!k) return;
+  k->destroyed = true;
+  mz__kernel_unref(k);
+}
+
+const char *mz_kernel_name(const mz_kernel *k) { return k ? k->spec.name : NULL; }
+unsigned mz_kernel_param_count(const mz_kernel *k) { return k ? k->nparams : 0; }
+const mz_kernel_spec *mz__kernel_spec(const mz_kernel *k) { return &k->spec; }
+
+int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log) {
+  *kdev = NULL;
+  if (log) *log = NULL;
+  unsigned d = dev->info.index;
+  if (d >= 64) return MZ_ERANGE;
+  if (!dev->ops->prepare) return MZ_OK;
+  pthread_mutex_lock(&k->lock);
+  int st = k->prep_status[d];
+  int rc = MZ_OK;
+  if (st == 0) {
+    void *h = NULL;
+    rc = dev->ops->prepare(dev, k, &h, log);
+    if (rc == MZ_OK) {
+      k->prepared[d] = h;
+      k->prep_status[d] = 1;
+    } else {
+      k->prep_status[d] = rc;
+    }
+  } else if (st < 0) {
+    rc = st;
+    if (log) *log = strdup("an earlier build of this kernel for this device failed");
+  }
+  *kdev = k->prepared[d];
+  pthread_mutex_unlock(&k->lock);
+  return rc;
+}

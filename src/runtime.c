@@ -1,0 +1,324 @@
+/* The runtime: configuration, device discovery, queues, teardown. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MZ__MAX_DEVICES 64
+
+static const char *env_or(const char *v, const char *name, const char *dflt) {
+  if (v) return v;
+  const char *e = getenv(name);
+  return e && *e ? e : dflt;
+}
+
+static unsigned env_uint(unsigned v, const char *name, unsigned dflt) {
+  if (v) return v;
+  const char *e = getenv(name);
+  if (e && *e) {
+    char *end;
+    unsigned long x = strtoul(e, &end, 10);
+    if (!*end && x > 0 && x < 1u << 20) return (unsigned)x;
+  }
+  return dflt;
+}
+
+struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type, unsigned nqueues, void *priv) {
+  if (rt->ndev == MZ__MAX_DEVICES || nqueues == 0) return NULL;
+  if (rt->ndev == rt->capdev) {
+    unsigned cap = rt->capdev ? rt->capdev * 2 : 8;
+    struct mz_device **v = realloc(rt->devs, cap * sizeof *v);
+    if (!v) return NULL;
+    rt->devs = v;
+    rt->capdev = cap;
+  }
+  struct mz_device *d = calloc(1, sizeof *d);
+  struct mz__queue *qs = calloc(nqueues, sizeof *qs);
+  if (!d || !qs) {
+    free(d);
+    free(qs);
+    return NULL;
+  }
+  d->rt = rt;
+  d->type = type;
+  d->ops = type->ops;
+  d->priv = priv;
+  d->kernels = true;
+  d->nqueues = nqueues;
+  d->queues = qs;
+  d->info.kind = type->kind;
+  d->info.index = rt->ndev;
+  d->info.queues = nqueues;
+  d->info.numa_node = -1;
+  d->info.name = d->info.vendor = d->info.version = "";
+  for (unsigned i = 0; i < nqueues; i++) {
+    qs[i].dev = d;
+    qs[i].local = i;
+  }
+  rt->devs[rt->ndev++] = d;
+  return d;
+}
+
+static const struct mz__devtype *find_type(const char *name, size_t len) {
+  for (unsigned i = 0; mz__devtypes[i]; i++)
+    if (strlen(mz__devtypes[i]->name) == len && !strncmp(mz__devtypes[i]->name, name, len)) return mz__devtypes[i];
+  return NULL;
+}
+
+static unsigned queues_for(const mz_runtime *rt, const struct mz__devtype *t) {
+  if (t->kind == MZ_DEVICE_OPENCL) return rt->cfg.opencl_queues;
+  if (t->kind == MZ_DEVICE_CUDA) return rt->cfg.cuda_streams;
+  return 0;
+}
+
+/* Parse the device selection and discover.  Items are separated by ';';
+ * outside "sim:" items, ',' separates them too. */
+static int discover_all(mz_runtime *rt, const char *spec) {
+  char *copy = strdup(spec);
+  if (!copy) return MZ_ENOMEM;
+  char *items[64];
+  unsigned n = 0;
+  for (char *s = copy; *s && n < 64;) {
+    while (*s == ' ' || *s == ';' || *s == ',') s++;
+    if (!*s) break;
+    items[n++] = s;
+    bool sim = !strncmp(s, "sim", 3);
+    while (*s && *s != ';' && (sim || *s != ',')) s++;
+    if (*s) *s++ = 0;
+  }
+  bool want_cpu = false, all = false;
+  const char *cpu_arg = NULL;
+  int rc = MZ_OK;
+  for (unsigned i = 0; i < n && !rc; i++) {
+    char *it = items[i];
+    size_t len = strcspn(it, ":");
+    while (len && it[len - 1] == ' ') len--;
+    if (len == 3 && !strncmp(it, "all", 3)) {
+      all = true;
+      continue;
+    }
+    const struct mz__devtype *t = find_type(it, len);
+    if (!t) {
+      bool known = (len == 6 && !strncmp(it, "opencl", 6)) || (len == 4 && !strncmp(it, "cuda", 4)) ||
+                   (len == 3 && !strncmp(it, "sim", 3));
+      rc = known ? mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: this maize was built without '%.*s' support", (int)len, it)
+                 : mz__set_error(rt, MZ_ENOENT, "MZ_DEVICES: unknown device kind '%.*s' (known: cpu, opencl, cuda, sim)",
+                                 (int)len, it);
+      break;
+    }
+    if (t == &mz__devtype_cpu) {
+      if (want_cpu) {
+        rc = mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: the cpu is named twice");
+        break;
+      }
+      want_cpu = true;
+      cpu_arg = it[len] == ':' ? it + len + 1 : NULL;
+    }
+  }
+  if (!rc) {
+    /* The CPU first; a host-only worker when no CPU is asked for. */
+    struct mz__devsel sel = {.all = !cpu_arg, .arg = want_cpu || all ? cpu_arg : "host"};
+    int got = mz__devtype_cpu.discover(rt, &mz__devtype_cpu, &sel);
+    if (got < 0) rc = got;
+  }
+  for (unsigned i = 0; i < n && !rc; i++) {
+    char *it = items[i];
+    size_t len = strcspn(it, ":");
+    while (len && it[len - 1] == ' ') len--;
+    if (len == 3 && !strncmp(it, "all", 3)) continue;
+    const struct mz__devtype *t = find_type(it, len);
+    if (t == &mz__devtype_cpu) continue;
+    struct mz__devsel sel = {.all = it[len] != ':', .arg = it[len] == ':' ? it + len + 1 : NULL,
+                             .default_queues = queues_for(rt, t)};
+    int got = t->discover(rt, t, &sel);
+    if (got < 0) rc = got;
+    else if (got == 0 && !sel.all)
+      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no device '%s'", it);
+    else if (got == 0)
+      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: '%s' was asked for, but no such device was found", it);
+  }
+  if (!rc && all) {
+    for (unsigned i = 0; mz__devtypes[i] && !rc; i++) {
+      const struct mz__devtype *t = mz__devtypes[i];
+      if (t == &mz__devtype_cpu) continue;
+      bool named = false;
+      for (unsigned j = 0; j < n; j++) named |= !strncmp(items[j], t->name, strlen(t->name));
+      if (named) continue;
+      struct mz__devsel sel = {.all = true, .default_queues = queues_for(rt, t)};
+      int got = t->discover(rt, t, &sel);
+      if (got < 0) mz__warn(rt, "%s devices are skipped: %s", t->name, rt->errmsg);
+    }
+  }
+  free(copy);
+  return rc;
+}
+
+static void runtime_free(mz_runtime *rt) {
+  for (unsigned d = 0; d < rt->ndev; d++) mz__proxy_stop(rt->devs[d]);
+  mz__reaper_stop(rt);
+  /* What the user did not free: graphs first (they hold buffers and kernels). */
+  while (rt->graphs) {
+    mz_graph *g = rt->graphs;
+    atomic_store(&g->refs, 1);
+    mz__graph_unref(g);
+  }
+  while (rt->buffers) {
+    /* Tiles hold their parent: free from the head until none is left. */
+    mz_buffer *b = rt->buffers;
+    atomic_store(&b->refs, 1);
+    mz_buffer_release(b);
+  }
+  while (rt->kernels) {
+    mz_kernel *k = rt->kernels;
+    atomic_store(&k->refs, 1);
+    mz__kernel_unref(k);
+  }
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    struct mz_device *dev = rt->devs[d];
+    for (unsigned q = 0; q < dev->nqueues; q++)
+      if (dev->ops->queue_fini && (dev->queues[q].priv || dev->ops->queue_init)) dev->ops->queue_fini(&dev->queues[q]);
+    if (dev->ops->destroy) dev->ops->destroy(dev);
+    free(dev->queues);
+    free(dev);
+  }
+  for (unsigned i = 0; i < rt->npol; i++)
+    if (rt->pol_ready[i] && rt->pol[i]->fini) rt->pol[i]->fini(rt->pol_state[i]);
+  for (size_t i = 0; i < rt->ntev; i++) free(rt->tev[i].preds);
+  free(rt->tev);
+  free(rt->devs);
+  free(rt->queues);
+  free(rt->mem_dev);
+  free(rt->trace_path);
+  pthread_mutex_destroy(&rt->lock);
+  pthread_cond_destroy(&rt->idle);
+  pthread_mutex_destroy(&rt->errlock);
+  pthread_mutex_destroy(&rt->pol_lock);
+  pthread_mutex_destroy(&rt->trace_lock);
+  free(rt);
+}
+
+int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
+  if (!out) return MZ_EINVAL;
+  *out = NULL;
+  mz_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) return MZ_ENOMEM;
+  if (cfg) rt->cfg = *cfg;
+  pthread_mutex_init(&rt->lock, NULL);
+  pthread_cond_init(&rt->idle, NULL);
+  pthread_mutex_init(&rt->errlock, NULL);
+  pthread_mutex_init(&rt->pol_lock, NULL);
+  pthread_mutex_init(&rt->trace_lock, NULL);
+  rt->sched.rt = rt;
+  const char *q = getenv("MZ_QUIET");
+  rt->quiet = rt->cfg.quiet || (q && *q && strcmp(q, "0"));
+  rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(0, "MZ_SPIN", 4000);
+  rt->cfg.opencl_queues = env_uint(rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
+  rt->cfg.cuda_streams = env_uint(rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
+  int rc = MZ_OK;
+  for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
+  const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
+  if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
+    rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager)", pname);
+  if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);
+  const char *tp = env_or(rt->cfg.trace, "MZ_TRACE", NULL);
+  if (!rc && tp) {
+    rt->trace_path = strdup(tp);
+    rt->tracing = rt->trace_path != NULL;
+  }
+  if (!rc) rc = discover_all(rt, env_or(rt->cfg.devices, "MZ_DEVICES", "all"));
+  /* Memory nodes and the runtime-wide queue numbering. */
+  if (!rc) {
+    rt->mem_dev = calloc(rt->ndev + 1, sizeof *rt->mem_dev);
+    unsigned nq = 0;
+    for (unsigned d = 0; d < rt->ndev; d++) nq += rt->devs[d]->nqueues;
+    rt->queues = calloc(nq ? nq : 1, sizeof *rt->queues);
+    if (!rt->mem_dev || !rt->queues) rc = MZ_ENOMEM;
+    rt->nmem = 1;
+    for (unsigned d = 0; d < rt->ndev && !rc; d++) {
+      struct mz_device *dev = rt->devs[d];
+      if (dev->ops->host_memory) {
+        dev->memnode = 0;
+      } else {
+        dev->memnode = rt->nmem;
+        rt->mem_dev[rt->nmem++] = dev;
+      }
+      dev->info.first_queue = rt->nq;
+      for (unsigned i = 0; i < dev->nqueues; i++) {
+        dev->queues[i].index = rt->nq;
+        rt->queues[rt->nq++] = &dev->queues[i];
+      }
+    }
+  }
+  for (unsigned d = 0; d < rt->ndev && !rc; d++) {
+    struct mz_device *dev = rt->devs[d];
+    for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {
+      rc = dev->ops->queue_init(&dev->queues[i]);
+      if (rc) mz__set_error(rt, rc, "%s: cannot open queue %u", dev->info.name, i);
+    }
+    if (!rc && !dev->ops->inline_submit) rc = mz__proxy_start(dev);
+  }
+  if (!rc) rc = mz__reaper_start(rt);
+  if (rc) {
+    if (!rt->quiet) fprintf(stderr, "maize: mz_runtime_create: %s (%s)\n", rt->errmsg, mz_err_name(rc));
+    runtime_free(rt);
+    return rc;
+  }
+  *out = rt;
+  return MZ_OK;
+}
+
+void mz_runtime_destroy(mz_runtime *rt) {
+  if (!rt) return;
+  if (mz__in_runtime_thread) {
+    fprintf(stderr, "maize: mz_runtime_destroy called from a runtime thread; refused\n");
+    return;
+  }
+  pthread_mutex_lock(&rt->lock);
+  rt->destroying = true;
+  while (rt->nruns) pthread_cond_wait(&rt->idle, &rt->lock);
+  pthread_mutex_unlock(&rt->lock);
+  if (rt->tracing && rt->trace_path) {
+    int rc = mz__trace_write(rt, rt->trace_path);
+    if (rc) mz__warn(rt, "could not write the trace to '%s': %s", rt->trace_path, mz_strerror(rc));
+  }
+  runtime_free(rt);
+}
+
+const char *mz_runtime_last_error(const mz_runtime *rt) { return rt ? rt->errmsg : "NULL runtime"; }
+const char *mz_runtime_policy(const mz_runtime *rt) { return rt ? rt->policy_name : NULL; }
+unsigned mz_runtime_device_count(const mz_runtime *rt) { return rt ? rt->ndev : 0; }
+mz_device *mz_runtime_device(const mz_runtime *rt, unsigned i) { return rt && i < rt->ndev ? rt->devs[i] : NULL; }
+unsigned mz_runtime_queue_count(const mz_runtime *rt) { return rt ? rt->nq : 0; }
+
+int mz_runtime_wait_idle(mz_runtime *rt) {
+  if (!rt) return MZ_EINVAL;
+  if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_runtime_wait_idle: called from a runtime thread");
+  pthread_mutex_lock(&rt->lock);
+  while (rt->nruns) pthread_cond_wait(&rt->idle, &rt->lock);
+  pthread_mutex_unlock(&rt->lock);
+  return MZ_OK;
+}
+
+int mz_device_get_info(const mz_device *dev, mz_device_info *info) {
+  if (!dev || !info) return MZ_EINVAL;
+  *info = dev->info;
+  return MZ_OK;
+}
+
+const char *mz_device_kind_name(mz_device_kind kind) {
+  switch (kind) {
+    case MZ_DEVICE_CPU: return "cpu";
+    case MZ_DEVICE_OPENCL: return "opencl";
+    case MZ_DEVICE_CUDA: return "cuda";
+    case MZ_DEVICE_SIM: return "sim";
+  }
+  return "unknown";
+}
+
+bool mz_device_is_dead(const mz_device *dev) { return dev ? atomic_load(&dev->dead) : true; }
+
+void mz__device_fail(struct mz_device *dev, int code, const char *why) {
+  if (!atomic_exchange(&dev->dead, true))
+    mz__warn(dev->rt, "device %u (%s) failed and takes no more work: %s (%s)", dev->info.index, dev->info.name,
+             why ? why : "", mz_err_name(code));
+}

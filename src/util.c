@@ -1,0 +1,224 @@
+/* Small pieces the core shares: arena, MPSC queue, parking, clock, errors,
+ * and reading code specs. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+_Thread_local int mz__in_runtime_thread;
+
+uint64_t mz__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- arena ---- */
+
+struct mz__chunk {
+  struct mz__chunk *next;
+  size_t cap;
+  _Alignas(16) unsigned char data[];
+};
+
+void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
+  bytes = (bytes + 15) & ~(size_t)15;
+  if (!a->head || a->used + bytes > a->cap) {
+    size_t cap = bytes > 65536 ? bytes : 65536;
+    struct mz__chunk *c = malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->next = a->head;
+    c->cap = cap;
+    a->head = c;
+    a->used = 0;
+    a->cap = cap;
+  }
+  void *p = a->head->data + a->used;
+  a->used += bytes;
+  memset(p, 0, bytes);
+  return p;
+}
+
+void mz__arena_free(struct mz__arena *a) {
+  struct mz__chunk *c = a->head;
+  while (c) {
+    struct mz__chunk *n = c->next;
+    free(c);
+    c = n;
+  }
+  a->head = NULL;
+  a->used = a->cap = 0;
+}
+
+/* ---- MPSC queue (Dmitry Vyukov's intrusive design) ---- */
+
+void mz__mpsc_init(struct mz__mpsc *q, struct mz_op *stub) {
+  atomic_store_explicit(&stub->next, NULL, memory_order_relaxed);
+  q->stub = stub;
+  q->head = stub;
+  atomic_store_explicit(&q->tail, stub, memory_order_relaxed);
+}
+
+bool mz__mpsc_push(struct mz__mpsc *q, struct mz_op *n) {
+  atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+  struct mz_op *prev = atomic_exchange_explicit(&q->tail, n, memory_order_acq_rel);
+  atomic_store_explicit(&prev->next, n, memory_order_release);
+  return prev == q->stub;
+}
+
+struct mz_op *mz__mpsc_pop(struct mz__mpsc *q) {
+  struct mz_op *head = q->head;
+  struct mz_op *next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (head == q->stub) {
+    if (!next) return NULL;
+    q->head = next;
+    head = next;
+    next = atomic_load_explicit(&next->next, memory_order_acquire);
+  }
+  if (next) {
+    q->head = next;
+    return head;
+  }
+  struct mz_op *tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+  if (tail != head) return NULL; /* a push is half done: try again later */
+  mz__mpsc_push(q, q->stub);
+  next = atomic_load_explicit(&head->next, memory_order_acquire);
+  if (next) {
+    q->head = next;
+    return head;
+  }
+  return NULL;
+}
+
+/* ---- parking ---- */
+
+void mz__parker_init(struct mz__parker *p) {
+  atomic_init(&p->state, 0);
+  atomic_init(&p->wake, false);
+  pthread_mutex_init(&p->m, NULL);
+  pthread_cond_init(&p->c, NULL);
+}
+
+void mz__parker_fini(struct mz__parker *p) {
+  pthread_mutex_destroy(&p->m);
+  pthread_cond_destroy(&p->c);
+}
+
+/* Wakers set the flag first, then signal only if the owner said it might
+ * sleep: a wake between the owner's last check and its sleep is never lost
+ * because both sides go through the mutex for the sleeping case. */
+void mz__parker_wake(struct mz__parker *p) {
+  atomic_store_explicit(&p->wake, true, memory_order_seq_cst);
+  if (atomic_load_explicit(&p->state, memory_order_seq_cst) == 1) {
+    pthread_mutex_lock(&p->m);
+    pthread_cond_signal(&p->c);
+    pthread_mutex_unlock(&p->m);
+  }
+}
+
+void mz__parker_park(struct mz__parker *p) {
+  pthread_mutex_lock(&p->m);
+  atomic_store_explicit(&p->state, 1, memory_order_seq_cst);
+  while (!atomic_load_explicit(&p->wake, memory_order_seq_cst)) pthread_cond_wait(&p->c, &p->m);
+  atomic_store_explicit(&p->state, 0, memory_order_seq_cst);
+  atomic_store_explicit(&p->wake, false, memory_order_seq_cst);
+  pthread_mutex_unlock(&p->m);
+}
+
+/* ---- errors ---- */
+
+int mz__set_error(const mz_runtime *crt, int code, const char *fmt, ...) {
+  mz_runtime *rt = (mz_runtime *)crt; /* the message buffer is the runtime's to change */
+  if (!rt) return code;
+  va_list ap;
+  va_start(ap, fmt);
+  pthread_mutex_lock(&rt->errlock);
+  vsnprintf(rt->errmsg, sizeof rt->errmsg, fmt, ap);
+  pthread_mutex_unlock(&rt->errlock);
+  va_end(ap);
+  return code;
+}
+
+void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
+  if (rt && rt->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("maize: warning: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+}
+
+/* ---- code specs ---- */
+
+int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **err) {
+  *data = NULL;
+  *size = 0;
+  if (err) *err = NULL;
+  if (spec->data) {
+    size_t n = spec->size ? spec->size : strlen(spec->data);
+    char *d = malloc(n + 1);
+    if (!d) return MZ_ENOMEM;
+    memcpy(d, spec->data, n);
+    d[n] = 0;
+    *data = d;
+    *size = n;
+    return MZ_OK;
+  }
+  if (!spec->path) {
+    if (err) *err = strdup("code spec has neither data nor path");
+    return MZ_EINVAL;
+  }
+  FILE *f = fopen(spec->path, "rb");
+  if (!f) {
+    if (err) {
+      char buf[512];
+      snprintf(buf, sizeof buf, "cannot open '%s': %s", spec->path, strerror(errno));
+      *err = strdup(buf);
+    }
+    return MZ_EIO;
+  }
+  size_t cap = 65536, n = 0;
+  char *d = malloc(cap + 1);
+  while (d) {
+    size_t got = fread(d + n, 1, cap - n, f);
+    n += got;
+    if (n < cap) break;
+    char *nd = realloc(d, cap * 2 + 1);
+    if (!nd) {
+      free(d);
+      d = NULL;
+      break;
+    }
+    d = nd;
+    cap *= 2;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (!d) return MZ_ENOMEM;
+  if (bad) {
+    free(d);
+    if (err) *err = strdup("read error");
+    return MZ_EIO;
+  }
+  d[n] = 0;
+  *data = d;
+  *size = n;
+  return MZ_OK;
+}
+
+/* ---- dtypes ---- */
+
+size_t mz_dtype_size(mz_dtype t) {
+  static const unsigned char sz[MZ_DTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8};
+  return (unsigned)t < MZ_DTYPE_COUNT ? sz[t] : 0;
+}
+
+const char *mz_dtype_name(mz_dtype t) {
+  static const char *const names[MZ_DTYPE_COUNT] = {"i8",  "u8",  "i16", "u16", "i32",
+                                                    "u32", "i64", "u64", "f32", "f64"};
+  return (unsigned)t < MZ_DTYPE_COUNT ? names[t] : NULL;
+}

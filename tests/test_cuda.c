@@ -1,0 +1,457 @@
+/* Tests of the CUDA backend (devices/cuda/).
+ *
+ * Without a GPU: the run-time loader (a missing library, a library that
+ * lacks a symbol, the MZ_CUDA_LIBRARY override), discovery with no usable
+ * driver ("all" finds no CUDA device, "cuda:0" is MZ_ENODEV with a
+ * message), and that the backend is built and registered.  Where a GPU is
+ * present: a PTX error is MZ_EBUILD with the JIT log, saxpy runs, data
+ * stays coherent between the CPU and the GPU, edges between streams hold,
+ * one host callback is taken per batch, and a faulting kernel marks the
+ * device dead without hanging anything.  GPU tests skip, saying why, on a
+ * machine without a CUDA driver or GPU.
+ *
+ * MZ_FAKE_CUDA is a library with cuInit only (tests/fake_cuda.c);
+ * MZ_KERNELS_PTX is examples/kernels/kernels.ptx. */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/cuda/cuda_loader.h"
+#include "internal.h"
+#include "maize.h"
+
+extern const struct mz__devtype mz__devtype_cuda;
+
+/* ---- helpers ---- */
+
+/* Whether this machine has a CUDA driver and at least one GPU.  Loading
+ * the driver in the test process itself is fine: each Criterion test runs
+ * in its own process. */
+static bool have_gpu(char *why, size_t len) {
+  struct mz__cuda_api api;
+  if (mz__cuda_load(NULL, &api, why, len) < 0) return false;
+  int n = 0;
+  CUresult r = api.Init(0);
+  if (r == CUDA_SUCCESS) r = api.DeviceGetCount(&n);
+  if (r != CUDA_SUCCESS || n == 0) {
+    char e[160];
+    snprintf(why, len, "%s", r != CUDA_SUCCESS ? mz__cuda_strerror(&api, r, e, sizeof e) : "no device");
+    return false;
+  }
+  return true;
+}
+
+#define NEED_GPU()                                                                    \
+  do {                                                                                \
+    char why_[512] = "";                                                              \
+    if (!have_gpu(why_, sizeof why_))                                                 \
+      cr_skip("no CUDA driver or GPU on this machine (%s)", why_);                    \
+  } while (0)
+
+static mz_runtime *runtime(const char *devices, const char *policy, unsigned streams) {
+  mz_runtime_config cfg = {.devices = devices, .policy = policy, .cuda_streams = streams};
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(&cfg, &rt);
+  cr_assert_eq(rc, MZ_OK, "mz_runtime_create(\"%s\"): %s", devices, mz_err_name(rc));
+  return rt;
+}
+
+static unsigned count_kind(const mz_runtime *rt, mz_device_kind kind) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < mz_runtime_device_count(rt); i++) {
+    mz_device_info info;
+    cr_assert_eq(mz_device_get_info(mz_runtime_device(rt, i), &info), MZ_OK);
+    if (info.kind == kind) n++;
+  }
+  return n;
+}
+
+static mz_device *first_cuda(const mz_runtime *rt) {
+  for (unsigned i = 0; i < mz_runtime_device_count(rt); i++) {
+    mz_device_info info;
+    mz_device_get_info(mz_runtime_device(rt, i), &info);
+    if (info.kind == MZ_DEVICE_CUDA) return mz_runtime_device(rt, i);
+  }
+  return NULL;
+}
+
+static mz_kernel *ptx_kernel(mz_runtime *rt, const char *name, const char *params) {
+  mz_kernel_spec spec = {
+      .name = name,
+      .params = params,
+      .cuda = {.format = MZ_CODE_PTX, .path = MZ_KERNELS_PTX},
+  };
+  mz_kernel *k = NULL;
+  int rc = mz_kernel_create(rt, &spec, &k);
+  cr_assert_eq(rc, MZ_OK, "kernel %s: %s", name, mz_runtime_last_error(rt));
+  return k;
+}
+
+static mz_buffer *fbuf(mz_runtime *rt, size_t n, float v) {
+  float *h = malloc(n * sizeof *h);
+  cr_assert_not_null(h);
+  for (size_t i = 0; i < n; i++) h[i] = v + (float)(i % 7);
+  mz_buffer *b = NULL;
+  cr_assert_eq(mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, h, &b), MZ_OK);
+  free(h);
+  return b;
+}
+
+static int run(mz_graph *g, mz_op *root, const char *policy, mz_run_stats *st) {
+  mz_future *f = NULL;
+  int rc = mz_schedule(g, root, policy, &f);
+  if (rc < 0) return rc;
+  rc = mz_future_wait_for(f, 60ull * 1000000000ull);
+  cr_assert_neq(rc, MZ_ETIMEDOUT, "the run did not finish in 60 s");
+  if (rc < 0) cr_log_info("run failed: %s: %s", mz_err_name(rc), mz_future_message(f));
+  if (st) {
+    mz_run_stats s;
+    cr_assert_eq(mz_future_stats(f, &s), MZ_OK);
+    *st = s;
+  }
+  mz_future_destroy(f);
+  return rc;
+}
+
+/* ---- without a GPU ---- */
+
+Test(cuda, backend_registered) {
+  cr_assert_eq(MZ_HAVE_CUDA, 1, "the CUDA backend is compiled but mz_config.h says otherwise");
+  bool found = false;
+  for (unsigned i = 0; mz__devtypes[i]; i++)
+    if (mz__devtypes[i] == &mz__devtype_cuda) found = true;
+  cr_assert(found, "mz__devtype_cuda is not in the registry");
+  cr_assert_str_eq(mz__devtype_cuda.name, "cuda");
+  cr_assert_eq(mz__devtype_cuda.kind, MZ_DEVICE_CUDA);
+  cr_assert_not(mz__devtype_cuda.ops->inline_submit);
+  cr_assert_not(mz__devtype_cuda.ops->host_memory);
+}
+
+Test(cuda, loader_missing_library) {
+  struct mz__cuda_api api;
+  memset(&api, 0xab, sizeof api);
+  char err[512] = "";
+  int rc = mz__cuda_load("/nonexistent/libcuda.so.1", &api, err, sizeof err);
+  cr_assert_eq(rc, MZ_ELOAD);
+  cr_assert(strstr(err, "/nonexistent/libcuda.so.1"), "message: %s", err);
+  cr_assert_null(api.handle);
+  cr_assert_null(api.Init, "the table must be zeroed on failure");
+  mz__cuda_unload(&api); /* a zeroed table is fine to unload */
+  mz__cuda_unload(NULL);
+}
+
+Test(cuda, loader_missing_symbol) {
+  struct mz__cuda_api api;
+  char err[512] = "";
+  int rc = mz__cuda_load(MZ_FAKE_CUDA, &api, err, sizeof err);
+  cr_assert_eq(rc, MZ_ELOAD, "a library with cuInit only must not load");
+  /* cuInit is there; the next symbol of the table is not. */
+  cr_assert(strstr(err, "cuDriverGetVersion"), "message: %s", err);
+  cr_assert(strstr(err, MZ_FAKE_CUDA), "message: %s", err);
+  cr_assert_null(api.handle);
+  cr_assert_null(api.Init);
+}
+
+Test(cuda, loader_env_override) {
+  setenv("MZ_CUDA_LIBRARY", "/nonexistent/libcuda-test.so", 1);
+  struct mz__cuda_api api;
+  char err[512] = "";
+  cr_assert_eq(mz__cuda_load(NULL, &api, err, sizeof err), MZ_ELOAD);
+  cr_assert(strstr(err, "libcuda-test.so"), "message: %s", err);
+  /* An explicit path wins over the environment. */
+  cr_assert_eq(mz__cuda_load(MZ_FAKE_CUDA, &api, err, sizeof err), MZ_ELOAD);
+  cr_assert(strstr(err, "cuDriverGetVersion"), "message: %s", err);
+}
+
+/* "all" on a machine whose driver cannot be used: a runtime with no CUDA
+ * device, not an error. */
+Test(cuda, all_without_driver_has_no_cuda_device) {
+  setenv("MZ_CUDA_LIBRARY", MZ_FAKE_CUDA, 1);
+  mz_runtime *rt = runtime("all", NULL, 0);
+  cr_assert_eq(count_kind(rt, MZ_DEVICE_CUDA), 0);
+  cr_assert_geq(count_kind(rt, MZ_DEVICE_CPU), 1, "the CPU is always there");
+  mz_runtime_destroy(rt);
+}
+
+/* "cuda:0" without a usable driver: MZ_ENODEV with the reason. */
+Test(cuda, index_without_driver_is_enodev) {
+  setenv("MZ_CUDA_LIBRARY", MZ_FAKE_CUDA, 1);
+  mz_runtime_config cfg = {.devices = "cuda:0"};
+  mz_runtime *rt = NULL;
+  cr_assert_eq(mz_runtime_create(&cfg, &rt), MZ_ENODEV);
+  cr_assert_null(rt);
+
+  /* The message itself, through discovery on a runtime that exists. */
+  rt = runtime("cpu", NULL, 0);
+  struct mz__devsel sel = {.all = false, .arg = "0"};
+  cr_assert_eq(mz__devtype_cuda.discover(rt, &mz__devtype_cuda, &sel), MZ_ENODEV);
+  const char *msg = mz_runtime_last_error(rt);
+  cr_assert(strstr(msg, "cuda:0"), "message: %s", msg);
+  cr_assert(strstr(msg, "cuDriverGetVersion"), "the message should say why: %s", msg);
+  sel = (struct mz__devsel){.all = true};
+  cr_assert_eq(mz__devtype_cuda.discover(rt, &mz__devtype_cuda, &sel), 0);
+  sel = (struct mz__devsel){.arg = "zero"};
+  cr_assert_eq(mz__devtype_cuda.discover(rt, &mz__devtype_cuda, &sel), MZ_EINVAL);
+  cr_assert_eq(mz_runtime_device_count(rt), count_kind(rt, MZ_DEVICE_CPU));
+  mz_runtime_destroy(rt);
+}
+
+/* MZ_DEVICES=cuda on a machine without a driver: creation fails with
+ * MZ_ENODEV and says so on stderr. */
+Test(cuda, kind_without_driver_is_enodev, .init = cr_redirect_stderr) {
+  setenv("MZ_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  unsetenv("MZ_QUIET");
+  mz_runtime_config cfg = {.devices = "cuda"};
+  mz_runtime *rt = NULL;
+  cr_assert_eq(mz_runtime_create(&cfg, &rt), MZ_ENODEV);
+  cr_assert_null(rt);
+  fflush(stderr);
+  char out[4096] = "";
+  FILE *f = cr_get_redirected_stderr();
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  cr_assert(strstr(out, "cuda"), "stderr should name the missing device: '%s'", out);
+}
+
+/* ---- with a GPU ---- */
+
+static const char bad_ptx[] =
+    ".version 7.0\n.target sm_80\n.address_size 64\n"
+    ".visible .entry broken(.param .u64 p)\n{\n  this is not ptx;\n}\n";
+
+Test(cuda, ptx_error_is_ebuild_with_log) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  mz_kernel_spec spec = {
+      .name = "broken",
+      .params = "inout f32[] y",
+      .cuda = {.format = MZ_CODE_PTX, .data = bad_ptx},
+  };
+  mz_kernel *k = NULL;
+  cr_assert_eq(mz_kernel_create(rt, &spec, &k), MZ_OK);
+
+  /* Directly through the backend: the JIT log comes back. */
+  mz_device *dev = first_cuda(rt);
+  cr_assert_not_null(dev);
+  void *kdev = NULL;
+  char *log = NULL;
+  cr_assert_eq(dev->ops->prepare(dev, k, &kdev, &log), MZ_EBUILD);
+  cr_assert_null(kdev);
+  cr_assert_not_null(log);
+  cr_log_info("JIT log: %s", log);
+  cr_assert(strstr(log, "broken") && strstr(log, "rror"), "log: %s", log);
+  free(log);
+
+  /* And through a run. */
+  mz_buffer *y = fbuf(rt, 1000, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *out = mz_apply(g, k, mz_value(g, y), NULL);
+  mz_future *f = NULL;
+  int rc = mz_schedule(g, out, NULL, &f);
+  if (rc == MZ_OK) {
+    rc = mz_future_wait_for(f, 60ull * 1000000000ull);
+    cr_log_info("message: %s", mz_future_message(f));
+    mz_future_destroy(f);
+  }
+  cr_assert_eq(rc, MZ_EBUILD, "got %s", mz_err_name(rc));
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+Test(cuda, device_info) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cuda:0", NULL, 3);
+  mz_device *dev = first_cuda(rt);
+  cr_assert_not_null(dev);
+  mz_device_info info;
+  cr_assert_eq(mz_device_get_info(dev, &info), MZ_OK);
+  cr_log_info("%s: cc %d.%d, %u SMs, %llu MiB, pci %s, numa %d, %s", info.name, info.cc_major,
+              info.cc_minor, info.compute_units, (unsigned long long)(info.memory >> 20),
+              info.pci_bus_id, info.numa_node, info.version);
+  cr_assert_gt(strlen(info.name), 0);
+  cr_assert_geq(info.cc_major, 3);
+  cr_assert_gt(info.compute_units, 0);
+  cr_assert_gt(info.memory, 0);
+  cr_assert_eq(strlen(info.pci_bus_id), 12, "bus id '%s'", info.pci_bus_id);
+  cr_assert_eq(info.queues, 3);
+  mz_runtime_destroy(rt);
+}
+
+Test(cuda, saxpy) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cuda:0", NULL, 0);
+  mz_kernel *k = ptx_kernel(rt, "saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)");
+  const size_t n = (1u << 20) + 7; /* not a multiple of the block */
+  mz_buffer *x = fbuf(rt, n, 1.0f), *y = fbuf(rt, n, 10.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *out = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_f32(g, 2.0f), mz_value(g, x), mz_value(g, y)}),
+                        NULL);
+  cr_assert_eq(run(g, mz_unzip(g, out, 2), NULL, NULL), MZ_OK);
+  float *h = malloc(n * sizeof *h);
+  cr_assert_eq(mz_buffer_read(y, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i++) {
+    float want = 2.0f * (1.0f + (float)(i % 7)) + 10.0f + (float)(i % 7);
+    cr_assert_float_eq(h[i], want, 1e-5, "y[%zu] = %g, want %g", i, h[i], want);
+  }
+  free(h);
+  mz_graph_destroy(g);
+  mz_buffer_release(x);
+  mz_buffer_release(y);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+static int host_add_one(const mz_call *call) {
+  float *p = call->args[0].p;
+  for (size_t i = 0; i < call->shapes[0].count; i++) p[i] += 1.0f;
+  return 0;
+}
+
+/* GPU, then host, then GPU on one buffer: each side sees the other's
+ * writes (the kernels have no CPU implementation, so they run on CUDA). */
+Test(cuda, coherence_cpu_cuda) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  mz_kernel *scale = ptx_kernel(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  mz_kernel *square = ptx_kernel(rt, "square", "inout f32[] y, u64 n = sizeof(y)");
+  const size_t n = 4099;
+  mz_buffer *y = fbuf(rt, n, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *a = mz_unzip(g, mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 3.0f), mz_value(g, y)}), NULL), 1);
+  mz_op *b = mz_host(g, host_add_one, NULL, a);
+  mz_op *c = mz_apply(g, square, mz_unzip(g, b, 0), NULL);
+  mz_run_stats st;
+  cr_assert_eq(run(g, c, NULL, &st), MZ_OK);
+  cr_assert_geq(st.transfers, 3, "host->gpu, gpu->host, host->gpu");
+  float *h = malloc(n * sizeof *h);
+  cr_assert_eq(mz_buffer_read(y, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i++) {
+    float v = (3.0f * (1.0f + (float)(i % 7)) + 1.0f);
+    cr_assert_float_eq(h[i], v * v, 1e-4, "y[%zu] = %g, want %g", i, h[i], v * v);
+  }
+  /* And the host's write goes back to the device for a second run. */
+  float *ones = malloc(n * sizeof *ones);
+  for (size_t i = 0; i < n; i++) ones[i] = 2.0f;
+  cr_assert_eq(mz_buffer_write(y, ones, n * sizeof *ones), MZ_OK);
+  mz_op *d = mz_apply(g, square, mz_value(g, y), NULL);
+  cr_assert_eq(run(g, d, NULL, NULL), MZ_OK);
+  cr_assert_eq(mz_buffer_read(y, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i++) cr_assert_float_eq(h[i], 4.0f, 0, "y[%zu] = %g", i, h[i]);
+  free(ones);
+  free(h);
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(scale);
+  mz_kernel_destroy(square);
+  mz_runtime_destroy(rt);
+}
+
+/* Diamonds spread over 4 streams by round-robin: every edge between two
+ * streams must hold on the device (cuStreamWaitEvent). */
+Test(cuda, edges_between_streams) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cuda:0", "round-robin", 4);
+  mz_kernel *scale = ptx_kernel(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  mz_kernel *add = ptx_kernel(rt, "add", "in f32[] x, in f32[] y, out f32[] z, u64 n = sizeof(z)");
+  const size_t n = 1 << 18;
+  mz_buffer *x = fbuf(rt, n, 0.0f), *y = fbuf(rt, n, 0.0f), *z = fbuf(rt, n, 0.0f);
+  float *h = malloc(n * sizeof *h);
+  for (size_t i = 0; i < n; i++) h[i] = 1.0f;
+  cr_assert_eq(mz_buffer_write(x, h, n * sizeof *h), MZ_OK);
+  cr_assert_eq(mz_buffer_write(y, h, n * sizeof *h), MZ_OK);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  /* x = 2x; y = 3y; z = x + y; x = z * 0.5 ... eight rounds.  Each round's
+   * add reads what two other streams wrote; each scale overwrites what an
+   * add on another stream read (write-after-read). */
+  mz_op *last = NULL;
+  float xv = 1, yv = 1, zv = 0;
+  for (int r = 0; r < 8; r++) {
+    mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 2.0f), mz_value(g, x)}), NULL);
+    mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 3.0f), mz_value(g, y)}), NULL);
+    mz_op *s = mz_apply(g, add, mz_zip(g, 3, (mz_op *[]){mz_value(g, x), mz_value(g, y), mz_value(g, z)}), NULL);
+    last = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 0.5f), mz_unzip(g, s, 2)}), NULL);
+    xv *= 2, yv *= 3, zv = (xv + yv) * 0.5f;
+  }
+  mz_run_stats st;
+  cr_assert_eq(run(g, last, "round-robin", &st), MZ_OK);
+  cr_assert_eq(st.ops, 32);
+  cr_assert_eq(mz_buffer_read(z, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i += 997) cr_assert_float_eq(h[i], zv, 1e-3 * zv, "z[%zu] = %g, want %g", i, h[i], zv);
+  cr_assert_eq(mz_buffer_read(x, h, n * sizeof *h), MZ_OK);
+  cr_assert_float_eq(h[n - 1], xv, 0);
+  free(h);
+  mz_graph_destroy(g);
+  mz_buffer_release(x);
+  mz_buffer_release(y);
+  mz_buffer_release(z);
+  mz_kernel_destroy(scale);
+  mz_kernel_destroy(add);
+  mz_runtime_destroy(rt);
+}
+
+/* A chain on one stream: as many host callbacks as batches, not ops. */
+Test(cuda, one_callback_per_batch) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cuda:0", "single", 1);
+  mz_kernel *scale = ptx_kernel(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  const size_t n = 1024;
+  mz_buffer *y = fbuf(rt, n, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *last = NULL;
+  for (int i = 0; i < 200; i++)
+    last = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 1.0f), mz_value(g, y)}), NULL);
+  mz_run_stats st;
+  cr_assert_eq(run(g, last, "single", &st), MZ_OK);
+  cr_log_info("ops %llu batches %llu callbacks %llu", (unsigned long long)st.ops,
+              (unsigned long long)st.batches, (unsigned long long)st.callbacks);
+  cr_assert_eq(st.ops, 200);
+  cr_assert_geq(st.batches, 1);
+  cr_assert_eq(st.callbacks, st.batches);
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
+static const char trap_ptx[] =
+    ".version 7.0\n.target sm_80\n.address_size 64\n"
+    ".visible .entry fault(.param .u64 y, .param .u64 n)\n{\n  trap;\n  ret;\n}\n";
+
+/* A kernel that traps leaves a sticky error: the run fails (no hang), the
+ * device is marked dead, and later work that only it could run fails
+ * instead of waiting forever. */
+Test(cuda, kernel_fault_kills_device) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  mz_kernel_spec spec = {
+      .name = "fault",
+      .params = "inout f32[] y, u64 n = sizeof(y)",
+      .cuda = {.format = MZ_CODE_PTX, .data = trap_ptx},
+  };
+  mz_kernel *k = NULL;
+  cr_assert_eq(mz_kernel_create(rt, &spec, &k), MZ_OK);
+  mz_buffer *y = fbuf(rt, 256, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  int rc = run(g, mz_apply(g, k, mz_value(g, y), NULL), NULL, NULL);
+  cr_assert_lt(rc, 0, "a trapping kernel must fail its run");
+  mz_device *dev = first_cuda(rt);
+  cr_assert(mz_device_is_dead(dev), "the device must be marked dead");
+  /* The next run that needs CUDA fails at once or when run, never hangs. */
+  rc = run(g, mz_apply(g, k, mz_value(g, y), NULL), NULL, NULL);
+  cr_assert_lt(rc, 0);
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
