@@ -5,7 +5,7 @@
  *   partition x and y into tiles
  *   scale:  x_t *= 2         (per tile, any device)
  *   square: x_t = x_t^2      (per tile)
- *   add:    y_t = x_t + y_t  (per tile, two inputs)
+ *   add:    z_t = x_t + y_t  (per tile, two inputs)
  *   unpartition, then host: checksum the result and compare with a reference
  *
  * Usage: pipeline [elements] [tiles].  MZ_DEVICES picks the devices. */
@@ -37,7 +37,7 @@ static int add_cpu(const mz_call *c) {
   return 0;
 }
 static int fill(const mz_call *c) {
-  float *x = c->args[0].p, *y = c->args[1].p;
+  float *x = c->args[0].p, *y = c->args[1].p; /* z (args[2]) is written by add */
   for (size_t i = 0; i < c->shapes[0].count; i++) {
     x[i] = (float)(i % 1000) * 0.001f;
     y[i] = 1.0f;
@@ -95,8 +95,9 @@ int main(int argc, char **argv) {
   int failures = 0;
   for (unsigned p = 0; mz_policy_name(rt, p); p++) {
     const char *pol = mz_policy_name(rt, p);
-    mz_buffer *x, *y;
-    if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &x) || mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &y))
+    mz_buffer *x, *y, *z;
+    if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &x) || mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &y) ||
+        mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &z))
       return 1;
     mz_graph *g;
     if (mz_graph_create(rt, &g)) return 1;
@@ -104,19 +105,23 @@ int main(int argc, char **argv) {
     mz_op *filled = mz_host(g, fill, NULL, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y)}));
     mz_op *px = mz_partition(g, mz_unzip(g, filled, 0), tiles);
     mz_op *py = mz_partition(g, mz_unzip(g, filled, 1), tiles);
+    mz_op *pz = mz_partition(g, mz_value(g, z), tiles);
     mz_op **outs = calloc(tiles, sizeof *outs);
     mz_op **xs = calloc(tiles, sizeof *xs);
+    mz_op **ys = calloc(tiles, sizeof *ys);
     for (unsigned t = 0; t < tiles; t++) {
       mz_op *xt = mz_unzip(g, px, t), *yt = mz_unzip(g, py, t);
       mz_op *s1 = mz_unzip(g, mz_apply(g, k[0], mz_zip(g, 2, (mz_op *[]){mz_f32(g, 2.0f), xt}), NULL), 1);
       mz_op *s2 = mz_unzip(g, mz_apply(g, k[1], s1, NULL), 0);
       xs[t] = s2;
-      outs[t] = mz_unzip(g, mz_apply(g, k[2], mz_zip(g, 3, (mz_op *[]){s2, yt, yt}), NULL), 2);
+      outs[t] = mz_unzip(g, mz_apply(g, k[2], mz_zip(g, 3, (mz_op *[]){s2, yt, mz_unzip(g, pz, t)}), NULL), 2);
+      ys[t] = yt;
     }
     mz_op *ux = mz_unpartition(g, mz_zip(g, tiles, xs));
-    mz_op *uy = mz_unpartition(g, mz_zip(g, tiles, outs));
-    mz_op *done = mz_host(g, checksum, &sum, mz_unzip(g, uy, 0));
-    mz_op *root = mz_join(g, 2, (mz_op *[]){done, ux});
+    mz_op *uy = mz_unpartition(g, mz_zip(g, tiles, ys));
+    mz_op *uz = mz_unpartition(g, mz_zip(g, tiles, outs));
+    mz_op *done = mz_host(g, checksum, &sum, mz_unzip(g, uz, 0));
+    mz_op *root = mz_join(g, 3, (mz_op *[]){done, ux, uy});
     mz_future *f;
     rc = mz_schedule(g, root, pol, &f);
     if (rc) {
@@ -137,8 +142,10 @@ int main(int argc, char **argv) {
     mz_graph_destroy(g);
     free(outs);
     free(xs);
+    free(ys);
     mz_buffer_release(x);
     mz_buffer_release(y);
+    mz_buffer_release(z);
   }
   printf("\nchecksum reference %.3f; %s\n", ref, failures ? "SOME POLICIES FAILED" : "every policy gave it");
   for (int i = 0; i < 3; i++) mz_kernel_destroy(k[i]);

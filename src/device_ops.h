@@ -86,8 +86,9 @@ struct mz__device_ops {
    * run ended and every submission thread stopped.  Locks: none. */
   void (*destroy)(struct mz_device *dev);
 
-  /* Whether dev can run kernel k (it has code for this platform).
-   * Thread: any.  Locks: none.  Must be cheap. */
+  /* Whether dev can run kernel k (it has code for this platform).  Never
+   * called with a NULL kernel: host work runs on devices that have both
+   * host_memory and inline_submit.  Thread: any.  Locks: none.  Cheap. */
   bool (*can_run)(const struct mz_device *dev, const mz_kernel *k);
 
   /* Build or load k for dev once, and return the backend's handle in

@@ -76,8 +76,10 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   struct mz_device *dev = rt->queues[q]->dev;
   if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
   const mz_kernel *k = op->t->kernel;
-  if (k && !dev->kernels) return false;
-  return dev->ops->can_run(dev, k);
+  /* Host work (host nodes, partition, unpartition) runs where host memory
+   * is the device's memory and a worker runs it: capabilities, not kinds. */
+  if (!k) return dev->ops->host_memory && dev->ops->inline_submit;
+  return dev->kernels && dev->ops->can_run(dev, k);
 }
 
 /* Ask the policy; returns a valid queue, MZ_POLICY_DEFER, or a negative

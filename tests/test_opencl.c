@@ -741,6 +741,46 @@ Test(opencl, coherence_cpu_ocl0_ocl1)
   mz_runtime_destroy(rt);
 }
 
+/* Synchronous reads and writes through map/unmap (opt-in with
+ * MZ_OPENCL_MAP=1 on host-unified devices; Criterion runs each test in its
+ * own process, so the variable stays here). */
+Test(opencl, transfers_through_map)
+{
+  NEED_OPENCL(2);
+  setenv("MZ_OPENCL_MAP", "1", 1);
+  mz_runtime *rt = rt_open("cpu:1,opencl", 1);
+  cr_assert_eq(mz_policy_register(rt, &pin_policy), MZ_OK);
+  int cpu = device_of_kind(rt, MZ_DEVICE_CPU, 0);
+  int o0 = device_of_kind(rt, MZ_DEVICE_OPENCL, 0), o1 = device_of_kind(rt, MZ_DEVICE_OPENCL, 1);
+  char n0[32], n1[32], nc[32];
+  snprintf(n0, sizeof n0, "scale@%d", o0);
+  snprintf(n1, sizeof n1, "square@%d", o1);
+  snprintf(nc, sizeof nc, "scale@%d", cpu);
+  mz_kernel *k0 = kernel_ex(rt, K_SCALE, n0, false), *k1 = kernel_ex(rt, K_SQUARE, n1, false);
+  mz_kernel *kc = kernel_ex(rt, K_SCALE, nc, true);
+  enum { N = 777 };
+  float h[N], want[N];
+  fill(h, N, 0.5f);
+  mz_buffer *b = buf_f32(rt, N, h);
+  for (int round = 0; round < 3; round++) {
+    mz_graph *g = graph_new(rt);
+    mz_op *v = mz_unzip(g, mz_apply(g, kc, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, 0.25f), mz_value(g, b) }), NULL), 1);
+    v = mz_unzip(g, mz_apply(g, k0, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, 2.0f), v }), NULL), 1);
+    v = mz_unzip(g, mz_apply(g, k1, v, NULL), 0);
+    cr_assert_eq(run_root(g, v, "pin", NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+    /* The host copy is stale: reading fetches it from OpenCL device 1. */
+    for (int i = 0; i < N; i++)
+      want[i] = h[i] = (2.0f * (0.25f * h[i])) * (2.0f * (0.25f * h[i]));
+    expect_buf(b, want, N, "through map");
+    mz_graph_destroy(g);
+  }
+  mz_buffer_release(b);
+  mz_kernel_destroy(k0);
+  mz_kernel_destroy(k1);
+  mz_kernel_destroy(kc);
+  mz_runtime_destroy(rt);
+}
+
 /* ---- failures at run time ---- */
 
 /* PoCL has no way to make a well-formed kernel fail once it is running: a
