@@ -2,7 +2,7 @@
 # .ci/cuda-builds.sh: maize builds with and without the CUDA backend.
 #
 # 1. -Dcuda=disabled: no CUDA code; mz_config.h says MZ_HAVE_CUDA 0.
-# 2. -Dcuda=auto with cuda_root pointing nowhere: cuda.h is not found, the
+# 2. -Dcuda=auto with cudatoolkit pointing nowhere: cuda.h is not found, the
 #    build still succeeds without the backend (a machine with no toolkit).
 # 3. -Dcuda=enabled (needs cuda.h under $CUDA_ROOT, default
 #    /usr/local/cuda): the backend is built and test_cuda runs; its GPU
@@ -28,13 +28,13 @@ check_config "$tmp/off" 0
 [ ! -e "$tmp/off/tests/test_cuda" ] || { echo "test_cuda built without CUDA" >&2; exit 1; }
 
 echo "== cuda=auto, no cuda.h"
-meson setup "$tmp/none" "$src" $common -Dcuda=auto -Dcuda_root=/nonexistent >/dev/null
+meson setup "$tmp/none" "$src" $common -Dcuda=auto -Dcudatoolkit=/nonexistent >/dev/null
 ninja -C "$tmp/none" -j "$jobs" >/dev/null
 check_config "$tmp/none" 0
 
 if [ -f "$cuda_root/include/cuda.h" ]; then
   echo "== cuda=enabled ($cuda_root)"
-  meson setup "$tmp/on" "$src" $common -Dcuda=enabled -Dcuda_root="$cuda_root" >/dev/null
+  meson setup "$tmp/on" "$src" $common -Dcuda=enabled -Dcudatoolkit="$cuda_root" >/dev/null
   ninja -C "$tmp/on" -j "$jobs" >/dev/null
   check_config "$tmp/on" 1
   meson test -C "$tmp/on" cuda --print-errorlogs

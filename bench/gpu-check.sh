@@ -35,9 +35,9 @@ say "$gpus"
 step "configure and build ($build)"
 mkdir -p "$build"
 if [ -f "$build/build.ninja" ]; then
-  meson configure "$build" -Dcuda=enabled -Dcuda_root="$cuda_root" -Dbuildtype=release || exit 1
+  meson configure "$build" -Dcuda=enabled -Dcudatoolkit="$cuda_root" -Dbuildtype=release || exit 1
 else
-  meson setup "$build" "$src" -Dcuda=enabled -Dcuda_root="$cuda_root" -Dbuildtype=release || exit 1
+  meson setup "$build" "$src" -Dcuda=enabled -Dcudatoolkit="$cuda_root" -Dbuildtype=release || exit 1
 fi
 mkdir -p "$out"
 ninja -C "$build" -j "$jobs" > "$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }

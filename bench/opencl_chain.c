@@ -8,15 +8,18 @@
  *    runtime that does not batch its completions pays);
  *  - on 4 queues: 4 chains, one buffer each, and every 8th step of a chain
  *    reads the next chain's buffer (saxpy), an edge between queues.  maize
- *    places the ops round-robin (build order interleaves the chains, so
- *    chain c lands on queue c) and turns the edges into event waits; the
- *    raw code does the same with events in wait lists and one clFinish per
- *    queue.
+ *    places chain c on queue c with a four-line user policy ("affine": the
+ *    kernels of chain c are named "scale.c" and "saxpy.c") and turns the
+ *    edges into event waits; the raw code does the same with events in
+ *    wait lists and one clFinish per queue.  The same graph under the
+ *    shipped "round-robin" policy, which rotates every op over the queues
+ *    (so every edge crosses queues and every op is its own batch), is
+ *    printed as rr_ns.
  * Every figure is nanoseconds per kernel, the median of -r repetitions,
  * measured from mz_schedule() (or the first enqueue) to the end of the
  * wait; building the maize graph is timed apart.  The last lines are
  *   BENCH opencl.chain maize_ns=<x> raw_ns=<y> ratio=<x/y> raw_cb_ns=<z>
- *   BENCH opencl.chain4 maize_ns=<x> raw_ns=<y> ratio=<x/y>
+ *   BENCH opencl.chain4 maize_ns=<x> raw_ns=<y> ratio=<x/y> rr_ns=<z>
  * Options: -n N (default 10,000), -r reps (default 5), --quick (N = 1,000,
  * 2 repetitions: the CI smoke test). */
 #define CL_TARGET_OPENCL_VERSION 300
@@ -28,6 +31,7 @@
 #include <time.h>
 
 #include "maize.h"
+#include "maize/policy.h"
 
 #ifndef MZ_KERNELS_CL
 #error "MZ_KERNELS_CL must name examples/kernels/kernels.cl"
@@ -262,9 +266,11 @@ static double raw_chain4(struct raw *r, int n)
 
 /* ---- maize ---- */
 
-static mz_kernel *mk(mz_runtime *rt, const char *name, const char *params)
+static mz_kernel *mk(mz_runtime *rt, const char *name, const char *entry, const char *params)
 {
-  mz_kernel_spec s = { .name = name, .params = params, .opencl = { .format = MZ_CODE_SOURCE, .path = MZ_KERNELS_CL } };
+  mz_kernel_spec s = { .name = name,
+                       .params = params,
+                       .opencl = { .format = MZ_CODE_SOURCE, .path = MZ_KERNELS_CL, .entry = entry } };
   mz_kernel *k;
   int rc = mz_kernel_create(rt, &s, &k);
   if (rc)
@@ -272,9 +278,32 @@ static mz_kernel *mk(mz_runtime *rt, const char *name, const char *params)
   return k;
 }
 
-/* Run one graph; returns ns per op and adds the build time to *build. */
-static double maize_run(mz_runtime *rt, mz_kernel *scale, mz_kernel *saxpy, mz_buffer **bufs, int chains, int n,
-                        const char *policy, double *build, uint64_t *callbacks)
+/* The "affine" policy: a kernel named "name.c" runs on the c-th queue
+ * that can run it (the runtime's host CPU queue comes first and cannot). */
+static int affine_select(void *state, const mz_sched *s, mz_task *t, bool ready)
+{
+  const char *dot = strrchr(mz_task_name(t), '.');
+  unsigned want = dot ? (unsigned)atoi(dot + 1) : 0, nq = mz_sched_queue_count(s), first = 0, count = 0;
+  for (unsigned q = 0; q < nq; q++)
+    if (mz_task_can_run(s, t, q) && count++ == 0)
+      first = q;
+  for (unsigned q = 0, i = 0; q < nq && count; q++)
+    if (mz_task_can_run(s, t, q) && i++ == want % count)
+      return (int)q;
+  return (int)first;
+}
+
+static const struct mz_policy_ops affine_policy = {
+  .abi = MZ_POLICY_ABI,
+  .name = "affine",
+  .description = "a kernel named name.q runs on queue q",
+  .select = affine_select,
+};
+
+/* Run one graph; returns ns per op and adds the build time to *build.
+ * scale[c] and saxpy[c] are chain c's kernels. */
+static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs,
+                        int chains, int n, const char *policy, double *build, uint64_t *callbacks)
 {
   int steps = n / chains;
   uint64_t t0 = now_ns();
@@ -288,9 +317,9 @@ static double maize_run(mz_runtime *rt, mz_kernel *scale, mz_kernel *saxpy, mz_b
   for (int s = 0; s < steps; s++)
     for (int c = 0; c < chains; c++) {
       if (chains > 1 && s % CROSS_EVERY == CROSS_EVERY - 1)
-        ends[c] = mz_apply(g, saxpy, mz_zip(g, 3, (mz_op *[]){ half, vals[(c + 1) % chains], vals[c] }), NULL);
+        ends[c] = mz_apply(g, saxpy[c], mz_zip(g, 3, (mz_op *[]){ half, vals[(c + 1) % chains], vals[c] }), NULL);
       else
-        ends[c] = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ a, vals[c] }), NULL);
+        ends[c] = mz_apply(g, scale[c], mz_zip(g, 2, (mz_op *[]){ a, vals[c] }), NULL);
     }
   mz_op *root = chains > 1 ? mz_join(g, chains, ends) : ends[0];
   if (mz_graph_status(g))
@@ -345,8 +374,16 @@ int main(int argc, char **argv)
   int rc = mz_runtime_create(&cfg, &rt);
   if (rc)
     die("mz_runtime_create", rc);
-  mz_kernel *scale = mk(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
-  mz_kernel *saxpy = mk(rt, "saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)");
+  if ((rc = mz_policy_register(rt, &affine_policy)))
+    die("mz_policy_register", rc);
+  mz_kernel *scale[CHAINS], *saxpy[CHAINS];
+  for (int c = 0; c < CHAINS; c++) {
+    char name[32];
+    snprintf(name, sizeof name, "scale.%d", c);
+    scale[c] = mk(rt, name, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+    snprintf(name, sizeof name, "saxpy.%d", c);
+    saxpy[c] = mk(rt, name, "saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)");
+  }
   float init[ELEMS];
   for (int i = 0; i < ELEMS; i++)
     init[i] = 1.0f;
@@ -359,44 +396,50 @@ int main(int argc, char **argv)
   double build = 0;
   uint64_t cbs = 0;
   maize_run(rt, scale, saxpy, bufs, 1, n / 10, "single", &build, &cbs);
+  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "affine", &build, &cbs);
   maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "round-robin", &build, &cbs);
   raw_chain(&r, n / 10);
   raw_chain4(&r, n / 10);
 
   double *m1 = calloc((size_t)reps, sizeof(double)), *r1 = calloc((size_t)reps, sizeof(double));
   double *rc1 = calloc((size_t)reps, sizeof(double)), *m4 = calloc((size_t)reps, sizeof(double));
-  double *r4 = calloc((size_t)reps, sizeof(double));
-  double build1 = 0, build4 = 0;
-  uint64_t cb1 = 0, cb4 = 0;
+  double *r4 = calloc((size_t)reps, sizeof(double)), *rr4 = calloc((size_t)reps, sizeof(double));
+  double build1 = 0, build4 = 0, buildrr = 0;
+  uint64_t cb1 = 0, cb4 = 0, cbrr = 0;
   for (int i = 0; i < reps; i++) {
     /* Interleaved, so that drift of the machine hits all alike. */
     m1[i] = maize_run(rt, scale, saxpy, bufs, 1, n, "single", &build1, &cb1);
     r1[i] = raw_chain(&r, n);
     rc1[i] = raw_chain_cb(&r, n);
-    m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &build4, &cb4);
+    m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "affine", &build4, &cb4);
     r4[i] = raw_chain4(&r, n);
-    fprintf(stderr, "rep %d: 1 queue maize %.0f raw %.0f raw+cb %.0f | 4 queues maize %.0f raw %.0f ns/op\n", i,
-            m1[i], r1[i], rc1[i], m4[i], r4[i]);
+    rr4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &buildrr, &cbrr);
+    fprintf(stderr,
+            "rep %d: 1 queue maize %.0f raw %.0f raw+cb %.0f | 4 queues maize %.0f raw %.0f round-robin %.0f ns/op\n",
+            i, m1[i], r1[i], rc1[i], m4[i], r4[i], rr4[i]);
   }
   double M1 = median(m1, reps), R1 = median(r1, reps), RC1 = median(rc1, reps);
-  double M4 = median(m4, reps), R4 = median(r4, reps);
+  double M4 = median(m4, reps), R4 = median(r4, reps), RR4 = median(rr4, reps);
   printf("OpenCL chain, %d kernels of scale on %d floats, median of %d (ns per kernel)\n", n, ELEMS, reps);
   printf("  1 queue : maize %8.0f  raw %8.0f  raw+callback/op %8.0f  (maize build %.0f, callbacks/run %llu)\n",
          M1, R1, RC1, build1 / reps, (unsigned long long)cb1);
   printf("  4 queues: maize %8.0f  raw %8.0f  (maize build %.0f, callbacks/run %llu)\n", M4, R4, build4 / reps,
          (unsigned long long)cb4);
+  printf("  4 queues, round-robin: maize %8.0f  (callbacks/run %llu)\n", RR4, (unsigned long long)cbrr);
   printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f\n", M1, R1, M1 / R1, RC1);
-  printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f\n", M4, R4, M4 / R4);
+  printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f rr_ns=%.0f\n", M4, R4, M4 / R4, RR4);
 
   free(m1);
   free(r1);
   free(rc1);
   free(m4);
   free(r4);
-  for (int c = 0; c < CHAINS; c++)
+  free(rr4);
+  for (int c = 0; c < CHAINS; c++) {
     mz_buffer_release(bufs[c]);
-  mz_kernel_destroy(scale);
-  mz_kernel_destroy(saxpy);
+    mz_kernel_destroy(scale[c]);
+    mz_kernel_destroy(saxpy[c]);
+  }
   mz_runtime_destroy(rt);
   raw_close(&r);
   return 0;

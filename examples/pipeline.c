@@ -19,6 +19,10 @@
 #ifndef MZ_EXAMPLES_DIR
 #define MZ_EXAMPLES_DIR "examples"
 #endif
+/* The PTX the build generated with nvcc, else the checked-in copy. */
+#ifndef MZ_KERNELS_PTX
+#define MZ_KERNELS_PTX MZ_EXAMPLES_DIR "/kernels/kernels.ptx"
+#endif
 
 static int scale_cpu(const mz_call *c) {
   float a = c->args[0].f32, *y = c->args[1].p;
@@ -56,7 +60,7 @@ static int checksum(const mz_call *c) {
 #define KSPEC(nm, prm, cfn)                                                                 \
   {.name = nm, .params = prm, .cpu = {.fn = cfn},                                           \
    .opencl = {.format = MZ_CODE_SOURCE, .path = MZ_EXAMPLES_DIR "/kernels/kernels.cl"},     \
-   .cuda = {.format = MZ_CODE_PTX, .path = MZ_EXAMPLES_DIR "/kernels/kernels.ptx"}}
+   .cuda = {.format = MZ_CODE_PTX, .path = MZ_KERNELS_PTX}}
 
 int main(int argc, char **argv) {
   size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)1 << 22;

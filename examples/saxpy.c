@@ -8,6 +8,10 @@
 #ifndef MZ_EXAMPLES_DIR
 #define MZ_EXAMPLES_DIR "examples"
 #endif
+/* The PTX the build generated with nvcc, else the checked-in copy. */
+#ifndef MZ_KERNELS_PTX
+#define MZ_KERNELS_PTX MZ_EXAMPLES_DIR "/kernels/kernels.ptx"
+#endif
 
 static int saxpy_cpu(const mz_call *c) {
   float a = c->args[0].f32;
@@ -37,7 +41,7 @@ int main(void) {
       .params = "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)",
       .cpu = {.fn = saxpy_cpu},
       .opencl = {.format = MZ_CODE_SOURCE, .path = MZ_EXAMPLES_DIR "/kernels/kernels.cl"},
-      .cuda = {.format = MZ_CODE_PTX, .path = MZ_EXAMPLES_DIR "/kernels/kernels.ptx"},
+      .cuda = {.format = MZ_CODE_PTX, .path = MZ_KERNELS_PTX},
   };
   mz_kernel *saxpy;
   CHECK(mz_kernel_create(rt, &saxpy_spec, &saxpy));

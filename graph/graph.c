@@ -138,8 +138,12 @@ mz_op *mz_value(mz_graph *g, mz_buffer *b) {
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
   if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
   mz_op *op = new_op(g, MZ__K_VALUE, 0);
-  if (!op || hold_buffer(g, b)) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
+  struct mz__bentry *be = op ? bmap_get(g, b) : NULL;
+  if (!be || hold_buffer(g, b)) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
   op->u.value.buf = b;
+  /* The buffer as it is at this point of the build: after the last task
+   * built so far that writes it, so scheduling this value runs that task. */
+  op->u.value.producer = be->writer;
   op->name = "value";
   return op;
 }

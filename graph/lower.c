@@ -111,9 +111,10 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
     for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
   }
-  if (!rc) qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
+  if (!rc && tasks.n) qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id); /* tasks.v is NULL when empty */
 
   /* 2. Hazards into scratch state, and each task's predecessor list. */
+  mz_op *self_cycle = NULL;
   mz_op ***plist = tasks.n ? calloc(tasks.n, sizeof *plist) : NULL;
   unsigned *pcount = tasks.n ? calloc(tasks.n, sizeof *pcount) : NULL;
   if (tasks.n && (!plist || !pcount)) rc = MZ_ENOMEM;
@@ -123,7 +124,11 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     uint64_t ps = ++rt->touch_stamp;
     preds.n = 0;
     for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps);
-    for (unsigned k = 0; !rc && k < t->nxpreds; k++) rc = add_pred(op, t->xpreds[k], &preds, ps);
+    for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
+      /* add_pred drops self edges; an explicit one is a cycle of one. */
+      if (t->xpreds[k] == op) self_cycle = op;
+      rc = add_pred(op, t->xpreds[k], &preds, ps);
+    }
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
       if (b->touch_stamp != stamp) {
@@ -155,7 +160,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
 
   /* 3. Topological order over in-run edges; a grey node reached again
    * closes a cycle.  Iterative, so a 100,000-node ring is fine. */
-  mz_op *cycle_at = NULL;
+  mz_op *cycle_at = self_cycle;
   for (size_t i = 0; !rc && !cycle_at && i < tasks.n; i++) {
     if (tasks.v[i]->t->color) continue;
     stack.n = 0;

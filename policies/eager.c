@@ -12,9 +12,11 @@ static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) 
   (void)state;
   unsigned np = mz_task_pred_count(t);
   if (np) {
-    /* Follow a predecessor on its queue when that queue is otherwise idle. */
+    /* Follow a predecessor on its queue when that queue is otherwise idle:
+     * holding only the predecessor itself (not ready yet), or nothing at
+     * all once it has finished (ready). */
     int pq = mz_task_queue(mz_task_pred(t, np - 1));
-    if (pq >= 0 && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= 1)
+    if (pq >= 0 && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= (ready ? 0u : 1u))
       return pq;
   }
   if (!ready) return MZ_POLICY_DEFER;

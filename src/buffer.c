@@ -93,6 +93,7 @@ void mz_buffer_release(mz_buffer *b) {
   if (b->next) b->next->prev = b->prev;
   pthread_mutex_unlock(&rt->lock);
   free(b->readers);
+  free(b->hz_readers);
   free(b->copies);
   if (b->host_owned) free(b->host);
   mz_buffer *parent = b->parent;

@@ -135,6 +135,37 @@ struct mz__device_ops {
    * Thread: mz_runtime_create's / mz_runtime_destroy's. */
   int (*queue_init)(struct mz__queue *q);
   void (*queue_fini)(struct mz__queue *q);
+
+  /* --- Optional cost and clock hooks (issue 5).  All may be NULL. --- */
+
+  /* The device's own clock, for a device that runs on a virtual clock (the
+   * simulator): its execs' t_start/t_end are in this clock, the run's
+   * statistics report a virtual makespan from it, and policies read it as
+   * "now" (mz_sched_now_ns).  Thread: any.  Locks: none.  Cheap. */
+  uint64_t (*clock)(const struct mz_device *dev);
+
+  /* The modelled execution time of a node on dev in ns, or a negative
+   * value when the device has no model for it.  op is a task of a run in
+   * flight, borrowed for the call.  Thread: any (a policy's).  Locks: none
+   * held on entry; must not take rt->lock.  Cheap: called per queue per
+   * placement. */
+  double (*estimate_ns)(const struct mz_device *dev, const struct mz_op *op);
+
+  /* Time in ns to move bytes into dst's memory from src's memory, where a
+   * NULL device is host memory.  The core asks dst's backend first, then
+   * src's, and uses a default when neither answers (returns < 0).
+   * Thread: any.  Locks: none.  Cheap. */
+  double (*link_ns)(const struct mz_device *dst, const struct mz_device *src, size_t bytes);
+
+  /* When queue q is expected to have finished what was submitted to it, in
+   * the device's clock (see clock).  NULL: the core estimates it from the
+   * backlog and recent execution times.  Thread: any.  Locks: none. */
+  uint64_t (*queue_ready_ns)(const struct mz__queue *q);
+
+  /* The distance between the workers of two queues of dev (0 for the same
+   * queue; larger is farther, e.g. hwloc levels to a common ancestor).
+   * NULL: every pair of distinct queues is at distance 1.  Thread: any. */
+  unsigned (*queue_distance)(const struct mz__queue *a, const struct mz__queue *b);
 };
 
 /* A backend's descriptor in the registry. */
@@ -150,12 +181,21 @@ struct mz__devtype {
    * through mz__set_error(rt, ...) when sel names something absent
    * (MZ_ENODEV) or malformed (MZ_EINVAL).  Thread: mz_runtime_create's. */
   int (*discover)(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel);
+
+  /* Hold or release completions for a while (optional; issue 5).  The
+   * core calls hold(rt, true) before it submits a run's first nodes from
+   * the scheduling thread and hold(rt, false) once it is done, so a
+   * backend on a virtual clock does not advance time between submissions
+   * that happen at the same virtual instant.  Calls nest.  Thread: the one
+   * in mz_schedule().  Locks: none held.  Must not block. */
+  void (*hold)(mz_runtime *rt, bool on);
 };
 
 struct mz__devsel {
   bool all;                   /* "kind" alone or "all" */
   const char *arg;            /* text after ':' or NULL */
   unsigned default_queues;    /* config's queue count for this kind (0: backend default) */
+  bool implicit;              /* from "all", not named: only real hardware should answer */
 };
 
 /* A device as the core keeps it; the public mz_device. */

@@ -23,6 +23,9 @@
 
 enum { W_PLACE, W_READY };
 
+/* The most nodes one device batch holds. */
+#define MZ__BATCH_MAX 256
+
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
   size_t n, cap;
@@ -335,6 +338,11 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
   mz_runtime *rt = r->rt;
   struct mz__queue *Q = rt->queues[q];
   struct mz_device *dev = Q->dev;
+  /* Read before the hand-off: once the device has the task it may finish
+   * it, and if no successor of this run waits on it, the run (and the graph
+   * holding the task) may be gone before this function returns.  With
+   * successors left, the run cannot end before they are released below. */
+  unsigned nsucc = t->nsucc_run;
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (dev->ops->inline_submit) {
@@ -360,9 +368,9 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
     mz__parker_wake(&dev->proxy->park);
   }
   /* Successors in this run may now be placed behind it. */
+  if (!nsucc) return;
   mz__spin_lock(&t->lock);
-  unsigned n = t->nsucc_run;
-  for (unsigned i = 0; i < n; i++) {
+  for (unsigned i = 0; i < nsucc; i++) {
     mz_op *s = t->succs.v[i];
     if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
   }
@@ -385,11 +393,22 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     struct mz__exec *e = &t->exec;
     struct mz_device *dev = rt->queues[q]->dev;
     atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+    /* ops counts nodes that ran; one canceled behind a failed predecessor
+     * on its queue reached the queue but never ran (it is in failed). */
+    if (status != MZ_ECANCELED) atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
     if (e->t_end > e->t_start) {
       atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+      /* The perf models learn from successful runs only (issue 5). */
+      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start);
       const struct mz_policy_ops *po = rt->pol[r->policy];
       if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
+    }
+    if (dev->ops->clock) {
+      /* A virtual-clock device: the run's virtual makespan ends here. */
+      uint64_t v = atomic_load_explicit(&r->v1, memory_order_relaxed);
+      while (e->t_end > v && !atomic_compare_exchange_weak_explicit(&r->v1, &v, e->t_end, memory_order_relaxed,
+                                                                    memory_order_relaxed)) {
+      }
     }
     if (rt->tracing) mz__trace_task(rt, op);
   }
@@ -465,7 +484,25 @@ void mz__batch_done(struct mz__batch *b) {
   mz__in_runtime_thread = saved;
 }
 
+static void run_start(struct mz__run *r);
+
+/* Backends on a virtual clock are held while the first nodes of a run are
+ * submitted from this thread, so all of them start at the same virtual
+ * instant (see struct mz__devtype's hold). */
+static void hold_all(mz_runtime *rt, bool on) {
+  for (unsigned i = 0; mz__devtypes[i]; i++)
+    if (mz__devtypes[i]->hold) mz__devtypes[i]->hold(rt, on);
+}
+
 void mz__run_start(struct mz__run *r) {
+  mz_runtime *rt = r->rt;
+  hold_all(rt, true);
+  r->v0 = mz__runtime_clock(rt);
+  run_start(r);
+  hold_all(rt, false);
+}
+
+static void run_start(struct mz__run *r) {
   struct work w;
   work_init(&w);
   int st = atomic_load(&r->status);
@@ -589,6 +626,10 @@ static void *proxy_main(void *arg) {
       b->execs = v;
     }
     b->execs[b->n++] = &t->exec;
+    /* A long run is cut into batches of MZ__BATCH_MAX so the device starts
+     * on the first ones while later ones are planned; each batch costs one
+     * completion callback. */
+    if (b->n >= MZ__BATCH_MAX) proxy_flush(p, &b, &w);
     work_drain(&w);
   }
   return NULL;
@@ -692,6 +733,19 @@ void mz__reaper_stop(mz_runtime *rt) {
   rt->reaper = NULL;
 }
 
+/* The run no longer counts as in flight.  Called last, once this thread
+ * has dropped the execution's reference on the run (or handed it to the
+ * reaper, which mz_runtime_destroy drains): counting it out earlier let
+ * mz_runtime_destroy free the graph and its buffers while this thread
+ * still released them (issue 5 found it with the simulator's engine
+ * thread; CPU workers had the same window). */
+static void run_idle(mz_runtime *rt) {
+  pthread_mutex_lock(&rt->lock);
+  rt->nruns--;
+  if (!rt->nruns) pthread_cond_broadcast(&rt->idle);
+  pthread_mutex_unlock(&rt->lock);
+}
+
 static void run_complete(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   r->t1 = mz__now_ns();
@@ -717,8 +771,6 @@ static void run_complete(struct mz__run *r) {
   else if (rt->runs == r) rt->runs = r->next;
   if (r->next) r->next->prev = r->prev;
   r->prev = r->next = NULL;
-  rt->nruns--;
-  if (!rt->nruns) pthread_cond_broadcast(&rt->idle);
   pthread_mutex_unlock(&rt->lock);
 
   /* Resolve the future: waiters, the eventfd, the callback. */
@@ -754,6 +806,7 @@ static void run_complete(struct mz__run *r) {
       rp->v[rp->n++] = r;
       pthread_cond_signal(&rp->c);
       pthread_mutex_unlock(&rp->m);
+      run_idle(rt);
       return;
     }
     pthread_mutex_unlock(&rp->m);
@@ -765,6 +818,7 @@ static void run_complete(struct mz__run *r) {
     }
   }
   mz__run_unref(r);
+  run_idle(rt);
 }
 
 void mz__run_unref(struct mz__run *r) {

@@ -90,6 +90,8 @@ int mz_future_stats(const mz_future *f, mz_run_stats *out) {
   out->elapsed_ns = r->t1 > r->t0 ? r->t1 - r->t0 : 0;
   out->ndevices = r->rt->ndev;
   out->busy_ns = (const uint64_t *)r->busy;
+  uint64_t v1 = atomic_load(&r->v1);
+  out->virtual_ns = v1 > r->v0 ? v1 - r->v0 : 0;
   return MZ_OK;
 }
 

@@ -299,6 +299,10 @@ struct mz__run {
   _Atomic uint64_t *busy;     /* per device */
   uint64_t t0, t1;
   struct mz__run *prev, *next;  /* rt->runs */
+  /* Virtual time (issue 5): the runtime clock when the run started and the
+   * latest end of its nodes on devices with a virtual clock (0: none). */
+  uint64_t v0;
+  _Atomic uint64_t v1;
 };
 
 struct mz_future { struct mz__run run; };
@@ -364,6 +368,7 @@ struct mz_runtime {
   size_t ntev, captev;
   bool destroying;
   struct mz__reaper *reaper;
+  struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
 };
 
 /* Policy plumbing (src/policy.c). */
@@ -374,6 +379,19 @@ extern const struct mz_policy_ops *const mz__builtin_policies[];
 /* Trace (src/trace.c). */
 void mz__trace_task(mz_runtime *rt, struct mz_op *op);
 int mz__trace_write(mz_runtime *rt, const char *path);
+
+/* Performance models and the runtime clock (src/perfmodel.c, issue 5).
+ * create runs once the devices are known; destroy saves what was learned
+ * and frees it (NULL-safe).  record is the completion path's feed: a node
+ * ran ns on dev.  Thread: any; the models have their own lock. */
+int mz__perfmodel_create(mz_runtime *rt);
+void mz__perfmodel_destroy(mz_runtime *rt);
+void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns);
+/* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
+uint64_t mz__runtime_clock(const mz_runtime *rt);
+
+/* The simulator's descriptor (devices/sim/sim.c). */
+extern const struct mz__devtype mz__devtype_sim;
 
 /* The CPU backend's descriptor (devices/cpu/cpu.c). */
 extern const struct mz__devtype mz__devtype_cpu;

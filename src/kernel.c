@@ -301,19 +301,24 @@ int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **
   *kdev = NULL;
   if (log) *log = NULL;
   unsigned d = dev->info.index;
+  if (!dev->ops->prepare) return MZ_OK; /* no slot needed (CPU, sim): any device index is fine */
   if (d >= 64) return MZ_ERANGE;
-  if (!dev->ops->prepare) return MZ_OK;
+  /* The fast path: prepared already (published with release below). */
+  if (__atomic_load_n(&k->prep_status[d], __ATOMIC_ACQUIRE) == 1) {
+    *kdev = k->prepared[d];
+    return MZ_OK;
+  }
   pthread_mutex_lock(&k->lock);
-  int st = k->prep_status[d];
+  int st = __atomic_load_n(&k->prep_status[d], __ATOMIC_RELAXED);
   int rc = MZ_OK;
   if (st == 0) {
     void *h = NULL;
     rc = dev->ops->prepare(dev, k, &h, log);
     if (rc == MZ_OK) {
       k->prepared[d] = h;
-      k->prep_status[d] = 1;
+      __atomic_store_n(&k->prep_status[d], 1, __ATOMIC_RELEASE);
     } else {
-      k->prep_status[d] = rc;
+      __atomic_store_n(&k->prep_status[d], rc, __ATOMIC_RELEASE);
     }
   } else if (st < 0) {
     rc = st;

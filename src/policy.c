@@ -3,12 +3,16 @@
 
 #include "internal.h"
 
-extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager;
+extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
+    mz_policy_dmda, mz_policy_heft;
 
 const struct mz_policy_ops *const mz__builtin_policies[] = {
     &mz_policy_single,
     &mz_policy_round_robin,
     &mz_policy_eager,
+    &mz_policy_ws,
+    &mz_policy_dmda,
+    &mz_policy_heft,
     NULL,
 };
 

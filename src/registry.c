@@ -17,5 +17,6 @@ const struct mz__devtype *const mz__devtypes[] = {
 #if MZ_HAVE_CUDA
     &mz__devtype_cuda,
 #endif
+    &mz__devtype_sim, /* simulated devices: only when MZ_DEVICES names them */
     NULL,
 };

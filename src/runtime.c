@@ -4,7 +4,8 @@
 
 #include "internal.h"
 
-#define MZ__MAX_DEVICES 64
+/* Enough for large simulated platforms (issue 5: 4 to 1,000 devices). */
+#define MZ__MAX_DEVICES 1024
 
 static const char *env_or(const char *v, const char *name, const char *dflt) {
   if (v) return v;
@@ -130,12 +131,17 @@ static int discover_all(mz_runtime *rt, const char *spec) {
     if (t == &mz__devtype_cpu) continue;
     struct mz__devsel sel = {.all = it[len] != ':', .arg = it[len] == ':' ? it + len + 1 : NULL,
                              .default_queues = queues_for(rt, t)};
+    rt->errmsg[0] = 0;
     int got = t->discover(rt, t, &sel);
-    if (got < 0) rc = got;
-    else if (got == 0 && !sel.all)
-      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: no device '%s'", it);
-    else if (got == 0)
-      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: '%s' was asked for, but no such device was found", it);
+    if (got < 0) {
+      rc = got;
+    } else if (got == 0) {
+      /* Keep the backend's reason (no driver, no platform) when it gave one. */
+      char why[MZ__ERRLEN / 2];
+      snprintf(why, sizeof why, "%s", rt->errmsg);
+      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: '%s' was asked for, but no such device was found%s%s", it,
+                         why[0] ? ": " : "", why);
+    }
   }
   if (!rc && all) {
     for (unsigned i = 0; mz__devtypes[i] && !rc; i++) {
@@ -144,7 +150,7 @@ static int discover_all(mz_runtime *rt, const char *spec) {
       bool named = false;
       for (unsigned j = 0; j < n; j++) named |= !strncmp(items[j], t->name, strlen(t->name));
       if (named) continue;
-      struct mz__devsel sel = {.all = true, .default_queues = queues_for(rt, t)};
+      struct mz__devsel sel = {.all = true, .default_queues = queues_for(rt, t), .implicit = true};
       int got = t->discover(rt, t, &sel);
       if (got < 0) mz__warn(rt, "%s devices are skipped: %s", t->name, rt->errmsg);
     }
@@ -156,6 +162,7 @@ static int discover_all(mz_runtime *rt, const char *spec) {
 static void runtime_free(mz_runtime *rt) {
   for (unsigned d = 0; d < rt->ndev; d++) mz__proxy_stop(rt->devs[d]);
   mz__reaper_stop(rt);
+  mz__perfmodel_destroy(rt); /* saves what was learned; devices are still alive */
   /* What the user did not free: graphs first (they hold buffers and kernels). */
   while (rt->graphs) {
     mz_graph *g = rt->graphs;
@@ -218,7 +225,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
-    rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager)", pname);
+    rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft)", pname);
   if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);
   const char *tp = env_or(rt->cfg.trace, "MZ_TRACE", NULL);
   if (!rc && tp) {
@@ -258,6 +265,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     if (!rc && !dev->ops->inline_submit) rc = mz__proxy_start(dev);
   }
   if (!rc) rc = mz__reaper_start(rt);
+  if (!rc) rc = mz__perfmodel_create(rt);
   if (rc) {
     if (!rt->quiet) fprintf(stderr, "maize: mz_runtime_create: %s (%s)\n", rt->errmsg, mz_err_name(rc));
     runtime_free(rt);

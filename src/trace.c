@@ -14,11 +14,20 @@ void mz__trace_task(mz_runtime *rt, mz_op *op) {
   if (!ev.t0) ev.t0 = t->t_submit ? t->t_submit : ev.t1;
   /* Edges as (pred queue << 32 | index) pairs are not needed: store the
    * predecessors' ids; the writer matches them within the run. */
-  if (t->npreds) {
-    ev.preds = malloc(t->npreds * sizeof *ev.preds);
-    for (unsigned i = 0; ev.preds && i < t->npreds; i++)
-      if (t->preds[i]->t->run == t->run) ev.preds[ev.npred++] = t->preds[i]->id;
+  /* The name is copied behind the ids, in the same block (freed with
+   * preds): the trace is written when the runtime is destroyed, after the
+   * kernel that owns op->name may be gone. */
+  size_t nl = strlen(op->name) + 1;
+  ev.preds = malloc(t->npreds * sizeof *ev.preds + nl);
+  if (ev.preds) {
+    char *name = (char *)(ev.preds + t->npreds);
+    memcpy(name, op->name, nl);
+    ev.name = name;
+  } else {
+    ev.name = "?";
   }
+  for (unsigned i = 0; ev.preds && i < t->npreds; i++)
+    if (t->preds[i]->t->run == t->run) ev.preds[ev.npred++] = t->preds[i]->id;
   pthread_mutex_lock(&rt->trace_lock);
   if (rt->ntev == rt->captev) {
     size_t cap = rt->captev ? rt->captev * 2 : 1024;
@@ -67,7 +76,7 @@ int mz__trace_write(mz_runtime *rt, const char *path) {
   FILE *f = fopen(tmp, "w");
   if (!f) return MZ_EIO;
   pthread_mutex_lock(&rt->trace_lock);
-  qsort(rt->tev, rt->ntev, sizeof *rt->tev, by_key);
+  if (rt->ntev) qsort(rt->tev, rt->ntev, sizeof *rt->tev, by_key); /* tev is NULL when empty */
   uint64_t base = ~0ull;
   for (size_t i = 0; i < rt->ntev; i++)
     if (rt->tev[i].t0 < base) base = rt->tev[i].t0;

@@ -21,6 +21,7 @@ struct worker {
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
+  bool joined;            /* the thread has been joined (cpu_stop_all) */
   struct mz__queue *q;
   hwloc_topology_t topo;
   hwloc_cpuset_t set;
@@ -144,12 +145,31 @@ static int cpu_queue_init(struct mz__queue *q) {
   return MZ_OK;
 }
 
+/* Stop and join every worker of the device before any is freed: a worker
+ * that hands a task to another worker (cpu_submit) still wakes that one's
+ * parker after the task may have run and ended the last run, so the
+ * runtime can be in mz_runtime_destroy() while it does. */
+static void cpu_stop_all(struct mz_device *dev) {
+  for (unsigned i = 0; i < dev->nqueues; i++) {
+    struct worker *w = dev->queues[i].priv;
+    if (w && !w->joined) {
+      atomic_store(&w->stop, true);
+      mz__parker_wake(&w->park);
+    }
+  }
+  for (unsigned i = 0; i < dev->nqueues; i++) {
+    struct worker *w = dev->queues[i].priv;
+    if (w && !w->joined) {
+      pthread_join(w->thread, NULL);
+      w->joined = true;
+    }
+  }
+}
+
 static void cpu_queue_fini(struct mz__queue *q) {
   struct worker *w = q->priv;
   if (!w) return;
-  atomic_store(&w->stop, true);
-  mz__parker_wake(&w->park);
-  pthread_join(w->thread, NULL);
+  cpu_stop_all(q->dev);
   mz__parker_fini(&w->park);
   free(w);
   q->priv = NULL;

@@ -62,6 +62,7 @@ static const char *const cuda_symbols[] = {
 };
 #define CUDA_NSYMBOLS (sizeof cuda_symbols / sizeof cuda_symbols[0])
 
+#if CUDA_VERSION >= 12000
 /* cuGetProcAddress as CUDA 12 and later declare it. */
 typedef CUresult (*cuda_getproc_fn)(const char *symbol, void **pfn, int cuda_version,
                                     cuuint64_t flags, CUdriverProcAddressQueryResult *status);
@@ -83,6 +84,7 @@ static void *cuda_getproc(cuda_getproc_fn gpa, const char *symbol) {
     return NULL;
   return fn;
 }
+#endif
 
 int mz__cuda_load(const char *path, struct mz__cuda_api *api, char *err, size_t errlen) {
   if (!api) return MZ_EINVAL;
@@ -104,12 +106,16 @@ int mz__cuda_load(const char *path, struct mz__cuda_api *api, char *err, size_t 
   };
   /* dlsym returns an object pointer; POSIX guarantees it converts to a
    * function pointer, which memcpy below does without a cast warning. */
+#if CUDA_VERSION >= 12000
   void *gpa_sym = dlsym(h, "cuGetProcAddress_v2");
   cuda_getproc_fn gpa = NULL;
   if (gpa_sym) memcpy(&gpa, &gpa_sym, sizeof gpa);
+#endif
   for (size_t i = 0; i < CUDA_NSYMBOLS; i++) {
     void *sym = dlsym(h, cuda_symbols[i]);
+#if CUDA_VERSION >= 12000
     if (!sym && gpa) sym = cuda_getproc(gpa, cuda_symbols[i]);
+#endif
     if (!sym) {
       if (err && errlen)
         snprintf(err, errlen, "the CUDA driver '%s' lacks the symbol %s (driver too old?)", path,
@@ -946,6 +952,8 @@ static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *ou
       else w->event = ev;
     }
     if (wd != cur) cu_current(cur);
+    /* A sticky error here is the waited device's, not the waiter's. */
+    cu_check(wd, r, "cuEventRecord");
   }
   *out = w->event;
   pthread_mutex_unlock(&wd->event_lock);
@@ -987,9 +995,10 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     }
     CUevent ev;
     r = waited_event(d, w, &ev);
+    bool theirs = r != CUDA_SUCCESS && cu_of(w->queue->dev) != d;
     if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(st, ev, 0);
     if (r != CUDA_SUCCESS) {
-      if (cu_sticky(r)) return r;
+      if (cu_sticky(r) && !theirs) return r;
       cu_exec_fail(e, cu_code(r), cu_msg("cuda: waiting for a node on another stream: %s",
                                          mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
       return CUDA_SUCCESS;

@@ -69,7 +69,11 @@ typedef struct mz_run_stats {
   uint64_t failed;        /* nodes that failed or were canceled */
   uint64_t elapsed_ns;    /* from mz_schedule() to the end of the run */
   unsigned ndevices;
-  const uint64_t *busy_ns;  /* per device: time its queues ran this run's ops */
+  const uint64_t *busy_ns;  /* per device: time its queues ran this run's ops (virtual
+                               time on simulated devices) */
+  uint64_t virtual_ns;      /* simulated devices: the makespan on the virtual clock, from
+                               mz_schedule() to the end of the last simulated node; 0 when
+                               the run used no simulated device */
 } mz_run_stats;
 int mz_future_stats(const mz_future *f, mz_run_stats *out);
 

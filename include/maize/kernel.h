@@ -65,10 +65,18 @@ typedef struct mz_code_spec {
   const char *entry;    /* function name in the code; NULL: the kernel's name */
 } mz_code_spec;
 
-/* Cost hints for simulated devices and cost models (optional). */
+/* Cost hints for simulated devices and cost models (optional).  A kernel
+ * with a cost (any field set) is costed by formula on devices that model
+ * costs (the simulator): flops / speed, or bytes / memory bandwidth when
+ * that is longer.  Kernels without one are timed and learned (perf models). */
 typedef struct mz_cost_spec {
   double flops_per_elem;  /* floating-point operations per element of the first written buffer */
   double bytes_per_elem;  /* bytes touched per element */
+  /* The flops of one call, when they depend on its arguments (a scalar, a
+   * shape): called with the call's scalars and shapes (args[i].p is NULL
+   * for buffers; user is NULL).  Overrides flops_per_elem.  Must be pure:
+   * it may be called several times per node, from any thread. */
+  double (*flops)(const mz_call *call);
 } mz_cost_spec;
 
 /* The kernel descriptor.  Copied by mz_kernel_create(): the spec and its

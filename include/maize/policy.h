@@ -114,6 +114,62 @@ int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
 /* A per-task word the policy may use freely (zero at first). */
 uintptr_t *mz_task_policy_data(mz_task *t);
 
+/* --- Costs, for cost-based policies (src/perfmodel.c).  Cheap and
+ * lock-free except where said; callable from plan and select. ---
+ *
+ * Times are in nanoseconds of the runtime clock: the virtual clock when the
+ * runtime has simulated devices, else the monotonic clock.  Expected
+ * execution times come, in this order, from the kernel's cost formula on
+ * devices that model costs (the simulator: see mz_cost_spec), then from
+ * the perf model: the history of measured times per kernel name, device
+ * name and size (buffer footprint, in quarter-octave buckets), with a
+ * least-squares fit in size for sizes never seen.  The history is fed
+ * by every successful node, kept across runs on disk, and is "unsure"
+ * (unknown) until a bucket has MZ_PERFMODEL_MIN_SAMPLES samples or two
+ * buckets allow a fit. */
+
+#define MZ_PERFMODEL_MIN_SAMPLES 3
+
+/* The runtime clock now. */
+uint64_t mz_sched_now_ns(const mz_sched *s);
+
+/* The expected execution time of t on queue q (without transfers), or a
+ * negative value when unknown: a cost-based policy should explore then
+ * (run it there to calibrate the model). */
+double mz_task_expected_ns(const mz_sched *s, const mz_task *t, unsigned q);
+
+/* The expected time to bring the inputs of t that have no valid copy in
+ * the memory of queue q's device there, from where a valid copy is now.
+ * Takes each input buffer's lock briefly. */
+double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q);
+
+/* The same for every queue at once: out[q] for q < mz_sched_queue_count()
+ * (cheaper than one call per queue on large platforms). */
+void mz_task_transfer_ns_all(const mz_sched *s, const mz_task *t, double *out);
+
+/* The expected time to move bytes from queue a's memory to queue b's
+ * memory: 0 when they share it. */
+double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes);
+
+/* Bytes that the edge from predecessor i carries: the sizes of t's input
+ * buffers that predecessor i writes (0 for an ordering-only edge). */
+size_t mz_task_edge_bytes(const mz_task *t, unsigned i);
+
+/* When queue q is expected to have finished the work already submitted
+ * to it, in the runtime clock, never earlier than now.  Exact on simulated
+ * devices; elsewhere the backlog times recent execution times on q. */
+uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q);
+
+/* How far apart the workers of queues a and b are: 0 for the same queue,
+ * then growing with the hwloc distance between their cores for CPU
+ * queues; 1 between other queues of one device, 8 across devices. */
+unsigned mz_sched_queue_distance(const mz_sched *s, unsigned a, unsigned b);
+
+/* A number shared by devices of the same model (same name and backend):
+ * their expected times are equal, so a policy may compute them once per
+ * class.  Classes are numbered from 0 in device order. */
+unsigned mz_sched_device_class(const mz_sched *s, unsigned dev);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,261 @@
+/* mz-bench-sched: schedule quality of every policy on simulated platforms.
+ *
+ * Random layered DAGs (graph/daggen.c, HEFT-paper style) of 100 to 10,000
+ * nodes run on sim platforms of 2 to 64 devices with mixed speeds.  For
+ * each run it prints the makespan (virtual time) divided by the lower bound
+ *
+ *   LB = max(critical path in flops / fastest speed, total flops / total speed)
+ *
+ * (the schedule length ratio, SLR, against that bound; transfers are left
+ * out of it, so SLR 1 is rarely reachable), and the planning time per node:
+ * the wall time spent in the policy's plan and select calls, measured by
+ * wrapping the shipped ops tables.  The last lines are
+ *
+ *   BENCH sched.<policy> slr_mean=<x> slr_p95=<y> plan_ns_per_node=<z>
+ *
+ * over every run, with plan_ns_per_node taken on the largest DAGs
+ * (10,000 nodes; 1,000 with --quick).
+ *
+ * Usage: mz-bench-sched [--quick] [--seeds N]
+ * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "maize.h"
+#include "maize/daggen.h"
+#include "maize/policy.h"
+
+extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
+    mz_policy_dmda, mz_policy_heft;
+
+static const struct mz_policy_ops *const inner[] = {&mz_policy_single, &mz_policy_round_robin, &mz_policy_eager,
+                                                    &mz_policy_ws,     &mz_policy_dmda,        &mz_policy_heft};
+#define NPOL (sizeof inner / sizeof inner[0])
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* Timing wrappers: the same policy, with its decision time counted. */
+static _Atomic uint64_t decide_ns[NPOL];
+
+struct wrap {
+  unsigned i;
+  void *state;
+};
+
+#define WRAPPERS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define DEF(I)                                                                                           \
+  static int init_##I(const mz_sched *s, void **state) {                                                 \
+    struct wrap *w = calloc(1, sizeof *w);                                                               \
+    if (!w) return MZ_ENOMEM;                                                                            \
+    w->i = I;                                                                                            \
+    int rc = inner[I]->init ? inner[I]->init(s, &w->state) : 0;                                          \
+    if (rc) free(w);                                                                                     \
+    else *state = w;                                                                                     \
+    return rc;                                                                                           \
+  }
+WRAPPERS(DEF)
+#undef DEF
+
+static void w_fini(void *state) {
+  struct wrap *w = state;
+  if (inner[w->i]->fini) inner[w->i]->fini(w->state);
+  free(w);
+}
+
+static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
+  struct wrap *w = state;
+  if (!inner[w->i]->plan) return 0;
+  uint64_t t0 = now_ns();
+  int rc = inner[w->i]->plan(w->state, s, tasks, n);
+  atomic_fetch_add(&decide_ns[w->i], now_ns() - t0);
+  return rc;
+}
+
+static int w_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  struct wrap *w = state;
+  uint64_t t0 = now_ns();
+  int q = inner[w->i]->select(w->state, s, t, ready);
+  atomic_fetch_add(&decide_ns[w->i], now_ns() - t0);
+  return q;
+}
+
+static void w_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
+  struct wrap *w = state;
+  if (inner[w->i]->done) inner[w->i]->done(w->state, s, t, q, ns);
+}
+
+static struct mz_policy_ops wrapped[NPOL];
+static char wnames[NPOL][64];
+
+static int (*const inits[NPOL])(const mz_sched *, void **) = {
+#define REF(I) init_##I,
+    WRAPPERS(REF)
+#undef REF
+};
+
+/* Platforms: 2 to 64 devices of mixed speeds. */
+struct platform {
+  const char *devices;
+  const char *label;
+};
+/* Links are slow and nodes large (1e6 flops on average) so that node
+ * outputs stay small in host memory (the simulator allocates real host
+ * buffers) while a transfer costs ccr times a node on the mean device. */
+static const struct platform platforms[] = {
+    {"sim:fast*1@speed=8,link=200M/s;sim:slow*1@speed=2,link=200M/s", "2 dev (8+2)"},
+    {"sim:gpu*2@speed=16,link=200M/s;sim:cpu*6@speed=2,link=400M/s", "8 dev (2x16+6x2)"},
+    {"sim:gpu*4@speed=16,link=200M/s;sim:mid*4@speed=4,link=200M/s;sim:cpu*8@speed=1,link=400M/s", "16 dev"},
+    {"sim:gpu*8@speed=20,link=200M/s;sim:mid*24@speed=5,link=200M/s;sim:cpu*32@speed=1,link=400M/s", "64 dev"},
+};
+#define NPLAT (sizeof platforms / sizeof platforms[0])
+
+/* Speeds of a platform, read back from the runtime's devices' names is not
+ * possible through the public API, so they are parsed from the string. */
+static void speeds(const char *dev, double *total, double *fastest, double *mean_link) {
+  *total = 0;
+  *fastest = 0;
+  double links = 0, nd = 0;
+  const char *p = dev;
+  while ((p = strstr(p, "sim:"))) {
+    unsigned n = 1;
+    double sp = 1, ln = 16;
+    const char *star = strchr(p, '*'), *end = strchr(p, ';');
+    if (!end) end = p + strlen(p);
+    if (star && star < end) n = (unsigned)atoi(star + 1);
+    const char *s = strstr(p, "speed=");
+    if (s && s < end) sp = atof(s + 6);
+    const char *l = strstr(p, "link=");
+    if (l && l < end) {
+      char *u;
+      ln = strtod(l + 5, &u);
+      if (*u == 'M') ln /= 1e3; /* GB/s */
+      if (*u == 'K') ln /= 1e6;
+    }
+    *total += n * sp;
+    if (sp > *fastest) *fastest = sp;
+    links += n * ln;
+    nd += n;
+    p = end;
+  }
+  *mean_link = nd ? links / nd : 16;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+  bool quick = false;
+  unsigned seeds = 3;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = (unsigned)atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--seeds N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (quick) seeds = 1;
+  setenv("MZ_PERFMODEL_DIR", "off", 0);
+  setenv("MZ_QUIET", "1", 0);
+  const unsigned sizes_full[] = {100, 1000, 10000}, sizes_quick[] = {100, 1000};
+  const unsigned *sizes = quick ? sizes_quick : sizes_full;
+  unsigned nsizes = quick ? 2 : 3, largest = sizes[nsizes - 1];
+  const double ccrs[] = {0.1, 1.0};
+  for (unsigned i = 0; i < NPOL; i++) {
+    wrapped[i] = *inner[i];
+    snprintf(wnames[i], sizeof wnames[i], "bench-%s", inner[i]->name);
+    wrapped[i].name = wnames[i];
+    wrapped[i].init = inits[i];
+    wrapped[i].fini = w_fini;
+    wrapped[i].plan = inner[i]->plan ? w_plan : NULL;
+    wrapped[i].select = inner[i]->select ? w_select : NULL;
+    wrapped[i].done = w_done;
+  }
+  size_t cap = NPLAT * nsizes * 2 * seeds;
+  double *slr[NPOL];
+  size_t nslr[NPOL] = {0};
+  double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
+  for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
+  printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
+         "makespan_us", "bound_us", "slr", "plan_ns/node", "wall_ms");
+  int status = 0;
+  for (unsigned pi = 0; pi < NPLAT; pi++) {
+    mz_runtime_config cfg = {.devices = platforms[pi].devices, .quiet = true};
+    mz_runtime *rt;
+    if (mz_runtime_create(&cfg, &rt)) {
+      fprintf(stderr, "cannot create the runtime for %s\n", platforms[pi].devices);
+      return 1;
+    }
+    for (unsigned i = 0; i < NPOL; i++)
+      if (mz_policy_register(rt, &wrapped[i])) {
+        fprintf(stderr, "register: %s\n", mz_runtime_last_error(rt));
+        return 1;
+      }
+    double total, fastest, link;
+    speeds(platforms[pi].devices, &total, &fastest, &link);
+    for (unsigned si = 0; si < nsizes; si++)
+      for (unsigned ci = 0; ci < 2; ci++)
+        for (unsigned seed = 1; seed <= seeds; seed++)
+          for (unsigned i = 0; i < NPOL; i++) {
+            mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = sizes[si], .ccr = ccrs[ci], .seed = seed * 7919 + si,
+                               .flops = 1e6, .ref_speed = total / mz_runtime_device_count(rt), .ref_link = link};
+            mz_dag *d;
+            if (mz_dag_generate(rt, &p, &d)) {
+              fprintf(stderr, "daggen: %s\n", mz_runtime_last_error(rt));
+              return 1;
+            }
+            atomic_store(&decide_ns[i], 0);
+            uint64_t t0 = now_ns();
+            mz_future *f;
+            if (mz_schedule(d->g, d->root, wnames[i], &f)) {
+              fprintf(stderr, "schedule: %s\n", mz_runtime_last_error(rt));
+              return 1;
+            }
+            int rc = mz_future_wait(f);
+            uint64_t wall = now_ns() - t0;
+            mz_run_stats st;
+            if (rc || mz_future_stats(f, &st)) {
+              fprintf(stderr, "%s failed: %s\n", inner[i]->name, mz_future_message(f));
+              status = 1;
+              mz_future_destroy(f);
+              mz_dag_destroy(d);
+              continue;
+            }
+            double lb = fmax(d->cp_flops / fastest, d->total_flops / total);
+            double s = (double)st.virtual_ns / lb;
+            double plan = (double)atomic_load(&decide_ns[i]) / (double)d->nodes;
+            slr[i][nslr[i]++] = s;
+            if (sizes[si] == largest) {
+              big_ns[i] += (double)atomic_load(&decide_ns[i]);
+              big_nodes[i] += (double)d->nodes;
+            }
+            printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %14.0f %12.2f\n", platforms[pi].label, d->nodes,
+                   ccrs[ci], seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
+            fflush(stdout);
+            mz_future_destroy(f);
+            mz_dag_destroy(d);
+          }
+    mz_runtime_destroy(rt);
+  }
+  for (unsigned i = 0; i < NPOL; i++) {
+    double sum = 0;
+    for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];
+    qsort(slr[i], nslr[i], sizeof *slr[i], cmp_d);
+    double mean = nslr[i] ? sum / nslr[i] : NAN;
+    double p95 = nslr[i] ? slr[i][(size_t)ceil(0.95 * nslr[i]) - 1] : NAN;
+    printf("BENCH sched.%s slr_mean=%.3f slr_p95=%.3f plan_ns_per_node=%.0f\n", inner[i]->name, mean, p95,
+           big_nodes[i] ? big_ns[i] / big_nodes[i] : NAN);
+    free(slr[i]);
+  }
+  return status;
+}

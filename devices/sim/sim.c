@@ -1,0 +1,593 @@
+/* The simulated device: modelled speed, memory and link, on a virtual clock.
+ *
+ * MZ_DEVICES describes a platform with one or more "sim:" items, each a
+ * class of identical devices:
+ *
+ *   sim:gpu*4@speed=20,mem=16G,link=12G/s;sim:cpu*8@speed=1
+ *
+ *   class      a name ([A-Za-z0-9_-]); the devices are named "sim-<class>"
+ *   *N         N devices (default 1)
+ *   speed=S    compute speed in GFLOP/s: a node of F flops runs F/S ns
+ *              (default 1; the units are relative, only ratios matter)
+ *   bw=B       device memory bandwidth in GB/s (= bytes per ns), for
+ *              kernels costed in bytes (default 10 x speed)
+ *   mem=M      device memory in bytes, with K, M, G or T (powers of 1024);
+ *              an allocation beyond it fails with MZ_ENOMEM (default: none)
+ *   link=L     bandwidth of the link to host memory, B/s with K, M or G
+ *              (powers of 1000) and an optional "/s" (default 16G/s)
+ *   lat=T      latency of one transfer: ns, or with us, ms or s (default 1us)
+ *   queues=Q   in-order queues per device (default 1)
+ *
+ * A class named twice must be described the same way.  "sim" alone is
+ * "sim:dev*4".  Sim devices answer only when named: "all" never adds them.
+ *
+ * What a node costs: a kernel with a cost (mz_cost_spec) runs
+ * max(flops / speed, bytes / bw), where flops and bytes come from the
+ * per-element figures times the element count of the first written buffer,
+ * or from the kernel's flops function.  A kernel without a cost runs one
+ * flop per element, and the simulator does not tell policies so: they have
+ * to learn it through the perf models, as on real devices.  Transfers into
+ * a device take lat + bytes / link, between two sim devices the slower
+ * link and the larger latency; they occupy the receiving queue before the
+ * node (links are not shared: no contention is modelled).
+ *
+ * There is no data.  mem_alloc returns a token that only records the size,
+ * mem_read and mem_write do nothing, and kernels never run: buffers that a
+ * simulated node writes keep whatever the host copy held.  Everything
+ * else is the real runtime: the same core, coherence (which copies are
+ * valid, which transfers are needed) and policies.
+ *
+ * The engine.  One per runtime, shared by its sim devices: a virtual clock
+ * and a heap of completion events ordered by (virtual time, submission
+ * sequence).  submit (inline, from any runtime thread) computes each node's
+ * virtual start and end from its queue's virtual free time, pushes one
+ * event per batch, and returns.  The engine thread pops the earliest event,
+ * sets the clock to its time and calls mz__batch_done on it synchronously:
+ * the cascade (successors placed by the policy, submitted inline to sim
+ * queues) happens on the engine thread before the next event is popped, so
+ * virtual time never moves while the submissions an event causes are being
+ * made, and a run on sim devices only is deterministic.  The core holds the
+ * engine (the devtype's hold hook) while mz_schedule submits a run's first
+ * nodes, for the same reason.  Work on real devices in the same runtime
+ * (host nodes on the CPU worker) completes in wall time: the sim stamps
+ * what it causes with the virtual time of that moment, so such mixed runs
+ * are valid but not deterministic.
+ *
+ * Each event costs O(log n) in the heap; the engine never scans. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct sim_class {
+  char name[48];
+  double speed;   /* flops per ns (GFLOP/s) */
+  double bw;      /* device memory bytes per ns (GB/s) */
+  double link;    /* link bytes per ns */
+  double lat;     /* ns per transfer */
+  uint64_t mem;   /* bytes, 0: unlimited */
+  unsigned queues;
+};
+
+struct sim_event {
+  uint64_t t, seq;
+  struct mz__batch *b;
+};
+
+struct engine {
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  struct sim_event *heap;
+  size_t n, cap;
+  _Atomic uint64_t now;   /* virtual ns; written by the engine thread under m */
+  uint64_t seq;
+  int hold;
+  bool stop;
+  unsigned refs;          /* sim devices sharing it */
+  pthread_t thread;
+  bool started;
+};
+
+struct sim_dev {
+  struct engine *eng;
+  struct sim_class cls;
+  _Atomic uint64_t mem_used;
+};
+
+struct sim_queue {
+  _Atomic uint64_t free_at; /* virtual time when the queue has done all it was given */
+};
+
+/* ---- the event heap (engine->m held) ---- */
+
+static bool ev_less(const struct sim_event *a, const struct sim_event *b) {
+  return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static int heap_push(struct engine *e, struct sim_event ev) {
+  if (e->n == e->cap) {
+    size_t cap = e->cap ? e->cap * 2 : 1024;
+    struct sim_event *v = realloc(e->heap, cap * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    e->heap = v;
+    e->cap = cap;
+  }
+  size_t i = e->n++;
+  while (i) {
+    size_t p = (i - 1) / 2;
+    if (!ev_less(&ev, &e->heap[p])) break;
+    e->heap[i] = e->heap[p];
+    i = p;
+  }
+  e->heap[i] = ev;
+  return MZ_OK;
+}
+
+static struct sim_event heap_pop(struct engine *e) {
+  struct sim_event top = e->heap[0], last = e->heap[--e->n];
+  size_t i = 0;
+  for (;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    const struct sim_event *best = &last;
+    if (l < e->n && ev_less(&e->heap[l], best)) {
+      m = l;
+      best = &e->heap[l];
+    }
+    if (r < e->n && ev_less(&e->heap[r], best)) m = r;
+    if (m == i) break;
+    e->heap[i] = e->heap[m];
+    i = m;
+  }
+  if (e->n) e->heap[i] = last;
+  return top;
+}
+
+/* ---- the engine thread ---- */
+
+static void *engine_main(void *arg) {
+  struct engine *e = arg;
+  mz__in_runtime_thread = 1;
+  pthread_mutex_lock(&e->m);
+  for (;;) {
+    while (!e->stop && (!e->n || e->hold > 0)) pthread_cond_wait(&e->c, &e->m);
+    if (e->stop && (!e->n || e->hold > 0)) break;
+    struct sim_event ev = heap_pop(e);
+    if (ev.t > atomic_load_explicit(&e->now, memory_order_relaxed))
+      atomic_store_explicit(&e->now, ev.t, memory_order_relaxed);
+    pthread_mutex_unlock(&e->m);
+    /* Completion and its whole cascade, on this thread, at time ev.t. */
+    mz__batch_done(ev.b);
+    pthread_mutex_lock(&e->m);
+  }
+  pthread_mutex_unlock(&e->m);
+  return NULL;
+}
+
+static struct engine *engine_of(mz_runtime *rt, const struct mz__devtype *type) {
+  for (unsigned d = 0; d < rt->ndev; d++)
+    if (rt->devs[d]->type == type) return ((struct sim_dev *)rt->devs[d]->priv)->eng;
+  return NULL;
+}
+
+static void sim_hold(mz_runtime *rt, bool on) {
+  struct engine *e = engine_of(rt, &mz__devtype_sim);
+  if (!e) return;
+  pthread_mutex_lock(&e->m);
+  e->hold += on ? 1 : -1;
+  if (!e->hold) pthread_cond_signal(&e->c);
+  pthread_mutex_unlock(&e->m);
+}
+
+/* ---- costs ---- */
+
+static bool has_cost(const mz_kernel *k) {
+  const mz_cost_spec *c = &mz__kernel_spec(k)->cost;
+  return c->flops_per_elem > 0 || c->bytes_per_elem > 0 || c->flops;
+}
+
+/* The modelled time of op on a device of class c. */
+static double cost_ns(const struct sim_class *c, const mz_op *op) {
+  const struct mz__task *t = op->t;
+  const mz_kernel *k = t->kernel;
+  if (!k) return 0;
+  const mz_cost_spec *cs = &mz__kernel_spec(k)->cost;
+  /* Elements of the first written buffer, else of the first buffer. */
+  double elems = 0;
+  for (unsigned i = 0; i < t->nparams && !elems; i++) {
+    enum mz__dir d = k->params[i].dir;
+    if (t->bufs[i] && (d == MZ__OUT || d == MZ__INOUT || d == MZ__OUTLIKE)) elems = (double)t->bufs[i]->shape.count;
+  }
+  for (unsigned i = 0; i < t->nparams && !elems; i++)
+    if (t->bufs[i]) elems = (double)t->bufs[i]->shape.count;
+  double flops, bytes = cs->bytes_per_elem * elems;
+  if (cs->flops) {
+    mz_arg argv[16];
+    mz_shape shv[16];
+    unsigned n = t->nparams <= 16 ? t->nparams : 16;
+    for (unsigned i = 0; i < n; i++) {
+      if (t->bufs[i]) {
+        argv[i].p = NULL;
+        shv[i] = t->bufs[i]->shape;
+      } else {
+        argv[i] = t->values[i];
+        memset(&shv[i], 0, sizeof shv[i]);
+      }
+    }
+    mz_call call = {.kernel = k, .nargs = n, .args = argv, .shapes = shv};
+    flops = cs->flops(&call);
+  } else if (has_cost(k)) {
+    flops = cs->flops_per_elem * elems;
+  } else {
+    flops = elems; /* one flop per element: a kernel the policies must learn */
+  }
+  if (!(flops >= 0)) flops = 0;
+  if (!(bytes >= 0)) bytes = 0;
+  double a = flops / c->speed, b = bytes / c->bw;
+  return a > b ? a : b;
+}
+
+static double link_ns_cls(const struct sim_class *dst, const struct sim_class *src, size_t bytes) {
+  double lat = 0, bw = INFINITY;
+  if (dst) {
+    lat = dst->lat;
+    bw = dst->link;
+  }
+  if (src) {
+    if (src->lat > lat) lat = src->lat;
+    if (src->link < bw) bw = src->link;
+  }
+  if (!isfinite(bw)) return 0;
+  return lat + (double)bytes / bw;
+}
+
+static const struct sim_class *cls_of(const struct mz_device *d) {
+  return d && d->type == &mz__devtype_sim ? &((const struct sim_dev *)d->priv)->cls : NULL;
+}
+
+static double sim_estimate_ns(const struct mz_device *dev, const mz_op *op) {
+  if (!op->t->kernel || !has_cost(op->t->kernel)) return -1;
+  return cost_ns(cls_of(dev), op);
+}
+
+static double sim_link_ns(const struct mz_device *dst, const struct mz_device *src, size_t bytes) {
+  const struct sim_class *d = cls_of(dst), *s = cls_of(src);
+  if ((dst && !d) || (src && !s)) return -1; /* a real device's side: not ours */
+  return link_ns_cls(d, s, bytes);
+}
+
+static uint64_t sim_clock(const struct mz_device *dev) {
+  return atomic_load_explicit(&((const struct sim_dev *)dev->priv)->eng->now, memory_order_relaxed);
+}
+
+static uint64_t sim_queue_ready_ns(const struct mz__queue *q) {
+  return atomic_load_explicit(&((const struct sim_queue *)q->priv)->free_at, memory_order_relaxed);
+}
+
+/* ---- device operations ---- */
+
+static bool sim_can_run(const struct mz_device *dev, const mz_kernel *k) {
+  (void)dev;
+  (void)k;
+  return true; /* nothing runs: every kernel can be simulated */
+}
+
+static bool sim_can_copy_peer(const struct mz_device *dst, const struct mz_device *src) {
+  return dst->type == &mz__devtype_sim && src->type == &mz__devtype_sim;
+}
+
+static int sim_mem_alloc(struct mz_device *dev, size_t bytes, void **mem) {
+  struct sim_dev *sd = dev->priv;
+  uint64_t used = atomic_fetch_add(&sd->mem_used, bytes) + bytes;
+  if (sd->cls.mem && used > sd->cls.mem) {
+    atomic_fetch_sub(&sd->mem_used, bytes);
+    return MZ_ENOMEM;
+  }
+  /* A token that remembers the size, so mem_free can account for it. */
+  size_t *tok = malloc(sizeof *tok);
+  if (!tok) {
+    atomic_fetch_sub(&sd->mem_used, bytes);
+    return MZ_ENOMEM;
+  }
+  *tok = bytes;
+  *mem = tok;
+  return MZ_OK;
+}
+
+static void sim_mem_free(struct mz_device *dev, void *mem) {
+  if (!mem) return;
+  struct sim_dev *sd = dev->priv;
+  atomic_fetch_sub(&sd->mem_used, *(size_t *)mem);
+  free(mem);
+}
+
+static int sim_mem_read(struct mz_device *dev, void *mem, void *host, size_t bytes) {
+  (void)dev, (void)mem, (void)host, (void)bytes;
+  return MZ_OK; /* no data: see the top of this file */
+}
+
+static int sim_mem_write(struct mz_device *dev, void *mem, const void *host, size_t bytes) {
+  (void)dev, (void)mem, (void)host, (void)bytes;
+  return MZ_OK;
+}
+
+static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
+  struct sim_dev *sd = q->dev->priv;
+  struct sim_queue *sq = q->priv;
+  struct engine *e = sd->eng;
+  pthread_mutex_lock(&e->m);
+  uint64_t now = atomic_load_explicit(&e->now, memory_order_relaxed);
+  uint64_t t = atomic_load_explicit(&sq->free_at, memory_order_relaxed);
+  if (t < now) t = now;
+  for (unsigned i = 0; i < b->n; i++) {
+    struct mz__exec *x = b->execs[i];
+    double xfer = 0;
+    for (unsigned j = 0; j < x->nxfer; j++)
+      xfer += link_ns_cls(&sd->cls, x->xfers[j].src_dev ? cls_of(x->xfers[j].src_dev) : NULL, x->xfers[j].bytes);
+    t += (uint64_t)llround(xfer);
+    x->t_start = t;
+    t += (uint64_t)llround(cost_ns(&sd->cls, x->node));
+    x->t_end = t;
+    x->status = MZ_OK;
+  }
+  atomic_store_explicit(&sq->free_at, t, memory_order_relaxed);
+  int rc = heap_push(e, (struct sim_event){.t = t, .seq = e->seq++, .b = b});
+  if (rc == MZ_OK) pthread_cond_signal(&e->c);
+  pthread_mutex_unlock(&e->m);
+  return rc;
+}
+
+static int sim_queue_init(struct mz__queue *q) {
+  struct sim_queue *sq = calloc(1, sizeof *sq);
+  if (!sq) return MZ_ENOMEM;
+  q->priv = sq;
+  return MZ_OK;
+}
+
+static void sim_queue_fini(struct mz__queue *q) {
+  free(q->priv);
+  q->priv = NULL;
+}
+
+static void engine_release(struct engine *e) {
+  pthread_mutex_lock(&e->m);
+  bool last = --e->refs == 0;
+  if (last) {
+    e->stop = true;
+    pthread_cond_signal(&e->c);
+  }
+  pthread_mutex_unlock(&e->m);
+  if (!last) return;
+  if (e->started) pthread_join(e->thread, NULL);
+  pthread_mutex_destroy(&e->m);
+  pthread_cond_destroy(&e->c);
+  free(e->heap);
+  free(e);
+}
+
+static void sim_destroy(struct mz_device *dev) {
+  struct sim_dev *sd = dev->priv;
+  if (!sd) return;
+  engine_release(sd->eng);
+  free(sd);
+  dev->priv = NULL;
+}
+
+static const struct mz__device_ops sim_ops = {
+    .inline_submit = true,
+    .host_memory = false,
+    .destroy = sim_destroy,
+    .can_run = sim_can_run,
+    .mem_alloc = sim_mem_alloc,
+    .mem_free = sim_mem_free,
+    .mem_read = sim_mem_read,
+    .mem_write = sim_mem_write,
+    .can_copy_peer = sim_can_copy_peer,
+    .submit = sim_submit,
+    .queue_init = sim_queue_init,
+    .queue_fini = sim_queue_fini,
+    .clock = sim_clock,
+    .estimate_ns = sim_estimate_ns,
+    .link_ns = sim_link_ns,
+    .queue_ready_ns = sim_queue_ready_ns,
+};
+
+/* ---- the platform description ---- */
+
+static bool parse_num(const char *s, const char **end, double *v) {
+  char *e;
+  *v = strtod(s, &e);
+  *end = e;
+  return e != s && isfinite(*v) && *v > 0;
+}
+
+/* "16G" (powers of 1024) into bytes. */
+static bool parse_mem(const char *s, const char *stop, uint64_t *out) {
+  double v;
+  const char *e;
+  if (!parse_num(s, &e, &v)) return false;
+  double m = 1;
+  if (e < stop) {
+    switch (*e) {
+      case 'K': case 'k': m = 1024.0; break;
+      case 'M': case 'm': m = 1024.0 * 1024; break;
+      case 'G': case 'g': m = 1024.0 * 1024 * 1024; break;
+      case 'T': case 't': m = 1024.0 * 1024 * 1024 * 1024; break;
+      default: return false;
+    }
+    e++;
+    if (e < stop && (*e == 'B' || *e == 'i')) e += *e == 'i' ? (e + 1 < stop && e[1] == 'B' ? 2 : 1) : 1;
+  }
+  *out = (uint64_t)(v * m);
+  return e == stop;
+}
+
+/* "12G/s" (powers of 1000, bytes per second) into bytes per ns. */
+static bool parse_bw(const char *s, const char *stop, double *out) {
+  double v;
+  const char *e;
+  if (!parse_num(s, &e, &v)) return false;
+  double m = 1;
+  if (e < stop && strchr("KkMmGgTt", *e)) {
+    m = (*e == 'K' || *e == 'k') ? 1e3 : (*e == 'M' || *e == 'm') ? 1e6 : (*e == 'G' || *e == 'g') ? 1e9 : 1e12;
+    e++;
+  }
+  if (e < stop && *e == 'B') e++;
+  if (stop - e == 2 && !strncmp(e, "/s", 2)) e += 2;
+  *out = v * m / 1e9;
+  return e == stop;
+}
+
+/* "5us" into ns. */
+static bool parse_time(const char *s, const char *stop, double *out) {
+  char *e;
+  double v = strtod(s, &e);
+  if ((const char *)e == s || !isfinite(v) || v < 0) return false;
+  size_t n = (size_t)(stop - e);
+  double m = 1;
+  if (n == 0 || (n == 2 && !strncmp(e, "ns", 2))) m = 1;
+  else if (n == 2 && !strncmp(e, "us", 2)) m = 1e3;
+  else if (n == 2 && !strncmp(e, "ms", 2)) m = 1e6;
+  else if (n == 1 && *e == 's') m = 1e9;
+  else return false;
+  *out = v * m;
+  return true;
+}
+
+static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsigned *count) {
+  memset(c, 0, sizeof *c);
+  c->speed = 1;
+  c->link = 16;
+  c->lat = 1000;
+  c->queues = 1;
+  *count = 1;
+  size_t n = strcspn(arg, "*@");
+  if (!n || n >= sizeof c->name) return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'sim:%s' needs a class name", arg);
+  for (size_t i = 0; i < n; i++) {
+    char ch = arg[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+      return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'sim:%s': the class name may use letters, digits, '_', '-'", arg);
+  }
+  memcpy(c->name, arg, n);
+  const char *s = arg + n;
+  if (*s == '*') {
+    char *e;
+    long v = strtol(s + 1, &e, 10);
+    if (e == s + 1 || v < 1 || v > 1024 || (*e && *e != '@'))
+      return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'sim:%s': '*N' takes a count from 1 to 1024", arg);
+    *count = (unsigned)v;
+    s = e;
+  }
+  bool bw_set = false;
+  if (*s == '@') {
+    s++;
+    while (*s) {
+      const char *end = s + strcspn(s, ",");
+      const char *eq = memchr(s, '=', (size_t)(end - s));
+      bool ok = eq != NULL;
+      size_t kl = ok ? (size_t)(eq - s) : 0;
+      const char *v = ok ? eq + 1 : NULL;
+      double d;
+      if (!ok) {
+      } else if (kl == 5 && !strncmp(s, "speed", 5)) {
+        const char *e;
+        ok = parse_num(v, &e, &d) && e == end;
+        c->speed = d;
+      } else if (kl == 2 && !strncmp(s, "bw", 2)) {
+        ok = parse_bw(v, end, &c->bw);
+        bw_set = true;
+      } else if (kl == 3 && !strncmp(s, "mem", 3)) {
+        ok = parse_mem(v, end, &c->mem);
+      } else if (kl == 4 && !strncmp(s, "link", 4)) {
+        ok = parse_bw(v, end, &c->link);
+      } else if ((kl == 3 && !strncmp(s, "lat", 3)) || (kl == 7 && !strncmp(s, "latency", 7))) {
+        ok = parse_time(v, end, &c->lat);
+      } else if (kl == 6 && !strncmp(s, "queues", 6)) {
+        char *e;
+        long q = strtol(v, &e, 10);
+        ok = (const char *)e == end && q >= 1 && q <= 64;
+        c->queues = (unsigned)q;
+      } else {
+        ok = false;
+      }
+      if (!ok)
+        return mz__set_error(rt, MZ_EINVAL,
+                             "MZ_DEVICES: 'sim:%s': cannot read '%.*s' (keys: speed=GFLOP/s, bw=GB/s, mem=16G, "
+                             "link=12G/s, lat=1us, queues=N)",
+                             arg, (int)(end - s), s);
+      s = *end ? end + 1 : end;
+    }
+  } else if (*s) {
+    return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'sim:%s': expected '*N' or '@key=value,...'", arg);
+  }
+  if (!bw_set) c->bw = 10 * c->speed;
+  return MZ_OK;
+}
+
+static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel) {
+  if (sel->implicit) return 0; /* simulated devices only when asked for */
+  struct sim_class c;
+  unsigned count;
+  int rc = parse_item(rt, sel->arg && *sel->arg ? sel->arg : "dev*4", &c, &count);
+  if (rc) return rc;
+  struct engine *e = engine_of(rt, type);
+  /* A class named again must be the same class: perf models and policies
+   * treat devices of one name as equal. */
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    const struct sim_class *o = cls_of(rt->devs[d]);
+    if (o && !strcmp(o->name, c.name) && memcmp(o, &c, sizeof c))
+      return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: sim class '%s' is described twice, differently", c.name);
+  }
+  bool fresh = !e;
+  if (fresh) {
+    e = calloc(1, sizeof *e);
+    if (!e) return MZ_ENOMEM;
+    pthread_mutex_init(&e->m, NULL);
+    pthread_cond_init(&e->c, NULL);
+  }
+  unsigned added = 0;
+  for (unsigned i = 0; i < count; i++) {
+    struct sim_dev *sd = calloc(1, sizeof *sd);
+    struct mz_device *dev = sd ? mz__device_add(rt, type, c.queues, sd) : NULL;
+    if (!dev) {
+      free(sd);
+      rc = mz__set_error(rt, MZ_ENOMEM, "MZ_DEVICES: cannot add sim device %u of class '%s' (at most 1024 devices)", i,
+                         c.name);
+      break;
+    }
+    sd->eng = e;
+    sd->cls = c;
+    pthread_mutex_lock(&e->m);
+    e->refs++;
+    pthread_mutex_unlock(&e->m);
+    snprintf(dev->name_buf, sizeof dev->name_buf, "sim-%s", c.name);
+    snprintf(dev->vendor_buf, sizeof dev->vendor_buf, "maize");
+    snprintf(dev->version_buf, sizeof dev->version_buf, "sim speed=%g GFLOP/s link=%g GB/s", c.speed, c.link);
+    dev->info.name = dev->name_buf;
+    dev->info.vendor = dev->vendor_buf;
+    dev->info.version = dev->version_buf;
+    dev->info.memory = c.mem;
+    dev->info.compute_units = 1;
+    added++;
+  }
+  if (fresh && !added) {
+    pthread_mutex_destroy(&e->m);
+    pthread_cond_destroy(&e->c);
+    free(e);
+    return rc;
+  }
+  if (fresh) {
+    if (pthread_create(&e->thread, NULL, engine_main, e))
+      return mz__set_error(rt, MZ_ENOMEM, "sim: cannot start the engine thread");
+    e->started = true;
+  }
+  return rc ? rc : (int)added;
+}
+
+const struct mz__devtype mz__devtype_sim = {
+    .name = "sim",
+    .kind = MZ_DEVICE_SIM,
+    .ops = &sim_ops,
+    .discover = sim_discover,
+    .hold = sim_hold,
+};

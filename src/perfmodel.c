@@ -1,0 +1,706 @@
+/* Performance models, transfer costs and the runtime clock (issue 5).
+ *
+ * The models are a per-runtime hash table of entries, one per (kernel
+ * name, device name), each with size buckets holding Welford statistics.
+ * Every successful node feeds its entry from the completion path (exec.c's
+ * finish, next to the policy's done hook); policies read estimates through
+ * mz_task_expected_ns.  Entries are loaded from disk the first time they
+ * are touched and saved when the runtime is destroyed (see perfmodel.h for
+ * the files).  Only what this runtime learned (the delta) is merged into
+ * the file at save time, so runtimes that share a model add up.
+ *
+ * Locking: one mutex guards the table, its entries and their buckets.  It
+ * is a leaf lock (nothing else is taken under it) and the hot path holds it
+ * for a hash probe and one Welford update.  A file is read under it only
+ * the first time an entry is made. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "perfmodel.h"
+
+/* ---- statistics and buckets ---- */
+
+int mz__pm_bucket_of(uint64_t bytes) {
+  if (bytes < 4) return (int)bytes;
+  int e = 63 - __builtin_clzll(bytes);
+  return e * 4 + (int)((bytes >> (e - 2)) & 3);
+}
+
+static void stat_add(struct mz__pm_stat *s, double x, double bytes) {
+  s->n++;
+  double d = x - s->mean;
+  s->mean += d / (double)s->n;
+  s->m2 += d * (x - s->mean);
+  s->bytes += (bytes - s->bytes) / (double)s->n;
+}
+
+void mz__pm_stat_merge(struct mz__pm_stat *a, const struct mz__pm_stat *b) {
+  if (!b->n) return;
+  if (!a->n) {
+    *a = *b;
+    return;
+  }
+  double n = (double)a->n + (double)b->n;
+  double d = b->mean - a->mean;
+  a->mean += d * (double)b->n / n;
+  a->m2 += b->m2 + d * d * (double)a->n * (double)b->n / n;
+  a->bytes += (b->bytes - a->bytes) * (double)b->n / n;
+  a->n += b->n;
+}
+
+struct mz__pm_bucket *mz__pm_file_bucket(struct mz__pm_file *f, int key) {
+  unsigned lo = 0, hi = f->nb;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if (f->b[mid].key < key) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < f->nb && f->b[lo].key == key) return &f->b[lo];
+  if (f->nb == f->capb) {
+    unsigned cap = f->capb ? f->capb * 2 : 8;
+    struct mz__pm_bucket *v = realloc(f->b, cap * sizeof *v);
+    if (!v) return NULL;
+    f->b = v;
+    f->capb = cap;
+  }
+  memmove(&f->b[lo + 1], &f->b[lo], (f->nb - lo) * sizeof *f->b);
+  f->nb++;
+  memset(&f->b[lo], 0, sizeof f->b[lo]);
+  f->b[lo].key = key;
+  return &f->b[lo];
+}
+
+void mz__pm_file_free(struct mz__pm_file *f) {
+  if (!f) return;
+  free(f->b);
+  f->b = NULL;
+  f->nb = f->capb = 0;
+}
+
+/* ---- files ---- */
+
+char *mz__pm_dir(char *buf, size_t cap) {
+  const char *d = getenv("MZ_PERFMODEL_DIR");
+  buf[0] = 0;
+  if (d && *d) {
+    if (strcmp(d, "off")) snprintf(buf, cap, "%s", d);
+    return buf;
+  }
+  const char *x = getenv("XDG_CACHE_HOME");
+  const char *h = getenv("HOME");
+  if (x && *x) snprintf(buf, cap, "%s/maize", x);
+  else if (h && *h) snprintf(buf, cap, "%s/.cache/maize", h);
+  return buf;
+}
+
+static void sanitize(char *out, size_t cap, const char *in) {
+  size_t n = 0;
+  for (; *in && n + 1 < cap; in++) {
+    char c = *in;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+              (c == '.' && n > 0);
+    out[n++] = ok ? c : '_';
+  }
+  out[n] = 0;
+}
+
+void mz__pm_path(char *buf, size_t cap, const char *dir, const char *kernel, const char *device) {
+  char k[100], d[100];
+  sanitize(k, sizeof k, kernel);
+  sanitize(d, sizeof d, device);
+  snprintf(buf, cap, "%s/%s@%s.model", dir, k, d);
+}
+
+/* Strip the newline; false when the line was cut (too long). */
+static bool chomp(char *line) {
+  size_t n = strlen(line);
+  if (!n || line[n - 1] != '\n') return false;
+  line[n - 1] = 0;
+  return true;
+}
+
+int mz__pm_read(const char *path, struct mz__pm_file *f, char *err, size_t errlen) {
+  memset(f, 0, sizeof *f);
+  FILE *fp = fopen(path, "r");
+  if (!fp) {
+    snprintf(err, errlen, "%s", strerror(errno));
+    return errno == ENOENT ? MZ_ENOENT : MZ_EIO;
+  }
+  char line[2 * MZ__PM_NAMELEN];
+  int rc = MZ_EINVAL;
+  unsigned ver = 0;
+  if (!fgets(line, sizeof line, fp) || !chomp(line) || sscanf(line, "maize-perfmodel %u", &ver) != 1) {
+    snprintf(err, errlen, "not a maize perf model");
+    goto out;
+  }
+  if (ver != MZ__PM_VERSION) {
+    snprintf(err, errlen, "perf model version %u, this maize reads %u", ver, MZ__PM_VERSION);
+    goto out;
+  }
+  if (!fgets(line, sizeof line, fp) || !chomp(line) || strncmp(line, "kernel ", 7) ||
+      strlen(line + 7) >= MZ__PM_NAMELEN) {
+    snprintf(err, errlen, "corrupt: no kernel line");
+    goto out;
+  }
+  snprintf(f->kernel, sizeof f->kernel, "%s", line + 7);
+  if (!fgets(line, sizeof line, fp) || !chomp(line) || strncmp(line, "device ", 7) ||
+      strlen(line + 7) >= MZ__PM_NAMELEN) {
+    snprintf(err, errlen, "corrupt: no device line");
+    goto out;
+  }
+  snprintf(f->device, sizeof f->device, "%s", line + 7);
+  for (;;) {
+    if (!fgets(line, sizeof line, fp) || !chomp(line)) {
+      snprintf(err, errlen, "corrupt: truncated");
+      goto out;
+    }
+    unsigned count;
+    char extra;
+    if (sscanf(line, "end %u %c", &count, &extra) == 1) {
+      if (count != f->nb) {
+        snprintf(err, errlen, "corrupt: %u buckets, the end line says %u", f->nb, count);
+        goto out;
+      }
+      if (fgets(line, sizeof line, fp)) {
+        snprintf(err, errlen, "corrupt: data after the end line");
+        goto out;
+      }
+      rc = MZ_OK;
+      goto out;
+    }
+    int key;
+    unsigned long long n;
+    double mean, m2, bytes;
+    if (sscanf(line, "%d %llu %lg %lg %lg %c", &key, &n, &mean, &m2, &bytes, &extra) != 5 || key < 0 || key > 400 ||
+        !n || !isfinite(mean) || mean < 0 || !isfinite(m2) || m2 < 0 || !isfinite(bytes) || bytes < 0 ||
+        (f->nb && f->b[f->nb - 1].key >= key)) {
+      snprintf(err, errlen, "corrupt: bad bucket line '%.40s'", line);
+      goto out;
+    }
+    struct mz__pm_bucket *b = mz__pm_file_bucket(f, key);
+    if (!b) {
+      snprintf(err, errlen, "out of memory");
+      rc = MZ_ENOMEM;
+      goto out;
+    }
+    b->s = (struct mz__pm_stat){.n = n, .mean = mean, .m2 = m2, .bytes = bytes};
+  }
+out:
+  fclose(fp);
+  if (rc) mz__pm_file_free(f);
+  return rc;
+}
+
+int mz__pm_write(const char *path, const struct mz__pm_file *f) {
+  char tmp[4200];
+  static _Atomic unsigned seq;
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return MZ_EIO;
+  FILE *fp = fdopen(fd, "w");
+  if (!fp) {
+    close(fd);
+    unlink(tmp);
+    return MZ_EIO;
+  }
+  bool ok = fprintf(fp, "maize-perfmodel %d\nkernel %s\ndevice %s\n", MZ__PM_VERSION, f->kernel, f->device) > 0;
+  for (unsigned i = 0; ok && i < f->nb; i++) {
+    const struct mz__pm_stat *s = &f->b[i].s;
+    ok = fprintf(fp, "%d %llu %.17g %.17g %.17g\n", f->b[i].key, (unsigned long long)s->n, s->mean, s->m2, s->bytes) > 0;
+  }
+  ok = ok && fprintf(fp, "end %u\n", f->nb) > 0;
+  ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
+  ok = (fclose(fp) == 0) && ok;
+  if (!ok || rename(tmp, path)) {
+    unlink(tmp);
+    return MZ_EIO;
+  }
+  return MZ_OK;
+}
+
+static int mkdirs(const char *dir) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", dir);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(buf, 0755) && errno != EEXIST) return MZ_EIO;
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) && errno != EEXIST) return MZ_EIO;
+  return MZ_OK;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int mz__pm_print(FILE *out, const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return MZ_EIO;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    size_t l = strlen(e->d_name);
+    if (l < 7 || strcmp(e->d_name + l - 6, ".model")) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 16;
+      char **v = realloc(names, cap * sizeof *v);
+      if (!v) break;
+      names = v;
+    }
+    names[n] = strdup(e->d_name);
+    if (names[n]) n++;
+  }
+  closedir(d);
+  qsort(names, n, sizeof *names, by_name);
+  fprintf(out, "%-24s %-24s %12s %8s %12s %12s\n", "kernel", "device", "bytes", "count", "mean_us", "stddev_us");
+  int models = 0;
+  for (size_t i = 0; i < n; i++) {
+    char path[4400], err[160];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    struct mz__pm_file f;
+    if (mz__pm_read(path, &f, err, sizeof err)) {
+      fprintf(out, "# %s: ignored (%s)\n", names[i], err);
+    } else {
+      models++;
+      for (unsigned k = 0; k < f.nb; k++) {
+        const struct mz__pm_stat *s = &f.b[k].s;
+        double sd = s->n > 1 ? sqrt(s->m2 / (double)(s->n - 1)) : 0;
+        fprintf(out, "%-24s %-24s %12.0f %8llu %12.3f %12.3f\n", f.kernel, f.device, s->bytes, (unsigned long long)s->n,
+                s->mean / 1e3, sd / 1e3);
+      }
+      mz__pm_file_free(&f);
+    }
+    free(names[i]);
+  }
+  free(names);
+  return models;
+}
+
+/* ---- the runtime's table ---- */
+
+struct pm_entry {
+  struct mz__pm_file all;    /* loaded history plus what this runtime learned */
+  struct mz__pm_file delta;  /* what this runtime learned, merged into the file at save */
+  uint64_t hash;
+  bool fit_stale, fit_ok;
+  double fa, fb;             /* log(ns) = fa + fb * log(bytes) */
+};
+
+struct mz__perfmodel {
+  pthread_mutex_t lock;
+  struct pm_entry **tab;
+  size_t cap, n;
+  char dir[4096];
+  bool persist;
+  const struct mz_device *clock_dev;
+  unsigned *dev_class;
+  uint64_t *dev_hash;
+  _Atomic uint64_t *q_ema;   /* per queue: a moving average of execution times */
+};
+
+static uint64_t fnv(const char *s, uint64_t h) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+int mz__perfmodel_create(mz_runtime *rt) {
+  struct mz__perfmodel *pm = calloc(1, sizeof *pm);
+  if (!pm) return MZ_ENOMEM;
+  pm->cap = 64;
+  pm->tab = calloc(pm->cap, sizeof *pm->tab);
+  pm->dev_class = calloc(rt->ndev + 1, sizeof *pm->dev_class);
+  pm->dev_hash = calloc(rt->ndev + 1, sizeof *pm->dev_hash);
+  pm->q_ema = calloc(rt->nq + 1, sizeof *pm->q_ema);
+  if (!pm->tab || !pm->dev_class || !pm->dev_hash || !pm->q_ema) {
+    free(pm->tab);
+    free(pm->dev_class);
+    free(pm->dev_hash);
+    free((void *)pm->q_ema);
+    free(pm);
+    return MZ_ENOMEM;
+  }
+  pthread_mutex_init(&pm->lock, NULL);
+  mz__pm_dir(pm->dir, sizeof pm->dir);
+  pm->persist = pm->dir[0] != 0;
+  unsigned nclass = 0;
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    const struct mz_device *dev = rt->devs[d];
+    pm->dev_hash[d] = fnv(dev->info.name, 1469598103934665603ull);
+    if (!pm->clock_dev && dev->ops->clock) pm->clock_dev = dev;
+    unsigned c = nclass;
+    for (unsigned e = 0; e < d && c == nclass; e++)
+      if (rt->devs[e]->type == dev->type && !strcmp(rt->devs[e]->info.name, dev->info.name)) c = pm->dev_class[e];
+    pm->dev_class[d] = c;
+    if (c == nclass) nclass++;
+  }
+  rt->pm = pm;
+  return MZ_OK;
+}
+
+static void entry_free(struct pm_entry *e) {
+  mz__pm_file_free(&e->all);
+  mz__pm_file_free(&e->delta);
+  free(e);
+}
+
+/* Merge e's delta into its file under the file's lock. */
+static void entry_save(mz_runtime *rt, struct mz__perfmodel *pm, struct pm_entry *e) {
+  char path[4400], lock[4500], err[160];
+  mz__pm_path(path, sizeof path, pm->dir, e->all.kernel, e->all.device);
+  snprintf(lock, sizeof lock, "%s.lock", path);
+  int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lfd >= 0) flock(lfd, LOCK_EX);
+  struct mz__pm_file cur;
+  int rc = mz__pm_read(path, &cur, err, sizeof err);
+  if (rc == MZ_OK && (strcmp(cur.kernel, e->all.kernel) || strcmp(cur.device, e->all.device))) {
+    mz__pm_file_free(&cur);
+    rc = MZ_EINVAL;
+    snprintf(err, sizeof err, "it holds another model");
+  }
+  if (rc) {
+    if (rc != MZ_ENOENT) mz__warn(rt, "perf model '%s' is replaced: %s", path, err);
+    memset(&cur, 0, sizeof cur);
+    snprintf(cur.kernel, sizeof cur.kernel, "%s", e->all.kernel);
+    snprintf(cur.device, sizeof cur.device, "%s", e->all.device);
+  }
+  bool ok = true;
+  for (unsigned i = 0; i < e->delta.nb && ok; i++) {
+    struct mz__pm_bucket *b = mz__pm_file_bucket(&cur, e->delta.b[i].key);
+    if (b) mz__pm_stat_merge(&b->s, &e->delta.b[i].s);
+    else ok = false;
+  }
+  if (ok && mz__pm_write(path, &cur)) mz__warn(rt, "cannot write perf model '%s'", path);
+  mz__pm_file_free(&cur);
+  if (lfd >= 0) {
+    flock(lfd, LOCK_UN);
+    close(lfd);
+  }
+}
+
+void mz__perfmodel_destroy(mz_runtime *rt) {
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm) return;
+  bool dir_ok = pm->persist && mkdirs(pm->dir) == MZ_OK;
+  if (pm->persist && !dir_ok) mz__warn(rt, "perf models are not saved: cannot create '%s'", pm->dir);
+  for (size_t i = 0; i < pm->cap; i++) {
+    struct pm_entry *e = pm->tab[i];
+    if (!e) continue;
+    if (dir_ok && e->delta.nb) entry_save(rt, pm, e);
+    entry_free(e);
+  }
+  pthread_mutex_destroy(&pm->lock);
+  free(pm->tab);
+  free(pm->dev_class);
+  free(pm->dev_hash);
+  free((void *)pm->q_ema);
+  free(pm);
+  rt->pm = NULL;
+}
+
+static const char *task_model_name(const mz_op *op) {
+  return op->t->kernel ? op->t->kernel->spec.name : op->name ? op->name : "host";
+}
+
+static bool table_grow(struct mz__perfmodel *pm) {
+  size_t cap = pm->cap * 2;
+  struct pm_entry **v = calloc(cap, sizeof *v);
+  if (!v) return false;
+  for (size_t i = 0; i < pm->cap; i++) {
+    struct pm_entry *e = pm->tab[i];
+    if (!e) continue;
+    size_t j = e->hash & (cap - 1);
+    while (v[j]) j = (j + 1) & (cap - 1);
+    v[j] = e;
+  }
+  free(pm->tab);
+  pm->tab = v;
+  pm->cap = cap;
+  return true;
+}
+
+/* The entry of (name, device), made and loaded from disk when create is
+ * set.  pm->lock is held. */
+static struct pm_entry *entry_get(mz_runtime *rt, struct mz__perfmodel *pm, const char *name,
+                                  const struct mz_device *dev, bool create) {
+  uint64_t h = fnv(name, pm->dev_hash[dev->info.index]);
+  size_t j = h & (pm->cap - 1);
+  for (struct pm_entry *e; (e = pm->tab[j]); j = (j + 1) & (pm->cap - 1))
+    if (e->hash == h && !strcmp(e->all.kernel, name) && !strcmp(e->all.device, dev->info.name)) return e;
+  if (!create || strlen(name) >= MZ__PM_NAMELEN || strlen(dev->info.name) >= MZ__PM_NAMELEN) return NULL;
+  if (2 * (pm->n + 1) > pm->cap) {
+    if (!table_grow(pm)) return NULL;
+    j = h & (pm->cap - 1);
+    while (pm->tab[j]) j = (j + 1) & (pm->cap - 1);
+  }
+  struct pm_entry *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->hash = h;
+  if (pm->persist) {
+    char path[4400], err[160];
+    mz__pm_path(path, sizeof path, pm->dir, name, dev->info.name);
+    int rc = mz__pm_read(path, &e->all, err, sizeof err);
+    if (rc == MZ_OK && (strcmp(e->all.kernel, name) || strcmp(e->all.device, dev->info.name))) {
+      mz__pm_file_free(&e->all);
+      rc = MZ_EINVAL;
+      snprintf(err, sizeof err, "it holds another model");
+    }
+    if (rc && rc != MZ_ENOENT) mz__warn(rt, "perf model '%s' is ignored: %s", path, err);
+    if (rc) memset(&e->all, 0, sizeof e->all);
+  }
+  snprintf(e->all.kernel, sizeof e->all.kernel, "%s", name);
+  snprintf(e->all.device, sizeof e->all.device, "%s", dev->info.name);
+  snprintf(e->delta.kernel, sizeof e->delta.kernel, "%s", name);
+  snprintf(e->delta.device, sizeof e->delta.device, "%s", dev->info.name);
+  e->fit_stale = true;
+  pm->tab[j] = e;
+  pm->n++;
+  return e;
+}
+
+void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns) {
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm) return;
+  /* A rough per-queue time per node, for queue ready estimates. */
+  uint64_t old = atomic_load_explicit(&pm->q_ema[q], memory_order_relaxed);
+  atomic_store_explicit(&pm->q_ema[q], old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
+  double bytes = (double)mz_task_bytes((const mz_task *)op);
+  int key = mz__pm_bucket_of((uint64_t)bytes);
+  pthread_mutex_lock(&pm->lock);
+  struct pm_entry *e = entry_get(rt, pm, task_model_name(op), dev, true);
+  struct mz__pm_bucket *a = e ? mz__pm_file_bucket(&e->all, key) : NULL;
+  struct mz__pm_bucket *d = a ? mz__pm_file_bucket(&e->delta, key) : NULL;
+  if (d) {
+    stat_add(&a->s, (double)ns, bytes);
+    stat_add(&d->s, (double)ns, bytes);
+    if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
+  }
+  pthread_mutex_unlock(&pm->lock);
+}
+
+/* Least squares of log(ns) on log(bytes) over the calibrated buckets. */
+static void entry_fit(struct pm_entry *e) {
+  e->fit_stale = false;
+  e->fit_ok = false;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  unsigned n = 0;
+  for (unsigned i = 0; i < e->all.nb; i++) {
+    const struct mz__pm_stat *s = &e->all.b[i].s;
+    if (s->n < MZ_PERFMODEL_MIN_SAMPLES || s->bytes < 1 || s->mean <= 0) continue;
+    double x = log(s->bytes), y = log(s->mean);
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+    n++;
+  }
+  if (n < 2) return;
+  double den = n * sxx - sx * sx;
+  if (den <= 1e-12) return;
+  double b = (n * sxy - sx * sy) / den;
+  /* Time does not shrink with size, nor grow faster than cubically. */
+  if (b < 0) b = 0;
+  if (b > 3) b = 3;
+  e->fb = b;
+  e->fa = (sy - b * sx) / n;
+  e->fit_ok = true;
+}
+
+static double history_ns(mz_runtime *rt, const mz_op *op, const struct mz_device *dev) {
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm) return -1;
+  double bytes = (double)mz_task_bytes((const mz_task *)op);
+  int key = mz__pm_bucket_of((uint64_t)bytes);
+  double v = -1;
+  pthread_mutex_lock(&pm->lock);
+  struct pm_entry *e = entry_get(rt, pm, task_model_name(op), dev, true);
+  if (e) {
+    unsigned lo = 0, hi = e->all.nb;
+    while (lo < hi) {
+      unsigned mid = (lo + hi) / 2;
+      if (e->all.b[mid].key < key) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo < e->all.nb && e->all.b[lo].key == key && e->all.b[lo].s.n >= MZ_PERFMODEL_MIN_SAMPLES) {
+      v = e->all.b[lo].s.mean;
+    } else {
+      if (e->fit_stale) entry_fit(e);
+      if (e->fit_ok && bytes >= 1) v = exp(e->fa + e->fb * log(bytes));
+    }
+  }
+  pthread_mutex_unlock(&pm->lock);
+  return v;
+}
+
+/* ---- the policy's view of costs ---- */
+
+uint64_t mz__runtime_clock(const mz_runtime *rt) {
+  const struct mz_device *d = rt->pm ? rt->pm->clock_dev : NULL;
+  return d ? d->ops->clock(d) : mz__now_ns();
+}
+
+uint64_t mz_sched_now_ns(const mz_sched *s) { return mz__runtime_clock(s->rt); }
+
+double mz_task_expected_ns(const mz_sched *s, const mz_task *t, unsigned q) {
+  mz_runtime *rt = s->rt;
+  if (q >= rt->nq) return -1;
+  const mz_op *op = (const mz_op *)t;
+  const struct mz_device *dev = rt->queues[q]->dev;
+  if (dev->ops->estimate_ns) {
+    double v = dev->ops->estimate_ns(dev, op);
+    if (v >= 0) return v;
+  }
+  return history_ns(rt, op, dev);
+}
+
+/* Defaults where no backend models a link: a device sharing host memory
+ * copies at memcpy speed, others over a PCIe-like link.  Measuring real
+ * links once per device pair is left for later (see the issue 5 notes). */
+static double default_link(const struct mz_device *dev, size_t bytes) {
+  if (dev->info.unified_memory) return 1e3 + (double)bytes / 20.0;
+  return 10e3 + (double)bytes / 8.0;
+}
+
+/* One hop between a device's memory and host memory (NULL). */
+static double hop_ns(const struct mz_device *dst, const struct mz_device *src, size_t bytes) {
+  const struct mz_device *d = dst ? dst : src;
+  if (!d) return 0;
+  if (d->ops->link_ns) {
+    double v = d->ops->link_ns(dst, src, bytes);
+    if (v >= 0) return v;
+  }
+  return default_link(d, bytes);
+}
+
+/* Between memory nodes, as plan_exec moves data: directly between peers of
+ * one backend, else through host memory. */
+static double mem_link_ns(const mz_runtime *rt, unsigned src, unsigned dst, size_t bytes) {
+  if (src == dst) return 0;
+  const struct mz_device *sd = rt->mem_dev[src], *dd = rt->mem_dev[dst];
+  if (sd && dd) {
+    if (sd->ops == dd->ops && dd->ops->can_copy_peer && dd->ops->can_copy_peer(dd, sd)) {
+      if (dd->ops->link_ns) {
+        double v = dd->ops->link_ns(dd, sd, bytes);
+        if (v >= 0) return v;
+      }
+      return default_link(dd, bytes);
+    }
+    return hop_ns(NULL, sd, bytes) + hop_ns(dd, NULL, bytes);
+  }
+  return hop_ns(dd, sd, bytes);
+}
+
+double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes) {
+  const mz_runtime *rt = s->rt;
+  if (a >= rt->nq || b >= rt->nq) return 0;
+  return mem_link_ns(rt, rt->queues[a]->dev->memnode, rt->queues[b]->dev->memnode, bytes);
+}
+
+/* Per memory node: the time to bring t's stale inputs there. */
+static void transfer_by_mem(const mz_runtime *rt, const mz_op *op, double *cost) {
+  const struct mz__task *k = op->t;
+  unsigned nmem = rt->nmem;
+  uint8_t stack[256];
+  uint8_t *valid = nmem <= sizeof stack ? stack : malloc(nmem);
+  for (unsigned m = 0; m < nmem; m++) cost[m] = 0;
+  if (!valid) return;
+  for (unsigned a = 0; a < k->nacc; a++) {
+    if (!(k->acc[a].mode & 1)) continue;
+    mz_buffer *b = k->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    for (unsigned m = 0; m < nmem; m++) valid[m] = b->copies[m].state != MZ__INVALID;
+    mz__spin_unlock(&b->lock);
+    /* The source plan_exec would use: host memory first. */
+    unsigned src = 0;
+    if (!valid[0])
+      for (unsigned m = 1; m < nmem && !src; m++)
+        if (valid[m]) src = m;
+    for (unsigned m = 0; m < nmem; m++)
+      if (!valid[m]) cost[m] += mem_link_ns(rt, src, m, b->bytes);
+  }
+  if (valid != stack) free(valid);
+}
+
+void mz_task_transfer_ns_all(const mz_sched *s, const mz_task *t, double *out) {
+  const mz_runtime *rt = s->rt;
+  double stack[256];
+  double *cost = rt->nmem <= 256 ? stack : malloc(rt->nmem * sizeof *cost);
+  if (!cost) {
+    for (unsigned q = 0; q < rt->nq; q++) out[q] = 0;
+    return;
+  }
+  transfer_by_mem(rt, (const mz_op *)t, cost);
+  for (unsigned q = 0; q < rt->nq; q++) out[q] = cost[rt->queues[q]->dev->memnode];
+  if (cost != stack) free(cost);
+}
+
+double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
+  const mz_runtime *rt = s->rt;
+  if (q >= rt->nq) return 0;
+  const mz_op *op = (const mz_op *)t;
+  unsigned m = rt->queues[q]->dev->memnode;
+  double ns = 0;
+  for (unsigned a = 0; a < op->t->nacc; a++) {
+    if (!(op->t->acc[a].mode & 1)) continue;
+    mz_buffer *b = op->t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    bool here = b->copies[m].state != MZ__INVALID;
+    unsigned src = 0;
+    if (!here && b->copies[0].state == MZ__INVALID)
+      for (unsigned k = 1; k < rt->nmem && !src; k++)
+        if (b->copies[k].state != MZ__INVALID) src = k;
+    mz__spin_unlock(&b->lock);
+    if (!here) ns += mem_link_ns(rt, src, m, b->bytes);
+  }
+  return ns;
+}
+
+size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
+  const struct mz__task *k = ((const mz_op *)t)->t;
+  if (i >= k->npreds) return 0;
+  const struct mz__task *p = k->preds[i]->t;
+  size_t n = 0;
+  for (unsigned a = 0; a < k->nacc; a++) {
+    if (!(k->acc[a].mode & 1)) continue;
+    for (unsigned b = 0; b < p->nacc; b++)
+      if (p->acc[b].buf == k->acc[a].buf && (p->acc[b].mode & 2)) {
+        n += k->acc[a].buf->bytes;
+        break;
+      }
+  }
+  return n;
+}
+
+uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q) {
+  const mz_runtime *rt = s->rt;
+  uint64_t now = mz__runtime_clock(rt);
+  if (q >= rt->nq) return now;
+  const struct mz__queue *Q = rt->queues[q];
+  if (Q->dev->ops->queue_ready_ns) {
+    uint64_t r = Q->dev->ops->queue_ready_ns(Q);
+    return r > now ? r : now;
+  }
+  unsigned backlog = atomic_load_explicit(&Q->backlog, memory_order_relaxed);
+  uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->q_ema[q], memory_order_relaxed) : 0;
+  return now + (uint64_t)backlog * ema;
+}
+
+unsigned mz_sched_queue_distance(const mz_sched *s, unsigned a, unsigned b) {
+  const mz_runtime *rt = s->rt;
+  if (a == b || a >= rt->nq || b >= rt->nq) return 0;
+  const struct mz__queue *A = rt->queues[a], *B = rt->queues[b];
+  if (A->dev != B->dev) return 8;
+  return A->dev->ops->queue_distance ? A->dev->ops->queue_distance(A, B) : 1;
+}
+
+unsigned mz_sched_device_class(const mz_sched *s, unsigned dev) {
+  const mz_runtime *rt = s->rt;
+  return rt->pm && dev < rt->ndev ? rt->pm->dev_class[dev] : dev;
+}

@@ -1,0 +1,625 @@
+/* test_graph: every graph combinator, laziness and cycle rejection.
+ *
+ * Checks value, the scalar builders of every type (as a kernel receives
+ * them), zip and unzip (identity, out of range -> MZ_ERANGE), apply with
+ * computed parameters (sizeof, widthof, heightof) and an outlike parameter
+ * whose new buffer appears in the results, join, host nodes (up-to-date
+ * buffers in, writes visible after, chained with applies before and
+ * after), laziness (only what the root needs runs, later schedules run
+ * the rest exactly once, nothing reruns), cycles made with mz_depend
+ * (self edge, 2-cycle, a 100,000-node ring) rejected with MZ_ECYCLE before
+ * anything runs, and 2D and 3D buffers. */
+#include "common.h"
+
+/* ---- kernels ---- */
+
+static _Atomic int count_a, count_b;
+
+/* v[i] += 1, counting calls in *user. */
+static int inc_fn(const mz_call *c) {
+  int32_t *v = c->args[0].p;
+  for (uint64_t i = 0; i < c->args[1].u64; i++) v[i] += 1;
+  atomic_fetch_add((_Atomic int *)c->user, 1);
+  return 0;
+}
+
+#define INC_PARAMS "inout i32[] v, u64 n = sizeof(v)"
+
+/* ---- value, scalars, zip, unzip ---- */
+
+struct scalars_seen {
+  int8_t i8;
+  uint8_t u8;
+  int16_t i16;
+  uint16_t u16;
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f32;
+  double f64;
+  unsigned nargs;
+  unsigned nonempty_shapes;
+};
+
+static int scalars_fn(const mz_call *c) {
+  struct scalars_seen *s = c->user;
+  s->nargs = c->nargs;
+  s->i8 = c->args[0].i8;
+  s->u8 = c->args[1].u8;
+  s->i16 = c->args[2].i16;
+  s->u16 = c->args[3].u16;
+  s->i32 = c->args[4].i32;
+  s->u32 = c->args[5].u32;
+  s->i64 = c->args[6].i64;
+  s->u64 = c->args[7].u64;
+  s->f32 = c->args[8].f32;
+  s->f64 = c->args[9].f64;
+  for (unsigned i = 0; i < 10; i++) s->nonempty_shapes += c->shapes[i].count != 0;
+  double *o = c->args[10].p;
+  o[0] = (double)s->i8 + s->u8 + s->i16 + s->u16 + s->i32 + s->u32 + (double)s->i64 + (double)s->u64 + s->f32 + s->f64;
+  return 0;
+}
+
+Test(graph, scalars_of_every_type, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  struct scalars_seen seen = {0};
+  mz_kernel *k = test_kernel(rt, "scalars",
+                             "i8 a, u8 b, i16 c, u16 d, i32 e, u32 f, i64 g, u64 h, f32 i, f64 j, out f64[] o",
+                             scalars_fn, &seen);
+  mz_buffer *o = test_buffer_1d(rt, MZ_F64, 1, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  int8_t i8 = -5;
+  uint8_t u8 = 250;
+  int16_t i16 = -30000;
+  uint16_t u16 = 60000;
+  mz_op *args[11] = {
+      mz_scalar(g, MZ_I8, &i8),         mz_scalar(g, MZ_U8, &u8),      mz_scalar(g, MZ_I16, &i16),
+      mz_scalar(g, MZ_U16, &u16),       mz_i32(g, -2000000000),        mz_u32(g, 4000000000u),
+      mz_i64(g, -((int64_t)1 << 40)),     mz_u64(g, (uint64_t)1 << 63),  mz_f32(g, 1.5f),
+      mz_f64(g, 3.0e100),               mz_value(g, o),
+  };
+  mz_op *r = mz_apply(g, k, mz_zip(g, 11, args), NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  /* The result tuple holds the scalars as they were given. */
+  for (unsigned i = 0; i < 10; i++) cr_expect_eq(mz_unzip(g, r, i), args[i]);
+  mz_future *f;
+  cr_assert_eq(test_run(g, r, NULL, &f), MZ_OK);
+  cr_expect_eq(seen.nargs, 11);
+  cr_expect_eq(seen.nonempty_shapes, 0, "scalars have an empty shape");
+  cr_expect_eq(seen.i8, -5);
+  cr_expect_eq(seen.u8, 250);
+  cr_expect_eq(seen.i16, -30000);
+  cr_expect_eq(seen.u16, 60000);
+  cr_expect_eq(seen.i32, -2000000000);
+  cr_expect_eq(seen.u32, 4000000000u);
+  cr_expect_eq(seen.i64, -((int64_t)1 << 40));
+  cr_expect_eq(seen.u64, (uint64_t)1 << 63);
+  cr_expect_eq(seen.f32, 1.5f);
+  cr_expect_eq(seen.f64, 3.0e100);
+  /* Results: 10 scalars (NULL) and the buffer. */
+  cr_expect_eq(mz_future_result_count(f), 11);
+  for (unsigned i = 0; i < 10; i++) cr_expect_null(mz_future_result(f, i));
+  cr_expect_eq(mz_future_result(f, 10), o);
+  double out;
+  MZ_OK_OR_DIE(rt, mz_buffer_read(o, &out, sizeof out));
+  double ref = -5.0 + 250 + -30000 + 60000 + -2000000000.0 + 4000000000.0 + (double)(-((int64_t)1 << 40)) +
+               (double)((uint64_t)1 << 63) + 1.5 + 3.0e100;
+  cr_expect_eq(out, ref);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(o);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+Test(graph, value_zip_unzip, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  int32_t init[4] = {1, 2, 3, 4};
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, init), *b = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  cr_expect_eq(mz_graph_node_count(g), 0);
+  mz_op *va = mz_value(g, a), *vb = mz_value(g, b), *s = mz_i32(g, 9);
+  cr_expect_eq(mz_graph_node_count(g), 3);
+  mz_op *z = mz_zip(g, 3, (mz_op *[]){va, s, vb});
+  cr_expect_eq(mz_unzip(g, z, 0), va);
+  cr_expect_eq(mz_unzip(g, z, 1), s);
+  cr_expect_eq(mz_unzip(g, z, 2), vb);
+  /* Nested tuples flatten into the results in order. */
+  mz_op *nested = mz_zip(g, 2, (mz_op *[]){z, va});
+  cr_expect_eq(mz_unzip(g, mz_unzip(g, nested, 0), 2), vb);
+  cr_assert_eq(mz_graph_status(g), MZ_OK);
+  mz_future *f;
+  cr_assert_eq(test_run(g, nested, NULL, &f), MZ_OK);
+  cr_expect_eq(mz_future_result_count(f), 4);
+  cr_expect_eq(mz_future_result(f, 0), a);
+  cr_expect_null(mz_future_result(f, 1));
+  cr_expect_eq(mz_future_result(f, 2), b);
+  cr_expect_eq(mz_future_result(f, 3), a);
+  mz_future_destroy(f);
+  /* Out of range. */
+  mz_op *e = mz_unzip(g, z, 3);
+  cr_expect_not_null(e);
+  cr_expect_eq(mz_graph_status(g), MZ_ERANGE);
+  cr_expect(strstr(mz_graph_message(g), "3"), "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  /* Unzip of something that is not a tuple. */
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_unzip(g, mz_value(g, a), 0);
+  cr_expect_eq(mz_graph_status(g), MZ_EINVAL);
+  mz_graph_destroy(g);
+  /* Out of range on an apply's results. */
+  static _Atomic int unused;
+  mz_kernel *k = test_kernel(rt, "inc", INC_PARAMS, inc_fn, &unused);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *r = mz_apply(g, k, mz_value(g, a), NULL);
+  cr_expect_neq(mz_unzip(g, r, 1), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_OK);
+  mz_unzip(g, r, 2);
+  cr_expect_eq(mz_graph_status(g), MZ_ERANGE);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- apply with computed and outlike parameters ---- */
+
+struct shape_seen {
+  uint64_t n;
+  uint32_t w, h;
+  double wf;
+  unsigned nargs;
+  mz_shape yshape;
+};
+
+/* y = 2x, recording the computed parameters. */
+static int shape_fn(const mz_call *c) {
+  struct shape_seen *s = c->user;
+  const float *x = c->args[0].p;
+  s->n = c->args[1].u64;
+  s->w = c->args[2].u32;
+  s->h = c->args[3].u32;
+  float *y = c->args[4].p;
+  s->wf = c->args[5].f64;
+  s->nargs = c->nargs;
+  s->yshape = c->shapes[4];
+  for (uint64_t i = 0; i < s->n; i++) y[i] = 2.0f * x[i];
+  return 0;
+}
+
+Test(graph, apply_computed_and_outlike, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct shape_seen seen = {0};
+  mz_kernel *k = test_kernel(rt, "double",
+                             "in f32[] x, u64 n = sizeof(x), u32 w = widthof(x), u32 h = heightof(0), "
+                             "outlike(x) f32[] y, f64 wf = widthof(y)",
+                             shape_fn, &seen);
+  cr_expect_eq(mz_kernel_param_count(k), 6);
+  enum { W = 6, H = 4 };
+  float xs[W * H];
+  for (int i = 0; i < W * H; i++) xs[i] = (float)i * 0.5f;
+  mz_buffer *x;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){W, H}, xs, &x));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *r = mz_apply(g, k, mz_value(g, x), NULL); /* one argument, no zip */
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f;
+  cr_assert_eq(test_run(g, r, "round-robin", &f), MZ_OK, "%s", mz_future_message(f));
+  cr_expect_eq(seen.nargs, 6);
+  cr_expect_eq(seen.n, W * H);
+  cr_expect_eq(seen.w, W);
+  cr_expect_eq(seen.h, H);
+  cr_expect_eq(seen.wf, (double)W);
+  cr_expect_eq(seen.yshape.ndim, 2);
+  cr_expect_eq(seen.yshape.dims[0], W);
+  cr_expect_eq(seen.yshape.dims[1], H);
+  /* Results: x, n, w, h, the new y, wf. */
+  cr_assert_eq(mz_future_result_count(f), 6);
+  cr_expect_eq(mz_future_result(f, 0), x);
+  for (unsigned i = 1; i < 4; i++) cr_expect_null(mz_future_result(f, i));
+  cr_expect_null(mz_future_result(f, 5));
+  mz_buffer *y = mz_future_result(f, 4);
+  cr_assert_not_null(y, "the outlike buffer is a result");
+  cr_expect_neq(y, x);
+  const mz_shape *ys = mz_buffer_shape(y);
+  cr_expect_eq(ys->dtype, MZ_F32);
+  cr_expect_eq(ys->ndim, 2);
+  cr_expect_eq(ys->dims[0], W);
+  cr_expect_eq(ys->dims[1], H);
+  float out[W * H];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(y, out, sizeof out));
+  for (int i = 0; i < W * H; i++) cr_expect_eq(out[i], 2.0f * xs[i], "y[%d]", i);
+  /* The result outlives the graph and the future when retained. */
+  mz_buffer_retain(y);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  memset(out, 0, sizeof out);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(y, out, sizeof out));
+  cr_expect_eq(out[W * H - 1], 2.0f * xs[W * H - 1]);
+  mz_buffer_release(y);
+  mz_buffer_release(x);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* An outlike buffer feeds a later apply through its result value. */
+static int copy_plus_fn(const mz_call *c) {
+  const int32_t *x = c->args[0].p;
+  int32_t *y = c->args[1].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) y[i] = x[i] + 100;
+  return 0;
+}
+
+Test(graph, outlike_chain, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  static _Atomic int incs;
+  mz_kernel *cp = test_kernel(rt, "copy_plus", "in i32[] x, outlike(x) i32[] y", copy_plus_fn, NULL);
+  mz_kernel *inc = test_kernel(rt, "inc", INC_PARAMS, inc_fn, &incs);
+  int32_t xs[5] = {1, 2, 3, 4, 5};
+  mz_buffer *x = test_buffer_1d(rt, MZ_I32, 5, xs);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *y = mz_unzip(g, mz_apply(g, cp, mz_value(g, x), NULL), 1);
+  mz_op *y2 = mz_unzip(g, mz_apply(g, inc, y, NULL), 0);
+  mz_future *f;
+  cr_assert_eq(test_run(g, y2, NULL, &f), MZ_OK);
+  cr_assert_eq(mz_future_result_count(f), 1);
+  int32_t out[5];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(mz_future_result(f, 0), out, sizeof out));
+  for (int i = 0; i < 5; i++) cr_expect_eq(out[i], xs[i] + 101);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(x, out, sizeof out));
+  cr_expect_arr_eq(out, xs, sizeof xs, "x is only read");
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(x);
+  mz_kernel_destroy(cp);
+  mz_kernel_destroy(inc);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- join ---- */
+
+Test(graph, join_completes_all, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_kernel *kb = test_kernel(rt, "inc_b", INC_PARAMS, inc_fn, &count_b);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 64, NULL), *b = test_buffer_1d(rt, MZ_I32, 64, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *ra = mz_value(g, a), *rb = mz_value(g, b);
+  for (int i = 0; i < 3; i++) ra = mz_unzip(g, mz_apply(g, ka, ra, NULL), 0);
+  for (int i = 0; i < 5; i++) rb = mz_unzip(g, mz_apply(g, kb, rb, NULL), 0);
+  mz_op *j = mz_join(g, 2, (mz_op *[]){ra, rb});
+  cr_expect_eq(mz_unzip(g, j, 1), rb);
+  mz_future *f;
+  cr_assert_eq(test_run(g, j, "eager", &f), MZ_OK);
+  cr_expect_eq(atomic_load(&count_a), 3);
+  cr_expect_eq(atomic_load(&count_b), 5);
+  cr_expect_eq(mz_future_result_count(f), 2);
+  cr_expect_eq(mz_future_result(f, 0), a);
+  cr_expect_eq(mz_future_result(f, 1), b);
+  int32_t out[64];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+  for (int i = 0; i < 64; i++) cr_expect_eq(out[i], 3);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  for (int i = 0; i < 64; i++) cr_expect_eq(out[i], 5);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(ka);
+  mz_kernel_destroy(kb);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- host nodes ---- */
+
+struct host_log {
+  _Atomic int calls;
+  int32_t seen[8];
+  int32_t scalar;
+  unsigned nargs;
+  bool kernel_null;
+};
+
+/* Writes v[i] = i * 10 (v is args[0]). */
+static int host_fill(const mz_call *c) {
+  struct host_log *h = c->user;
+  h->kernel_null = c->kernel == NULL;
+  h->nargs = c->nargs;
+  int32_t *v = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) v[i] = (int32_t)i * 10;
+  if (c->nargs > 1) h->scalar = c->args[1].i32;
+  atomic_fetch_add(&h->calls, 1);
+  return 0;
+}
+
+/* Copies what it sees, then doubles it. */
+static int host_look(const mz_call *c) {
+  struct host_log *h = c->user;
+  int32_t *v = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count && i < 8; i++) {
+    h->seen[i] = v[i];
+    v[i] *= 2;
+  }
+  atomic_fetch_add(&h->calls, 1);
+  return 0;
+}
+
+Test(graph, host_nodes_chained_with_applies, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *inc = test_kernel(rt, "inc", INC_PARAMS, inc_fn, &count_a);
+  mz_buffer *v = test_buffer_1d(rt, MZ_I32, 8, NULL);
+  struct host_log fill = {0}, look = {0};
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  /* host fill -> inc -> host look (doubles) -> inc */
+  mz_op *h1 = mz_host(g, host_fill, &fill, mz_zip(g, 2, (mz_op *[]){mz_value(g, v), mz_i32(g, 77)}));
+  mz_op *a1 = mz_apply(g, inc, mz_unzip(g, h1, 0), NULL);
+  mz_op *h2 = mz_host(g, host_look, &look, mz_unzip(g, a1, 0));
+  mz_op *a2 = mz_apply(g, inc, mz_unzip(g, h2, 0), NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f;
+  cr_assert_eq(test_run(g, mz_unzip(g, a2, 0), "round-robin", &f), MZ_OK, "%s", mz_future_message(f));
+  cr_expect_eq(atomic_load(&fill.calls), 1);
+  cr_expect_eq(atomic_load(&look.calls), 1);
+  cr_expect_eq(atomic_load(&count_a), 2);
+  cr_expect(fill.kernel_null, "a host call has no kernel");
+  cr_expect_eq(fill.nargs, 2);
+  cr_expect_eq(fill.scalar, 77);
+  for (int i = 0; i < 8; i++) cr_expect_eq(look.seen[i], i * 10 + 1, "the host node sees the apply's write");
+  int32_t out[8];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(v, out, sizeof out));
+  for (int i = 0; i < 8; i++) cr_expect_eq(out[i], (i * 10 + 1) * 2 + 1, "out[%d]", i);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(v);
+  mz_kernel_destroy(inc);
+  mz_runtime_destroy(rt);
+}
+
+static int host_noargs(const mz_call *c) {
+  struct host_log *h = c->user;
+  h->nargs = c->nargs;
+  atomic_fetch_add(&h->calls, 1);
+  return 0;
+}
+
+Test(graph, host_without_deps_and_edges_to_it, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct host_log h = {.nargs = 99};
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *n = mz_host(g, host_noargs, &h, NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f;
+  cr_assert_eq(test_run(g, n, NULL, &f), MZ_OK);
+  cr_expect_eq(atomic_load(&h.calls), 1);
+  cr_expect_eq(h.nargs, 0);
+  cr_expect_eq(mz_future_result_count(f), 0, "a host node without deps gives an empty tuple");
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- laziness ---- */
+
+Test(graph, laziness, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_kernel *kb = test_kernel(rt, "inc_b", INC_PARAMS, inc_fn, &count_b);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 16, NULL), *b = test_buffer_1d(rt, MZ_I32, 16, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *ra = mz_apply(g, ka, mz_value(g, a), NULL);
+  mz_op *rb = mz_apply(g, kb, mz_value(g, b), NULL);
+  cr_expect_eq(atomic_load(&count_a), 0, "building runs nothing");
+  cr_assert_eq(test_run(g, ra, NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 1);
+  cr_expect_eq(atomic_load(&count_b), 0, "the other apply did not run");
+  int32_t out[16];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  for (int i = 0; i < 16; i++) cr_expect_eq(out[i], 0, "b is unchanged");
+  /* Now the other one: it runs exactly once, a's does not run again. */
+  cr_assert_eq(test_run(g, mz_join(g, 2, (mz_op *[]){ra, rb}), NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 1);
+  cr_expect_eq(atomic_load(&count_b), 1);
+  /* Scheduling an op that already ran does not rerun it. */
+  mz_future *f;
+  cr_assert_eq(test_run(g, rb, NULL, &f), MZ_OK);
+  cr_expect_eq(mz_future_result_count(f), 2);
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  cr_expect_eq(st.ops, 0);
+  mz_future_destroy(f);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_b), 1);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+  for (int i = 0; i < 16; i++) cr_expect_eq(out[i], 1);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  for (int i = 0; i < 16; i++) cr_expect_eq(out[i], 1);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(ka);
+  mz_kernel_destroy(kb);
+  mz_runtime_destroy(rt);
+}
+
+Test(graph, laziness_runs_only_the_needed_prefix, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *chain[10];
+  mz_op *cur = mz_value(g, a);
+  for (int i = 0; i < 10; i++) cur = chain[i] = mz_unzip(g, mz_apply(g, ka, cur, NULL), 0);
+  /* The value after step 4 needs steps 0..4 only. */
+  cr_assert_eq(test_run(g, chain[4], NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 5);
+  int32_t out[4];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+  cr_expect_eq(out[0], 5);
+  cr_assert_eq(test_run(g, chain[9], NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 10);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+  cr_expect_eq(out[3], 10);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_kernel_destroy(ka);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- cycles ---- */
+
+Test(graph, cycle_self_edge, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *r = mz_apply(g, ka, mz_value(g, a), NULL);
+  cr_expect_eq(mz_depend(g, r, r), MZ_OK);
+  mz_future *f = (mz_future *)1;
+  cr_expect_eq(mz_schedule(g, r, NULL, &f), MZ_ECYCLE);
+  cr_expect_null(f);
+  cr_expect(strstr(mz_runtime_last_error(rt), "cycle"), "%s", mz_runtime_last_error(rt));
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 0);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_kernel_destroy(ka);
+  mz_runtime_destroy(rt);
+}
+
+Test(graph, cycle_of_two, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_kernel *kb = test_kernel(rt, "inc_b", INC_PARAMS, inc_fn, &count_b);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, NULL), *b = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *ra = mz_apply(g, ka, mz_value(g, a), NULL);
+  mz_op *rb = mz_apply(g, kb, mz_value(g, b), NULL);
+  cr_expect_eq(mz_depend(g, ra, rb), MZ_OK);
+  cr_expect_eq(mz_depend(g, mz_unzip(g, rb, 0), ra), MZ_OK, "a value a task produced stands for its task");
+  mz_future *f = (mz_future *)1;
+  cr_expect_eq(mz_schedule(g, mz_join(g, 2, (mz_op *[]){ra, rb}), NULL, &f), MZ_ECYCLE);
+  cr_expect_null(f);
+  cr_expect_eq(mz_schedule(g, ra, NULL, &f), MZ_ECYCLE, "either root reaches the cycle");
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 0);
+  cr_expect_eq(atomic_load(&count_b), 0);
+  int32_t out[4];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+  cr_expect_eq(out[0], 0);
+  mz_graph_destroy(g);
+  /* A one-way explicit edge orders two independent applies. */
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  ra = mz_apply(g, ka, mz_value(g, a), NULL);
+  rb = mz_apply(g, kb, mz_value(g, b), NULL);
+  cr_expect_eq(mz_depend(g, rb, ra), MZ_OK);
+  cr_expect_eq(test_run(g, rb, NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 1, "scheduling rb ran ra, which it was made to depend on");
+  cr_expect_eq(atomic_load(&count_b), 1);
+  cr_expect_eq(mz_depend(g, rb, ra), MZ_ESTATE, "an edge to a scheduled op is refused");
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(ka);
+  mz_kernel_destroy(kb);
+  mz_runtime_destroy(rt);
+}
+
+Test(graph, cycle_ring_of_100000, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *ka = test_kernel(rt, "inc_a", INC_PARAMS, inc_fn, &count_a);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 1, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  enum { N = 100000 };
+  mz_op *first = mz_apply(g, ka, mz_value(g, a), NULL);
+  mz_op *cur = mz_unzip(g, first, 0);
+  for (int i = 1; i < N; i++) cur = mz_unzip(g, mz_apply(g, ka, cur, NULL), 0);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  cr_expect_eq(mz_depend(g, first, cur), MZ_OK);
+  mz_future *f = (mz_future *)1;
+  cr_expect_eq(mz_schedule(g, cur, NULL, &f), MZ_ECYCLE);
+  cr_expect_null(f);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  cr_expect_eq(atomic_load(&count_a), 0, "nothing ran");
+  int32_t out;
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, &out, sizeof out));
+  cr_expect_eq(out, 0);
+  /* A second attempt is refused the same way (the failure left no state). */
+  cr_expect_eq(mz_schedule(g, first, NULL, &f), MZ_ECYCLE);
+  mz_graph_destroy(g);
+  /* The same chain without the closing edge runs, all 100,000 of it. */
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  cur = mz_value(g, a);
+  for (int i = 0; i < N; i++) cur = mz_unzip(g, mz_apply(g, ka, cur, NULL), 0);
+  cr_expect_eq(test_run(g, cur, NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(a, &out, sizeof out));
+  cr_expect_eq(out, N);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_kernel_destroy(ka);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- 2D and 3D ---- */
+
+/* v[z][y][x] = z*10000 + y*100 + x, from the shape the call sees; w and h
+ * computed from the buffer. */
+static int index_fn(const mz_call *c) {
+  int32_t *v = c->args[0].p;
+  uint64_t w = c->args[1].u64, h = c->args[2].u64;
+  const mz_shape *s = &c->shapes[0];
+  if (s->dims[0] != w || s->dims[1] != h) return MZ_EKERNEL;
+  for (size_t z = 0; z < s->dims[2]; z++)
+    for (size_t y = 0; y < h; y++)
+      for (size_t x = 0; x < w; x++) v[(z * h + y) * w + x] += (int32_t)(z * 10000 + y * 100 + x);
+  return 0;
+}
+
+Test(graph, buffers_2d_and_3d, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *k = test_kernel(rt, "index", "inout i32[] v, u64 w = widthof(v), u64 h = heightof(v)", index_fn, NULL);
+  const size_t shapes[3][3] = {{7, 1, 1}, {5, 3, 1}, {4, 3, 2}};
+  for (unsigned nd = 1; nd <= 3; nd++) {
+    const size_t *d = shapes[nd - 1];
+    size_t n = d[0] * d[1] * d[2];
+    mz_buffer *b;
+    MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_I32, nd, d, NULL, &b));
+    cr_expect_eq(mz_buffer_shape(b)->ndim, nd);
+    cr_expect_eq(mz_buffer_shape(b)->count, n);
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *r = mz_apply(g, k, mz_value(g, b), NULL);
+    r = mz_apply(g, k, mz_unzip(g, r, 0), NULL); /* twice: values double */
+    cr_assert_eq(test_run(g, r, NULL, NULL), MZ_OK, "%u dims", nd);
+    int32_t *out = calloc(n, sizeof *out);
+    MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, n * sizeof *out));
+    for (size_t z = 0; z < d[2]; z++)
+      for (size_t y = 0; y < d[1]; y++)
+        for (size_t x = 0; x < d[0]; x++)
+          cr_expect_eq(out[(z * d[1] + y) * d[0] + x], 2 * (int32_t)(z * 10000 + y * 100 + x), "%u dims at %zu,%zu,%zu",
+                       nd, x, y, z);
+    free(out);
+    mz_graph_destroy(g);
+    mz_buffer_release(b);
+  }
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}

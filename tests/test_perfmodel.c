@@ -1,0 +1,229 @@
+/* Perf models (issue 5): history fed by runs and kept on disk, estimates
+ * seen by a policy in the next runtime, the fit in size for unseen sizes,
+ * and the files' safety: a writer killed mid-write leaves the old or the
+ * new file, a corrupt or foreign file is ignored, and two runtimes saving
+ * the same model at once add up into a valid file. */
+#include <criterion/criterion.h>
+#include <maize.h>
+#include <maize/policy.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "perfmodel.h"
+
+#define OK(rt, call)                                                                                 \
+  do {                                                                                               \
+    int rc_ = (call);                                                                                \
+    cr_assert_eq(rc_, MZ_OK, "%s: %s (%s)", #call, mz_err_name(rc_), mz_runtime_last_error(rt));     \
+  } while (0)
+
+/* A fresh model directory per test. */
+static char dir[256];
+static void fresh_dir(const char *name) {
+  snprintf(dir, sizeof dir, "/tmp/mz-test-perfmodel-%ld-%s", (long)getpid(), name);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+  setenv("MZ_PERFMODEL_DIR", dir, 1);
+}
+
+/* A policy that records what the model expects for each node on queue 1
+ * (the first sim device) and puts it there. */
+static double seen[64];
+static _Atomic unsigned nseen;
+static int probe_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  (void)ready;
+  unsigned i = atomic_fetch_add(&nseen, 1);
+  if (i < 64) seen[i] = mz_task_expected_ns(s, t, 1);
+  return 1;
+}
+static const struct mz_policy_ops probe = {.abi = MZ_POLICY_ABI, .name = "probe", .select = probe_select};
+
+/* A kernel with no cost spec: the simulator runs it at one flop per
+ * element (1000 elements at 1 GFLOP/s: 1000 ns) and does not tell the
+ * policies, so they have only the perf model. */
+static mz_runtime *pm_runtime(void) {
+  mz_runtime *rt;
+  int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:d*1@speed=1", .quiet = true}, &rt);
+  cr_assert_eq(rc, MZ_OK);
+  OK(rt, mz_policy_register(rt, &probe));
+  return rt;
+}
+
+/* n nodes of "touch" on u8 buffers of elems elements each. */
+static void run_nodes(mz_runtime *rt, unsigned n, size_t elems) {
+  mz_kernel *k;
+  OK(rt, mz_kernel_create(rt, &(mz_kernel_spec){.name = "touch", .params = "inout u8[] a"}, &k));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_buffer *b;
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){elems}, NULL, &b));
+  mz_op *last = mz_value(g, b);
+  for (unsigned i = 0; i < n; i++) last = mz_unzip(g, mz_apply(g, k, last, NULL), 0);
+  mz_future *f;
+  OK(rt, mz_schedule(g, last, "probe", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+}
+
+static void model_path(char *buf, size_t cap) { mz__pm_path(buf, cap, dir, "touch", "sim-d"); }
+
+Test(perfmodel, learned_saved_and_reused) {
+  fresh_dir("reuse");
+  mz_runtime *rt = pm_runtime();
+  atomic_store(&nseen, 0);
+  run_nodes(rt, 5, 1000);
+  /* Unsure until MZ_PERFMODEL_MIN_SAMPLES samples: the first node saw no
+   * estimate; after three, the mean (1000 ns). */
+  cr_expect_lt(seen[0], 0);
+  mz_runtime_destroy(rt);
+  char path[512], err[160];
+  model_path(path, sizeof path);
+  struct mz__pm_file f;
+  cr_assert_eq(mz__pm_read(path, &f, err, sizeof err), MZ_OK, "%s: %s", path, err);
+  cr_expect_str_eq(f.kernel, "touch");
+  cr_expect_eq(f.nb, 1);
+  cr_expect_eq(f.b[0].s.n, 5);
+  cr_expect_float_eq(f.b[0].s.mean, 1000.0, 1e-9);
+  mz__pm_file_free(&f);
+  /* The next runtime starts calibrated. */
+  rt = pm_runtime();
+  atomic_store(&nseen, 0);
+  run_nodes(rt, 1, 1000);
+  cr_expect_float_eq(seen[0], 1000.0, 1e-6);
+  mz_runtime_destroy(rt);
+  cr_assert_eq(mz__pm_read(path, &f, err, sizeof err), MZ_OK);
+  cr_expect_eq(f.b[0].s.n, 6);
+  mz__pm_file_free(&f);
+}
+
+Test(perfmodel, fit_in_size) {
+  fresh_dir("fit");
+  mz_runtime *rt = pm_runtime();
+  run_nodes(rt, 3, 1000);   /* 1000 ns */
+  run_nodes(rt, 3, 16000);  /* 16000 ns */
+  atomic_store(&nseen, 0);
+  run_nodes(rt, 1, 4000);   /* never seen: the fit in log-log gives 4000 */
+  cr_expect(seen[0] > 3900 && seen[0] < 4100, "estimate %g for 4000", seen[0]);
+  mz_runtime_destroy(rt);
+}
+
+static void write_model(const char *path, uint64_t n) {
+  struct mz__pm_file f = {0};
+  snprintf(f.kernel, sizeof f.kernel, "touch");
+  snprintf(f.device, sizeof f.device, "sim-d");
+  /* Many buckets, so that a write takes a while. */
+  for (int k = 0; k < 300; k++) {
+    struct mz__pm_bucket *b = mz__pm_file_bucket(&f, k);
+    b->s = (struct mz__pm_stat){.n = n, .mean = 1000.0 * (double)k + 1, .m2 = 1, .bytes = 100};
+  }
+  cr_assert_eq(mz__pm_write(path, &f), MZ_OK);
+  mz__pm_file_free(&f);
+}
+
+Test(perfmodel, killed_writer_leaves_a_valid_file) {
+  fresh_dir("kill");
+  mkdir(dir, 0755);
+  char path[512], err[160];
+  model_path(path, sizeof path);
+  write_model(path, 1);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  srand((unsigned)ts.tv_nsec);
+  for (int round = 0; round < 40; round++) {
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+      for (uint64_t n = 2;; n++) write_model(path, n);
+    }
+    struct timespec d = {0, (long)(rand() % 3000) * 1000};
+    nanosleep(&d, NULL);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    struct mz__pm_file f;
+    cr_assert_eq(mz__pm_read(path, &f, err, sizeof err), MZ_OK, "round %d: %s", round, err);
+    cr_assert_eq(f.nb, 300);
+    for (unsigned k = 1; k < f.nb; k++) cr_assert_eq(f.b[k].s.n, f.b[0].s.n, "a mixed file");
+    mz__pm_file_free(&f);
+  }
+}
+
+Test(perfmodel, corrupt_and_foreign_files_are_ignored) {
+  const char *bad[] = {"garbage\n", "maize-perfmodel 99\nkernel touch\ndevice sim-d\nend 0\n",
+                       "maize-perfmodel 1\nkernel touch\ndevice sim-d\n0 3 1000", /* cut */
+                       "maize-perfmodel 1\nkernel other\ndevice sim-d\nend 0\n"};
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "bad%u", i);
+    fresh_dir(name);
+    mkdir(dir, 0755);
+    char path[512], err[160];
+    model_path(path, sizeof path);
+    FILE *fp = fopen(path, "w");
+    cr_assert_not_null(fp);
+    fputs(bad[i], fp);
+    fclose(fp);
+    mz_runtime *rt = pm_runtime();
+    atomic_store(&nseen, 0);
+    run_nodes(rt, 4, 1000);
+    cr_expect_lt(seen[0], 0, "file %u was not ignored", i);
+    mz_runtime_destroy(rt);
+    /* Replaced by a valid model of this runtime's samples. */
+    struct mz__pm_file f;
+    cr_assert_eq(mz__pm_read(path, &f, err, sizeof err), MZ_OK, "%s", err);
+    cr_expect_eq(f.b[0].s.n, 4);
+    mz__pm_file_free(&f);
+  }
+}
+
+static void *writer(void *arg) {
+  (void)arg;
+  mz_runtime *rt = pm_runtime();
+  run_nodes(rt, 10, 1000);
+  mz_runtime_destroy(rt);
+  return NULL;
+}
+
+Test(perfmodel, concurrent_runtimes_add_up) {
+  fresh_dir("concurrent");
+  for (int round = 0; round < 5; round++) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, writer, NULL);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  }
+  char path[512], err[160];
+  model_path(path, sizeof path);
+  struct mz__pm_file f;
+  cr_assert_eq(mz__pm_read(path, &f, err, sizeof err), MZ_OK, "%s", err);
+  cr_expect_eq(f.b[0].s.n, 5 * 4 * 10);
+  cr_expect_float_eq(f.b[0].s.mean, 1000.0, 1e-9);
+  mz__pm_file_free(&f);
+}
+
+/* The table command's printer reads what the runtime wrote. */
+Test(perfmodel, table) {
+  fresh_dir("table");
+  mz_runtime *rt = pm_runtime();
+  run_nodes(rt, 3, 1000);
+  mz_runtime_destroy(rt);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&buf, &len);
+  cr_assert_eq(mz__pm_print(out, dir), 1);
+  fclose(out);
+  cr_expect(strstr(buf, "touch") && strstr(buf, "sim-d"), "%s", buf);
+  free(buf);
+}

@@ -1,0 +1,277 @@
+/* Simulated devices (issue 5): the MZ_DEVICES grammar, deterministic
+ * virtual-time runs whose makespan under each policy equals a value
+ * computed by hand, cost-based policies on a platform with one device 10x
+ * faster, ws balancing equal devices, and the DAG generators. */
+#include <criterion/criterion.h>
+#include <maize.h>
+#include <maize/daggen.h>
+#include <maize/policy.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OK(rt, call)                                                                                 \
+  do {                                                                                               \
+    int rc_ = (call);                                                                                \
+    cr_assert_eq(rc_, MZ_OK, "%s: %s (%s)", #call, mz_err_name(rc_), mz_runtime_last_error(rt));     \
+  } while (0)
+
+static mz_runtime *sim_runtime(const char *devices) {
+  setenv("MZ_PERFMODEL_DIR", "off", 1);
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt);
+  cr_assert_eq(rc, MZ_OK, "mz_runtime_create(%s): %s", devices, mz_err_name(rc));
+  return rt;
+}
+
+static double arg0(const mz_call *c) { return c->args[0].f64; }
+
+static mz_kernel *cost_kernel(mz_runtime *rt, const char *name, const char *params) {
+  mz_kernel *k;
+  OK(rt, mz_kernel_create(rt, &(mz_kernel_spec){.name = name, .params = params, .cost = {.flops = arg0}}, &k));
+  return k;
+}
+
+Test(sim, grammar) {
+  setenv("MZ_PERFMODEL_DIR", "off", 1);
+  mz_runtime *rt = sim_runtime("sim:gpu*4@speed=20,mem=16G,link=12G/s;sim:cpu*8");
+  /* The host-only CPU worker, then 4 + 8 simulated devices. */
+  cr_assert_eq(mz_runtime_device_count(rt), 13);
+  mz_device_info info;
+  OK(rt, mz_device_get_info(mz_runtime_device(rt, 1), &info));
+  cr_assert_eq(info.kind, MZ_DEVICE_SIM);
+  cr_assert_str_eq(info.name, "sim-gpu");
+  cr_assert_eq(info.memory, 16ull << 30);
+  OK(rt, mz_device_get_info(mz_runtime_device(rt, 12), &info));
+  cr_assert_str_eq(info.name, "sim-cpu");
+  mz_runtime_destroy(rt);
+  /* Malformed items fail creation with MZ_EINVAL; "all" adds no sim device. */
+  const char *bad[] = {"sim:gpu*0", "sim:gpu@speed=-1", "sim:gpu@color=red", "sim:g*2@speed=1;sim:g@speed=2",
+                       "sim:@speed=1", "sim:x@lat=5parsecs"};
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = bad[i], .quiet = true}, &rt);
+    cr_assert_eq(rc, MZ_EINVAL, "%s gave %s", bad[i], mz_err_name(rc));
+  }
+  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1,all", .quiet = true}, &rt));
+  for (unsigned d = 0; d < mz_runtime_device_count(rt); d++) {
+    OK(rt, mz_device_get_info(mz_runtime_device(rt, d), &info));
+    cr_assert_neq(info.kind, MZ_DEVICE_SIM);
+  }
+  mz_runtime_destroy(rt);
+}
+
+/* The hand-checked platform and graph.
+ *
+ * Platform: queue 0 is the host-only CPU worker (runs no kernel), queue 1
+ * the device "fast" (10 GFLOP/s), queue 2 the device "slow" (5 GFLOP/s).
+ * Links: 10 GB/s = 10 bytes/ns, no latency, so a 1000-byte buffer moves in
+ * 100 ns, between the two devices too (the slower link, the larger
+ * latency).  Every node costs 10,000 flops: 1000 ns on fast, 2000 ns on
+ * slow.
+ *
+ * Graph (1000-byte u8 buffers, built in this order):
+ *   A: out a            B: in a, out b     C: in a, out c     E: in a, out e
+ *   D: in b, in c, in e, out d
+ * so A forks to B, C, E, which join in D.  Writes need no transfer (out),
+ * and a device reads what it lacks from where the valid copy is.
+ *
+ * The core places a node when its predecessors are queued and, when they
+ * finish on another queue, submits it only once they are done (host
+ * wait); its work list is a stack, so A's successors are considered in
+ * the order E, C, B.  Submitting to a queue starts the node at
+ * max(queue free, now) + its transfers. */
+static const char *const hand_platform = "sim:fast*1@speed=10,link=10G/s,lat=0;sim:slow*1@speed=5,link=10G/s,lat=0";
+
+static uint64_t run_hand(const char *policy, uint64_t *busy_fast, uint64_t *busy_slow) {
+  mz_runtime *rt = sim_runtime(hand_platform);
+  mz_kernel *k0 = cost_kernel(rt, "k0", "f64 flops, out u8[] o");
+  mz_kernel *k1 = cost_kernel(rt, "k1", "f64 flops, in u8[] a, out u8[] o");
+  mz_kernel *k3 = cost_kernel(rt, "k3", "f64 flops, in u8[] a, in u8[] b, in u8[] c, out u8[] o");
+  mz_buffer *a, *b, *c, *e, *d;
+  size_t n[1] = {1000};
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, n, NULL, &a));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, n, NULL, &b));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, n, NULL, &c));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, n, NULL, &e));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, n, NULL, &d));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_op *fl = mz_f64(g, 1e4);
+  mz_apply(g, k0, mz_zip(g, 2, (mz_op *[]){fl, mz_value(g, a)}), NULL);
+  mz_apply(g, k1, mz_zip(g, 3, (mz_op *[]){fl, mz_value(g, a), mz_value(g, b)}), NULL);
+  mz_apply(g, k1, mz_zip(g, 3, (mz_op *[]){fl, mz_value(g, a), mz_value(g, c)}), NULL);
+  mz_apply(g, k1, mz_zip(g, 3, (mz_op *[]){fl, mz_value(g, a), mz_value(g, e)}), NULL);
+  mz_op *D = mz_apply(g, k3, mz_zip(g, 5, (mz_op *[]){fl, mz_value(g, b), mz_value(g, c), mz_value(g, e), mz_value(g, d)}),
+                      NULL);
+  mz_future *f;
+  OK(rt, mz_schedule(g, D, policy, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s: %s", policy, mz_future_message(f));
+  mz_run_stats st;
+  OK(rt, mz_future_stats(f, &st));
+  cr_assert_eq(st.ops, 5);
+  *busy_fast = st.busy_ns[1];
+  *busy_slow = st.busy_ns[2];
+  uint64_t v = st.virtual_ns;
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer *bufs[] = {a, b, c, d, e};
+  for (int i = 0; i < 5; i++) mz_buffer_release(bufs[i]);
+  mz_kernel_destroy(k0);
+  mz_kernel_destroy(k1);
+  mz_kernel_destroy(k3);
+  mz_runtime_destroy(rt);
+  return v;
+}
+
+Test(sim, hand_computed_makespans) {
+  uint64_t bf, bs;
+  /* single: all five on fast, one after another: 5 x 1000 = 5000. */
+  cr_expect_eq(run_hand("single", &bf, &bs), 5000);
+  cr_expect_eq(bf, 5000);
+  cr_expect_eq(bs, 0);
+
+  /* round-robin (a counter over queues 0, 1, 2, skipping 0): A -> 1;
+   * E -> 1; C -> 2; B -> 0 (cannot) -> 1; D, placed once C is submitted at
+   * t=1000, -> 1.  Fast: A 0-1000, E 1000-2000, B 2000-3000 (queued behind
+   * A at once).  Slow: C waits for A (another device), then moves a
+   * (100) and runs: 1100-3100.  D waits for C: at 3100 it moves c (100)
+   * and runs 3200-4200. */
+  cr_expect_eq(run_hand("round-robin", &bf, &bs), 4200);
+  cr_expect_eq(bf, 4000);
+  cr_expect_eq(bs, 2000);
+
+  /* eager: A -> fast (free).  E follows A on fast (its backlog is 1); C
+   * and B are deferred.  At 1000: C follows again (backlog 1: E) and runs
+   * 2000-3000; B finds fast busy (2) and slow free: 1100-3100.  D is
+   * deferred (its last predecessor's queue is busy), ready at 3100, goes
+   * to fast (now free): moves b, 3200-4200. */
+  cr_expect_eq(run_hand("eager", &bf, &bs), 4200);
+
+  /* ws: A -> fast (both idle, the first found).  E follows A; C and B are
+   * deferred.  At 1000 C is ready: fast has E (backlog 1), slow is idle:
+   * C -> slow, 1100-3100.  B: both have backlog 1, fast is nearer its
+   * home (A's queue): 2000-3000.  D (home: B's queue, busy) is deferred;
+   * ready at 3100 it goes to fast, now idle: moves c, 3200-4200. */
+  cr_expect_eq(run_hand("ws", &bf, &bs), 4200);
+
+  /* dmda, earliest expected finish at ready time: A -> fast (1000 vs
+   * 2000).  At 1000 E, C, B are ready, considered in that order:
+   *   E: fast 1000+1000 = 2000, slow 1000+100+2000 = 3100 -> fast;
+   *   C: fast 2000+1000 = 3000, slow 3100 -> fast;
+   *   B: fast 3000+1000 = 4000, slow 3100 -> slow (1100-3100).
+   * D, ready at 3100: fast 3100 + 100 (b) + 1000 = 4200, slow 3100 + 200
+   * (c, e) + 2000 = 5300 -> fast: 4200. */
+  cr_expect_eq(run_hand("dmda", &bf, &bs), 4200);
+  cr_expect_eq(bf, 4000);
+  cr_expect_eq(bs, 2000);
+
+  /* heft: mean costs 1500; every link moves 1000 bytes in 100 ns, so the
+   * mean edge costs 100.  Ranks: D 1500; B, C, E 1500+100+1500 = 3100;
+   * A 1500+100+3100 = 4700.  In rank order (ties by build order):
+   *   A: fast [0,1000];  B: fast [1000,2000] (slow would end at 1000 +
+   *   100 + 2000 = 3100);  C: fast [2000,3000] (3000 < 3100);
+   *   E: slow [1000,3100] (fast would end at 4000);
+   *   D: ready 3100; fast 3100 + 100 (e) + 1000 = 4200, slow 3100 + 200 +
+   *   2000 = 5300 -> fast.  Planned 4200.
+   * As run: C and B queue behind A on fast in the order E, C, B are
+   * considered (C 1000-2000, B 2000-3000); E waits for A, 1100-3100; D at
+   * 3100 moves e: 3200-4200. */
+  cr_expect_eq(run_hand("heft", &bf, &bs), 4200);
+  cr_expect_eq(bf, 4000);
+  cr_expect_eq(bs, 2000);
+}
+
+static mz_run_stats run_dag(mz_runtime *rt, const mz_dag_params *p, const char *policy, uint64_t *busy, unsigned nd) {
+  mz_dag *d;
+  OK(rt, mz_dag_generate(rt, p, &d));
+  mz_future *f;
+  OK(rt, mz_schedule(d->g, d->root, policy, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s: %s", policy, mz_future_message(f));
+  mz_run_stats st;
+  OK(rt, mz_future_stats(f, &st));
+  cr_assert_eq(st.ops, d->nodes);
+  for (unsigned i = 0; i < nd && busy; i++) busy[i] = st.busy_ns[i];
+  mz_future_destroy(f);
+  mz_dag_destroy(d);
+  return st;
+}
+
+Test(sim, deterministic) {
+  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 500, .seed = 42, .ccr = 0.5};
+  const char *pols[] = {"eager", "ws", "dmda", "heft"};
+  for (unsigned i = 0; i < 4; i++) {
+    uint64_t v[2];
+    for (int k = 0; k < 2; k++) {
+      mz_runtime *rt = sim_runtime("sim:gpu*2@speed=8;sim:cpu*5@speed=1");
+      v[k] = run_dag(rt, &p, pols[i], NULL, 0).virtual_ns;
+      mz_runtime_destroy(rt);
+    }
+    cr_expect_eq(v[0], v[1], "%s: %llu then %llu", pols[i], (unsigned long long)v[0], (unsigned long long)v[1]);
+    cr_expect_gt(v[0], 0);
+  }
+}
+
+/* One device 10x faster than three others: the cost-based policies give
+ * it most of the work (its ideal share is 10/13 of the flops). */
+Test(sim, cost_policies_prefer_the_fast_device) {
+  const char *pols[] = {"dmda", "heft"};
+  for (unsigned i = 0; i < 2; i++) {
+    mz_runtime *rt = sim_runtime("sim:fast*1@speed=10;sim:slow*3@speed=1");
+    mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = 7, .ccr = 0.1, .flops = 1e5};
+    uint64_t busy[5];
+    run_dag(rt, &p, pols[i], busy, 5);
+    double fast = (double)busy[1] * 10, slow = (double)(busy[2] + busy[3] + busy[4]);
+    cr_expect_gt(fast / (fast + slow), 0.6, "%s: the fast device did %.0f%% of the work", pols[i],
+                 100 * fast / (fast + slow));
+    mz_runtime_destroy(rt);
+  }
+}
+
+/* Four equal devices, a stencil 16 nodes wide (16 equal nodes ready at
+ * each step): ws keeps the devices equally busy. */
+Test(sim, ws_balances_equal_devices) {
+  mz_runtime *rt = sim_runtime("sim:eq*4@speed=1");
+  mz_dag_params p = {.shape = MZ_DAG_STENCIL, .tiles = 16, .steps = 8, .tile_bytes = 64};
+  uint64_t busy[5];
+  run_dag(rt, &p, "ws", busy, 5);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (int i = 1; i < 5; i++) {
+    if (busy[i] < lo) lo = busy[i];
+    if (busy[i] > hi) hi = busy[i];
+  }
+  cr_expect_gt(lo, 0);
+  cr_expect_leq((double)hi, 1.25 * (double)lo, "busy from %llu to %llu ns", (unsigned long long)lo,
+                (unsigned long long)hi);
+  mz_runtime_destroy(rt);
+}
+
+/* Every shape builds and runs to completion under every policy, and a
+ * chain's makespan is exactly its length times a node's cost. */
+Test(sim, generators) {
+  mz_runtime *rt = sim_runtime("sim:a*2@speed=2,lat=0;sim:b*2@speed=1,lat=0");
+  mz_dag_shape shapes[] = {MZ_DAG_RANDOM, MZ_DAG_CHAIN, MZ_DAG_FORKJOIN, MZ_DAG_CHOLESKY, MZ_DAG_LU, MZ_DAG_STENCIL};
+  for (unsigned s = 0; s < 6; s++)
+    for (unsigned i = 0; mz_policy_name(rt, i); i++) {
+      mz_dag_params p = {.shape = shapes[s], .nodes = 60, .tiles = 4, .steps = 3, .seed = s};
+      run_dag(rt, &p, mz_policy_name(rt, i), NULL, 0);
+    }
+  /* Chain of 10 nodes of 1e4 flops on "single" (the first sim device,
+   * speed 2): 10 x 5000 ns, no transfer. */
+  mz_dag_params p = {.shape = MZ_DAG_CHAIN, .tiles = 10, .flops = 1e4};
+  cr_expect_eq(run_dag(rt, &p, "single", NULL, 0).virtual_ns, 50000);
+  /* Tiled Cholesky on 3x3 tiles: 3 potrf, 3 trsm, 3 syrk, 1 gemm. */
+  mz_dag *d;
+  OK(rt, mz_dag_generate(rt, &(mz_dag_params){.shape = MZ_DAG_CHOLESKY, .tiles = 3}, &d));
+  cr_expect_eq(d->nodes, 10);
+  mz_dag_destroy(d);
+  mz_runtime_destroy(rt);
+}
+
+/* A large platform stays fast: 20,000 nodes on 64 devices. */
+Test(sim, large_platform, .timeout = 120) {
+  mz_runtime *rt = sim_runtime("sim:gpu*16@speed=10,link=100G/s;sim:cpu*48@speed=1,link=100G/s");
+  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 20000, .seed = 3, .ccr = 0.1};
+  mz_run_stats st = run_dag(rt, &p, "dmda", NULL, 0);
+  cr_expect_gt(st.virtual_ns, 0);
+  mz_runtime_destroy(rt);
+}
