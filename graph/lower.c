@@ -61,6 +61,19 @@ static int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp) {
   return vpush(out, p);
 }
 
+/* The tasks op needs directly: op itself when it is a task, the elements
+ * of a tuple (a join of applies), the producer of a value. */
+static int root_tasks(mz_op *op, struct vec *out) {
+  if (op->t) return vpush(out, op);
+  if (op->kind == MZ__K_VALUE) return op->u.value.producer ? vpush(out, op->u.value.producer) : MZ_OK;
+  if (op->kind != MZ__K_TUPLE) return MZ_OK;
+  for (unsigned i = 0; i < op->u.tuple.n; i++) {
+    int rc = root_tasks(op->u.tuple.elems[i], out);
+    if (rc) return rc;
+  }
+  return MZ_OK;
+}
+
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   if (out) *out = NULL;
   if (!g || !out) return MZ_EINVAL;
@@ -97,10 +110,9 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
   r->id = ++rt->next_run_id;
-  /* 1. Closure. */
-  if (!rc && root->t) rc = vpush(&stack, root);
-  for (size_t i = 0; !rc && i < leaves.n; i++)
-    if (leaves.v[i]->kind == MZ__K_VALUE && leaves.v[i]->u.value.producer) rc = vpush(&stack, leaves.v[i]->u.value.producer);
+  /* 1. Closure, from the tasks the root names (a task, a tuple holding
+   * tasks, values they produce). */
+  if (!rc) rc = root_tasks(root, &stack);
   while (!rc && stack.n) {
     mz_op *op = stack.v[--stack.n];
     struct mz__task *t = op->t;
@@ -247,7 +259,10 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     t->exec.nargs = t->nparams;
     t->exec.args = t->nparams ? mz__arena_alloc(&r->arena, t->nparams * sizeof *t->exec.args) : NULL;
     t->exec.xfers = t->nacc ? mz__arena_alloc(&r->arena, t->nacc * sizeof *t->exec.xfers) : NULL;
-    t->exec.waits = t->npreds ? mz__arena_alloc(&r->arena, t->npreds * sizeof *t->exec.waits) : NULL;
+    /* Room for a wait per predecessor and per pending transfer (plan_exec). */
+    t->exec.waits = t->npreds + t->nacc
+                        ? mz__arena_alloc(&r->arena, (t->npreds + t->nacc) * sizeof *t->exec.waits)
+                        : NULL;
     t->exec.launch = &t->launch;
     t->exec.kernel = t->kernel;
     t->exec.host_fn = t->host_fn;

@@ -37,6 +37,7 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
   b->shape = sh;
   b->bytes = sh.count * es;
   b->copies = copies;
+  pthread_mutex_init(&b->fetch_lock, NULL);
   if (parent) {
     b->parent = mz_buffer_retain(parent);
     b->host = (char *)parent->host + offset;
@@ -45,6 +46,7 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
     size_t alloc = (b->bytes + 63) & ~(size_t)63;
     if (posix_memalign(&b->host, 64, alloc)) {
       size_t bytes = b->bytes;
+      pthread_mutex_destroy(&b->fetch_lock);
       free(copies);
       free(b);
       return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", bytes);
@@ -92,6 +94,7 @@ void mz_buffer_release(mz_buffer *b) {
   else rt->buffers = b->next;
   if (b->next) b->next->prev = b->prev;
   pthread_mutex_unlock(&rt->lock);
+  pthread_mutex_destroy(&b->fetch_lock);
   free(b->readers);
   free(b->hz_readers);
   free(b->copies);
@@ -104,25 +107,38 @@ void mz_buffer_release(mz_buffer *b) {
 const mz_shape *mz_buffer_shape(const mz_buffer *b) { return b ? &b->shape : NULL; }
 size_t mz_buffer_bytes(const mz_buffer *b) { return b ? b->bytes : 0; }
 
-int mz__buffer_fetch_host(mz_buffer *b) {
+int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
   mz_runtime *rt = b->rt;
   mz__spin_lock(&b->lock);
-  if (b->copies[0].state != MZ__INVALID) {
+  bool valid = b->copies[0].state != MZ__INVALID;
+  mz__spin_unlock(&b->lock);
+  if (valid) return MZ_OK;
+  /* One reader fetches; concurrent readers wait here and then find the
+   * host copy valid.  The spinlock is not held across the blocking read. */
+  pthread_mutex_lock(&b->fetch_lock);
+  int rc = MZ_OK;
+  mz__spin_lock(&b->lock);
+  if (b->copies[0].state == MZ__INVALID) {
+    unsigned src = 0;
+    for (unsigned m = 1; m < rt->nmem && !src; m++)
+      if (b->copies[m].state != MZ__INVALID) src = m;
+    void *mem = src ? b->copies[src].mem : NULL;
     mz__spin_unlock(&b->lock);
-    return MZ_OK;
-  }
-  int rc = MZ_EDEVICE;
-  for (unsigned m = 1; m < rt->nmem; m++) {
-    if (b->copies[m].state == MZ__INVALID) continue;
-    struct mz_device *dev = rt->mem_dev[m];
-    rc = dev->ops->mem_read(dev, b->copies[m].mem, b->host, b->bytes);
+    if (!src) {
+      rc = MZ_EDEVICE; /* cannot happen: some copy is always valid */
+    } else {
+      struct mz_device *dev = rt->mem_dev[src];
+      rc = dev->ops->mem_read(dev, mem, b->host, b->bytes);
+    }
+    mz__spin_lock(&b->lock);
     if (rc == MZ_OK) {
-      b->copies[m].state = MZ__SHARED;
       b->copies[0].state = MZ__SHARED;
-      break;
+      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      if (moved) *moved += b->bytes;
     }
   }
   mz__spin_unlock(&b->lock);
+  pthread_mutex_unlock(&b->fetch_lock);
   return rc;
 }
 
@@ -152,7 +168,7 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   wait_hazards(b, false);
   int poison = atomic_load(&b->poison);
   if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
-  int rc = mz__buffer_fetch_host(b);
+  int rc = mz__buffer_fetch_host(b, NULL);
   if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
   memcpy(dst, b->host, bytes);
   return MZ_OK;

@@ -234,6 +234,14 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
  * submission threads.  Thread: any. */
 void mz__batch_done(struct mz__batch *b);
 
+/* For devices with host_memory: plan exec e (read stale inputs back into
+ * host memory, update copy states, fill e->args) right before running it,
+ * on the thread that runs it.  On failure e->message says why, and the
+ * backend finishes the node with the returned code.  Such devices' submit
+ * receives execs that are not planned yet.  Thread: a worker (never a
+ * completion callback).  Locks: none held. */
+int mz__exec_prepare(struct mz__exec *e);
+
 /* Mark a device dead (a sticky error): later placements skip it.  Thread: any. */
 void mz__device_fail(struct mz_device *dev, int code, const char *why);
 

@@ -205,9 +205,78 @@ static void ready(mz_op *op, struct work *w) {
 
 /* ---- coherence planning ---- */
 
-/* Fill exec's arguments and transfers for queue Q, updating copy states in
- * submission order.  Runs on the thread that submits to Q's device (the
- * submission thread for devices with their own memory). */
+/* Plan one read of b into device memory node m for exec e on queue Q.
+ * Called with b's spinlock held; returns with it held.  Fills a transfer
+ * when the copy there is invalid, or when it is being made valid by a
+ * transfer on another queue that Q cannot wait for on the device. */
+static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz__exec *e, struct mz__queue *Q,
+                            uint64_t *moved, const char **why) {
+  struct mz_device *dev = Q->dev;
+  struct mz__copy *c = &b->copies[m];
+  if (c->state != MZ__INVALID) {
+    struct mz__exec *f = c->fetcher;
+    if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
+    struct mz__task *ft = f->node->t;
+    if (atomic_load_explicit(&ft->state, memory_order_acquire) == MZ__T_DONE) {
+      c->fetcher = NULL;
+      return MZ_OK;
+    }
+    /* The transfer may not have run yet.  Wait for it on the device when the
+     * device can (same run: its event lives until the run ends), else copy
+     * again: the same bytes, from a copy that stays valid until we finish. */
+    if (ft->run == e->node->t->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
+      bool have = false;
+      for (unsigned i = 0; i < e->nwait && !have; i++) have = e->waits[i] == f;
+      if (!have) e->waits[e->nwait++] = f;
+      return MZ_OK;
+    }
+  }
+  struct mz__xfer *x = &e->xfers[e->nxfer];
+  memset(x, 0, sizeof *x);
+  x->dst = c->mem;
+  x->bytes = b->bytes;
+  if (b->copies[0].state != MZ__INVALID) {
+    x->src_host = b->host;
+  } else {
+    unsigned src = 0;
+    for (unsigned k = 1; k < rt->nmem && !src; k++)
+      if (k != m && b->copies[k].state != MZ__INVALID) src = k;
+    if (!src) {
+      *why = "no valid copy of a buffer exists";
+      return MZ_EDEVICE;
+    }
+    struct mz_device *sd = rt->mem_dev[src];
+    if (sd->ops == dev->ops && dev->ops->can_copy_peer && dev->ops->can_copy_peer(dev, sd)) {
+      x->src_dev = sd;
+      x->src = b->copies[src].mem;
+      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+    } else {
+      /* Across backends: through host memory.  The producer has finished,
+       * since edges across backends are released on the host. */
+      mz__spin_unlock(&b->lock);
+      int rc = mz__buffer_fetch_host(b, moved);
+      mz__spin_lock(&b->lock);
+      if (rc) {
+        *why = "cannot read a buffer back from its device";
+        return rc;
+      }
+      x->src_host = b->host;
+    }
+  }
+  if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+  c->state = MZ__SHARED;
+  c->fetcher = e;
+  e->nxfer++;
+  *moved += b->bytes;
+  return MZ_OK;
+}
+
+/* Fill exec's arguments and transfers for queue Q and update the copy
+ * states.  Device memory: on the thread that submits to Q's device, in
+ * submission order.  Host memory: on the worker, right before the task
+ * runs, reading stale inputs back at once; planning there rather than at
+ * submission keeps a reader on one worker from trusting a host copy that
+ * another worker has planned but not yet fetched. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
   struct mz__task *t = op->t;
   struct mz__run *r = t->run;
@@ -226,14 +295,32 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
       return rc;
     }
   }
-  /* Accesses: transfers for reads, state changes for writes. */
-  uint64_t moved = 0;
+  uint64_t moved = 0, fetched = 0;
   for (unsigned a = 0; a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
+    if (!m) {
+      if (mode & 1) {
+        int rc = mz__buffer_fetch_host(b, &fetched);
+        if (rc) {
+          *why = "cannot read an input back from its device";
+          return rc;
+        }
+      }
+      if (mode & 2) {
+        mz__spin_lock(&b->lock);
+        for (unsigned k = 0; k < rt->nmem; k++) {
+          b->copies[k].state = MZ__INVALID;
+          b->copies[k].fetcher = NULL;
+        }
+        b->copies[0].state = MZ__OWNER;
+        mz__spin_unlock(&b->lock);
+      }
+      continue;
+    }
     mz__spin_lock(&b->lock);
     struct mz__copy *c = &b->copies[m];
-    if (!c->mem && m) {
+    if (!c->mem) {
       mz__spin_unlock(&b->lock);
       void *mem = NULL;
       int rc = dev->ops->mem_alloc(dev, b->bytes, &mem);
@@ -245,60 +332,27 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
       if (c->mem) dev->ops->mem_free(dev, mem);
       else c->mem = mem;
     }
-    if ((mode & 1) && c->state == MZ__INVALID) {
-      struct mz__xfer *x = &e->xfers[e->nxfer];
-      memset(x, 0, sizeof *x);
-      x->dst = c->mem;
-      x->bytes = b->bytes;
-      if (m && b->copies[0].state != MZ__INVALID) {
-        x->src_host = b->host;
-      } else {
-        unsigned src = 0;
-        for (unsigned k = 1; k < rt->nmem && !src; k++)
-          if (k != m && b->copies[k].state != MZ__INVALID) src = k;
-        if (!src) {
-          /* No valid copy anywhere: the buffer was never written (it is
-           * zeroed on the host at creation), so this cannot happen. */
-          mz__spin_unlock(&b->lock);
-          *why = "no valid copy of a buffer exists";
-          return MZ_EDEVICE;
-        }
-        struct mz_device *sd = rt->mem_dev[src];
-        if (!m) {
-          x->src_dev = sd; /* the CPU worker reads it before running */
-          x->src = b->copies[src].mem;
-        } else if (sd->ops == dev->ops && dev->ops->can_copy_peer && dev->ops->can_copy_peer(dev, sd)) {
-          x->src_dev = sd;
-          x->src = b->copies[src].mem;
-        } else {
-          /* Across backends: through host memory.  The producer has
-           * finished (cross-backend edges are released on the host). */
-          int rc = sd->ops->mem_read(sd, b->copies[src].mem, b->host, b->bytes);
-          if (rc) {
-            mz__spin_unlock(&b->lock);
-            *why = "cannot read a buffer back from its device";
-            return rc;
-          }
-          b->copies[0].state = MZ__SHARED;
-          x->src_host = b->host;
-          moved += b->bytes;
-        }
-        if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+    if (mode & 1) {
+      int rc = plan_device_read(rt, b, m, e, Q, &moved, why);
+      if (rc) {
+        mz__spin_unlock(&b->lock);
+        return rc;
       }
-      if (b->copies[0].state == MZ__OWNER && m) b->copies[0].state = MZ__SHARED;
-      c->state = MZ__SHARED;
-      e->nxfer++;
-      moved += b->bytes;
     }
     if (mode & 2) {
-      for (unsigned k = 0; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
+      /* Later readers are ordered after this writer by hazards, so no
+       * pending transfer needs remembering. */
+      for (unsigned k = 0; k < rt->nmem; k++) {
+        b->copies[k].state = MZ__INVALID;
+        b->copies[k].fetcher = NULL;
+      }
       c->state = MZ__OWNER;
     }
     mz__spin_unlock(&b->lock);
   }
-  if (e->nxfer) {
-    atomic_fetch_add_explicit(&r->st_transfers, e->nxfer, memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->st_bytes, moved, memory_order_relaxed);
+  if (e->nxfer || fetched) {
+    atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + (fetched ? 1 : 0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->st_bytes, moved + fetched, memory_order_relaxed);
   }
   /* Arguments. */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
@@ -319,6 +373,17 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     }
   }
   return MZ_OK;
+}
+
+int mz__exec_prepare(struct mz__exec *e) {
+  const char *why = NULL;
+  char *log = NULL;
+  int rc = plan_exec(e->node, e->queue, &why, &log);
+  if (rc) {
+    free(e->message);
+    e->message = log ? log : strdup(why ? why : mz_strerror(rc));
+  }
+  return rc;
 }
 
 /* ---- submission ---- */
@@ -345,10 +410,12 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
   unsigned nsucc = t->nsucc_run;
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  t->exec.queue = Q;
   if (dev->ops->inline_submit) {
     const char *why = NULL;
     char *log = NULL;
-    int rc = plan_exec(op, Q, &why, &log);
+    /* Host-memory devices plan on their worker (see plan_exec). */
+    int rc = dev->ops->host_memory ? MZ_OK : plan_exec(op, Q, &why, &log);
     if (rc == MZ_OK) {
       t->b1.queue = Q;
       t->b1.n = 1;
@@ -760,6 +827,10 @@ static void run_complete(struct mz__run *r) {
       if (b->touch_stamp == stamp) continue;
       b->touch_stamp = stamp;
       if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
+      mz__spin_lock(&b->lock);
+      for (unsigned k = 1; k < rt->nmem; k++)
+        if (b->copies[k].fetcher && b->copies[k].fetcher->node->t->run == r) b->copies[k].fetcher = NULL;
+      mz__spin_unlock(&b->lock);
       unsigned k = 0;
       for (unsigned j = 0; j < b->nreaders; j++)
         if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];

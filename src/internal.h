@@ -124,6 +124,10 @@ enum mz__cstate { MZ__INVALID = 0, MZ__SHARED = 1, MZ__OWNER = 2 };
 struct mz__copy {
   uint8_t state;
   void *mem;      /* device handle; for memnode 0 the host pointer */
+  /* The exec whose transfer makes this copy valid, while that transfer
+   * may not have run yet (device memory only; cleared when its run ends).
+   * A reader on another queue must wait for it or copy again. */
+  struct mz__exec *fetcher;
 };
 
 struct mz_buffer {
@@ -135,6 +139,7 @@ struct mz_buffer {
   bool host_owned;          /* false for a tile: host aliases the parent's */
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
   mz__spin lock;            /* guards copies[] */
+  pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */
   _Atomic int poison;       /* error of the last failed writer, 0 when fine */
   /* Hazard state across runs, guarded by rt->lock: the last scheduled
@@ -153,8 +158,10 @@ struct mz_buffer {
 
 int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
                    size_t offset, mz_buffer **out);
-/* Bring the host copy up to date (synchronous; not from callbacks). */
-int mz__buffer_fetch_host(mz_buffer *b);
+/* Bring the host copy up to date: a blocking read from a valid device copy
+ * when the host copy is invalid.  Adds the bytes read to *moved (may be
+ * NULL).  Thread: any but a completion callback.  Locks: none held. */
+int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved);
 
 /* ---- graph nodes (graph/graph.c) ---- */
 

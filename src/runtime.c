@@ -138,9 +138,9 @@ static int discover_all(mz_runtime *rt, const char *spec) {
     } else if (got == 0) {
       /* Keep the backend's reason (no driver, no platform) when it gave one. */
       char why[MZ__ERRLEN / 2];
-      snprintf(why, sizeof why, "%s", rt->errmsg);
-      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: '%s' was asked for, but no such device was found%s%s", it,
-                         why[0] ? ": " : "", why);
+      snprintf(why, sizeof why, "%.400s", rt->errmsg);
+      rc = mz__set_error(rt, MZ_ENODEV, "MZ_DEVICES: '%.64s' was asked for, but no such device was found%s%.400s",
+                         it, why[0] ? ": " : "", why);
     }
   }
   if (!rc && all) {

@@ -33,8 +33,8 @@ static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
   return !k || mz__kernel_spec(k)->cpu.fn != NULL;
 }
 
-/* Run one task: read stale inputs back from their devices, call the
- * function, finish it. */
+/* Run one task: plan it (read stale inputs back from their devices), call
+ * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
   mz_op *op = e->node;
   int status = MZ_OK;
@@ -44,10 +44,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     return;
   }
   e->t_start = mz__now_ns();
-  for (unsigned i = 0; i < e->nxfer && status == MZ_OK; i++) {
-    struct mz__xfer *x = &e->xfers[i];
-    if (x->src_dev) status = x->src_dev->ops->mem_read(x->src_dev, x->src, x->dst, x->bytes);
-  }
+  status = mz__exec_prepare(e);
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -85,8 +82,6 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       if (args != argv) free(args);
       if (shapes != shv) free(shapes);
     }
-  } else {
-    msg = strdup("cannot read an input back from its device");
   }
   e->t_end = mz__now_ns();
   if (msg) {

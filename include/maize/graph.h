@@ -39,7 +39,10 @@ const char *mz_graph_message(const mz_graph *g);
 /* The number of nodes built so far. */
 size_t mz_graph_node_count(const mz_graph *g);
 
-/* A buffer as a value.  The graph holds a reference until it is destroyed. */
+/* A buffer as a value: its contents at this point of the build, that is,
+ * after the last task built so far in this graph that writes it (so
+ * scheduling the value runs that task).  The graph holds a reference on
+ * the buffer until it is destroyed. */
 mz_op *mz_value(mz_graph *g, mz_buffer *b);
 
 /* Scalar values. */

@@ -54,7 +54,8 @@ struct mz_policy_ops {
    * Thread: the one calling mz_schedule().  Locks: none held; no node of
    * the run has started.  Ownership: tasks[] and the tasks are borrowed for
    * the call; set queues with mz_task_set_queue().  A negative return fails
-   * mz_schedule() with that code. */
+   * the run: mz_schedule() still returns its future, which resolves with
+   * that code, and no node of the run starts. */
   int (*plan)(void *state, const mz_sched *s, mz_task *const tasks[], size_t n);
 
   /* Choose a queue for t.  Required unless plan places every node.
