@@ -11,8 +11,10 @@
  *          buffer, so the buffer hazards (RAW/WAW in build order) chain
  *          the tasks; the root is the last apply.  The graph is built
  *          first (timed apart: "build"), then the figure is mz_schedule()
- *          to mz_future_wait().  Runtime: devices "cpu:1" or "cpu:2";
- *          policy "eager" (and "single" for the chain).
+ *          to mz_future_wait(), of which the time inside mz_schedule() is
+ *          printed apart ("sched").  Runtime: devices "cpu:1" or "cpu:2";
+ *          policy "eager" (and "single" for the chain).  Every run checks
+ *          that mz_future_stats() counted N ops, and gives up on a hang.
  *  openmp  #pragma omp task in one single region (independent), with
  *          depend(inout: x) for the chain; the figure includes the
  *          parallel region and its closing barrier.

@@ -43,8 +43,9 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
-  e->t_start = mz__now_ns();
-  status = mz__exec_prepare(e);
+  uint64_t t0 = mz__now_ns();
+  status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
+  e->t_start = t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
