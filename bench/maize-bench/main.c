@@ -1,0 +1,37 @@
+/* maize-bench: dispatch to a subcommand (see mzb.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "mzb.h"
+
+static const struct {
+  const char *name;
+  int (*main)(int, char **);
+  const char *help;
+} cmds[] = {
+    {"taskbench", mzb_taskbench_main, "run one Task Bench pattern (Task Bench's flags) on maize"},
+    {"metg", mzb_metg_main, "sweep task granularity, METG(50%) for maize, OpenMP and StarPU, SVG plot"},
+    {"pipeline", mzb_pipeline_main, "multi-device pipeline under every policy: table, trace, Gantt SVG"},
+    {"trace", mzb_trace_main, "turn an MZ_TRACE file into a Gantt SVG and a text summary"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: maize-bench <command> [options]   (maize-bench <command> --help)\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].main(argc - 1, argv + 1);
+  fprintf(stderr, "maize-bench: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
