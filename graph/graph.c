@@ -39,10 +39,11 @@ static void graph_free(mz_graph *g) {
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = g->tasks_all[i]->t;
     free(t->xpreds);
-    if (t->succs.v && t->succs.v != t->succs.inl) free(t->succs.v);
+    if (t->succs.heap) free(t->succs.v);
   }
   free(g->tasks_all);
   for (size_t i = 0; i < g->nheld; i++) mz_buffer_release(g->held[i]);
+  for (size_t i = 0; i < g->bmap_cap; i++) mz_buffer_release(g->bmap[i].buf);
   for (size_t i = 0; i < g->nkheld; i++) mz__kernel_unref(g->kheld[i]);
   free(g->held);
   free(g->kheld);
@@ -108,8 +109,21 @@ static int hold_buffer(mz_graph *g, mz_buffer *b) {
 }
 
 /* The graph's per-buffer record: last writer in build order, partition. */
+static struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
+  size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
+  while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
+  return &g->bmap[h];
+}
+
+/* The graph's per-buffer record: last writer in build order, partition.
+ * Inserting may move the records: pointers from earlier calls are stale
+ * after a call that inserts. */
 static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
-  if (g->bmap_n * 2 >= g->bmap_cap) {
+  if (g->bmap_cap) {
+    struct mz__bentry *e = bmap_find(g, b);
+    if (e->buf) return e;
+  }
+  if ((g->bmap_n + 1) * 2 > g->bmap_cap) {
     size_t cap = g->bmap_cap ? g->bmap_cap * 2 : 64;
     struct mz__bentry *nm = calloc(cap, sizeof *nm);
     if (!nm) return NULL;
@@ -123,13 +137,10 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
     g->bmap = nm;
     g->bmap_cap = cap;
   }
-  size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
-  while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
-  if (!g->bmap[h].buf) {
-    g->bmap[h].buf = b;
-    g->bmap_n++;
-  }
-  return &g->bmap[h];
+  struct mz__bentry *e = bmap_find(g, b);
+  e->buf = mz_buffer_retain(b); /* the graph holds every buffer it names */
+  g->bmap_n++;
+  return e;
 }
 
 mz_op *mz_value(mz_graph *g, mz_buffer *b) {
@@ -139,7 +150,7 @@ mz_op *mz_value(mz_graph *g, mz_buffer *b) {
   if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
   mz_op *op = new_op(g, MZ__K_VALUE, 0);
   struct mz__bentry *be = op ? bmap_get(g, b) : NULL;
-  if (!be || hold_buffer(g, b)) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
+  if (!be) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
   op->u.value.buf = b;
   /* The buffer as it is at this point of the build: after the last task
    * built so far that writes it, so scheduling this value runs that task. */
@@ -238,21 +249,32 @@ static int remember_task(mz_graph *g, mz_op *op) {
   return MZ_OK;
 }
 
-/* Make a task op with np parameters and na accesses. */
+/* Make a task op with np parameters and na accesses: the op, its task,
+ * and the task's arrays in one block. */
 static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsigned np, unsigned na, unsigned nres) {
-  mz_op *op = new_op(g, kind, sizeof(struct mz__task));
-  if (!op) return NULL;
+  size_t ob = (sizeof(mz_op) + sizeof(struct mz__task) + 15) & ~(size_t)15;
+  size_t vb = np * sizeof(mz_arg), bb = np * sizeof(mz_buffer *), ab = na * sizeof(struct mz__access),
+         rb = nres * sizeof(mz_op *);
+  vb = (vb + 15) & ~(size_t)15;
+  bb = (bb + 15) & ~(size_t)15;
+  ab = (ab + 15) & ~(size_t)15;
+  char *blk = mz__arena_alloc(&g->arena, ob + vb + bb + ab + rb);
+  if (!blk) return NULL;
+  mz_op *op = (mz_op *)(void *)blk;
+  op->g = g;
+  op->kind = (uint8_t)kind;
+  op->id = ++g->nops;
   struct mz__task *t = (struct mz__task *)(op + 1);
   op->t = t;
   op->name = name;
   t->nparams = np;
   t->queue = -1;
-  t->values = np ? mz__arena_alloc(&g->arena, np * sizeof *t->values) : NULL;
-  t->bufs = np ? mz__arena_alloc(&g->arena, np * sizeof *t->bufs) : NULL;
-  t->acc = na ? mz__arena_alloc(&g->arena, na * sizeof *t->acc) : NULL;
-  op->res = nres ? mz__arena_alloc(&g->arena, nres * sizeof *op->res) : NULL;
+  t->values = np ? (mz_arg *)(void *)(blk + ob) : NULL;
+  t->bufs = np ? (mz_buffer **)(void *)(blk + ob + vb) : NULL;
+  t->acc = na ? (struct mz__access *)(void *)(blk + ob + vb + bb) : NULL;
+  op->res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
   op->nres = nres;
-  if ((np && (!t->values || !t->bufs)) || (na && !t->acc) || (nres && !op->res) || remember_task(g, op)) return NULL;
+  if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
   t->succs.cap = 2;
   return op;
@@ -275,7 +297,8 @@ static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 
 /* Build-time predecessors: the producers of the inputs, plus the last
  * writer (in build order) of each buffer the task reads. */
-static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves) {
+#define MZ__BE_CACHE 16
+static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
   struct mz__task *t = op->t;
   size_t cap = nleaves + t->nacc;
   mz_op **v = cap ? mz__arena_alloc(&g->arena, cap * sizeof *v) : NULL;
@@ -294,18 +317,23 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
     struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
     if (!e) return MZ_ENOMEM;
     if (t->acc[i].mode & 1) ADD_PRED(e->writer);
+    if (i < MZ__BE_CACHE) bes[i] = e;
   }
 #undef ADD_PRED
   t->bpreds = v;
   t->nbpreds = n;
+  /* The entries stay valid if no later lookup inserted (then rehashed). */
+  for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++)
+    if (bes[i]->buf != t->acc[i].buf) bes[i] = bmap_get(g, t->acc[i].buf);
   return MZ_OK;
 }
 
-/* After the task is built: it is now the last writer of what it writes. */
-static int note_writes(mz_graph *g, mz_op *op) {
+/* After the task is built: it is now the last writer of what it writes.
+ * bes: the entries set_bpreds found. */
+static int note_writes(mz_graph *g, mz_op *op, struct mz__bentry **bes) {
   for (unsigned i = 0; i < op->t->nacc; i++) {
     if (!(op->t->acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bmap_get(g, op->t->acc[i].buf);
+    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, op->t->acc[i].buf);
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -440,7 +468,8 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
     if (!scalar_convert(&t->values[i], p->dtype, &tmp))
       return fail(g, MZ_ESHAPE, "mz_apply(%s): '%s' must be an integer or float type", k->spec.name, p->name);
   }
-  if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams) || note_writes(g, op))
+  struct mz__bentry *bes[MZ__BE_CACHE];
+  if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
     if (t->bufs[i]) {
@@ -523,7 +552,8 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
   }
-  int rc = set_bpreds(g, op, leaves, n);
+  struct mz__bentry *bes[MZ__BE_CACHE];
+  int rc = set_bpreds(g, op, leaves, n, bes);
   free(leaves);
   if (rc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
@@ -541,7 +571,7 @@ mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
   if (op->kind == MZ__K_ERROR) return op;
   op->t->host_fn = fn;
   op->t->host_user = user;
-  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_host: out of memory");
+  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_host: out of memory");
   return op;
 }
 
@@ -580,7 +610,8 @@ mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
     if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
-  if (set_bpreds(g, op, leaf, 1) || note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  struct mz__bentry *bes[MZ__BE_CACHE];
+  if (set_bpreds(g, op, leaf, 1, bes) || note_writes(g, op, bes)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   be = bmap_get(g, b);
   be->partitioned = true;
   be->part = op;
@@ -635,7 +666,7 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   op->res = res;
   op->nres = 1;
-  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;
   be->part = NULL;

@@ -116,20 +116,36 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   while (!rc && stack.n) {
     mz_op *op = stack.v[--stack.n];
     struct mz__task *t = op->t;
-    if (t->mark == stamp || atomic_load(&t->state) != MZ__T_NEW) continue;
+    if (t->mark == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;
     t->mark = stamp;
     t->color = 0;
+    t->nsucc_run = 0;
     rc = vpush(&tasks, op);
     for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
     for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
   }
-  if (!rc && tasks.n) qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id); /* tasks.v is NULL when empty */
+  /* Build order (ids).  The graph lists its tasks in build order: when the
+   * unscheduled part of that list is not much longer than the closure,
+   * picking the marked tasks from it is cheaper than sorting. */
+  if (!rc && tasks.n) {
+    size_t from = g->first_new;
+    while (from < g->ntasks_all && atomic_load_explicit(&g->tasks_all[from]->t->state, memory_order_relaxed) != MZ__T_NEW)
+      from++;
+    g->first_new = from;
+    if (g->ntasks_all - from <= 4 * tasks.n) {
+      size_t n = 0;
+      for (size_t i = from; i < g->ntasks_all && n < tasks.n; i++)
+        if (g->tasks_all[i]->t->mark == stamp) tasks.v[n++] = g->tasks_all[i];
+    } else {
+      qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
+    }
+  }
 
-  /* 2. Hazards into scratch state, and each task's predecessor list. */
+  /* 2. Hazards into scratch state, and each task's predecessor list.  Every
+   * edge points to an earlier task except explicit ones (mz_depend): build
+   * order is a topological order unless one of those points forward. */
   mz_op *self_cycle = NULL;
-  mz_op ***plist = tasks.n ? calloc(tasks.n, sizeof *plist) : NULL;
-  unsigned *pcount = tasks.n ? calloc(tasks.n, sizeof *pcount) : NULL;
-  if (tasks.n && (!plist || !pcount)) rc = MZ_ENOMEM;
+  bool forward = false;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = op->t;
@@ -139,6 +155,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (t->xpreds[k] == op) self_cycle = op;
+      if (t->xpreds[k]->id > op->id) forward = true;
       rc = add_pred(op, t->xpreds[k], &preds, ps);
     }
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
@@ -160,20 +177,40 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
         rc = hz_push_reader(b, op);
       }
     }
-    if (!rc && preds.n) {
-      plist[i] = mz__arena_alloc(&r->arena, preds.n * sizeof **plist);
-      if (!plist[i]) rc = MZ_ENOMEM;
-      else memcpy(plist[i], preds.v, preds.n * sizeof **plist);
+    /* The predecessor list and the exec's arrays (arguments, transfers, a
+     * wait per predecessor and per pending transfer) in one block. */
+    t->npreds = 0;
+    t->preds = NULL;
+    if (rc) break;
+    size_t pb = preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
+           xb = t->nacc * sizeof *t->exec.xfers, wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
+    pb = (pb + 15) & ~(size_t)15;
+    ab = (ab + 15) & ~(size_t)15;
+    xb = (xb + 15) & ~(size_t)15;
+    char *blk = pb + ab + xb + wb ? mz__arena_alloc(&r->arena, pb + ab + xb + wb) : NULL;
+    if (pb + ab + xb + wb && !blk) {
+      rc = MZ_ENOMEM;
+      break;
     }
-    pcount[i] = (unsigned)preds.n;
+    if (preds.n) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
+    for (size_t k = 0; k < preds.n; k++)
+      if (preds.v[k]->t->mark == stamp) preds.v[k]->t->nsucc_run++; /* successors in the run */
+    t->preds = preds.n ? (mz_op **)(void *)blk : NULL;
     t->npreds = (unsigned)preds.n;
-    t->preds = plist ? plist[i] : NULL;
+    t->exec.args = ab ? (void *)(blk + pb) : NULL;
+    t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
+    t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;
   }
 
-  /* 3. Topological order over in-run edges; a grey node reached again
-   * closes a cycle.  Iterative, so a 100,000-node ring is fine. */
+  /* 3. With a forward edge: a topological order over in-run edges, where a
+   * grey node reached again closes a cycle.  Iterative, so a 100,000-node
+   * ring is fine.  Otherwise the build order is one. */
   mz_op *cycle_at = self_cycle;
-  for (size_t i = 0; !rc && !cycle_at && i < tasks.n; i++) {
+  if (!rc && !cycle_at && !forward) {
+    topo = tasks;
+    tasks = (struct vec){0};
+  }
+  for (size_t i = 0; !rc && !cycle_at && forward && i < tasks.n; i++) {
     if (tasks.v[i]->t->color) continue;
     stack.n = 0;
     rc = vpush(&stack, tasks.v[i]);
@@ -199,13 +236,31 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     }
   }
   if (!rc && cycle_at) rc = MZ_ECYCLE;
+  /* Successor arrays of their exact in-run size, from the run's arena. */
+  for (size_t i = 0; !rc && i < topo.n; i++) {
+    struct mz__task *t = topo.v[i]->t;
+    if (t->nsucc_run <= t->succs.cap) continue;
+    mz_op **v = mz__arena_alloc(&r->arena, t->nsucc_run * sizeof *v);
+    if (!v) {
+      rc = MZ_ENOMEM;
+      break;
+    }
+    t->succs.v = v;
+    t->succs.cap = t->nsucc_run;
+  }
   if (rc) {
     /* Nothing was committed: clear the marks so the tasks stay new. */
-    for (size_t i = 0; i < tasks.n; i++) {
-      tasks.v[i]->t->mark = 0;
-      tasks.v[i]->t->npreds = 0;
-      tasks.v[i]->t->preds = NULL;
-      atomic_store(&tasks.v[i]->t->pred_failed, false);
+    struct vec *all = topo.n && !tasks.n ? &topo : &tasks;
+    for (size_t i = 0; i < all->n; i++) {
+      struct mz__succs *sc = &all->v[i]->t->succs;
+      if (!sc->heap) {
+        sc->v = sc->inl;
+        sc->cap = 2;
+      }
+      all->v[i]->t->mark = 0;
+      all->v[i]->t->npreds = 0;
+      all->v[i]->t->preds = NULL;
+      atomic_store(&all->v[i]->t->pred_failed, false);
     }
     pthread_mutex_unlock(&rt->lock);
     if (rc == MZ_ECYCLE)
@@ -218,8 +273,6 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     free(preds.v);
     free(touched.v);
     free(topo.v);
-    free(plist);
-    free(pcount);
     mz__arena_free(&r->arena);
     free(r->busy);
     pthread_mutex_destroy(&r->m);
@@ -247,78 +300,51 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   r->ntasks = topo.n;
   atomic_init(&r->remaining, topo.n);
   topo.v = NULL;
+  /* One pass in topological order: a task's in-run predecessors were set
+   * up before it, so its edge can be appended to their successor lists;
+   * edges from tasks of runs in flight are registered under their locks,
+   * after the task's counters are set. */
+  size_t nfail = 0;
   for (size_t i = 0; i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+    mz_op *op = r->tasks[i];
+    struct mz__task *t = op->t;
     t->run = r;
     t->queue = -1;
     t->status = 0;
     t->deferred = t->fixed = t->host_wait = false;
     t->policy_word = 0;
-    t->nsucc_run = 0;
-    t->exec.node = r->tasks[i];
+    t->exec.node = op;
     t->exec.nargs = t->nparams;
-    t->exec.args = t->nparams ? mz__arena_alloc(&r->arena, t->nparams * sizeof *t->exec.args) : NULL;
-    t->exec.xfers = t->nacc ? mz__arena_alloc(&r->arena, t->nacc * sizeof *t->exec.xfers) : NULL;
-    /* Room for a wait per predecessor and per pending transfer (plan_exec). */
-    t->exec.waits = t->npreds + t->nacc
-                        ? mz__arena_alloc(&r->arena, (t->npreds + t->nacc) * sizeof *t->exec.waits)
-                        : NULL;
     t->exec.launch = &t->launch;
     t->exec.kernel = t->kernel;
     t->exec.host_fn = t->host_fn;
     t->exec.host_user = t->host_user;
-    atomic_store(&t->state, MZ__T_WAIT);
-  }
-  /* Successor lists: in-run edges first (counted in nsucc_run). */
-  size_t nfail = 0;
-  for (size_t i = 0; i < r->ntasks; i++) {
-    mz_op *op = r->tasks[i];
-    struct mz__task *t = op->t;
     unsigned inrun = 0;
+    bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
       mz_op *p = t->preds[k];
-      if (p->t->mark != stamp) continue;
+      if (p->t->mark != stamp) {
+        cross = true;
+        continue;
+      }
       inrun++;
       struct mz__succs *s = &p->t->succs;
-      if (s->n == s->cap) {
-        unsigned cap = s->cap * 2;
-        mz_op **v = s->v == s->inl ? malloc(cap * sizeof *v) : realloc(s->v, cap * sizeof *v);
-        if (!v) {
-          nfail++;
-          continue;
-        }
-        if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
-        s->v = v;
-        s->cap = cap;
+      if (!mz__succs_room(s)) {
+        nfail++;
+        continue;
       }
       s->v[s->n++] = op;
-      p->t->nsucc_run++;
     }
-    atomic_store(&t->unsub, inrun);
-    atomic_store(&t->unfin, inrun + 1);
-  }
-  /* Edges from tasks of runs in flight: registered under their locks. */
-  for (size_t i = 0; i < r->ntasks; i++) {
-    mz_op *op = r->tasks[i];
-    struct mz__task *t = op->t;
-    for (unsigned k = 0; k < t->npreds; k++) {
+    atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, inrun + 1, memory_order_relaxed);
+    atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+    for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
       if (p->t->mark == stamp) continue;
       mz__spin_lock(&p->t->lock);
       if (atomic_load(&p->t->state) != MZ__T_DONE) {
         struct mz__succs *s = &p->t->succs;
-        bool ok = true;
-        if (s->n == s->cap) {
-          unsigned cap = s->cap * 2;
-          mz_op **v = s->v == s->inl ? malloc(cap * sizeof *v) : realloc(s->v, cap * sizeof *v);
-          if (v) {
-            if (s->v == s->inl) memcpy(v, s->inl, sizeof s->inl);
-            s->v = v;
-            s->cap = cap;
-          } else {
-            ok = false;
-          }
-        }
+        bool ok = mz__succs_room(s);
         if (ok) {
           atomic_fetch_add(&t->unfin, 1);
           s->v[s->n++] = op;
@@ -346,8 +372,6 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   free(stack.v);
   free(preds.v);
   free(touched.v);
-  free(plist);
-  free(pcount);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 
   const struct mz_policy_ops *po = rt->pol[pol];

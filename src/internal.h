@@ -19,6 +19,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "device_ops.h"
 #include "maize.h"
@@ -189,11 +191,27 @@ struct mz__access {
   uint8_t mode;       /* 1 read, 2 write, 3 both */
 };
 
+/* A task's successors: inl, or an exact array from its run's arena (sized
+ * when the run is scheduled), or malloc'd once a later run adds edges to
+ * it (heap). */
 struct mz__succs {
   unsigned n, cap;
+  bool heap;
   struct mz_op **v;
   struct mz_op *inl[2];
 };
+/* Make room for one more successor; false on ENOMEM. */
+static inline bool mz__succs_room(struct mz__succs *s) {
+  if (s->n < s->cap) return true;
+  unsigned cap = s->cap * 2;
+  struct mz_op **v = s->heap ? realloc(s->v, cap * sizeof *v) : malloc(cap * sizeof *v);
+  if (!v) return false;
+  if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
+  s->v = v;
+  s->cap = cap;
+  s->heap = true;
+  return true;
+}
 
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
@@ -267,7 +285,8 @@ struct mz_graph {
   size_t bmap_cap, bmap_n;
   mz_buffer **held; size_t nheld, capheld; /* references to release */
   mz_kernel **kheld; size_t nkheld, capkheld;
-  struct mz_op **tasks_all;   /* every task op, for cleanup */
+  struct mz_op **tasks_all;   /* every task op, in build (id) order */
+  size_t first_new;           /* tasks_all[<first_new] are all scheduled */
   size_t ntasks_all, captasks_all;
   _Atomic int refs;           /* the user + runs in flight */
   bool destroyed;

@@ -294,6 +294,21 @@ struct pm_entry {
   double fa, fb;             /* log(ns) = fa + fb * log(bytes) */
 };
 
+/* Per queue: a moving average of execution times, and the sampling state
+ * of the completion path.  Once the bucket a queue keeps feeding holds
+ * MZ__PM_SATURATED samples, only one node in MZ__PM_SAMPLE_EVERY is
+ * recorded there (the rest skip the models' lock): the mean and variance
+ * stay unbiased, the count grows more slowly. */
+#define MZ__PM_SATURATED 256
+#define MZ__PM_SAMPLE_EVERY 16
+struct pm_queue {
+  _Alignas(64) _Atomic uint64_t ema;
+  _Atomic uint32_t tick;
+  _Atomic(const char *) sat_name; /* model name (pointer) of the saturated bucket */
+  _Atomic int sat_key;
+  _Atomic(const struct mz_device *) sat_dev;
+};
+
 struct mz__perfmodel {
   pthread_mutex_t lock;
   struct pm_entry **tab;
@@ -303,7 +318,7 @@ struct mz__perfmodel {
   const struct mz_device *clock_dev;
   unsigned *dev_class;
   uint64_t *dev_hash;
-  _Atomic uint64_t *q_ema;   /* per queue: a moving average of execution times */
+  struct pm_queue *qs;       /* per queue, a cache line each */
 };
 
 static uint64_t fnv(const char *s, uint64_t h) {
@@ -318,12 +333,13 @@ int mz__perfmodel_create(mz_runtime *rt) {
   pm->tab = calloc(pm->cap, sizeof *pm->tab);
   pm->dev_class = calloc(rt->ndev + 1, sizeof *pm->dev_class);
   pm->dev_hash = calloc(rt->ndev + 1, sizeof *pm->dev_hash);
-  pm->q_ema = calloc(rt->nq + 1, sizeof *pm->q_ema);
-  if (!pm->tab || !pm->dev_class || !pm->dev_hash || !pm->q_ema) {
+  pm->qs = aligned_alloc(64, (rt->nq + 1) * sizeof *pm->qs);
+  if (pm->qs) memset((void *)pm->qs, 0, (rt->nq + 1) * sizeof *pm->qs);
+  if (!pm->tab || !pm->dev_class || !pm->dev_hash || !pm->qs) {
     free(pm->tab);
     free(pm->dev_class);
     free(pm->dev_hash);
-    free((void *)pm->q_ema);
+    free(pm->qs);
     free(pm);
     return MZ_ENOMEM;
   }
@@ -400,7 +416,7 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
   free(pm->tab);
   free(pm->dev_class);
   free(pm->dev_hash);
-  free((void *)pm->q_ema);
+  free(pm->qs);
   free(pm);
   rt->pm = NULL;
 }
@@ -469,18 +485,29 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   struct mz__perfmodel *pm = rt->pm;
   if (!pm) return;
   /* A rough per-queue time per node, for queue ready estimates. */
-  uint64_t old = atomic_load_explicit(&pm->q_ema[q], memory_order_relaxed);
-  atomic_store_explicit(&pm->q_ema[q], old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
+  struct pm_queue *pq = &pm->qs[q];
+  uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
+  atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
   double bytes = (double)mz_task_bytes((const mz_task *)op);
   int key = mz__pm_bucket_of((uint64_t)bytes);
+  const char *name = task_model_name(op);
+  uint32_t tick = atomic_fetch_add_explicit(&pq->tick, 1, memory_order_relaxed);
+  if (tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
+      atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
+      atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)
+    return;
   pthread_mutex_lock(&pm->lock);
-  struct pm_entry *e = entry_get(rt, pm, task_model_name(op), dev, true);
+  struct pm_entry *e = entry_get(rt, pm, name, dev, true);
   struct mz__pm_bucket *a = e ? mz__pm_file_bucket(&e->all, key) : NULL;
   struct mz__pm_bucket *d = a ? mz__pm_file_bucket(&e->delta, key) : NULL;
   if (d) {
     stat_add(&a->s, (double)ns, bytes);
     stat_add(&d->s, (double)ns, bytes);
     if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
+    bool sat = a->s.n >= MZ__PM_SATURATED;
+    atomic_store_explicit(&pq->sat_name, sat ? name : NULL, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
   }
   pthread_mutex_unlock(&pm->lock);
 }
@@ -688,7 +715,7 @@ uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q) {
     return r > now ? r : now;
   }
   unsigned backlog = atomic_load_explicit(&Q->backlog, memory_order_relaxed);
-  uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->q_ema[q], memory_order_relaxed) : 0;
+  uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->qs[q].ema, memory_order_relaxed) : 0;
   return now + (uint64_t)backlog * ema;
 }
 
