@@ -20,6 +20,10 @@ static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) 
       return pq;
   }
   if (!ready) return MZ_POLICY_DEFER;
+  /* The worker that finished the last predecessor, when it is free: no
+   * wake-up, and the inputs are in its cache. */
+  int cq = mz_sched_current_queue(s);
+  if (cq >= 0 && mz_sched_queue_backlog(s, (unsigned)cq) == 0 && mz_task_can_run(s, t, (unsigned)cq)) return cq;
   unsigned n = mz_sched_queue_count(s);
   int best = -1;
   unsigned best_backlog = ~0u;

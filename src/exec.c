@@ -296,7 +296,8 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     }
   }
   uint64_t moved = 0, fetched = 0;
-  for (unsigned a = 0; a < t->nacc; a++) {
+  /* With host memory only, the host copy is the only one: nothing to plan. */
+  for (unsigned a = 0; rt->nmem > 1 && a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
     if (!m) {

@@ -80,6 +80,8 @@ void mz__parker_park(struct mz__parker *p);
 /* The thread-local marker of runtime threads (workers, submission threads,
  * callbacks) used to refuse blocking calls that would deadlock. */
 extern _Thread_local int mz__in_runtime_thread;
+/* The queue whose CPU worker this thread is, or -1 (mz_sched_current_queue). */
+extern _Thread_local int mz__cur_queue;
 
 /* ---- kernels (src/kernel.c) ---- */
 

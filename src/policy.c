@@ -96,6 +96,11 @@ bool mz_sched_device_dead(const mz_sched *s, unsigned dev) {
   return dev < s->rt->ndev ? atomic_load(&s->rt->devs[dev]->dead) : true;
 }
 
+int mz_sched_current_queue(const mz_sched *s) {
+  /* A worker only ever runs (and finishes) its own runtime's nodes. */
+  return mz__cur_queue >= 0 && (unsigned)mz__cur_queue < s->rt->nq ? mz__cur_queue : -1;
+}
+
 bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q) {
   return mz__can_run(s->rt, (const mz_op *)t, q);
 }

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 _Thread_local int mz__in_runtime_thread;
+_Thread_local int mz__cur_queue = -1;
 
 uint64_t mz__now_ns(void) {
   struct timespec ts;

@@ -95,6 +95,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   mz__in_runtime_thread = 1;
+  mz__cur_queue = (int)w->q->index;
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = mz__mpsc_pop(&w->inbox);

@@ -89,6 +89,11 @@ unsigned mz_sched_queue_count(const mz_sched *s);
 unsigned mz_sched_queue_device(const mz_sched *s, unsigned q);
 /* Nodes submitted to q and not yet finished. */
 unsigned mz_sched_queue_backlog(const mz_sched *s, unsigned q);
+/* The queue whose CPU worker is calling (select runs there when that
+ * worker's node finished and made this one ready), or -1 from any other
+ * thread.  Choosing it when it is idle hands the node straight to the
+ * worker that is already running, with no wake-up. */
+int mz_sched_current_queue(const mz_sched *s);
 unsigned mz_sched_device_count(const mz_sched *s);
 /* The device's kind (an mz_device_kind) and whether it is dead. */
 int mz_sched_device_kind(const mz_sched *s, unsigned dev);
