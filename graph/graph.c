@@ -406,8 +406,10 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
   mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;
-  mz_op **leaf = mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
+  mz_op *leaf_inl[16];
+  mz_op **leaf = k->nparams <= 16 ? leaf_inl : mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
   if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  memset(leaf, 0, k->nparams * sizeof *leaf);
   unsigned u = 0;
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
@@ -471,15 +473,27 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
   struct mz__bentry *bes[MZ__BE_CACHE];
   if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  /* The result ops (values of the buffers, computed scalars) in one block. */
+  unsigned nnew = 0;
+  for (unsigned i = 0; i < k->nparams; i++) nnew += t->bufs[i] || !leaf[i];
+  mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
+  if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
     if (t->bufs[i]) {
-      op->res[i] = value_result(g, t->bufs[i], op);
-      if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+      mz_op *r = op->res[i] = rblk++;
+      r->g = g;
+      r->kind = MZ__K_VALUE;
+      r->id = ++g->nops;
+      r->u.value.buf = t->bufs[i];
+      r->u.value.producer = op;
+      r->name = "value";
     } else if (leaf[i]) {
       op->res[i] = leaf[i];
     } else {
-      op->res[i] = new_op(g, MZ__K_SCALAR, 0);
-      if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+      op->res[i] = rblk++;
+      op->res[i]->g = g;
+      op->res[i]->kind = MZ__K_SCALAR;
+      op->res[i]->id = ++g->nops;
       op->res[i]->u.scalar.dtype = k->params[i].dtype;
       op->res[i]->u.scalar.v = t->values[i];
       op->res[i]->name = "scalar";

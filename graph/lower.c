@@ -20,14 +20,17 @@ struct vec {
   size_t n, cap;
 };
 
-static int vpush(struct vec *v, mz_op *op) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 64;
-    mz_op **nv = realloc(v->v, cap * sizeof *nv);
-    if (!nv) return MZ_ENOMEM;
-    v->v = nv;
-    v->cap = cap;
-  }
+static int vgrow(struct vec *v) {
+  size_t cap = v->cap ? v->cap * 2 : 64;
+  mz_op **nv = realloc(v->v, cap * sizeof *nv);
+  if (!nv) return MZ_ENOMEM;
+  v->v = nv;
+  v->cap = cap;
+  return MZ_OK;
+}
+
+static inline __attribute__((always_inline)) int vpush(struct vec *v, mz_op *op) {
+  if (v->n == v->cap && vgrow(v)) return MZ_ENOMEM;
   v->v[v->n++] = op;
   return MZ_OK;
 }
@@ -51,7 +54,7 @@ static int hz_push_reader(mz_buffer *b, mz_op *op) {
 
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp) {
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp) {
   if (!p || p == op || p->t->seen == stamp) return MZ_OK;
   p->t->seen = stamp;
   if (atomic_load(&p->t->state) == MZ__T_DONE) {
