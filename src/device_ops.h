@@ -221,7 +221,19 @@ struct mz__queue {
   unsigned local;             /* index within the device */
   _Atomic unsigned backlog;   /* submitted, not finished */
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
+  /* A CPU worker's completions, counted here by its own thread and
+   * published to the run in one go (mz__queue_flush) when the worker runs
+   * out of work or turns to another run: the run's shared counters are
+   * then touched once per burst, not once per node. */
+  struct mz__acct {
+    struct mz__run *run;
+    size_t done;
+    uint64_t ops, busy;
+    unsigned dev;
+  } acct;
 };
+/* Publish q's pending completions.  Thread: q's worker only. */
+void mz__queue_flush(struct mz__queue *q);
 
 /* Add a device found by discover.  nqueues >= 1.  Returns the device (its
  * info zeroed except kind/index, for the backend to fill) or NULL on

@@ -454,6 +454,21 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (status == MZ_OK && atomic_load_explicit(&t->pred_failed, memory_order_acquire)) status = MZ_ECANCELED;
+  /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
+  struct mz__acct *acct = NULL;
+  if (mz__cur_rt == rt) {
+    acct = &rt->queues[mz__cur_queue]->acct;
+    /* A flush may complete a run whose callback schedules and finishes
+     * nodes of yet another run on this thread: loop until it is r's. */
+    while (acct->run != r) {
+      if (acct->run) {
+        mz__queue_flush(rt->queues[mz__cur_queue]);
+      } else {
+        acct->run = r;
+        acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
+      }
+    }
+  }
   int prev = atomic_load_explicit(&t->state, memory_order_acquire);
   bool was_queued = prev >= MZ__T_QUEUED;
   int q = t->queue;
@@ -463,9 +478,16 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_relaxed);
     /* ops counts nodes that ran; one canceled behind a failed predecessor
      * on its queue reached the queue but never ran (it is in failed). */
-    if (status != MZ_ECANCELED) atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+    if (acct) {
+      acct->ops += status != MZ_ECANCELED;
+    } else if (status != MZ_ECANCELED) {
+      atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+    }
     if (e->t_end > e->t_start) {
-      atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+      if (acct && acct->dev == dev->info.index)
+        acct->busy += e->t_end - e->t_start;
+      else
+        atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
       /* The perf models learn from successful runs only (issue 5). */
       if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start);
       const struct mz_policy_ops *po = rt->pol[r->policy];
@@ -509,7 +531,21 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }
   }
-  if (atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) run_complete(r);
+  if (acct) acct->done++;
+  else if (atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) run_complete(r);
+}
+
+void mz__queue_flush(struct mz__queue *q) {
+  struct mz__acct *a = &q->acct;
+  struct mz__run *r = a->run;
+  if (!r) return;
+  size_t done = a->done;
+  if (a->ops) atomic_fetch_add_explicit(&r->st_ops, a->ops, memory_order_relaxed);
+  if (a->busy) atomic_fetch_add_explicit(&r->busy[a->dev], a->busy, memory_order_relaxed);
+  a->run = NULL;
+  a->done = 0;
+  a->ops = a->busy = 0;
+  if (done && atomic_fetch_sub_explicit(&r->remaining, done, memory_order_acq_rel) == done) run_complete(r);
 }
 
 static void work_drain(struct work *w) {

@@ -80,8 +80,10 @@ void mz__parker_park(struct mz__parker *p);
 /* The thread-local marker of runtime threads (workers, submission threads,
  * callbacks) used to refuse blocking calls that would deadlock. */
 extern _Thread_local int mz__in_runtime_thread;
-/* The queue whose CPU worker this thread is, or -1 (mz_sched_current_queue). */
+/* The queue whose CPU worker this thread is, or -1, and that queue's
+ * runtime (mz_sched_current_queue, and completion accounting in exec.c). */
 extern _Thread_local int mz__cur_queue;
+extern _Thread_local const struct mz_runtime *mz__cur_rt;
 
 /* ---- kernels (src/kernel.c) ---- */
 

@@ -97,8 +97,7 @@ bool mz_sched_device_dead(const mz_sched *s, unsigned dev) {
 }
 
 int mz_sched_current_queue(const mz_sched *s) {
-  /* A worker only ever runs (and finishes) its own runtime's nodes. */
-  return mz__cur_queue >= 0 && (unsigned)mz__cur_queue < s->rt->nq ? mz__cur_queue : -1;
+  return mz__cur_rt == s->rt ? mz__cur_queue : -1;
 }
 
 bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q) {

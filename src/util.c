@@ -10,6 +10,7 @@
 
 _Thread_local int mz__in_runtime_thread;
 _Thread_local int mz__cur_queue = -1;
+_Thread_local const struct mz_runtime *mz__cur_rt;
 
 uint64_t mz__now_ns(void) {
   struct timespec ts;

@@ -96,9 +96,12 @@ static void *worker_main(void *arg) {
   struct worker *w = arg;
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
+  mz__cur_rt = w->q->dev->rt;
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = mz__mpsc_pop(&w->inbox);
+    /* Out of work: publish the completions counted so far (exec.c). */
+    if (!op) mz__queue_flush(w->q);
     for (unsigned i = 0; !op && i < w->spin; i++) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
@@ -106,12 +109,16 @@ static void *worker_main(void *arg) {
       op = mz__mpsc_pop(&w->inbox);
     }
     if (op) {
+      /* Another run's node may take long: publish the previous run's
+       * completions first, so that run is not held open behind it. */
+      if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
       run_task(w, &op->t->exec);
       continue;
     }
     if (atomic_load(&w->stop)) break;
     mz__parker_park(&w->park);
   }
+  mz__queue_flush(w->q);
   return NULL;
 }
 
