@@ -675,7 +675,7 @@ static void *proxy_main(void *arg) {
   mz__in_runtime_thread = 1;
   struct mz__batch *b = NULL;
   unsigned cap = 0;
-  unsigned spin = p->dev->rt->spin;
+  const unsigned spin = 4000; /* polls before parking (no pause: submission latency) */
   for (;;) {
     mz_op *op = mz__mpsc_pop(&p->inbox);
     if (!op) {

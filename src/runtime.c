@@ -218,7 +218,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   rt->sched.rt = rt;
   const char *q = getenv("MZ_QUIET");
   rt->quiet = rt->cfg.quiet || (q && *q && strcmp(q, "0"));
-  rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(0, "MZ_SPIN", 4000);
+  rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(0, "MZ_SPIN_US", 50);
   rt->cfg.opencl_queues = env_uint(rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
   rt->cfg.cuda_streams = env_uint(rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
   int rc = MZ_OK;

@@ -25,7 +25,7 @@ struct worker {
   struct mz__queue *q;
   hwloc_topology_t topo;
   hwloc_cpuset_t set;
-  unsigned spin;
+  uint64_t spin_ns;        /* how long an idle worker spins before it parks */
 };
 
 static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
@@ -102,11 +102,18 @@ static void *worker_main(void *arg) {
     mz_op *op = mz__mpsc_pop(&w->inbox);
     /* Out of work: publish the completions counted so far (exec.c). */
     if (!op) mz__queue_flush(w->q);
-    for (unsigned i = 0; !op && i < w->spin; i++) {
+    /* Spin a bounded time (the clock is read every 16 polls), then park:
+     * a successor usually arrives within a task's length. */
+    uint64_t until = 0;
+    for (unsigned i = 1; !op; i++) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
       op = mz__mpsc_pop(&w->inbox);
+      if (op || i % 16) continue;
+      uint64_t now = mz__now_ns();
+      if (!until) until = now + w->spin_ns;
+      else if (now >= until) break;
     }
     if (op) {
       /* Another run's node may take long: publish the previous run's
@@ -136,7 +143,7 @@ static int cpu_queue_init(struct mz__queue *q) {
   w->q = q;
   w->topo = cd->topo;
   w->set = cd->sets ? cd->sets[q->local] : NULL;
-  w->spin = q->dev->rt->spin;
+  w->spin_ns = (uint64_t)q->dev->rt->spin * 1000u;
   mz__mpsc_init(&w->inbox, &w->stub);
   mz__parker_init(&w->park);
   q->priv = w;

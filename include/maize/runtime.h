@@ -32,8 +32,9 @@ typedef struct mz_runtime_config {
    * default (4), or $MZ_OPENCL_QUEUES / $MZ_CUDA_STREAMS. */
   unsigned opencl_queues;
   unsigned cuda_streams;
-  /* Spin iterations an idle CPU worker makes before it parks.  0: the
-   * default (a few microseconds). */
+  /* How long an idle CPU worker spins, in microseconds, before it parks
+   * (sleeps until work arrives; waking it costs a system call).  0: the
+   * default, $MZ_SPIN_US or 50. */
   unsigned spin;
   /* Print warnings (an ignored device, a bad perf model file) to stderr.
    * Default true; $MZ_QUIET=1 turns them off. */
