@@ -201,6 +201,16 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
 mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_zip", n, ops); }
 mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_join", n, ops); }
 
+static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
+
+/* Result i of task t.  An apply's buffer results are made on first use:
+ * most are never unzipped, and each is a node. */
+static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
+  if (!t->res[i] && t->t->bufs && i < t->t->nparams && t->t->bufs[i])
+    t->res[i] = value_result(g, t->t->bufs[i], t);
+  return t->res[i];
+}
+
 mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
   if (!g) return NULL;
   mz_op *e = check_op(g, "mz_unzip", t);
@@ -211,7 +221,8 @@ mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
   }
   if (t->t) {
     if (i >= t->nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->nres);
-    return t->res[i];
+    mz_op *r = task_result(g, t, i);
+    return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
   return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
 }
@@ -231,7 +242,9 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->nres;
   mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->res;
   for (unsigned i = 0; i < cnt; i++) {
-    int rc = mz__flatten(el[i], v, n, cap);
+    mz_op *e = op->kind == MZ__K_TUPLE ? el[i] : task_result(op->g, op, i);
+    if (!e) return MZ_ENOMEM;
+    int rc = mz__flatten(e, v, n, cap);
     if (rc) return rc;
   }
   return MZ_OK;
@@ -473,20 +486,15 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
   struct mz__bentry *bes[MZ__BE_CACHE];
   if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  /* The result ops (values of the buffers, computed scalars) in one block. */
+  /* The results: buffers' values are made on first use (task_result);
+   * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += t->bufs[i] || !leaf[i];
+  for (unsigned i = 0; i < k->nparams; i++) nnew += !t->bufs[i] && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
     if (t->bufs[i]) {
-      mz_op *r = op->res[i] = rblk++;
-      r->g = g;
-      r->kind = MZ__K_VALUE;
-      r->id = ++g->nops;
-      r->u.value.buf = t->bufs[i];
-      r->u.value.producer = op;
-      r->name = "value";
+      op->res[i] = NULL;
     } else if (leaf[i]) {
       op->res[i] = leaf[i];
     } else {

@@ -186,7 +186,8 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     t->preds = NULL;
     if (rc) break;
     size_t pb = preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
-           xb = t->nacc * sizeof *t->exec.xfers, wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
+           xb = rt->nmem > 1 ? t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
+        wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
     pb = (pb + 15) & ~(size_t)15;
     ab = (ab + 15) & ~(size_t)15;
     xb = (xb + 15) & ~(size_t)15;

@@ -70,7 +70,7 @@ static int plan_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
       if (!earlier) atomic_fetch_add(&ps->bad_order, 1);
     }
     if (mz_task_set_queue(s, t, nq + 3) == MZ_ERANGE) atomic_store(&ps->erange_ok, 1);
-    int rc = mz_task_set_queue(s, t, (unsigned)(mz_task_id(t) % nq));
+    int rc = mz_task_set_queue(s, t, (unsigned)(i % nq)); /* alternate queues in plan order */
     if (rc) return rc;
   }
   return 0;
