@@ -448,9 +448,10 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
     if (b->shape.dtype != p->dtype)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
                   mz_dtype_name(p->dtype), mz_dtype_name(b->shape.dtype));
-    struct mz__bentry *be = bmap_get(g, b);
-    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-    if (be->partitioned)
+    /* (A buffer never partitioned in this graph need not be looked up.) */
+    struct mz__bentry *be = g->npartitioned ? bmap_get(g, b) : NULL;
+    if (g->npartitioned && !be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    if (be && be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
     t->bufs[i] = b;
@@ -636,6 +637,7 @@ mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
   if (set_bpreds(g, op, leaf, 1, bes) || note_writes(g, op, bes)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   be = bmap_get(g, b);
   be->partitioned = true;
+  g->npartitioned++;
   be->part = op;
   return op;
 }
@@ -691,6 +693,7 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;
+  g->npartitioned--;
   be->part = NULL;
   return op;
 }
