@@ -136,6 +136,7 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
     free(g->bmap);
     g->bmap = nm;
     g->bmap_cap = cap;
+    g->bmap_gen++;
   }
   struct mz__bentry *e = bmap_find(g, b);
   e->buf = mz_buffer_retain(b); /* the graph holds every buffer it names */
@@ -312,6 +313,7 @@ static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
  * writer (in build order) of each buffer the task reads. */
 #define MZ__BE_CACHE 16
 static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
+  uint64_t gen = g->bmap_gen;
   struct mz__task *t = op->t;
   size_t cap = nleaves + t->nacc;
   mz_op **v = cap ? mz__arena_alloc(&g->arena, cap * sizeof *v) : NULL;
@@ -335,9 +337,10 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
 #undef ADD_PRED
   t->bpreds = v;
   t->nbpreds = n;
-  /* The entries stay valid if no later lookup inserted (then rehashed). */
-  for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++)
-    if (bes[i]->buf != t->acc[i].buf) bes[i] = bmap_get(g, t->acc[i].buf);
+  /* A lookup that grew the map moved the entries found before it: find
+   * them again (every buffer is in the map now, so nothing moves). */
+  if (g->bmap_gen != gen)
+    for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++) bes[i] = bmap_get(g, t->acc[i].buf);
   return MZ_OK;
 }
 

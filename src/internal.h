@@ -288,6 +288,7 @@ struct mz_graph {
   struct mz__bentry { mz_buffer *buf; struct mz_op *writer; struct mz_op *part; bool partitioned; } *bmap;
   size_t bmap_cap, bmap_n;
   size_t npartitioned;        /* entries with partitioned set */
+  uint64_t bmap_gen;          /* bumped when the map grows (entries move) */
   mz_buffer **held; size_t nheld, capheld; /* references to release */
   mz_kernel **kheld; size_t nkheld, capkheld;
   struct mz_op **tasks_all;   /* every task op, in build (id) order */
