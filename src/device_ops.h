@@ -220,6 +220,9 @@ struct mz__queue {
   unsigned index;             /* runtime-wide queue number */
   unsigned local;             /* index within the device */
   _Atomic unsigned backlog;   /* submitted, not finished */
+  /* The node the queue runs now, for the watchdog's report (issue 7):
+   * set (relaxed) by backends that know it (the CPU worker), NULL else. */
+  _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
 };
 

@@ -43,6 +43,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
+  atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog (issue 7) */
   uint64_t t0 = mz__now_ns();
   status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
   e->t_start = t0;
@@ -89,6 +90,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     free(e->message);
     e->message = msg;
   }
+  atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
   mz__task_finish(op, status);
 }
 

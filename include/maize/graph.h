@@ -28,11 +28,16 @@ extern "C" {
 int mz_graph_create(mz_runtime *rt, mz_graph **out) MZ_WUR;
 
 /* Free the graph.  Runs scheduled from it keep what they need alive and
- * finish normally.  NULL is a no-op. */
+ * finish normally.  NULL is a no-op.  While such runs are in flight the
+ * handle's memory lives on: builders on it return NULL, mz_schedule()
+ * returns MZ_EINVAL, mz_graph_message() says the graph is not live, and a
+ * second destroy is a no-op (see README.md, "Handles that cannot be
+ * checked", for a handle whose memory is gone). */
 void mz_graph_destroy(mz_graph *g);
 
 /* The sticky error: MZ_OK, or the first builder error.  The message names
- * the builder and the cause; never NULL. */
+ * the builder and the cause; never NULL.  On a NULL, destroyed or
+ * wrong-kind handle: MZ_EINVAL and a message saying so. */
 int mz_graph_status(const mz_graph *g);
 const char *mz_graph_message(const mz_graph *g);
 
