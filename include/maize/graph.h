@@ -78,9 +78,13 @@ typedef struct mz_launch {
  * parameter order (computed and outlike parameters left out; a single
  * argument may be given without a zip).  The result is a tuple with one
  * element per parameter (computed ones included), holding the arguments as
- * they are after the call: unzip the ones you need.  Directions, dtypes and
- * counts are checked here (MZ_ESHAPE, MZ_EINVAL).  launch may be NULL and is
- * copied. */
+ * they are after the call: unzip the ones you need.  Checked here, as the
+ * graph's sticky error: a wrong argument count, a NULL, destroyed or
+ * foreign kernel or op, and one buffer passed twice where either use
+ * writes it (in and out, in and inout, out and out) give MZ_EINVAL; a
+ * buffer for a scalar, a scalar for a buffer, a wrong element type or a
+ * float scalar for an integer parameter give MZ_ESHAPE.  launch may be
+ * NULL and is copied. */
 mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch);
 
 /* Several ops that complete together: a tuple of them, done when all are. */
