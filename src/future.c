@@ -20,6 +20,9 @@ int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
   if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
+  /* issue 7: a deadline past ~146 years (UINT64_MAX as "forever") would
+   * overflow the clock arithmetic and time out at once: wait untimed. */
+  if (timeout_ns >= (uint64_t)1 << 62) return mz__run_wait(&f->run, 0, false);
   return mz__run_wait(&f->run, timeout_ns, true);
 }
 

@@ -129,7 +129,7 @@ static const char *task_state(mz_runtime *rt, mz_op *op, int *queue) {
 /* rt->lock held.  Lists the unfinished nodes of every run in flight,
  * those on queues first. */
 static void report(mz_runtime *rt, struct text *out, double stalled_s) {
-  tprintf(out, "maize watchdog: no node started or finished for %.1f s; %zu run%s in flight\n", stalled_s, rt->nruns,
+  tprintf(out, "maize watchdog: no node was submitted or finished for %.1f s; %zu run%s in flight\n", stalled_s, rt->nruns,
           rt->nruns == 1 ? "" : "s");
   for (struct mz__run *r = rt->runs; r; r = r->next) {
     size_t left = atomic_load_explicit(&r->remaining, memory_order_relaxed);

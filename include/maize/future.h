@@ -38,7 +38,8 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) M
 int mz_future_wait(mz_future *f);
 
 /* As mz_future_wait(), giving up after timeout_ns: MZ_ETIMEDOUT then, and
- * the run goes on. */
+ * the run goes on.  0 polls; UINT64_MAX (any value from 2^62) waits
+ * without a deadline. */
 int mz_future_wait_for(mz_future *f, uint64_t timeout_ns);
 
 /* The status without blocking: MZ_EAGAIN while the run is in flight. */
