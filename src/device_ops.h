@@ -221,7 +221,8 @@ struct mz__queue {
   unsigned local;             /* index within the device */
   _Atomic unsigned backlog;   /* submitted, not finished */
   /* The node the queue runs now, for the watchdog's report (issue 7):
-   * set (relaxed) by backends that know it (the CPU worker), NULL else. */
+   * set (relaxed) by backends that know it (the CPU worker, only when
+   * rt->watchdog is set, so the dispatch path pays nothing otherwise).  */
   _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
 };

@@ -265,6 +265,10 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
       }
     }
   }
+  /* issue 7: the watchdog, when asked for, before the queues' threads
+   * start, so they see rt->watchdog without a race (it has no runs to
+   * watch yet). */
+  if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {
@@ -275,8 +279,6 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   }
   if (!rc) rc = mz__reaper_start(rt);
   if (!rc) rc = mz__perfmodel_create(rt);
-  /* issue 7: the watchdog, when asked for (checked early, started last). */
-  if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
   if (rc) {
     if (!rt->quiet) fprintf(stderr, "maize: mz_runtime_create: %s (%s)\n", rt->errmsg, mz_err_name(rc));
     runtime_free(rt);
