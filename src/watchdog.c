@@ -244,5 +244,7 @@ void mz__watchdog_stop(mz_runtime *rt) {
   pthread_cond_destroy(&wd->c);
   pthread_mutex_destroy(&wd->m);
   free(wd);
-  rt->watchdog = NULL;
+  /* rt->watchdog is left as it was: CPU workers read it when they start,
+   * without a lock, and the runtime is being freed.  Nothing reads it
+   * after this. */
 }
