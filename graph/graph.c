@@ -11,9 +11,11 @@
 
 int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   if (out) *out = NULL;
-  if (!rt || !out) return mz__set_error(rt, MZ_EINVAL, "mz_graph_create: NULL argument");
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
+    return mz__set_error(rt, MZ_EINVAL, "mz_graph_create: NULL argument or not a live runtime");
   mz_graph *g = calloc(1, sizeof *g);
   if (!g) return mz__set_error(rt, MZ_ENOMEM, "mz_graph_create: out of memory");
+  g->tag = MZ__TAG_GRAPH;
   g->rt = rt;
   g->error_op.g = g;
   g->error_op.kind = MZ__K_ERROR;
@@ -49,6 +51,7 @@ static void graph_free(mz_graph *g) {
   free(g->kheld);
   free(g->bmap);
   mz__arena_free(&g->arena);
+  g->tag = MZ__TAG_DEAD;
   free(g);
 }
 
@@ -57,14 +60,17 @@ void mz__graph_unref(mz_graph *g) {
 }
 
 void mz_graph_destroy(mz_graph *g) {
-  if (!g) return;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return; /* NULL, or destroyed already (issue 7) */
+  g->tag = MZ__TAG_DEAD;
   g->destroyed = true;
   mz__graph_unref(g);
 }
 
-int mz_graph_status(const mz_graph *g) { return g ? g->status : MZ_EINVAL; }
-const char *mz_graph_message(const mz_graph *g) { return g ? g->message : "NULL graph"; }
-size_t mz_graph_node_count(const mz_graph *g) { return g ? g->nops : 0; }
+int mz_graph_status(const mz_graph *g) { return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->status : MZ_EINVAL; }
+const char *mz_graph_message(const mz_graph *g) {
+  return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->message : g ? "not a live graph (NULL, destroyed, or another kind of handle)" : "NULL graph";
+}
+size_t mz_graph_node_count(const mz_graph *g) { return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->nops : 0; }
 
 __attribute__((format(printf, 3, 4))) static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
   if (g->status == MZ_OK) {
@@ -145,9 +151,11 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
 }
 
 mz_op *mz_value(mz_graph *g, mz_buffer *b) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER))
+    return fail(g, MZ_EINVAL, "mz_value: not a live buffer (released, or another kind of handle)");
   if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
   mz_op *op = new_op(g, MZ__K_VALUE, 0);
   struct mz__bentry *be = op ? bmap_get(g, b) : NULL;
@@ -161,7 +169,7 @@ mz_op *mz_value(mz_graph *g, mz_buffer *b) {
 }
 
 mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
@@ -182,7 +190,7 @@ mz_op *mz_f32(mz_graph *g, float v) { return mz_scalar(g, MZ_F32, &v); }
 mz_op *mz_f64(mz_graph *g, double v) { return mz_scalar(g, MZ_F64, &v); }
 
 static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
   for (unsigned i = 0; i < n; i++) {
@@ -213,7 +221,7 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
 }
 
 mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_unzip", t);
   if (e) return e;
   if (t->kind == MZ__K_TUPLE) {
@@ -406,10 +414,12 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
 }
 
 mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_apply", args);
   if (e) return e;
   if (!k) return fail(g, MZ_EINVAL, "mz_apply: NULL kernel");
+  if (!MZ__LIVE(k, MZ__TAG_KERNEL))
+    return fail(g, MZ_EINVAL, "mz_apply: not a live kernel (destroyed, or another kind of handle)");
   if (k->rt != g->rt) return fail(g, MZ_EINVAL, "mz_apply: kernel '%s' belongs to another runtime", k->spec.name);
   unsigned nu = args->kind == MZ__K_TUPLE ? args->u.tuple.n : 1;
   mz_op *const *ua = args->kind == MZ__K_TUPLE ? args->u.tuple.elems : &args;
@@ -586,7 +596,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
 }
 
 mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   if (deps) {
     mz_op *e = check_op(g, "mz_host", deps);
@@ -602,7 +612,7 @@ mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
 }
 
 mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
   if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", v->name);
@@ -646,7 +656,7 @@ mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
 }
 
 mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
-  if (!g) return NULL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_unpartition", tiles);
   if (e) return e;
   mz_op **leaves = NULL;
@@ -702,7 +712,7 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
 }
 
 int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
-  if (!g) return MZ_EINVAL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return MZ_EINVAL;
   mz_op *e = check_op(g, "mz_depend", op);
   if (!e) e = check_op(g, "mz_depend", after);
   if (e) return g->status;

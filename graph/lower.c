@@ -79,7 +79,7 @@ static int root_tasks(mz_op *op, struct vec *out) {
 
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   if (out) *out = NULL;
-  if (!g || !out) return MZ_EINVAL;
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH) || !out) return MZ_EINVAL; /* issue 7: tags */
   mz_runtime *rt = g->rt;
   if (g->status) return mz__set_error(rt, g->status, "%s", g->message);
   if (!root) return mz__set_error(rt, MZ_EINVAL, "mz_schedule: NULL root");
@@ -98,6 +98,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   struct mz_future *f = calloc(1, sizeof *f);
   if (!f) return mz__set_error(rt, MZ_ENOMEM, "mz_schedule: out of memory");
   struct mz__run *r = &f->run;
+  r->tag = MZ__TAG_FUTURE;
   r->rt = rt;
   r->g = g;
   r->policy = pol;

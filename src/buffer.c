@@ -25,6 +25,22 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
     sh.dims[i] = dims[i];
     sh.count *= dims[i];
   }
+  if (!parent) {
+    /* issue 7: a buffer no device could ever hold is refused here, with a
+     * message, rather than by an allocator (or a sanitizer) later.  Devices
+     * whose memory is unknown (0) do not count. */
+    uint64_t most = 0;
+    const char *where = "";
+    for (unsigned d = 0; d < rt->ndev; d++)
+      if (rt->devs[d]->info.memory > most) {
+        most = rt->devs[d]->info.memory;
+        where = rt->devs[d]->info.name;
+      }
+    if (most && sh.count * es > most)
+      return mz__set_error(rt, MZ_ENOMEM,
+                           "buffer: %zu bytes is larger than every device's memory (the largest: %llu bytes, %s)",
+                           sh.count * es, (unsigned long long)most, where);
+  }
   mz_buffer *b = calloc(1, sizeof *b);
   struct mz__copy *copies = calloc(rt->nmem, sizeof *copies);
   if (!b || !copies) {
@@ -32,6 +48,7 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
     free(copies);
     return mz__set_error(rt, MZ_ENOMEM, "buffer: out of memory");
   }
+  b->tag = MZ__TAG_BUFFER;
   b->rt = rt;
   atomic_init(&b->refs, 1);
   b->shape = sh;
@@ -67,7 +84,8 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
 int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
                      mz_buffer **out) {
   if (out) *out = NULL;
-  if (!rt || !out) return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create: NULL argument");
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
+    return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create: NULL argument or not a live runtime");
   int rc = mz__buffer_new(rt, dtype, ndim, dims, NULL, 0, out);
   if (rc) return rc;
   if (data) memcpy((*out)->host, data, (*out)->bytes);
@@ -76,12 +94,13 @@ int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t
 }
 
 mz_buffer *mz_buffer_retain(mz_buffer *b) {
-  if (b) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return NULL;
+  atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
   return b;
 }
 
 void mz_buffer_release(mz_buffer *b) {
-  if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER) || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = b->rt;
   for (unsigned m = 1; m < rt->nmem; m++) {
     if (b->copies[m].mem) {
@@ -100,12 +119,13 @@ void mz_buffer_release(mz_buffer *b) {
   free(b->copies);
   if (b->host_owned) free(b->host);
   mz_buffer *parent = b->parent;
+  b->tag = MZ__TAG_DEAD;
   free(b);
   mz_buffer_release(parent);
 }
 
-const mz_shape *mz_buffer_shape(const mz_buffer *b) { return b ? &b->shape : NULL; }
-size_t mz_buffer_bytes(const mz_buffer *b) { return b ? b->bytes : 0; }
+const mz_shape *mz_buffer_shape(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? &b->shape : NULL; }
+size_t mz_buffer_bytes(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? b->bytes : 0; }
 
 int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
   mz_runtime *rt = b->rt;
@@ -160,7 +180,8 @@ static int wait_hazards(mz_buffer *b, bool all) {
 }
 
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
-  if (!b || !dst) return MZ_EINVAL;
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
+  if (!dst) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: NULL destination");
   if (bytes != b->bytes)
     return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: %zu bytes asked, the buffer has %zu", bytes, b->bytes);
   if (mz__in_runtime_thread)
@@ -175,7 +196,8 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
 }
 
 int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
-  if (!b || !src) return MZ_EINVAL;
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
+  if (!src) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_write: NULL source");
   if (bytes != b->bytes)
     return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_write: %zu bytes given, the buffer has %zu", bytes, b->bytes);
   if (mz__in_runtime_thread)

@@ -220,6 +220,10 @@ struct mz__queue {
   unsigned index;             /* runtime-wide queue number */
   unsigned local;             /* index within the device */
   _Atomic unsigned backlog;   /* submitted, not finished */
+  /* The node the queue runs now, for the watchdog's report (issue 7):
+   * set (relaxed) by backends that know it (the CPU worker, only when
+   * rt->watchdog is set, so the dispatch path pays nothing otherwise).  */
+  _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
   /* A CPU worker's completions, counted here by its own thread and
    * published to the run in one go (mz__queue_flush) when the worker runs

@@ -6,34 +6,40 @@
 
 #include "internal.h"
 
+/* NULL, a destroyed future or another kind of handle is refused (issue 7). */
+static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }
+
 int mz_future_wait(mz_future *f) {
-  if (!f) return MZ_EINVAL;
+  if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait: called from a runtime thread; it would deadlock");
   return mz__run_wait(&f->run, 0, false);
 }
 
 int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
-  if (!f) return MZ_EINVAL;
+  if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
+  /* issue 7: a deadline past ~146 years (UINT64_MAX as "forever") would
+   * overflow the clock arithmetic and time out at once: wait untimed. */
+  if (timeout_ns >= (uint64_t)1 << 62) return mz__run_wait(&f->run, 0, false);
   return mz__run_wait(&f->run, timeout_ns, true);
 }
 
 int mz_future_poll(const mz_future *f) {
-  if (!f) return MZ_EINVAL;
+  if (!live(f)) return MZ_EINVAL;
   return atomic_load(&f->run.done) ? atomic_load(&f->run.status) : MZ_EAGAIN;
 }
 
 int mz_future_status(const mz_future *f) { return mz_future_poll(f); }
 
 const char *mz_future_message(const mz_future *f) {
-  if (!f) return "NULL future";
+  if (!live(f)) return f ? "not a live future (NULL, destroyed, or another kind of handle)" : "NULL future";
   return atomic_load(&f->run.done) ? f->run.message : "";
 }
 
 int mz_future_then(mz_future *f, mz_future_fn fn, void *user) {
-  if (!f || !fn) return MZ_EINVAL;
+  if (!live(f) || !fn) return MZ_EINVAL;
   struct mz__run *r = &f->run;
   pthread_mutex_lock(&r->m);
   if (r->then_set) {
@@ -45,12 +51,19 @@ int mz_future_then(mz_future *f, mz_future_fn fn, void *user) {
   r->then_user = user;
   bool done = atomic_load(&r->done);
   pthread_mutex_unlock(&r->m);
-  if (done) fn(f, atomic_load(&r->status), user);
+  if (done) {
+    /* A callback runs as on a runtime thread wherever it runs, so a
+     * blocking call in it is refused the same way (issue 7). */
+    int saved = mz__in_runtime_thread;
+    mz__in_runtime_thread = 1;
+    fn(f, atomic_load(&r->status), user);
+    mz__in_runtime_thread = saved;
+  }
   return MZ_OK;
 }
 
 int mz_future_fd(mz_future *f) {
-  if (!f) return MZ_EINVAL;
+  if (!live(f)) return MZ_EINVAL;
   struct mz__run *r = &f->run;
   pthread_mutex_lock(&r->m);
   if (r->efd < 0) {
@@ -67,17 +80,17 @@ int mz_future_fd(mz_future *f) {
 }
 
 unsigned mz_future_result_count(const mz_future *f) {
-  return f && atomic_load(&f->run.done) ? (unsigned)f->run.nresults : 0;
+  return live(f) && atomic_load(&f->run.done) ? (unsigned)f->run.nresults : 0;
 }
 
 mz_buffer *mz_future_result(const mz_future *f, unsigned i) {
-  if (!f || !atomic_load(&f->run.done) || i >= f->run.nresults) return NULL;
+  if (!live(f) || !atomic_load(&f->run.done) || i >= f->run.nresults) return NULL;
   mz_op *leaf = f->run.results[i];
   return leaf->kind == MZ__K_VALUE ? leaf->u.value.buf : NULL;
 }
 
 int mz_future_stats(const mz_future *f, mz_run_stats *out) {
-  if (!f || !out) return MZ_EINVAL;
+  if (!live(f) || !out) return MZ_EINVAL;
   const struct mz__run *r = &f->run;
   if (!atomic_load(&r->done)) return MZ_EAGAIN;
   memset(out, 0, sizeof *out);
@@ -96,6 +109,7 @@ int mz_future_stats(const mz_future *f, mz_run_stats *out) {
 }
 
 void mz_future_destroy(mz_future *f) {
-  if (!f) return;
+  if (!live(f)) return; /* NULL, or destroyed already (issue 7) */
+  f->run.tag = MZ__TAG_DEAD;
   mz__run_unref(&f->run);
 }

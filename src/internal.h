@@ -85,6 +85,25 @@ extern _Thread_local int mz__in_runtime_thread;
 extern _Thread_local int mz__cur_queue;
 extern _Thread_local const struct mz_runtime *mz__cur_rt;
 
+/* ---- handle tags (issue 7) ----
+ * The first word of every public object says what it is.  It is set at
+ * creation and poisoned with MZ__TAG_DEAD when the user destroys the handle
+ * (or the object is freed), so NULL, a handle of another kind, and a
+ * destroyed handle whose memory is still held (a graph with runs in flight,
+ * a kernel a graph still uses, a future whose run goes on) are refused with
+ * MZ_EINVAL, never a crash.  One load per public call, never on the
+ * dispatch path.  A handle whose memory was freed cannot be told apart
+ * reliably (README.md, "Handles that cannot be checked"). */
+enum mz__tag {
+  MZ__TAG_RUNTIME = 0x4d5a5254u,
+  MZ__TAG_GRAPH = 0x4d5a4752u,
+  MZ__TAG_BUFFER = 0x4d5a4246u,
+  MZ__TAG_KERNEL = 0x4d5a4b4eu,
+  MZ__TAG_FUTURE = 0x4d5a4655u,
+  MZ__TAG_DEAD = 0xdead0bedu,
+};
+#define MZ__LIVE(obj, TAG) ((obj) != NULL && (obj)->tag == (uint32_t)(TAG))
+
 /* ---- kernels (src/kernel.c) ---- */
 
 enum mz__dir {
@@ -106,6 +125,7 @@ struct mz__param {
 };
 
 struct mz_kernel {
+  uint32_t tag;             /* MZ__TAG_KERNEL (issue 7) */
   mz_runtime *rt;
   mz_kernel_spec spec;      /* strings copied into strs */
   char *strs;
@@ -137,6 +157,7 @@ struct mz__copy {
 };
 
 struct mz_buffer {
+  uint32_t tag;             /* MZ__TAG_BUFFER (issue 7) */
   mz_runtime *rt;
   _Atomic int refs;
   mz_shape shape;
@@ -278,6 +299,7 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 
 struct mz_graph {
+  uint32_t tag;               /* MZ__TAG_GRAPH (issue 7) */
   mz_runtime *rt;
   struct mz__arena arena;
   int status;
@@ -305,6 +327,7 @@ int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 /* ---- runs and futures (graph/lower.c, src/exec.c, src/future.c) ---- */
 
 struct mz__run {
+  uint32_t tag;               /* MZ__TAG_FUTURE (issue 7) */
   mz_runtime *rt;
   mz_graph *g;
   _Atomic int refs;           /* future + execution */
@@ -364,6 +387,7 @@ struct mz__trace_ev {
 };
 
 struct mz_runtime {
+  uint32_t tag;                 /* MZ__TAG_RUNTIME (issue 7) */
   mz_runtime_config cfg;
   char policy_name[64];
   char *trace_path;
@@ -401,6 +425,7 @@ struct mz_runtime {
   bool destroying;
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
+  struct mz__watchdog *watchdog; /* issue 7: src/watchdog.c; NULL unless asked for */
 };
 
 /* Policy plumbing (src/policy.c). */
@@ -421,6 +446,17 @@ void mz__perfmodel_destroy(mz_runtime *rt);
 void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns);
 /* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
 uint64_t mz__runtime_clock(const mz_runtime *rt);
+
+/* The watchdog (src/watchdog.c, issue 7).  config reads watchdog_s or
+ * $MZ_WATCHDOG_S into *seconds (0: off) and fails with MZ_EINVAL and a
+ * message on a bad value; start does nothing for 0 and runs before the
+ * queues are opened (backends may read rt->watchdog from their threads to
+ * decide whether to keep mz__queue.current); stop is NULL-safe and runs
+ * first in the runtime's teardown.  Thread: mz_runtime_create's and
+ * mz_runtime_destroy's. */
+int mz__watchdog_config(mz_runtime *rt, double *seconds);
+int mz__watchdog_start(mz_runtime *rt, double seconds);
+void mz__watchdog_stop(mz_runtime *rt);
 
 /* The simulator's descriptor (devices/sim/sim.c). */
 extern const struct mz__devtype mz__devtype_sim;

@@ -213,7 +213,8 @@ static char *scopy(char **dst, const char *s) {
 
 int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out) {
   if (out) *out = NULL;
-  if (!rt || !spec || !out) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: NULL argument");
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !spec || !out)
+    return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: NULL argument or not a live runtime");
   if (!spec->name || !*spec->name) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: the kernel has no name");
   if (!spec->params) return mz__set_error(rt, MZ_EINVAL, "mz_kernel_create: kernel '%s' has no parameter list", spec->name);
   char err[256] = "";
@@ -235,6 +236,7 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
     free(ps);
     return mz__set_error(rt, MZ_ENOMEM, "mz_kernel_create: out of memory");
   }
+  k->tag = MZ__TAG_KERNEL;
   k->rt = rt;
   k->spec = *spec;
   k->strs = strs;
@@ -280,6 +282,7 @@ static void kernel_free(mz_kernel *k) {
   free(k->prep_status);
   free(k->params);
   free(k->strs);
+  k->tag = MZ__TAG_DEAD;
   free(k);
 }
 
@@ -288,13 +291,14 @@ void mz__kernel_unref(mz_kernel *k) {
 }
 
 void mz_kernel_destroy(mz_kernel *k) {
-  if (!k) return;
+  if (!MZ__LIVE(k, MZ__TAG_KERNEL)) return; /* NULL, or destroyed already (issue 7) */
+  k->tag = MZ__TAG_DEAD;
   k->destroyed = true;
   mz__kernel_unref(k);
 }
 
-const char *mz_kernel_name(const mz_kernel *k) { return k ? k->spec.name : NULL; }
-unsigned mz_kernel_param_count(const mz_kernel *k) { return k ? k->nparams : 0; }
+const char *mz_kernel_name(const mz_kernel *k) { return MZ__LIVE(k, MZ__TAG_KERNEL) ? k->spec.name : NULL; }
+unsigned mz_kernel_param_count(const mz_kernel *k) { return MZ__LIVE(k, MZ__TAG_KERNEL) ? k->nparams : 0; }
 const mz_kernel_spec *mz__kernel_spec(const mz_kernel *k) { return &k->spec; }
 
 int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log) {

@@ -17,7 +17,7 @@ const struct mz_policy_ops *const mz__builtin_policies[] = {
 };
 
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
-  if (!rt || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");
   if (ops->abi != MZ_POLICY_ABI)
     return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: ABI %u, this maize wants %u", ops->abi, MZ_POLICY_ABI);
   if (!ops->name || !*ops->name || strlen(ops->name) >= 64)
@@ -37,7 +37,7 @@ int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
 }
 
 const char *mz_policy_name(const mz_runtime *rt, unsigned i) {
-  if (!rt) return NULL;
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return NULL;
   mz_runtime *w = (mz_runtime *)rt;
   pthread_mutex_lock(&w->pol_lock);
   const char *n = i < rt->npol ? rt->pol[i]->name : NULL;

@@ -13,13 +13,17 @@ static const char *env_or(const char *v, const char *name, const char *dflt) {
   return e && *e ? e : dflt;
 }
 
-static unsigned env_uint(unsigned v, const char *name, unsigned dflt) {
+/* A count from the environment.  A malformed one (issue 7: "abc", "0",
+ * "-1") is an error, kept in *rc with its message, not a silent default. */
+static unsigned env_uint(mz_runtime *rt, int *rc, unsigned v, const char *name, unsigned dflt) {
   if (v) return v;
   const char *e = getenv(name);
   if (e && *e) {
     char *end;
     unsigned long x = strtoul(e, &end, 10);
-    if (!*end && x > 0 && x < 1u << 20) return (unsigned)x;
+    if (!*end && *e != '-' && x > 0 && x < 1u << 20) return (unsigned)x;
+    if (!*rc)
+      *rc = mz__set_error(rt, MZ_EINVAL, "%s: '%.64s' is not a count from 1 to %u", name, e, (1u << 20) - 1);
   }
   return dflt;
 }
@@ -160,6 +164,7 @@ static int discover_all(mz_runtime *rt, const char *spec) {
 }
 
 static void runtime_free(mz_runtime *rt) {
+  mz__watchdog_stop(rt); /* issue 7: first, it walks the runs */
   for (unsigned d = 0; d < rt->ndev; d++) mz__proxy_stop(rt->devs[d]);
   mz__reaper_stop(rt);
   mz__perfmodel_destroy(rt); /* saves what was learned; devices are still alive */
@@ -201,6 +206,7 @@ static void runtime_free(mz_runtime *rt) {
   pthread_mutex_destroy(&rt->errlock);
   pthread_mutex_destroy(&rt->pol_lock);
   pthread_mutex_destroy(&rt->trace_lock);
+  rt->tag = MZ__TAG_DEAD;
   free(rt);
 }
 
@@ -209,6 +215,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   *out = NULL;
   mz_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MZ_ENOMEM;
+  rt->tag = MZ__TAG_RUNTIME;
   if (cfg) rt->cfg = *cfg;
   pthread_mutex_init(&rt->lock, NULL);
   pthread_cond_init(&rt->idle, NULL);
@@ -218,11 +225,13 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   rt->sched.rt = rt;
   const char *q = getenv("MZ_QUIET");
   rt->quiet = rt->cfg.quiet || (q && *q && strcmp(q, "0"));
-  rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(0, "MZ_SPIN_US", 50);
-  rt->cfg.opencl_queues = env_uint(rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
-  rt->cfg.cuda_streams = env_uint(rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
   int rc = MZ_OK;
+  rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(rt, &rc, 0, "MZ_SPIN_US", 50);
+  rt->cfg.opencl_queues = env_uint(rt, &rc, rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
+  rt->cfg.cuda_streams = env_uint(rt, &rc, rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
   for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
+  double watchdog_s = 0;
+  if (!rc) rc = mz__watchdog_config(rt, &watchdog_s);
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
     rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft)", pname);
@@ -256,6 +265,10 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
       }
     }
   }
+  /* issue 7: the watchdog, when asked for, before the queues' threads
+   * start, so they see rt->watchdog without a race (it has no runs to
+   * watch yet). */
+  if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {
@@ -276,9 +289,10 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
 }
 
 void mz_runtime_destroy(mz_runtime *rt) {
-  if (!rt) return;
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return;
   if (mz__in_runtime_thread) {
-    fprintf(stderr, "maize: mz_runtime_destroy called from a runtime thread; refused\n");
+    mz__set_error(rt, MZ_EDEADLK, "mz_runtime_destroy: called from a runtime thread; refused (it would deadlock)");
+    if (!rt->quiet) fprintf(stderr, "maize: mz_runtime_destroy called from a runtime thread; refused\n");
     return;
   }
   pthread_mutex_lock(&rt->lock);
@@ -292,14 +306,18 @@ void mz_runtime_destroy(mz_runtime *rt) {
   runtime_free(rt);
 }
 
-const char *mz_runtime_last_error(const mz_runtime *rt) { return rt ? rt->errmsg : "NULL runtime"; }
-const char *mz_runtime_policy(const mz_runtime *rt) { return rt ? rt->policy_name : NULL; }
-unsigned mz_runtime_device_count(const mz_runtime *rt) { return rt ? rt->ndev : 0; }
-mz_device *mz_runtime_device(const mz_runtime *rt, unsigned i) { return rt && i < rt->ndev ? rt->devs[i] : NULL; }
-unsigned mz_runtime_queue_count(const mz_runtime *rt) { return rt ? rt->nq : 0; }
+const char *mz_runtime_last_error(const mz_runtime *rt) {
+  return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->errmsg : rt ? "not a live runtime (NULL, destroyed, or another kind of handle)" : "NULL runtime";
+}
+const char *mz_runtime_policy(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->policy_name : NULL; }
+unsigned mz_runtime_device_count(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->ndev : 0; }
+mz_device *mz_runtime_device(const mz_runtime *rt, unsigned i) {
+  return MZ__LIVE(rt, MZ__TAG_RUNTIME) && i < rt->ndev ? rt->devs[i] : NULL;
+}
+unsigned mz_runtime_queue_count(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->nq : 0; }
 
 int mz_runtime_wait_idle(mz_runtime *rt) {
-  if (!rt) return MZ_EINVAL;
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return MZ_EINVAL;
   if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_runtime_wait_idle: called from a runtime thread");
   pthread_mutex_lock(&rt->lock);
   while (rt->nruns) pthread_cond_wait(&rt->idle, &rt->lock);

@@ -134,7 +134,7 @@ void mz__parker_park(struct mz__parker *p) {
 
 int mz__set_error(const mz_runtime *crt, int code, const char *fmt, ...) {
   mz_runtime *rt = (mz_runtime *)crt; /* the message buffer is the runtime's to change */
-  if (!rt) return code;
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return code; /* no runtime to hold the message */
   va_list ap;
   va_start(ap, fmt);
   pthread_mutex_lock(&rt->errlock);

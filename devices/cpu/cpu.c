@@ -26,6 +26,7 @@ struct worker {
   hwloc_topology_t topo;
   hwloc_cpuset_t set;
   uint64_t spin_ns;        /* how long an idle worker spins before it parks */
+  bool watch;             /* the runtime has a watchdog: tell it what runs (issue 7) */
 };
 
 static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
@@ -43,6 +44,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
+  if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog (issue 7) */
   uint64_t t0 = mz__now_ns();
   status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
   e->t_start = t0;
@@ -89,6 +91,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     free(e->message);
     e->message = msg;
   }
+  if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
   mz__task_finish(op, status);
 }
 
@@ -97,6 +100,7 @@ static void *worker_main(void *arg) {
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = w->q->dev->rt;
+  w->watch = w->q->dev->rt->watchdog != NULL; /* started before the queues, never restarted */
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = mz__mpsc_pop(&w->inbox);

@@ -17,8 +17,16 @@ extern "C" {
 /* Create a buffer of ndim (1..3) dims, dims[0] fastest.  When data is not
  * NULL, count*size bytes are copied from it; otherwise the buffer is zeroed.
  * The caller holds one reference, dropped with mz_buffer_release().
- * Errors: MZ_EINVAL (NULL rt or out, bad dtype, ndim not 1..3, a zero
- * dimension, overflow), MZ_ENOMEM. */
+ * Errors: MZ_EINVAL (NULL or dead rt, NULL out, bad dtype, ndim not 1..3,
+ * a zero dimension, overflow), MZ_ENOMEM (no host memory, or larger than
+ * every device's memory: refused here, before any allocation).  A buffer
+ * that fits some device but not the one a node is placed on fails that
+ * node with MZ_ENOMEM when it runs (its dependents are canceled).
+ *
+ * Buffer handles are checked (issue 7): NULL, a handle of another kind and
+ * a buffer already freed whose memory is still mapped give MZ_EINVAL (or a
+ * NULL / no-op for retain, release, shape, bytes); see README.md, "Handles
+ * that cannot be checked", for what cannot be detected. */
 int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[],
                      const void *data, mz_buffer **out) MZ_WUR;
 

@@ -19,10 +19,18 @@ extern "C" {
  * graph are not run again.  On success *out is the future, freed by
  * mz_future_destroy().  On failure *out is NULL, nothing runs, and
  * mz_runtime_last_error() has the message.  Errors: the graph's sticky
- * error, MZ_EINVAL (NULL or foreign arguments), MZ_ENOENT (unknown
- * policy), MZ_ECYCLE, MZ_ENODEV (a kernel no enabled device can run),
- * MZ_EDEADLK (called from a runtime thread and waiting would be needed:
- * never; scheduling from a task is allowed), MZ_ENOMEM. */
+ * error, MZ_EINVAL (NULL, destroyed or foreign arguments: a graph that is
+ * not live has no runtime to hold a message, so mz_graph_message() on it
+ * says why), MZ_ENOENT (unknown policy), MZ_ECYCLE, MZ_ENOMEM.  Scheduling
+ * from a task is allowed.
+ *
+ * Errors found while the run goes on come back through the future, never
+ * a hang: MZ_ENODEV (a kernel no enabled device can run, found when the
+ * node is placed), MZ_EPOLICY (the policy chose a queue that does not
+ * exist or cannot run the node, deferred a ready node, or left a node
+ * unplaced with no select: never re-planned elsewhere), MZ_EBUILD (with
+ * the build log), MZ_EKERNEL, MZ_ENOMEM (device memory); dependents of
+ * the failed node get MZ_ECANCELED, other branches finish. */
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
 
 /* Block until the run finishes; return its status.  MZ_EDEADLK when called
@@ -30,7 +38,8 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) M
 int mz_future_wait(mz_future *f);
 
 /* As mz_future_wait(), giving up after timeout_ns: MZ_ETIMEDOUT then, and
- * the run goes on. */
+ * the run goes on.  0 polls; UINT64_MAX (any value from 2^62) waits
+ * without a deadline. */
 int mz_future_wait_for(mz_future *f, uint64_t timeout_ns);
 
 /* The status without blocking: MZ_EAGAIN while the run is in flight. */
@@ -43,8 +52,11 @@ int mz_future_status(const mz_future *f);
 const char *mz_future_message(const mz_future *f);
 
 /* Call fn(f, status, user) once when the run finishes, from a runtime
- * thread (it must not block on maize calls), or at once on this thread if
- * it has finished.  One callback per future: MZ_ESTATE for a second. */
+ * thread, or at once on this thread if it has finished.  Either way it must
+ * not block on maize calls: mz_future_wait on an unfinished run,
+ * mz_buffer_read, mz_buffer_write and mz_runtime_wait_idle return
+ * MZ_EDEADLK there and mz_runtime_destroy is refused.  One callback per
+ * future: MZ_ESTATE for a second. */
 typedef void (*mz_future_fn)(mz_future *f, int status, void *user);
 int mz_future_then(mz_future *f, mz_future_fn fn, void *user);
 
@@ -78,7 +90,12 @@ typedef struct mz_run_stats {
 int mz_future_stats(const mz_future *f, mz_run_stats *out);
 
 /* Free the future.  A run still in flight goes on and frees itself when it
- * finishes (its callback, if any, still runs).  NULL is a no-op. */
+ * finishes (its callback, if any, still runs).  NULL is a no-op.  While
+ * that run is in flight the handle's memory lives on, so calls on the
+ * destroyed handle are refused (MZ_EINVAL, "not a live future" from
+ * mz_future_message) and a second destroy is a no-op; after the run ends
+ * the handle dangles and cannot be checked (README.md, "Handles that
+ * cannot be checked"). */
 void mz_future_destroy(mz_future *f);
 
 #ifdef __cplusplus

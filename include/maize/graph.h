@@ -28,11 +28,16 @@ extern "C" {
 int mz_graph_create(mz_runtime *rt, mz_graph **out) MZ_WUR;
 
 /* Free the graph.  Runs scheduled from it keep what they need alive and
- * finish normally.  NULL is a no-op. */
+ * finish normally.  NULL is a no-op.  While such runs are in flight the
+ * handle's memory lives on: builders on it return NULL, mz_schedule()
+ * returns MZ_EINVAL, mz_graph_message() says the graph is not live, and a
+ * second destroy is a no-op (see README.md, "Handles that cannot be
+ * checked", for a handle whose memory is gone). */
 void mz_graph_destroy(mz_graph *g);
 
 /* The sticky error: MZ_OK, or the first builder error.  The message names
- * the builder and the cause; never NULL. */
+ * the builder and the cause; never NULL.  On a NULL, destroyed or
+ * wrong-kind handle: MZ_EINVAL and a message saying so. */
 int mz_graph_status(const mz_graph *g);
 const char *mz_graph_message(const mz_graph *g);
 
@@ -73,9 +78,13 @@ typedef struct mz_launch {
  * parameter order (computed and outlike parameters left out; a single
  * argument may be given without a zip).  The result is a tuple with one
  * element per parameter (computed ones included), holding the arguments as
- * they are after the call: unzip the ones you need.  Directions, dtypes and
- * counts are checked here (MZ_ESHAPE, MZ_EINVAL).  launch may be NULL and is
- * copied. */
+ * they are after the call: unzip the ones you need.  Checked here, as the
+ * graph's sticky error: a wrong argument count, a NULL, destroyed or
+ * foreign kernel or op, and one buffer passed twice where either use
+ * writes it (in and out, in and inout, out and out) give MZ_EINVAL; a
+ * buffer for a scalar, a scalar for a buffer, a wrong element type or a
+ * float scalar for an integer parameter give MZ_ESHAPE.  launch may be
+ * NULL and is copied. */
 mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch);
 
 /* Several ops that complete together: a tuple of them, done when all are. */

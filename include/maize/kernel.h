@@ -102,7 +102,9 @@ typedef struct mz_kernel_spec {
 int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out) MZ_WUR;
 
 /* Free a kernel.  Graphs that use it keep it alive until they are
- * destroyed and their runs have finished.  NULL is a no-op. */
+ * destroyed and their runs have finished.  NULL is a no-op, and so is a
+ * second destroy while a graph still holds the kernel; mz_apply() refuses
+ * the destroyed kernel (MZ_EINVAL, "not a live kernel"). */
 void mz_kernel_destroy(mz_kernel *k);
 
 /* The kernel's name and parameter count (computed parameters included). */

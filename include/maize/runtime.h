@@ -39,22 +39,47 @@ typedef struct mz_runtime_config {
   /* Print warnings (an ignored device, a bad perf model file) to stderr.
    * Default true; $MZ_QUIET=1 turns them off. */
   bool quiet;
+  /* --- The watchdog (issue 7). --- */
+  /* Report stuck work: when runs are in flight and no node has been
+   * submitted or has finished for this many seconds, a runtime thread
+   * writes one report listing each unfinished node of those runs: its id
+   * and name, its device and queue (when placed) and its state ("waiting
+   * for predecessors", "gated on host", "queued for submission",
+   * "submitted to device", "running"), then reports the same stall again
+   * after every further period.  0: $MZ_WATCHDOG_S (seconds, fractions
+   * allowed; unset or 0: off).  A negative, NaN or non-numeric value fails
+   * mz_runtime_create() with MZ_EINVAL.  The watchdog costs nothing on the
+   * dispatch path: it reads counters the runtime keeps anyway, taking the
+   * runtime's lock briefly a few times per period. */
+  double watchdog_s;
+  /* Where reports go: NULL writes them to stderr (even when quiet, since
+   * they were asked for).  Called on the watchdog's thread with no runtime
+   * lock held; report is valid during the call only.  Like a completion
+   * callback it must not block on maize calls (they return MZ_EDEADLK). */
+  void (*watchdog_fn)(const char *report, void *user);
+  void *watchdog_user;
 } mz_runtime_config;
 
 /* Create a runtime.  cfg may be NULL for all defaults.  On success *out
  * holds the runtime, which mz_runtime_destroy() frees.  On failure *out is
  * NULL, nothing is left behind, and mz_runtime_last_error() on a NULL
  * runtime is not available: the message is written to stderr unless quiet.
- * Errors: MZ_EINVAL (NULL out), MZ_ENOENT (unknown device kind or policy),
- * MZ_ENODEV (a selected device does not exist), MZ_ENOMEM. */
+ * Errors: MZ_EINVAL (NULL out; a malformed value: "cpu:0", "cpu:two",
+ * MZ_OPENCL_QUEUES, MZ_CUDA_STREAMS or MZ_SPIN_US that is not a count from 1
+ * to 2^20-1, a bad MZ_WATCHDOG_S), MZ_ENOENT (unknown device kind or
+ * policy: MZ_DEVICES=bogus, MZ_POLICY=nope), MZ_ENODEV (a selected device
+ * does not exist, or its backend is not built: MZ_DEVICES=cuda:99),
+ * MZ_ENOMEM. */
 int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) MZ_WUR;
 
 /* Wait for every run still in flight, write the trace if one was asked for,
  * stop the workers and free everything the runtime owns.  Buffers, kernels,
  * graphs and futures must be released first; those still alive are freed
- * here too and their handles become invalid.  NULL is a no-op.  Calling it
- * from a runtime thread (a task or a callback) is refused: it prints an
- * error and returns without destroying anything. */
+ * here too and their handles become invalid.  NULL is a no-op, and so is a
+ * handle that is not a live runtime (see "Handles that cannot be checked"
+ * in README.md).  Calling it from a runtime thread (a task or a callback)
+ * is refused: it returns without destroying anything and leaves MZ_EDEADLK's
+ * message in mz_runtime_last_error() (printed to stderr unless quiet). */
 void mz_runtime_destroy(mz_runtime *rt);
 
 /* The message of the last error a call on this runtime reported, from any
