@@ -5,10 +5,12 @@
  * Transfers planned for a node on a device queue (exec->xfers) become "X"
  * events of category "transfer" named "copy <src>-><dst>" on that queue,
  * with args.bytes.  Backends time the kernel only, not each copy, so a
- * copy's slice is its window: from when the copy could start (the queue's
- * previous node ended and the node's predecessors ended) to the kernel's
- * start, shared among the node's copies in proportion to their bytes;
- * args.timing says "window".  Reads back into host memory made by a CPU
+ * copy's length is the runtime's link model for its bytes (the one cost
+ * policies use, mz_sched_link_ns), placed right before the kernel (the
+ * queue is in order: the copies ran just before it) and shrunk to fit the
+ * window in which they must have run: after the queue's previous node and
+ * the node's predecessors ended.  args.timing says "modelled" and
+ * args.window_us gives that window.  Reads back into host memory made by a CPU
  * worker before its task are not in exec->xfers and are not shown. */
 #include <stdlib.h>
 #include <string.h>
@@ -97,29 +99,47 @@ static int by_queue(const void *a, const void *b) {
   return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
 }
 
+/* A queue whose memory is memory node mem, or -1. */
+static int queue_on_mem(const mz_runtime *rt, unsigned mem) {
+  for (unsigned q = 0; q < rt->nq; q++)
+    if (rt->queues[q]->dev->memnode == mem) return (int)q;
+  return -1;
+}
+
 /* Write e's transfers (see the top of the file); prev_t1 is when the
  * previous node on e's queue ended, 0 when none. */
 static void write_xfers(FILE *f, mz_runtime *rt, const struct mz__trace_ev *e, uint64_t prev_t1, uint64_t base) {
-  uint64_t start = prev_t1, total = 0;
+  uint64_t start = prev_t1;
   for (uint32_t k = 0; k < e->npred; k++) {
     const struct mz__trace_ev *p = find(rt->tev, rt->ntev, e->run, e->preds[k]);
     if (p && p->t1 > start) start = p->t1;
   }
   if (!start || start > e->t0) start = e->t0;
-  for (uint32_t i = 0; i < e->nxfer; i++) total += e->xfers[i].bytes;
   const struct mz_device *dst = rt->queues[e->queue]->dev;
-  double t = (double)(start - base), win = (double)(e->t0 - start);
-  for (uint32_t i = 0; i < e->nxfer; i++) {
+  double win = (double)(e->t0 - start), total = 0, est[64];
+  uint32_t n = e->nxfer < 64 ? e->nxfer : 64; /* a node has few buffer arguments; more are not drawn */
+  for (uint32_t i = 0; i < n; i++) {
     const struct mz__trace_xfer *x = &e->xfers[i];
-    double d = total ? win * (double)x->bytes / (double)total : 0;
+    int sq = x->src_dev < 0 ? queue_on_mem(rt, 0) : (int)rt->devs[x->src_dev]->queues[0].index;
+    est[i] = sq < 0 ? 0 : mz_sched_link_ns(&rt->sched, (unsigned)sq, e->queue, (size_t)x->bytes);
+    if (!(est[i] > 0)) est[i] = 0;
+    total += est[i];
+  }
+  double scale = total > win && total > 0 ? win / total : 1;
+  double t = (double)(e->t0 - base) - total * scale;
+  for (uint32_t i = 0; i < n; i++) {
+    const struct mz__trace_xfer *x = &e->xfers[i];
+    double d = est[i] * scale;
     char src[64];
     if (x->src_dev < 0) snprintf(src, sizeof src, "host");
     else snprintf(src, sizeof src, "%s %d", mz_device_kind_name(rt->devs[x->src_dev]->info.kind), x->src_dev);
     fprintf(f,
             ",\n{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"copy %s\xe2\x86\x92%s %u\",\"pid\":%u,\"tid\":%u,"
-            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%llu,\"run\":%llu,\"node\":%llu,\"timing\":\"window\"}}",
+            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%llu,\"run\":%llu,\"node\":%llu,\"timing\":\"modelled\","
+            "\"window_us\":%.3f}}",
             src, mz_device_kind_name(dst->info.kind), dst->info.index, dst->info.index, e->queue, t / 1000.0,
-            d / 1000.0, (unsigned long long)x->bytes, (unsigned long long)e->run, (unsigned long long)e->id);
+            d / 1000.0, (unsigned long long)x->bytes, (unsigned long long)e->run, (unsigned long long)e->id,
+            win / 1000.0);
     t += d;
   }
 }

@@ -102,4 +102,23 @@ int mzb_trace_svg(const mzb_trace *t, int64_t run, const char *title, const char
  * busy time and utilisation, op counts, top kernels, transfers. */
 void mzb_trace_summary(const mzb_trace *t, int64_t run, FILE *out);
 
+/* ---- the pipeline (pipeline.c) ---- */
+
+typedef struct mzb_pipeline_opts {
+  const char *devices; /* MZ_DEVICES syntax; NULL: $MZ_DEVICES, else "all" */
+  const char *policy;  /* one policy; NULL: every registered policy */
+  const char *outdir;  /* traces and SVGs; NULL: "maize-out" */
+  size_t elements;     /* floats per buffer */
+  unsigned tiles;
+  unsigned reps;       /* runs per policy; the last is measured and drawn */
+  bool quiet;          /* no device list or kernel-source lines */
+} mzb_pipeline_opts;
+
+/* Run the pipeline under each chosen policy, each in its own runtime with a
+ * trace in outdir/pipeline-<policy>.json and a Gantt chart beside it
+ * (.svg), verify every result against the CPU reference and print the
+ * table on out.  Returns 0, or 1 after a message on stderr (a device, run
+ * or verification failure, a file that cannot be written). */
+int mzb_pipeline_run(const mzb_pipeline_opts *o, FILE *out);
+
 #endif
