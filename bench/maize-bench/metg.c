@@ -246,6 +246,15 @@ static int run_sweep(tb_app *app, const tb_system *sys, const char *pattern, int
   tb_graph *g = &app->graphs[0];
   tb_totals tot;
   int low = 0;
+  /* Warm-up, untimed: thread start-up, first-touch, kernel preparation. */
+  g->kernel.iterations = 1;
+  double warm;
+  if (sys->run(st, &warm, err, sizeof err)) {
+    fprintf(stderr, "%smaize-bench metg: %s, %s, warm-up: %s\n", isatty(2) ? "\n" : "", pattern, sys->name, err);
+    sys->destroy(st);
+    sw->failed = 1;
+    return -1;
+  }
   for (int k = kmax; k >= 0 && sw->n < MAX_POINTS; k--) {
     g->kernel.iterations = 1L << k;
     progress(pattern, sys->name, g->kernel.iterations, kmax - k + 1, kmax + 1);

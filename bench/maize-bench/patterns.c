@@ -495,7 +495,7 @@ static uint64_t fmix64(uint64_t k) {
 
 /* MurmurHash3_x64_128 (Austin Appleby's public-domain algorithm), little
  * endian, as Task Bench's gen_bits() uses it. */
-static void murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t out[2]) {
+void tb_murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t out[2]) {
   const uint8_t *data = key;
   size_t nblocks = len / 16;
   uint64_t h1 = seed, h2 = seed;
@@ -550,7 +550,7 @@ static void murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t
 
 double tb_random_uniform(const void *bytes, size_t n) {
   uint64_t h[2];
-  murmur3_x64_128(bytes, n, 1234567u, h);
+  tb_murmur3_x64_128(bytes, n, 1234567u, h);
   return (double)h[0] * 0x1.p-64;
 }
 
@@ -797,10 +797,13 @@ double tb_metg(const double *gran, const double *eff, size_t n, double threshold
   }
   qsort(pt, n, sizeof *pt, cmp_gran_desc); /* coarse to fine */
   double r = -1;
-  size_t i = 0;
-  while (i < n && !(pt[i][1] >= threshold)) i++; /* first efficient point */
-  if (i == n) goto out;                          /* never efficient */
-  while (i + 1 < n && pt[i + 1][1] >= threshold) i++;
+  /* The finest efficient point: METG is the smallest granularity that
+   * still reaches the threshold, so a noisy dip at a coarser point does
+   * not move it. */
+  size_t i = n;
+  for (size_t j = 0; j < n; j++)
+    if (pt[j][1] >= threshold) i = j;
+  if (i == n) goto out; /* never efficient */
   if (i + 1 == n) {
     r = -2; /* still efficient at the finest point */
     goto out;

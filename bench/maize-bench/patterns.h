@@ -133,6 +133,8 @@ long tb_imbalance_iterations(const tb_kernel *k, long graph_index, long t, long 
 /* Task Bench's random_uniform(): MurmurHash3 x64 128 of the bytes with
  * seed 1234567, the first 64 bits scaled to [0, 1). */
 double tb_random_uniform(const void *bytes, size_t n);
+/* MurmurHash3_x64_128 itself (exposed for its test vectors). */
+void tb_murmur3_x64_128(const void *key, size_t len, uint32_t seed, uint64_t out[2]);
 
 /* Fill scratch memory with Task Bench's magic value (bytes % 8 == 0). */
 void tb_prepare_scratch(void *scratch, size_t bytes);
@@ -170,9 +172,11 @@ int tb_app_parse(tb_app *app, int argc, char **argv, char **rest, int *nrest, ch
 /* METG: the task granularity at which efficiency crosses `threshold`
  * (0.5 for METG(50%)).  gran[] and eff[] are n points of one sweep, in
  * any order.  Sorting by granularity from coarse to fine, the answer is
- * found between the last point at or above the threshold (before the
- * first point below it) and that next point, interpolating efficiency
- * linearly in log(granularity).  Returns the granularity; a negative
+ * found between the finest point at or above the threshold and the next
+ * finer point, interpolating efficiency linearly in log(granularity) (a
+ * dip below the threshold at a coarser point is ignored: METG is the
+ * smallest granularity that is still efficient).  Returns the
+ * granularity; a negative
  * value when efficiency never reaches the threshold (-1) or never drops
  * below it (-2: the finest point is still efficient; no crossing). */
 double tb_metg(const double *gran, const double *eff, size_t n, double threshold);
