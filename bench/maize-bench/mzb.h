@@ -81,7 +81,7 @@ typedef struct mzb_trace {
   size_t ntracks;
   /* Problems Perfetto's importer would mind (counted while loading). */
   size_t flow_starts, flow_unmatched; /* "s" without an "f" of the same id, or the reverse */
-  size_t unnamed_pids, unnamed_tids;  /* used by an X, no "M" name */
+  size_t unnamed_pids, unnamed_tids;  /* X events whose pid / tid no "M" event names */
   size_t negative_dur;                /* X events with dur < 0 */
   size_t ignored;                     /* events of other phases */
   int64_t last_run;                   /* the largest args.run, -1 when none */

@@ -336,8 +336,9 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
           "callbacks", "result", "busy ms per device");
   int failures = 0;
   char (*paths)[2][4096] = calloc(npol ? npol : 1, sizeof *paths);
-  if (!paths) failures++;
-  for (unsigned p = 0; paths && p < npol; p++) {
+  char (*bench)[512] = calloc(npol ? npol : 1, sizeof *bench); /* the BENCH lines, printed last */
+  if (!paths || !bench) failures++;
+  for (unsigned p = 0; paths && bench && p < npol; p++) {
     const char *pol = policies[p];
     if (!pol || (o->policy && strcmp(pol, o->policy))) continue;
     snprintf(paths[p][0], sizeof paths[p][0], "%s/pipeline-%s.json", outdir, pol);
@@ -373,7 +374,17 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     fprintf(out, "%-12s %9.2fms %6llu %9llu %9.2f %9llu %10s ", pol, (double)res.st.elapsed_ns / 1e6,
             (unsigned long long)res.st.ops, (unsigned long long)res.st.transfers, (double)res.st.bytes_moved / 1e6,
             (unsigned long long)res.st.callbacks, "ok");
-    for (unsigned d = 0; d < res.st.ndevices && d < MAX_DEV; d++) fprintf(out, " %7.2f", (double)res.busy[d] / 1e6);
+    int bl = snprintf(bench[p], sizeof bench[p],
+                      "BENCH pipeline policy=%s elements=%zu tiles=%u makespan_ns=%llu transfers=%llu bytes=%llu "
+                      "callbacks=%llu busy_ns=",
+                      pol, n, tiles, (unsigned long long)res.st.elapsed_ns, (unsigned long long)res.st.transfers,
+                      (unsigned long long)res.st.bytes_moved, (unsigned long long)res.st.callbacks);
+    for (unsigned d = 0; d < res.st.ndevices && d < MAX_DEV; d++) {
+      fprintf(out, " %7.2f", (double)res.busy[d] / 1e6);
+      if (bl > 0 && (size_t)bl < sizeof bench[p])
+        bl += snprintf(bench[p] + bl, sizeof bench[p] - (size_t)bl, "%s%llu", d ? "," : "",
+                       (unsigned long long)res.busy[d]);
+    }
     fprintf(out, "\n");
     fflush(out);
     /* The Gantt chart of the measured run, from the trace just written. */
@@ -408,6 +419,9 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     fprintf(out, "Summary of one: maize-bench trace %s/pipeline-<policy>.json --run last\n", outdir);
   }
   fprintf(out, "%s\n", failures ? "SOME POLICIES FAILED" : "every policy matched the CPU reference");
+  for (unsigned p = 0; bench && p < npol; p++)
+    if (bench[p][0]) fprintf(out, "%s\n", bench[p]);
+  free(bench);
   for (unsigned p = 0; p < npol; p++) free(policies[p]);
   free(policies);
   free(paths);

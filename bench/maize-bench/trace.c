@@ -616,25 +616,32 @@ int mzb_trace_parse(const char *text, size_t len, mzb_trace *t, char *err, size_
     t->flow_unmatched += s > f ? s - f : f - s;
     i = j;
   }
-  /* Tracks: every (pid, tid) an X uses, named "process / thread". */
-  t->tracks = calloc(t->nslices ? t->nslices : 1, sizeof *t->tracks);
+  /* Tracks: every (pid, tid) an X uses or a thread_name names (an idle
+   * queue is worth a row), named "process / thread". */
+  size_t cand = t->nslices + nnames;
+  t->tracks = calloc(cand ? cand : 1, sizeof *t->tracks);
   if (!t->tracks) {
     errf(err, errcap, "out of memory");
     goto out;
   }
-  for (size_t i = 0; i < t->nslices; i++) t->tracks[i] = (mzb_track){.pid = t->slices[i].pid, .tid = t->slices[i].tid};
-  if (t->nslices) qsort(t->tracks, t->nslices, sizeof *t->tracks, cmp_track);
   size_t nt = 0;
-  for (size_t i = 0; i < t->nslices; i++)
-    if (!nt || cmp_track(&t->tracks[nt - 1], &t->tracks[i])) t->tracks[nt++] = t->tracks[i];
-  t->ntracks = nt;
-  unsigned lastpid = ~0u;
+  for (size_t i = 0; i < t->nslices; i++) t->tracks[nt++] = (mzb_track){.pid = t->slices[i].pid, .tid = t->slices[i].tid};
+  for (size_t i = 0; i < nnames; i++)
+    if (names[i].thread) t->tracks[nt++] = (mzb_track){.pid = names[i].pid, .tid = names[i].tid};
+  if (nt) qsort(t->tracks, nt, sizeof *t->tracks, cmp_track);
+  size_t m = 0;
+  for (size_t i = 0; i < nt; i++)
+    if (!m || cmp_track(&t->tracks[m - 1], &t->tracks[i])) t->tracks[m++] = t->tracks[i];
+  nt = t->ntracks = m;
+  /* Unnamed: only processes and threads that X events use. */
+  for (size_t i = 0; i < t->nslices; i++) {
+    const mzb_slice *s = &t->slices[i];
+    if (!find_name(names, nnames, s->pid, s->tid, true)) t->unnamed_tids++;
+    if (!find_name(names, nnames, s->pid, 0, false)) t->unnamed_pids++;
+  }
   for (size_t i = 0; i < nt; i++) {
     const char *pn = find_name(names, nnames, t->tracks[i].pid, 0, false);
     const char *tn = find_name(names, nnames, t->tracks[i].pid, t->tracks[i].tid, true);
-    if (!pn && t->tracks[i].pid != lastpid) t->unnamed_pids++;
-    if (!tn) t->unnamed_tids++;
-    lastpid = t->tracks[i].pid;
     char buf[512];
     char pbuf[32], tbuf[32];
     snprintf(pbuf, sizeof pbuf, "pid %u", t->tracks[i].pid);
