@@ -19,8 +19,9 @@
  * edges, as Task Bench's -field does.
  *
  * Inputs are the result values of the producing applies (mz_unzip of the
- * apply), so a dependency costs no extra node.  The root is a join of all
- * tasks (some tasks, as in trivial, have no dependents).  The timed region
+ * apply), so a dependency costs no extra node.  The root is a join of the
+ * sinks, the tasks whose output no task reads (the last timestep, and
+ * every task in trivial); the rest are needed by them.  The timed region
  * is graph creation to mz_future_wait(), as Task Bench times task creation
  * and execution for OpenMP and StarPU.
  *
@@ -46,6 +47,8 @@ struct tbm_graph {
   mz_buffer **bufs; /* fields * max_width: slot s of point p at [s * max_width + p] */
   mz_op **prev;     /* per point: the value timestep t-1 produced (during a build) */
   mz_op **cur;
+  size_t *prev_task; /* per point: the index in ops of the task that produced prev */
+  size_t *cur_task;
 };
 
 struct tbm {
@@ -57,7 +60,8 @@ struct tbm {
   mz_kernel **kernels; /* [0..maxin] */
   struct tbm_graph g[TB_MAX_GRAPHS];
   size_t ntasks;
-  mz_op **ops;  /* ntasks, for the join */
+  mz_op **ops;  /* ntasks, in build order */
+  unsigned char *consumed; /* ntasks: some later task reads its output */
   mz_op **args; /* maxin + 2, one task's zip */
   long *in;     /* maxin, one task's input points */
   char *scratch; /* nqueues * scratch_stride */
@@ -107,11 +111,14 @@ static void tbm_destroy(void *state) {
     free(tg->bufs);
     free(tg->prev);
     free(tg->cur);
+    free(tg->prev_task);
+    free(tg->cur_task);
   }
   if (m->kernels)
     for (unsigned k = 0; k <= m->maxin; k++) mz_kernel_destroy(m->kernels[k]);
   free(m->kernels);
   free(m->ops);
+  free(m->consumed);
   free(m->args);
   free(m->in);
   free(m->scratch);
@@ -189,6 +196,8 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
     if (!(tg->bufs = calloc(nb, sizeof *tg->bufs))) goto oom;
     if (!(tg->prev = calloc((size_t)g->max_width, sizeof *tg->prev))) goto oom;
     if (!(tg->cur = calloc((size_t)g->max_width, sizeof *tg->cur))) goto oom;
+    if (!(tg->prev_task = calloc((size_t)g->max_width, sizeof *tg->prev_task))) goto oom;
+    if (!(tg->cur_task = calloc((size_t)g->max_width, sizeof *tg->cur_task))) goto oom;
     size_t dims[1] = {g->output_bytes};
     for (size_t i = 0; i < nb; i++)
       if ((rc = mz_buffer_create(m->rt, MZ_U8, 1, dims, NULL, &tg->bufs[i]))) {
@@ -198,6 +207,7 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
       }
   }
   if (!(m->ops = malloc((m->ntasks ? m->ntasks : 1) * sizeof *m->ops))) goto oom;
+  if (!(m->consumed = malloc(m->ntasks ? m->ntasks : 1))) goto oom;
   if (!(m->args = malloc((m->maxin + 2) * sizeof *m->args))) goto oom;
   if (!(m->in = malloc((m->maxin + 1) * sizeof *m->in))) goto oom;
   m->nqueues = mz_runtime_queue_count(m->rt);
@@ -229,6 +239,7 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
   if (rc) return mfail(err, errsz, m, "mz_graph_create", rc);
   size_t n = 0;
   long with_inputs = 0;
+  memset(m->consumed, 0, m->ntasks);
   for (long t = 0; t < maxsteps; t++) {
     for (int gi = 0; gi < app->ngraphs; gi++) {
       const tb_graph *g = &app->graphs[gi];
@@ -240,22 +251,34 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
         size_t nin = tb_inputs(g, t, p, m->in);
         m->args[0] = mz_u64(G, tb_task_id(gi, t, p));
         m->args[1] = mz_value(G, slot[p]);
-        for (size_t k = 0; k < nin; k++) m->args[2 + k] = tg->prev[m->in[k]];
+        for (size_t k = 0; k < nin; k++) {
+          m->args[2 + k] = tg->prev[m->in[k]];
+          m->consumed[tg->prev_task[m->in[k]]] = 1;
+        }
         if (nin && m->inject && ++with_inputs == m->inject) {
           /* Tests: a wrong producer for the first input. */
           long lo = tb_offset_at(g, t - 1), lw = tb_width_at(g, t - 1);
           m->args[2] = tg->prev[lo + (m->in[0] - lo + 1) % lw];
         }
         mz_op *op = mz_apply(G, m->kernels[nin], mz_zip(G, (unsigned)(2 + nin), m->args), NULL);
+        tg->cur_task[p] = n;
         m->ops[n++] = op;
         tg->cur[p] = mz_unzip(G, op, 1);
       }
       mz_op **sw = tg->prev;
       tg->prev = tg->cur;
       tg->cur = sw;
+      size_t *sx = tg->prev_task;
+      tg->prev_task = tg->cur_task;
+      tg->cur_task = sx;
     }
   }
-  mz_op *root = mz_join(G, (unsigned)n, m->ops);
+  /* The root joins the sinks only (tasks whose output no task reads):
+   * every other task is needed by one of them.  Compacted in place. */
+  size_t nsinks = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!m->consumed[i]) m->ops[nsinks++] = m->ops[i];
+  mz_op *root = mz_join(G, (unsigned)nsinks, m->ops);
   if ((rc = mz_graph_status(G))) {
     snprintf(err, errsz, "maize: building the graph: %s: %s", mz_err_name(rc), mz_graph_message(G));
     mz_graph_destroy(G);
