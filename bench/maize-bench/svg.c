@@ -192,7 +192,7 @@ int mzb_svg_lineplot(const char *path, const mzb_plot *plot, const mzb_series *s
 #define GT_R 20
 #define GT_T 50
 #define GT_ROWH 22
-#define GT_MINPX 1.0 /* bars narrower than this are merged with their neighbours */
+#define GT_MINPX 2.0 /* bars narrower than this are merged with their neighbours, up to this width */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
@@ -238,6 +238,7 @@ struct pending {
   double x0, x1;
   uint64_t t0, t1, busy;
   size_t first, count;
+  size_t longest;       /* the op whose kind colours a merged bar */
   bool mixed, transfer;
 };
 
@@ -250,12 +251,11 @@ static void fmt_time(char *buf, size_t cap, uint64_t ns) {
 static void flush_bar(FILE *f, struct pending *p, const mzb_gantt_op *ops, const char *const *kinds, size_t nk,
                       double y) {
   if (!p->live) return;
-  const mzb_gantt_op *o = &ops[p->first];
+  const mzb_gantt_op *o = &ops[p->count > 1 ? p->longest : p->first];
   double w = p->x1 - p->x0;
   if (w < 0.5) w = 0.5;
   const char *fill;
-  if (p->transfer) fill = "#d8d8d8";
-  else if (p->mixed) fill = "#999999";
+  if (o->is_transfer) fill = "#d8d8d8";
   else fill = palette[kind_index(kinds, nk, o->kind ? o->kind : "") % NPALETTE];
   char d[64];
   fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"", p->x0, y, w, GT_ROWH - 6, fill);
@@ -267,11 +267,12 @@ static void flush_bar(FILE *f, struct pending *p, const mzb_gantt_op *ops, const
     fprintf(f, " (%s)", d);
   } else {
     fmt_time(d, sizeof d, p->busy);
-    fprintf(f, "%zu ops merged (each under a pixel), %s busy; first: ", p->count, d);
+    fprintf(f, "%zu ops merged (each under %g pixels), %s busy%s; longest: ", p->count, GT_MINPX, d,
+            p->mixed ? ", several kinds" : "");
     mzb_xml_escape(f, o->kind);
   }
   fputs("</title></rect>\n", f);
-  if (p->transfer)
+  if (o->is_transfer)
     fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"url(#hatch)\" pointer-events=\"none\"/>\n",
             p->x0, y, w, GT_ROWH - 6);
   p->live = false;
@@ -359,9 +360,11 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
   fprintf(f, "<text x=\"%g\" y=\"%d\" text-anchor=\"middle\">time (%s)</text>\n", GT_L + pw / 2, GT_T + ph + 34,
           ms ? "ms" : "\xc2\xb5s");
   fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", GT_L, GT_T, GT_PW, ph);
-  /* Bars.  Within a row, a bar under GT_MINPX wide that starts within a
-   * pixel of the pending bar's end joins it, so the file stays bounded by
-   * about rows x width elements whatever the op count. */
+  /* Bars.  Within a row, a bar under GT_MINPX wide that starts within
+   * GT_MINPX of the pending bar's end joins it while the pending bar is
+   * under GT_MINPX wide, so the file stays bounded by about rows x width /
+   * GT_MINPX bars whatever the op count.  A merged bar takes the colour of
+   * its longest op and says in its tooltip how many it holds. */
   struct pending p = {0};
   unsigned row = 0;
   for (size_t j = 0; j < nops; j++) {
@@ -373,7 +376,8 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
     double x0 = GT_L + (double)(o->t0 - t0) / (double)span * pw;
     double x1 = GT_L + (double)(o->t1 - t0) / (double)span * pw;
     bool tiny = x1 - x0 < GT_MINPX;
-    if (p.live && tiny && x0 - p.x1 < GT_MINPX && (p.x1 - p.x0 < GT_MINPX || p.count > 1)) {
+    if (p.live && tiny && x0 - p.x1 < GT_MINPX && p.x1 - p.x0 < GT_MINPX) {
+      if (o->t1 - o->t0 > ops[p.longest].t1 - ops[p.longest].t0) p.longest = order[j].i;
       if (x1 > p.x1) p.x1 = x1;
       if (o->t1 > p.t1) p.t1 = o->t1;
       p.busy += o->t1 - o->t0;
@@ -386,7 +390,7 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
     }
     flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
     p = (struct pending){.live = true, .x0 = x0, .x1 = x1, .t0 = o->t0, .t1 = o->t1, .busy = o->t1 - o->t0,
-                         .first = order[j].i, .count = 1, .transfer = o->is_transfer != 0};
+                         .first = order[j].i, .longest = order[j].i, .count = 1, .transfer = o->is_transfer != 0};
   }
   flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
   /* Legend: the kinds with the most time, then transfers and merged bars. */
@@ -407,7 +411,7 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
               "<text x=\"%d\" y=\"%d\">transfer (hatched)</text>\n",
               lx, yy - 10, lx + 20, yy);
     } else {
-      fprintf(f, "<text x=\"%d\" y=\"%d\">+%zu more kinds; grey: merged ops</text>\n", lx, yy, nk - nlegend);
+      fprintf(f, "<text x=\"%d\" y=\"%d\">+%zu more kinds</text>\n", lx, yy, nk - nlegend);
     }
   }
   fputs("</svg>\n", f);
