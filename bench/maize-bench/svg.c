@@ -62,7 +62,12 @@ static double nice_step(double span, int n) {
 static void fmt_num(char *buf, size_t cap, double v) {
   double a = fabs(v);
   if (v == 0) snprintf(buf, cap, "0");
-  else if (a >= 1e6 || a < 1e-3) snprintf(buf, cap, "%.0e", v);
+  else if (a >= 1e6 || a < 1e-3) {
+    int e = (int)floor(log10(a) + 1e-9);
+    double m = v / pow(10, e);
+    if (fabs(m - round(m)) < 1e-6) snprintf(buf, cap, "%.0fe%d", round(m), e); /* 1e6, 2e-4 */
+    else snprintf(buf, cap, "%.2ge%d", m, e);
+  }
   else snprintf(buf, cap, "%g", v);
 }
 
