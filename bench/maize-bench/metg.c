@@ -58,7 +58,7 @@ typedef struct sweep {
 
 /* Options (file-static: this is the command's configuration). */
 static long o_steps = 1000, o_workers = 2, o_width = 0;
-static int o_reps = 3, o_quick, o_sysmask = 7;
+static int o_reps = 3, o_quick, o_sysmask = 7, o_sequential;
 static double o_coarse_us = 500;
 static long o_max_iter = -1;
 static const char *o_svg, *o_outdir = ".", *o_devices, *o_policy;
@@ -70,6 +70,7 @@ static void usage(FILE *f) {
           "usage: maize-bench metg [--pattern P]... [--steps N] [--workers N] [--width W] [-r N]\n"
           "                        [--systems maize,openmp,starpu] [--devices S] [--policy P]\n"
           "                        [--coarse-us US] [--max-iter N] [--svg PATH] [--outdir DIR] [--quick]\n"
+          "                        [--sequential]\n"
           "  --pattern P   Task Bench pattern, may repeat or be a comma list (default:\n"
           "                stencil_1d,nearest,spread,fft,tree; nearest has radix 5)\n"
           "  --steps N     timesteps (default 1000)\n"
@@ -83,7 +84,9 @@ static void usage(FILE *f) {
           "  --svg PATH    the plot (default metg-<pattern>.svg in --outdir; with several\n"
           "                patterns, -<pattern> is inserted before .svg)\n"
           "  --outdir DIR  where default plots go (default .)\n"
-          "  --quick       CI smoke: 50 steps, -r 1, coarsest task 100 us\n");
+          "  --quick       CI smoke: 50 steps, -r 1, coarsest task 100 us\n"
+          "  --sequential  sweep one system after the other (default: each -iter on every\n"
+          "                system in turn, all of them set up at once)\n");
 }
 
 static int bad(const char *msg, const char *v) {
@@ -127,6 +130,9 @@ static int parse_args(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--quick")) {
       o_quick = 1;
+      continue;
+    } else if (!strcmp(a, "--sequential")) {
+      o_sequential = 1;
       continue;
     }
     if (!v) return bad("missing value for", a);
@@ -227,64 +233,114 @@ static void svg_path(char *out, size_t size, const char *pattern) {
   }
 }
 
-/* Sweep one system over one pattern.  Returns 0, or -1 after printing
- * why (a failed input check is reported and fails the command). */
-static int run_sweep(tb_app *app, const tb_system *sys, const char *pattern, int kmax, sweep *sw) {
+static void pause_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* One point of one system: the median of -r runs.  Returns 0, or -1
+ * after printing why. */
+static int measure(tb_app *app, const tb_system *sys, void *st, const char *pattern, sweep *sw) {
+  tb_graph *g = &app->graphs[0];
+  char err[640];
+  double t[MAX_REPS];
+  for (int r = 0; r < o_reps; r++)
+    if (sys->run(st, &t[r], err, sizeof err)) {
+      fprintf(stderr, "%smaize-bench metg: %s, %s, -iter %ld: %s\n", isatty(2) ? "\n" : "", pattern, sys->name,
+              g->kernel.iterations, err);
+      return -1;
+    }
+  qsort(t, (size_t)o_reps, sizeof t[0], cmp_double);
+  double e = (o_reps % 2) ? t[o_reps / 2] : 0.5 * (t[o_reps / 2 - 1] + t[o_reps / 2]);
+  tb_totals tot;
+  tb_app_totals(app, &tot);
+  int i = sw->n++;
+  sw->iter[i] = g->kernel.iterations;
+  sw->elapsed[i] = e;
+  sw->flops[i] = (double)tot.flops / e;
+  sw->gran[i] = e * (double)o_workers / (double)tot.tasks * 1e6;
+  return 0;
+}
+
+/* Whether a system's sweep may stop: 3 points in a row under 5% of its
+ * best FLOP/s so far. */
+static int done_low(const sweep *sw) {
+  if (sw->n < 3) return 0;
+  double best = 0;
+  for (int j = 0; j < sw->n; j++)
+    if (sw->flops[j] > best) best = sw->flops[j];
+  for (int j = sw->n - 3; j < sw->n; j++)
+    if (sw->flops[j] >= 0.05 * best) return 0;
+  return 1;
+}
+
+/* Sweep the selected systems over one pattern.  Interleaved (default):
+ * every system is set up, and each -iter is measured on each system in
+ * turn, so a change in the machine's load over the sweep hits all of them
+ * alike; a short pause between systems lets idle threads of the previous
+ * one go to sleep.  --sequential sweeps one system after the other, only
+ * one set up at a time.  A system that fails is reported and dropped;
+ * returns -1 when one did. */
+static int run_pattern(tb_app *app, const char *pattern, int kmax, sweep res[NSYS]) {
   tb_sys_opts opts;
   memset(&opts, 0, sizeof opts);
   opts.workers = o_workers;
   opts.devices = o_devices;
   opts.policy = o_policy;
-  void *st;
-  char err[640];
-  sw->ran = 1;
-  if (sys->create(app, &opts, &st, err, sizeof err)) {
-    fprintf(stderr, "%smaize-bench metg: %s: %s\n", isatty(2) ? "\n" : "", pattern, err);
-    sw->failed = 1;
-    return -1;
-  }
+  void *st[NSYS] = {NULL};
+  int live[NSYS] = {0}, rc = 0;
   tb_graph *g = &app->graphs[0];
-  tb_totals tot;
-  int low = 0;
-  /* Warm-up, untimed: thread start-up, first-touch, kernel preparation. */
-  g->kernel.iterations = 1;
-  double warm;
-  if (sys->run(st, &warm, err, sizeof err)) {
-    fprintf(stderr, "%smaize-bench metg: %s, %s, warm-up: %s\n", isatty(2) ? "\n" : "", pattern, sys->name, err);
-    sys->destroy(st);
-    sw->failed = 1;
-    return -1;
-  }
-  for (int k = kmax; k >= 0 && sw->n < MAX_POINTS; k--) {
-    g->kernel.iterations = 1L << k;
-    progress(pattern, sys->name, g->kernel.iterations, kmax - k + 1, kmax + 1);
-    double t[MAX_REPS];
-    for (int r = 0; r < o_reps; r++)
-      if (sys->run(st, &t[r], err, sizeof err)) {
-        fprintf(stderr, "%smaize-bench metg: %s, %s, -iter %ld: %s\n", isatty(2) ? "\n" : "", pattern, sys->name,
-                g->kernel.iterations, err);
-        sys->destroy(st);
-        sw->failed = 1;
-        return -1;
+  char err[640];
+  int groups = o_sequential ? NSYS : 1;
+  for (int grp = 0; grp < groups; grp++) {
+    for (int s = 0; s < NSYS; s++) {
+      if (!(o_sysmask & (1 << s)) || !systems[s]->available) continue;
+      if (o_sequential && s != grp) continue;
+      res[s].ran = 1;
+      if (systems[s]->create(app, &opts, &st[s], err, sizeof err)) {
+        fprintf(stderr, "%smaize-bench metg: %s: %s\n", isatty(2) ? "\n" : "", pattern, err);
+        res[s].failed = 1;
+        rc = -1;
+        continue;
       }
-    qsort(t, (size_t)o_reps, sizeof t[0], cmp_double);
-    double e = (o_reps % 2) ? t[o_reps / 2] : 0.5 * (t[o_reps / 2 - 1] + t[o_reps / 2]);
-    tb_app_totals(app, &tot);
-    int i = sw->n++;
-    sw->iter[i] = g->kernel.iterations;
-    sw->elapsed[i] = e;
-    sw->flops[i] = (double)tot.flops / e;
-    sw->gran[i] = e * (double)o_workers / (double)tot.tasks * 1e6;
-    /* Stop early once far below any reasonable peak: 3 points in a row
-     * under 5% of this system's best so far. */
-    double best = 0;
-    for (int j = 0; j < sw->n; j++)
-      if (sw->flops[j] > best) best = sw->flops[j];
-    low = sw->flops[i] < 0.05 * best ? low + 1 : 0;
-    if (low >= 3) break;
+      /* Warm-up, untimed: thread start-up, first touch, kernel preparation. */
+      g->kernel.iterations = 1;
+      double warm;
+      if (systems[s]->run(st[s], &warm, err, sizeof err)) {
+        fprintf(stderr, "%smaize-bench metg: %s, %s, warm-up: %s\n", isatty(2) ? "\n" : "", pattern,
+                systems[s]->name, err);
+        systems[s]->destroy(st[s]);
+        res[s].failed = 1;
+        rc = -1;
+        continue;
+      }
+      live[s] = 1;
+    }
+    for (int k = kmax; k >= 0; k--) {
+      int any = 0;
+      for (int s = 0; s < NSYS; s++) {
+        if (!live[s]) continue;
+        if (done_low(&res[s]) || res[s].n == MAX_POINTS) continue;
+        any = 1;
+        g->kernel.iterations = 1L << k;
+        progress(pattern, systems[s]->name, g->kernel.iterations, kmax - k + 1, kmax + 1);
+        if (measure(app, systems[s], st[s], pattern, &res[s])) {
+          systems[s]->destroy(st[s]);
+          live[s] = 0;
+          res[s].failed = 1;
+          rc = -1;
+        }
+        pause_ms(5);
+      }
+      if (!any) break;
+    }
+    for (int s = 0; s < NSYS; s++)
+      if (live[s]) {
+        systems[s]->destroy(st[s]);
+        live[s] = 0;
+      }
   }
-  sys->destroy(st);
-  return 0;
+  return rc;
 }
 
 static void fmt_us(char *out, size_t size, const sweep *sw) {
@@ -334,7 +390,7 @@ int mzb_metg_main(int argc, char **argv) {
     g->timesteps = o_steps;
     g->max_width = width;
     g->kernel.type = TB_K_COMPUTE_BOUND;
-    if (g->dep == TB_NEAREST) g->radix = 5 < width ? 5 : width;
+    if (g->dep == TB_NEAREST) g->radix = 5; /* a window, clipped to the width: any radix is valid */
     if (g->dep == TB_SPREAD || g->dep == TB_RANDOM_NEAREST) {
       g->radix = 3 < width ? 3 : width;
       long maxp = (width + g->radix - 1) / g->radix;
@@ -345,10 +401,7 @@ int mzb_metg_main(int argc, char **argv) {
       fprintf(stderr, "maize-bench metg: %s: %s\n", pattern, err);
       return 2;
     }
-    for (int s = 0; s < NSYS; s++) {
-      if (!(o_sysmask & (1 << s)) || !systems[s]->available) continue;
-      if (run_sweep(&app, systems[s], pattern, kmax, &res[pi][s])) failed = 1;
-    }
+    if (run_pattern(&app, pattern, kmax, res[pi])) failed = 1;
     if (isatty(2)) fprintf(stderr, "\r\033[K");
 
     /* Peak: the best FLOP/s of the sweep, over every system. */
