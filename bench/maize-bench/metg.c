@@ -135,6 +135,12 @@ static int parse_args(int argc, char **argv) {
       o_sequential = 1;
       continue;
     }
+    static const char *const valued[] = {"--pattern", "--steps",    "--workers", "--width",   "-r",
+                                         "--coarse-us", "--max-iter", "--systems", "--devices", "--policy",
+                                         "--svg",     "--outdir"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
+    if (!known) return bad("unknown option", a);
     if (!v) return bad("missing value for", a);
     i++;
     if (!strcmp(a, "--pattern")) {
@@ -297,9 +303,15 @@ static int run_pattern(tb_app *app, const char *pattern, int kmax, sweep res[NSY
       if (!(o_sysmask & (1 << s)) || !systems[s]->available) continue;
       if (o_sequential && s != grp) continue;
       res[s].ran = 1;
-      if (systems[s]->create(app, &opts, &st[s], err, sizeof err)) {
+      int crc = systems[s]->create(app, &opts, &st[s], err, sizeof err);
+      if (crc) {
         fprintf(stderr, "%smaize-bench metg: %s: %s\n", isatty(2) ? "\n" : "", pattern, err);
         res[s].failed = 1;
+        if (crc == -2) { /* a bad --devices or --policy: a usage error */
+          for (int s2 = 0; s2 < NSYS; s2++)
+            if (live[s2]) systems[s2]->destroy(st[s2]);
+          return -2;
+        }
         rc = -1;
         continue;
       }
@@ -401,7 +413,9 @@ int mzb_metg_main(int argc, char **argv) {
       fprintf(stderr, "maize-bench metg: %s: %s\n", pattern, err);
       return 2;
     }
-    if (run_pattern(&app, pattern, kmax, res[pi])) failed = 1;
+    int prc2 = run_pattern(&app, pattern, kmax, res[pi]);
+    if (prc2 == -2) return 2;
+    if (prc2) failed = 1;
     if (isatty(2)) fprintf(stderr, "\r\033[K");
 
     /* Peak: the best FLOP/s of the sweep, over every system. */

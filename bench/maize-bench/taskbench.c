@@ -129,9 +129,10 @@ int mzb_taskbench_main(int argc, char **argv) {
   tb_app_display(stdout, &app);
   fflush(stdout);
   void *state;
-  if (sys->create(&app, &opts, &state, err, sizeof err)) {
+  int crc = sys->create(&app, &opts, &state, err, sizeof err);
+  if (crc) {
     fprintf(stderr, "maize-bench taskbench: %s\n", err);
-    return 1;
+    return crc == -2 ? 2 : 1;
   }
   double t[101];
   int rc = 0;

@@ -150,7 +150,9 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
              cfg.devices ? cfg.devices : "$MZ_DEVICES", cfg.policy ? cfg.policy : "$MZ_POLICY", mz_err_name(rc),
              mz_strerror(rc));
     free(m);
-    return -1;
+    /* An unknown device kind or policy, a device that is not there: the
+     * caller's options are wrong. */
+    return rc == MZ_ENOENT || rc == MZ_ENODEV || rc == MZ_EINVAL ? -2 : -1;
   }
   if (o->policy && !(m->policy = strdup(o->policy))) goto oom;
 

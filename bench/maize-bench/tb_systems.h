@@ -27,7 +27,8 @@ typedef struct tb_system {
   const char *name;
   int available; /* 0: not built in (no OpenMP, no StarPU); create() then fails saying so */
   /* Set up (runtime, kernels, buffers: untimed).  Returns 0 and *state,
-   * or -1 with a message in err and nothing left behind. */
+   * or with a message in err and nothing left behind: -2 when the options
+   * are wrong (an unknown device or policy: a usage error), else -1. */
   int (*create)(const tb_app *app, const tb_sys_opts *opts, void **state, char *err, size_t errsz);
   /* One run of every graph of the app, timed from the start of task
    * creation to the end of the last task (Task Bench's timing).  Returns
