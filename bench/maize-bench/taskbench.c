@@ -38,6 +38,7 @@ static void usage(FILE *f) {
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
           "  -r N               run N times and report the median (default 1)\n"
+          "  --breakdown        maize: print build, mz_schedule and wait time per task (stderr)\n"
           "\ndependence patterns:",
           "-steps INT", "-width INT", "-type DEP", "-radix INT", "-period INT", "-fraction FLOAT", "-and",
           "-kernel KERNEL", "-iter INT", "-output INT", "-scratch INT", "-sample INT", "-imbalance FLOAT",
@@ -111,6 +112,8 @@ int mzb_taskbench_main(int argc, char **argv) {
         }
         reps = (int)r;
       }
+    } else if (!strcmp(a, "--breakdown")) {
+      opts.breakdown = 1;
     } else {
       fprintf(stderr, "maize-bench taskbench: unknown option '%s' (maize-bench taskbench -h)\n", a);
       free(rest);

@@ -56,6 +56,7 @@ struct tbm {
   mz_runtime *rt;
   char *policy; /* NULL: the runtime's default */
   long inject;
+  int breakdown;
   unsigned maxin;      /* largest arity */
   mz_kernel **kernels; /* [0..maxin] */
   struct tbm_graph g[TB_MAX_GRAPHS];
@@ -133,6 +134,7 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
   if (!m) return snprintf(err, errsz, "maize: out of memory"), -1;
   m->app = app;
   m->inject = o->inject_wrong_dep;
+  m->breakdown = o->breakdown;
   atomic_init(&m->failed, 0);
   char devices[32];
   mz_runtime_config cfg;
@@ -287,13 +289,19 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
     return -1;
   }
   mz_future *f;
+  uint64_t tb = now_ns();
   if ((rc = mz_schedule(G, root, m->policy, &f))) {
     mfail(err, errsz, m, "mz_schedule", rc);
     mz_graph_destroy(G);
     return -1;
   }
+  uint64_t ts = now_ns();
   rc = mz_future_wait(f);
   uint64_t t1 = now_ns();
+  if (m->breakdown)
+    fprintf(stderr, "maize: %zu tasks, %zu graph nodes: build %.0f ns/task, mz_schedule %.0f ns/task, wait %.0f ns/task\n",
+            n, mz_graph_node_count(G), (double)(tb - t0) / (double)n, (double)(ts - tb) / (double)n,
+            (double)(t1 - ts) / (double)n);
   int ret = 0;
   if (atomic_load(&m->failed)) {
     snprintf(err, errsz, "input check failed: %s", m->errmsg);

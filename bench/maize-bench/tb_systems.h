@@ -21,6 +21,9 @@ typedef struct tb_sys_opts {
    * that has inputs gets its first input from a wrong point, so its input
    * check must fail (maize only). */
   long inject_wrong_dep;
+  /* maize: print, after each run, the time per task spent building the
+   * graph, inside mz_schedule() and waiting, to stderr. */
+  int breakdown;
 } tb_sys_opts;
 
 typedef struct tb_system {
