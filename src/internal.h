@@ -378,12 +378,19 @@ void mz__proxy_stop(struct mz_device *dev);
 
 struct mz_sched { mz_runtime *rt; };
 
+/* One transfer made before a traced node (src/trace.c). */
+struct mz__trace_xfer {
+  uint64_t bytes;
+  int src_dev; /* device index of the source, -1 for host memory */
+};
+
 struct mz__trace_ev {
   uint64_t t0, t1, run, id;
   unsigned queue;
   const char *name;
-  uint32_t npred;
-  uint64_t *preds;
+  uint32_t npred, nxfer;
+  uint64_t *preds;             /* one block: preds, then xfers, then the name */
+  struct mz__trace_xfer *xfers;
 };
 
 struct mz_runtime {

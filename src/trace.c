@@ -1,6 +1,17 @@
 /* Chrome trace-event JSON (Perfetto and chrome://tracing open it): one
  * process per device, one thread (track) per queue, one complete event
- * ("X") per task, and flow arrows ("s"/"f") for edges between tasks. */
+ * ("X") per task, and flow arrows ("s"/"f") for edges between tasks.
+ *
+ * Transfers planned for a node on a device queue (exec->xfers) become "X"
+ * events of category "transfer" named "copy <src>-><dst>" on that queue,
+ * with args.bytes.  Backends time the kernel only, not each copy, so a
+ * copy's length is the runtime's link model for its bytes (the one cost
+ * policies use, mz_sched_link_ns), placed right before the kernel (the
+ * queue is in order: the copies ran just before it) and shrunk to fit the
+ * window in which they must have run: after the queue's previous node and
+ * the node's predecessors ended.  args.timing says "modelled" and
+ * args.window_us gives that window.  Reads back into host memory made by a CPU
+ * worker before its task are not in exec->xfers and are not shown. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,9 +29,15 @@ void mz__trace_task(mz_runtime *rt, mz_op *op) {
    * preds): the trace is written when the runtime is destroyed, after the
    * kernel that owns op->name may be gone. */
   size_t nl = strlen(op->name) + 1;
-  ev.preds = malloc(t->npreds * sizeof *ev.preds + nl);
+  const struct mz__exec *e = &t->exec;
+  unsigned nx = e->nxfer;
+  ev.preds = malloc(t->npreds * sizeof *ev.preds + nx * sizeof *ev.xfers + nl);
   if (ev.preds) {
-    char *name = (char *)(ev.preds + t->npreds);
+    ev.xfers = (struct mz__trace_xfer *)(ev.preds + t->npreds);
+    for (unsigned i = 0; i < nx; i++)
+      ev.xfers[ev.nxfer++] = (struct mz__trace_xfer){
+          .bytes = e->xfers[i].bytes, .src_dev = e->xfers[i].src_dev ? (int)e->xfers[i].src_dev->info.index : -1};
+    char *name = (char *)(ev.xfers + nx);
     memcpy(name, op->name, nl);
     ev.name = name;
   } else {
@@ -70,6 +87,63 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
+/* Events in order on their queue, for the transfer windows. */
+struct qkey {
+  unsigned queue;
+  uint64_t t0;
+  size_t i;
+};
+static int by_queue(const void *a, const void *b) {
+  const struct qkey *x = a, *y = b;
+  if (x->queue != y->queue) return x->queue < y->queue ? -1 : 1;
+  return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* A queue whose memory is memory node mem, or -1. */
+static int queue_on_mem(const mz_runtime *rt, unsigned mem) {
+  for (unsigned q = 0; q < rt->nq; q++)
+    if (rt->queues[q]->dev->memnode == mem) return (int)q;
+  return -1;
+}
+
+/* Write e's transfers (see the top of the file); prev_t1 is when the
+ * previous node on e's queue ended, 0 when none. */
+static void write_xfers(FILE *f, mz_runtime *rt, const struct mz__trace_ev *e, uint64_t prev_t1, uint64_t base) {
+  uint64_t start = prev_t1;
+  for (uint32_t k = 0; k < e->npred; k++) {
+    const struct mz__trace_ev *p = find(rt->tev, rt->ntev, e->run, e->preds[k]);
+    if (p && p->t1 > start) start = p->t1;
+  }
+  if (!start || start > e->t0) start = e->t0;
+  const struct mz_device *dst = rt->queues[e->queue]->dev;
+  double win = (double)(e->t0 - start), total = 0, est[64];
+  uint32_t n = e->nxfer < 64 ? e->nxfer : 64; /* a node has few buffer arguments; more are not drawn */
+  for (uint32_t i = 0; i < n; i++) {
+    const struct mz__trace_xfer *x = &e->xfers[i];
+    int sq = x->src_dev < 0 ? queue_on_mem(rt, 0) : (int)rt->devs[x->src_dev]->queues[0].index;
+    est[i] = sq < 0 ? 0 : mz_sched_link_ns(&rt->sched, (unsigned)sq, e->queue, (size_t)x->bytes);
+    if (!(est[i] > 0)) est[i] = 0;
+    total += est[i];
+  }
+  double scale = total > win && total > 0 ? win / total : 1;
+  double t = (double)(e->t0 - base) - total * scale;
+  for (uint32_t i = 0; i < n; i++) {
+    const struct mz__trace_xfer *x = &e->xfers[i];
+    double d = est[i] * scale;
+    char src[64];
+    if (x->src_dev < 0) snprintf(src, sizeof src, "host");
+    else snprintf(src, sizeof src, "%s %d", mz_device_kind_name(rt->devs[x->src_dev]->info.kind), x->src_dev);
+    fprintf(f,
+            ",\n{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"copy %s\xe2\x86\x92%s %u\",\"pid\":%u,\"tid\":%u,"
+            "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"bytes\":%llu,\"run\":%llu,\"node\":%llu,\"timing\":\"modelled\","
+            "\"window_us\":%.3f}}",
+            src, mz_device_kind_name(dst->info.kind), dst->info.index, dst->info.index, e->queue, t / 1000.0,
+            d / 1000.0, (unsigned long long)x->bytes, (unsigned long long)e->run, (unsigned long long)e->id,
+            win / 1000.0);
+    t += d;
+  }
+}
+
 int mz__trace_write(mz_runtime *rt, const char *path) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -94,9 +168,23 @@ int mz__trace_write(mz_runtime *rt, const char *path) {
       fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"queue %u\"}}", d,
               dev->queues[q].index, dev->queues[q].index);
   }
+  /* prev[i]: when the node before event i on its queue ended (0: none or
+   * unknown).  Only needed when some node made transfers. */
+  uint64_t *prev = NULL;
+  bool any_xfer = false;
+  for (size_t i = 0; i < rt->ntev && !any_xfer; i++) any_xfer = rt->tev[i].nxfer > 0;
+  struct qkey *ord = any_xfer ? malloc(rt->ntev * sizeof *ord) : NULL;
+  if (ord && (prev = calloc(rt->ntev, sizeof *prev))) {
+    for (size_t i = 0; i < rt->ntev; i++) ord[i] = (struct qkey){.queue = rt->tev[i].queue, .t0 = rt->tev[i].t0, .i = i};
+    qsort(ord, rt->ntev, sizeof *ord, by_queue);
+    for (size_t k = 1; k < rt->ntev; k++)
+      if (ord[k].queue == ord[k - 1].queue) prev[ord[k].i] = rt->tev[ord[k - 1].i].t1;
+  }
+  free(ord);
   uint64_t flow = 0;
   for (size_t i = 0; i < rt->ntev; i++) {
     const struct mz__trace_ev *e = &rt->tev[i];
+    if (e->nxfer) write_xfers(f, rt, e, prev ? prev[i] : 0, base);
     unsigned pid = rt->queues[e->queue]->dev->info.index;
     fprintf(f, ",\n{\"ph\":\"X\",\"cat\":\"task\",\"name\":");
     json_str(f, e->name);
@@ -117,6 +205,7 @@ int mz__trace_write(mz_runtime *rt, const char *path) {
   }
   fputs("\n]}\n", f);
   pthread_mutex_unlock(&rt->trace_lock);
+  free(prev);
   bool bad = ferror(f);
   if (fclose(f) || bad || rename(tmp, path)) {
     remove(tmp);
