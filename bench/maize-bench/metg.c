@@ -62,6 +62,7 @@ static int o_reps = 3, o_quick, o_sysmask = 7, o_sequential;
 static double o_coarse_us = 500;
 static long o_max_iter = -1;
 static const char *o_svg, *o_outdir = ".", *o_devices, *o_policy;
+static long o_chunk; /* maize: tasks per run while building (0: default) */
 static const char *o_patterns[MAX_PATTERNS];
 static int o_npatterns;
 
@@ -79,6 +80,7 @@ static void usage(FILE *f) {
           "  -r N          runs per point, the median is used (default 3)\n"
           "  --systems L   systems to run (default: all that are built)\n"
           "  --devices S   maize devices (default cpu:<workers>); --policy P maize policy\n"
+          "  --chunk N     maize: schedule every N tasks while building (default 64; 0: one run)\n"
           "  --coarse-us U the coarsest task, in microseconds (default 500; sets the first -iter)\n"
           "  --max-iter N  the first (coarsest) -iter instead, rounded down to a power of 2\n"
           "  --svg PATH    the plot (default metg-<pattern>.svg in --outdir; with several\n"
@@ -137,7 +139,7 @@ static int parse_args(int argc, char **argv) {
     }
     static const char *const valued[] = {"--pattern", "--steps",    "--workers", "--width",   "-r",
                                          "--coarse-us", "--max-iter", "--systems", "--devices", "--policy",
-                                         "--svg",     "--outdir"};
+                                         "--svg",     "--outdir",   "--chunk"};
     int known = 0;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return bad("unknown option", a);
@@ -175,6 +177,9 @@ static int parse_args(int argc, char **argv) {
           }
         if (!found) return bad("unknown system (maize, openmp, starpu) in", v);
       }
+    } else if (!strcmp(a, "--chunk")) {
+      if (!strcmp(v, "0")) o_chunk = -1;
+      else if (parse_pos_long(v, 1L << 30, &o_chunk)) return bad("--chunk must be 0..2^30, not", v);
     } else if (!strcmp(a, "--devices")) {
       o_devices = v;
     } else if (!strcmp(a, "--policy")) {
@@ -293,6 +298,7 @@ static int run_pattern(tb_app *app, const char *pattern, int kmax, sweep res[NSY
   opts.workers = o_workers;
   opts.devices = o_devices;
   opts.policy = o_policy;
+  opts.chunk = o_chunk;
   void *st[NSYS] = {NULL};
   int live[NSYS] = {0}, rc = 0;
   tb_graph *g = &app->graphs[0];

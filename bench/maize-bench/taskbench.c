@@ -39,6 +39,7 @@ static void usage(FILE *f) {
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
           "  -r N               run N times and report the median (default 1)\n"
           "  --breakdown        maize: print build, mz_schedule and wait time per task (stderr)\n"
+          "  --chunk N          maize: schedule every N tasks while building (default 64; 0: one run at the end)\n"
           "\ndependence patterns:",
           "-steps INT", "-width INT", "-type DEP", "-radix INT", "-period INT", "-fraction FLOAT", "-and",
           "-kernel KERNEL", "-iter INT", "-output INT", "-scratch INT", "-sample INT", "-imbalance FLOAT",
@@ -78,14 +79,25 @@ int mzb_taskbench_main(int argc, char **argv) {
   for (int i = 0; i < nrest; i++) {
     const char *a = rest[i];
     const char *v = i + 1 < nrest ? rest[i + 1] : NULL;
-    if (!strcmp(a, "--devices") || !strcmp(a, "--policy") || !strcmp(a, "--system") || !strcmp(a, "-r")) {
+    if (!strcmp(a, "--devices") || !strcmp(a, "--policy") || !strcmp(a, "--system") || !strcmp(a, "-r") ||
+        !strcmp(a, "--chunk")) {
       if (!v) {
         fprintf(stderr, "maize-bench taskbench: %s needs a value\n", a);
         free(rest);
         return 2;
       }
       i++;
-      if (!strcmp(a, "--devices")) {
+      if (!strcmp(a, "--chunk")) {
+        char *end;
+        errno = 0;
+        long c = strtol(v, &end, 10);
+        if (errno || *end || end == v || c < 0 || c > (1L << 30)) {
+          fprintf(stderr, "maize-bench taskbench: --chunk must be 0..2^30, not '%s'\n", v);
+          free(rest);
+          return 2;
+        }
+        opts.chunk = c ? c : -1;
+      } else if (!strcmp(a, "--devices")) {
         opts.devices = v;
       } else if (!strcmp(a, "--policy")) {
         opts.policy = v;

@@ -57,11 +57,15 @@ struct tbm {
   char *policy; /* NULL: the runtime's default */
   long inject;
   int breakdown;
+  size_t chunk;        /* tasks per run while building; 0: one run at the end */
+  mz_future **futs;    /* the runs of one build */
+  size_t nfuts, capfuts;
   unsigned maxin;      /* largest arity */
   mz_kernel **kernels; /* [0..maxin] */
   struct tbm_graph g[TB_MAX_GRAPHS];
   size_t ntasks;
   mz_op **ops;  /* ntasks, in build order */
+  mz_op **outs; /* ntasks: each task's output value (chunked runs join these) */
   unsigned char *consumed; /* ntasks: some later task reads its output */
   mz_op **args; /* maxin + 2, one task's zip */
   long *in;     /* maxin, one task's input points */
@@ -119,6 +123,8 @@ static void tbm_destroy(void *state) {
     for (unsigned k = 0; k <= m->maxin; k++) mz_kernel_destroy(m->kernels[k]);
   free(m->kernels);
   free(m->ops);
+  free(m->outs);
+  free(m->futs);
   free(m->consumed);
   free(m->args);
   free(m->in);
@@ -135,6 +141,7 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
   m->app = app;
   m->inject = o->inject_wrong_dep;
   m->breakdown = o->breakdown;
+  m->chunk = o->chunk < 0 ? 0 : o->chunk == 0 ? 64 : (size_t)o->chunk;
   atomic_init(&m->failed, 0);
   char devices[32];
   mz_runtime_config cfg;
@@ -211,6 +218,7 @@ static int tbm_create(const tb_app *app, const tb_sys_opts *o, void **state, cha
       }
   }
   if (!(m->ops = malloc((m->ntasks ? m->ntasks : 1) * sizeof *m->ops))) goto oom;
+  if (!(m->outs = malloc((m->ntasks ? m->ntasks : 1) * sizeof *m->outs))) goto oom;
   if (!(m->consumed = malloc(m->ntasks ? m->ntasks : 1))) goto oom;
   if (!(m->args = malloc((m->maxin + 2) * sizeof *m->args))) goto oom;
   if (!(m->in = malloc((m->maxin + 1) * sizeof *m->in))) goto oom;
@@ -228,6 +236,29 @@ oom:
   return -1;
 }
 
+/* Schedule ops[from, to) as one run (their join), keeping its future. */
+static int tbm_schedule(struct tbm *m, mz_graph *G, size_t from, size_t to, char *err, size_t errsz) {
+  if (from == to) return 0;
+  if (m->nfuts == m->capfuts) {
+    size_t cap = m->capfuts ? m->capfuts * 2 : 64;
+    mz_future **v = realloc(m->futs, cap * sizeof *v);
+    if (!v) {
+      snprintf(err, errsz, "maize: out of memory");
+      return -1;
+    }
+    m->futs = v;
+    m->capfuts = cap;
+  }
+  mz_future *f;
+  int rc = mz_schedule(G, mz_join(G, (unsigned)(to - from), m->outs + from), m->policy, &f);
+  if (rc) {
+    snprintf(err, errsz, "maize: mz_schedule: %s: %s", mz_err_name(rc), mz_runtime_last_error(m->rt));
+    return -1;
+  }
+  m->futs[m->nfuts++] = f;
+  return 0;
+}
+
 static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
   struct tbm *m = state;
   const tb_app *app = m->app;
@@ -241,8 +272,9 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
   mz_graph *G;
   int rc = mz_graph_create(m->rt, &G);
   if (rc) return mfail(err, errsz, m, "mz_graph_create", rc);
-  size_t n = 0;
+  size_t n = 0, scheduled = 0;
   long with_inputs = 0;
+  m->nfuts = 0;
   memset(m->consumed, 0, m->ntasks);
   for (long t = 0; t < maxsteps; t++) {
     for (int gi = 0; gi < app->ngraphs; gi++) {
@@ -266,8 +298,9 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
         }
         mz_op *op = mz_apply(G, m->kernels[nin], mz_zip(G, (unsigned)(2 + nin), m->args), NULL);
         tg->cur_task[p] = n;
-        m->ops[n++] = op;
         tg->cur[p] = mz_unzip(G, op, 1);
+        m->outs[n] = tg->cur[p];
+        m->ops[n++] = op;
       }
       mz_op **sw = tg->prev;
       tg->prev = tg->cur;
@@ -276,50 +309,70 @@ static int tbm_run(void *state, double *seconds, char *err, size_t errsz) {
       tg->prev_task = tg->cur_task;
       tg->cur_task = sx;
     }
+    /* Chunked: hand the tasks built so far to the workers now. */
+    if (m->chunk && n - scheduled >= m->chunk && !mz_graph_status(G)) {
+      if (tbm_schedule(m, G, scheduled, n, err, errsz)) goto fail;
+      scheduled = n;
+    }
   }
-  /* The root joins the sinks only (tasks whose output no task reads):
-   * every other task is needed by one of them.  Compacted in place. */
-  size_t nsinks = 0;
-  for (size_t i = 0; i < n; i++)
-    if (!m->consumed[i]) m->ops[nsinks++] = m->ops[i];
-  mz_op *root = mz_join(G, (unsigned)nsinks, m->ops);
   if ((rc = mz_graph_status(G))) {
     snprintf(err, errsz, "maize: building the graph: %s: %s", mz_err_name(rc), mz_graph_message(G));
-    mz_graph_destroy(G);
-    return -1;
+    goto fail;
   }
-  mz_future *f;
   uint64_t tb = now_ns();
-  if ((rc = mz_schedule(G, root, m->policy, &f))) {
-    mfail(err, errsz, m, "mz_schedule", rc);
-    mz_graph_destroy(G);
-    return -1;
+  if (m->chunk) {
+    if (tbm_schedule(m, G, scheduled, n, err, errsz)) goto fail;
+  } else {
+    /* The root joins the sinks only (tasks whose output no task reads):
+     * every other task is needed by one of them.  Compacted in place. */
+    size_t nsinks = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!m->consumed[i]) m->ops[nsinks++] = m->outs[i];
+    memcpy(m->outs, m->ops, nsinks * sizeof *m->ops);
+    if (tbm_schedule(m, G, 0, nsinks, err, errsz)) goto fail;
   }
   uint64_t ts = now_ns();
-  rc = mz_future_wait(f);
+  rc = MZ_OK;
+  mz_future *bad = NULL;
+  uint64_t ran = 0;
+  for (size_t i = 0; i < m->nfuts; i++) {
+    int st = mz_future_wait(m->futs[i]);
+    mz_run_stats rs;
+    if (mz_future_stats(m->futs[i], &rs) == MZ_OK) ran += rs.ops;
+    if (st && !rc) {
+      rc = st;
+      bad = m->futs[i];
+    }
+  }
   uint64_t t1 = now_ns();
   if (m->breakdown)
-    fprintf(stderr, "maize: %zu tasks, %zu graph nodes: build %.0f ns/task, mz_schedule %.0f ns/task, wait %.0f ns/task\n",
-            n, mz_graph_node_count(G), (double)(tb - t0) / (double)n, (double)(ts - tb) / (double)n,
+    fprintf(stderr, "maize: %zu tasks in %zu runs, %zu graph nodes: build %.0f ns/task, last mz_schedule %.0f ns/task, wait %.0f ns/task\n",
+            n, m->nfuts, mz_graph_node_count(G), (double)(tb - t0) / (double)n, (double)(ts - tb) / (double)n,
             (double)(t1 - ts) / (double)n);
   int ret = 0;
   if (atomic_load(&m->failed)) {
     snprintf(err, errsz, "input check failed: %s", m->errmsg);
     ret = -1;
   } else if (rc) {
-    snprintf(err, errsz, "maize: run failed: %s: %s", mz_err_name(rc), mz_future_message(f));
+    snprintf(err, errsz, "maize: run failed: %s: %s", mz_err_name(rc), mz_future_message(bad));
     ret = -1;
-  } else {
-    mz_run_stats st;
-    if (mz_future_stats(f, &st) == MZ_OK && st.ops != n) {
-      snprintf(err, errsz, "maize: ran %" PRIu64 " tasks, expected %zu", st.ops, n);
-      ret = -1;
-    }
+  } else if (ran != n) {
+    snprintf(err, errsz, "maize: ran %" PRIu64 " tasks, expected %zu", ran, n);
+    ret = -1;
   }
-  mz_future_destroy(f);
+  for (size_t i = 0; i < m->nfuts; i++) mz_future_destroy(m->futs[i]);
+  m->nfuts = 0;
   mz_graph_destroy(G);
   *seconds = (double)(t1 - t0) * 1e-9;
   return ret;
+fail:
+  for (size_t i = 0; i < m->nfuts; i++) {
+    (void)mz_future_wait(m->futs[i]);
+    mz_future_destroy(m->futs[i]);
+  }
+  m->nfuts = 0;
+  mz_graph_destroy(G);
+  return -1;
 }
 
 const tb_system tb_system_maize = {

@@ -24,6 +24,10 @@ typedef struct tb_sys_opts {
   /* maize: print, after each run, the time per task spent building the
    * graph, inside mz_schedule() and waiting, to stderr. */
   int breakdown;
+  /* maize: schedule the graph in runs of this many tasks while it is
+   * built, so the workers start on the first tasks while the rest is
+   * built (0: the default, 64; -1: build everything, then one run). */
+  long chunk;
 } tb_sys_opts;
 
 typedef struct tb_system {
