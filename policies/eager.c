@@ -16,7 +16,14 @@ static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) 
      * holding only the predecessor itself (not ready yet), or nothing at
      * all once it has finished (ready). */
     int pq = mz_task_queue(mz_task_pred(t, np - 1));
-    if (pq >= 0 && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= (ready ? 0u : 1u))
+    /* Not ready: only when every predecessor is on that queue, so the node
+     * can wait for them there.  Otherwise it would wait on the host anyway,
+     * and the queue is chosen when it is ready: two nodes fed by the same
+     * predecessors would else pile onto one queue while another idles. */
+    bool same = true;
+    for (unsigned i = 0; !ready && same && i + 1 < np; i++) same = mz_task_queue(mz_task_pred(t, i)) == pq;
+    if (pq >= 0 && same && mz_task_can_run(s, t, (unsigned)pq) &&
+        mz_sched_queue_backlog(s, (unsigned)pq) <= (ready ? 0u : 1u))
       return pq;
   }
   if (!ready) return MZ_POLICY_DEFER;
