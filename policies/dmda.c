@@ -16,17 +16,27 @@
  * exact: the inputs are where they will be read from.  Ties go to the
  * lowest queue number, so runs on simulated devices are deterministic.
  *
+ * Devices whose queues share the device (OpenCL and CUDA: kernels from
+ * several queues run at once and slow each other down; the CPU has a
+ * worker per queue and simulated queues are independent) count as one
+ * processor: their expected ready time is now plus the work left on all
+ * their queues, and they get work on their first queue only, so kernels
+ * there run one after another and the perf model learns their time alone,
+ * not the time of several sharing the device.
+ *
  * Cost per decision: one estimate and one capability check per device
  * class, one transfer estimate per input and memory node, and a pass over
  * the queues with what the state caches (each queue's device and class). */
 #include <math.h>
 #include <stdlib.h>
 
+#include "maize/device.h"
 #include "maize/policy.h"
 
 struct dmda {
   unsigned nq, ncls;
   unsigned *qdev, *qcls; /* per queue */
+  int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
 };
 
 static void dmda_fini(void *state) {
@@ -34,6 +44,7 @@ static void dmda_fini(void *state) {
   if (!d) return;
   free(d->qdev);
   free(d->qcls);
+  free(d->lead);
   free(d);
 }
 
@@ -43,7 +54,8 @@ static int dmda_init(const mz_sched *s, void **state) {
   d->nq = mz_sched_queue_count(s);
   d->qdev = malloc((d->nq + 1) * sizeof *d->qdev);
   d->qcls = malloc((d->nq + 1) * sizeof *d->qcls);
-  if (!d->qdev || !d->qcls) {
+  d->lead = malloc((d->nq + 1) * sizeof *d->lead);
+  if (!d->qdev || !d->qcls || !d->lead) {
     dmda_fini(d);
     return -2;
   }
@@ -51,6 +63,9 @@ static int dmda_init(const mz_sched *s, void **state) {
     d->qdev[q] = mz_sched_queue_device(s, q);
     d->qcls[q] = mz_sched_device_class(s, d->qdev[q]);
     if (d->qcls[q] + 1 > d->ncls) d->ncls = d->qcls[q] + 1;
+    int kind = mz_sched_device_kind(s, d->qdev[q]);
+    bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
+    d->lead[q] = shared ? (q && d->qdev[q - 1] == d->qdev[q] ? d->lead[q - 1] : (int)q) : -1;
   }
   *state = d;
   /* Transfer costs from measured links (a no-op on simulated devices). */
@@ -72,11 +87,16 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   if (!xfer || !at || !est) goto out;
   mz_task_transfer_ns_all(s, t, xfer);
   mz_sched_queue_ready_ns_all(s, at);
+  /* A shared device's work left, summed on its first queue. */
+  uint64_t now = mz_sched_now_ns(s);
+  for (unsigned q = 0; q < nq; q++)
+    if (d->lead[q] >= 0 && d->lead[q] != (int)q) at[d->lead[q]] += at[q] > now ? at[q] - now : 0;
   for (unsigned c = 0; c < ncls; c++) est[c] = NAN;
   double best_f = INFINITY;
   uint64_t explore_at = UINT64_MAX;
   for (unsigned q = 0; q < nq; q++) {
     unsigned c = d->qcls[q];
+    if (d->lead[q] >= 0 && d->lead[q] != (int)q) continue;
     /* Devices of one class run the same code: check and estimate once. */
     if (isnan(est[c])) {
       if (!mz_task_can_run(s, t, q)) {

@@ -23,6 +23,11 @@
  *    and the plan with the earliest predicted end is kept.  A node that no
  *    device of a pass can run may go anywhere in that pass.
  *
+ * Devices whose queues share the device (OpenCL, CUDA: kernels from
+ * several queues slow each other down) are one processor in the plan: only
+ * their first queue gets nodes, and it starts with the work left on all of
+ * them (as in dmda).
+ *
  * The model follows how maize runs a node: the transfers of its inputs
  * from other devices are made on the receiving queue, before the node, so
  * they lengthen the node's slot (as in dmda), and nodes that read host
@@ -42,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "maize/device.h"
 #include "maize/policy.h"
 
 #define MAX_PASSES 4
@@ -132,6 +138,7 @@ struct heft {
   unsigned *qcls, *qdev; /* per queue */
   int *rep;              /* per class: a queue of it */
   unsigned *qorder;      /* queues, fastest class first (per plan) */
+  int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
 };
 
 static void heft_fini(void *state) {
@@ -141,6 +148,7 @@ static void heft_fini(void *state) {
   free(h->qdev);
   free(h->rep);
   free(h->qorder);
+  free(h->lead);
   free(h);
 }
 
@@ -157,7 +165,8 @@ static int heft_init(const mz_sched *s, void **state) {
   h->qdev = malloc((h->nq + 1) * sizeof *h->qdev);
   h->qorder = malloc((h->nq + 1) * sizeof *h->qorder);
   h->rep = malloc((h->ncls + 1) * sizeof *h->rep);
-  if (!h->qcls || !h->qdev || !h->rep || !h->qorder) {
+  h->lead = malloc((h->nq + 1) * sizeof *h->lead);
+  if (!h->qcls || !h->qdev || !h->rep || !h->qorder || !h->lead) {
     heft_fini(h);
     return -2;
   }
@@ -166,6 +175,9 @@ static int heft_init(const mz_sched *s, void **state) {
     h->qdev[q] = mz_sched_queue_device(s, q);
     h->qcls[q] = mz_sched_device_class(s, h->qdev[q]);
     if (h->rep[h->qcls[q]] < 0) h->rep[h->qcls[q]] = (int)q;
+    int kind = mz_sched_device_kind(s, h->qdev[q]);
+    bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
+    h->lead[q] = shared ? (q && h->qdev[q - 1] == h->qdev[q] ? h->lead[q - 1] : (int)q) : -1;
   }
   *state = h;
   return mz_sched_measure_links(s);
@@ -284,7 +296,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
       !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order)
     goto out;
 
-  for (unsigned q = 0; q < nq; q++) alive[q] = !mz_sched_device_dead(s, qdev[q]);
+  for (unsigned q = 0; q < nq; q++)
+    alive[q] = !mz_sched_device_dead(s, qdev[q]) && (h->lead[q] < 0 || h->lead[q] == (int)q);
   /* Links between classes, from a pair of queues on distinct devices. */
   for (unsigned a = 0; a < ncls; a++)
     for (unsigned b = 0; b < ncls; b++) {
@@ -399,6 +412,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     uint64_t r = mz_sched_queue_ready_ns(s, q);
     backlog[q] = r > now ? (double)(r - now) : 0;
   }
+  for (unsigned q = 0; q < nq; q++) /* a shared device's work left, on its first queue */
+    if (h->lead[q] >= 0 && h->lead[q] != (int)q) backlog[h->lead[q]] += backlog[q];
   /* Classes by slowness (insertion sort: there are few; stable). */
   for (unsigned c = 0; c < ncls; c++) {
     unsigned j = c;
