@@ -228,6 +228,7 @@ int main(int argc, char **argv) {
   size_t cap = NPLAT * nsizes * 2 * seeds;
   double *slr[NPOL];
   size_t nslr[NPOL] = {0};
+  double ccr_sum[NPOL][2] = {{0}}, ccr_n[NPOL][2] = {{0}}; /* per CCR, for the breakdown */
   double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
   printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
@@ -284,6 +285,8 @@ int main(int argc, char **argv) {
             double s = (double)st.virtual_ns / lb;
             double plan = decided_ns(i) / (double)d->nodes;
             slr[i][nslr[i]++] = s;
+            ccr_sum[i][ci] += s;
+            ccr_n[i][ci]++;
             if (sizes[si] == largest) {
               big_ns[i] += decided_ns(i);
               big_nodes[i] += (double)d->nodes;
@@ -299,6 +302,13 @@ int main(int argc, char **argv) {
           }
     mz_runtime_destroy(rt);
   }
+  /* The breakdown by CCR first: the bound ignores transfers, so how far a
+   * policy is from it depends mostly on the CCR. */
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned ci = 0; ci < 2; ci++)
+      if (ccr_n[i][ci])
+        printf("sched.%s ccr=%g slr_mean=%.3f runs=%.0f\n", inner[i]->name, isnan(only_ccr) ? ccrs[ci] : only_ccr,
+               ccr_sum[i][ci] / ccr_n[i][ci], ccr_n[i][ci]);
   for (unsigned i = 0; i < NPOL; i++) {
     double sum = 0;
     for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];
