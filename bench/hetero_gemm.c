@@ -30,14 +30,16 @@
  * Both directories are emptied at start (--keep-models keeps them), so
  * both systems calibrate in the same run from nothing.
  *
- * Each measured run rewrites C with zeros from the host first; its time is
- * submission to completion (maize: mz_run_stats.elapsed_ns; StarPU: first
- * task submitted to starpu_task_wait_for_all() returning, then C acquired
- * back in host memory, as maize's figure includes nothing of the kind we
- * also acquire C on the maize side: mz_buffer_read of every tile is
- * timed into maize's figure).  The figure is the median of -r runs.  Every
- * policy's last run and StarPU's are checked against a reference on a
- * sample of entries (dot products in double).
+ * Each measured run rewrites C with zeros from the host first; its time
+ * runs from the first submission until C is back in host memory (maize:
+ * mz_schedule() to mz_future_wait() and mz_buffer_read() of every tile;
+ * StarPU: the first starpu_task_insert() to starpu_task_wait_for_all() and
+ * a read acquire of every tile).  The per-policy table has the median of
+ * -r runs per policy.  The BENCH ratio line comes from -r further runs in
+ * which maize dmda and StarPU dmda alternate (both runtimes initialized,
+ * idle workers parked), so that both see the same load on a shared
+ * machine.  Every run checked is compared with dot products in double on
+ * a sample of 512 entries of C.
  *
  * Output: a table of makespans per policy, then
  *   BENCH hetero.gemm policy=<p> makespan_s=<x>          (every maize policy)
@@ -206,6 +208,9 @@ struct mz_side {
   mz_buffer **a, **b, **c;
 };
 
+/* Busy seconds per device in the last maize run (device 0 the CPU). */
+static double last_busy[8];
+
 /* One run: zero C, schedule the T^3 updates, wait, read C back.  Returns
  * seconds. */
 static double maize_run(struct mz_side *m, struct problem *p, const char *policy) {
@@ -235,6 +240,9 @@ static double maize_run(struct mz_side *m, struct problem *p, const char *policy
   for (size_t x = 0; x < (size_t)t * t; x++)
     if (mz_buffer_read(m->c[x], p->c[x], bytes)) die("mz_buffer_read", -1);
   double sec = (double)(now_ns() - t0) / 1e9;
+  mz_run_stats st;
+  if (mz_future_stats(f, &st) == MZ_OK)
+    for (unsigned d = 0; d < 8; d++) last_busy[d] = d < st.ndevices && st.busy_ns ? (double)st.busy_ns[d] / 1e9 : 0;
   mz_future_destroy(f);
   mz_graph_destroy(g);
   free(last);
@@ -286,10 +294,15 @@ static struct starpu_codelet sp_cl = {
     .name = "gemm_tile",
 };
 
-/* Init StarPU (calibrate or not), run `runs` iterations, return their
- * times in secs[] (NULL: discard), shut down.  Returns 0, or -1 when StarPU
- * has no CPU + OpenCL worker pair here. */
-static int starpu_block(struct problem *p, int calibrate, int runs, double *secs) {
+/* StarPU with its handles on the problem's tiles. */
+struct sp_side {
+  starpu_data_handle_t *ha, *hb, *hc;
+  size_t nt;
+};
+
+/* Init StarPU (calibrating or not) and register the tiles.  Returns 0, or
+ * -1 when StarPU has no CPU + OpenCL worker pair here. */
+static int sp_open(struct sp_side *sp, struct problem *p, int calibrate) {
   struct starpu_conf conf;
   starpu_conf_init(&conf);
   conf.ncpus = 1;
@@ -309,49 +322,57 @@ static int starpu_block(struct problem *p, int calibrate, int runs, double *secs
     return -1;
   }
   if (starpu_opencl_load_opencl_from_string(cl_source, &sp_prog, NULL)) die("starpu_opencl_load_opencl_from_string", -1);
-  unsigned t = p->t, s = p->s;
-  size_t nt = (size_t)t * t;
-  starpu_data_handle_t *ha = calloc(nt, sizeof *ha), *hb = calloc(nt, sizeof *hb), *hc = calloc(nt, sizeof *hc);
-  if (!ha || !hb || !hc) die("out of memory", -2);
-  for (size_t x = 0; x < nt; x++) {
-    starpu_matrix_data_register(&ha[x], STARPU_MAIN_RAM, (uintptr_t)p->a[x], s, s, s, sizeof(float));
-    starpu_matrix_data_register(&hb[x], STARPU_MAIN_RAM, (uintptr_t)p->b[x], s, s, s, sizeof(float));
-    starpu_matrix_data_register(&hc[x], STARPU_MAIN_RAM, (uintptr_t)p->c[x], s, s, s, sizeof(float));
+  unsigned s = p->s;
+  sp->nt = (size_t)p->t * p->t;
+  sp->ha = calloc(sp->nt, sizeof *sp->ha);
+  sp->hb = calloc(sp->nt, sizeof *sp->hb);
+  sp->hc = calloc(sp->nt, sizeof *sp->hc);
+  if (!sp->ha || !sp->hb || !sp->hc) die("out of memory", -2);
+  for (size_t x = 0; x < sp->nt; x++) {
+    starpu_matrix_data_register(&sp->ha[x], STARPU_MAIN_RAM, (uintptr_t)p->a[x], s, s, s, sizeof(float));
+    starpu_matrix_data_register(&sp->hb[x], STARPU_MAIN_RAM, (uintptr_t)p->b[x], s, s, s, sizeof(float));
+    starpu_matrix_data_register(&sp->hc[x], STARPU_MAIN_RAM, (uintptr_t)p->c[x], s, s, s, sizeof(float));
   }
-  size_t bytes = (size_t)s * s * sizeof(float);
-  for (int r = 0; r < runs; r++) {
-    /* C back to zeros in host memory (the copies elsewhere are dropped). */
-    for (size_t x = 0; x < nt; x++) {
-      starpu_data_acquire(hc[x], STARPU_W);
-      memcpy(p->c[x], p->zero, bytes);
-      starpu_data_release(hc[x]);
-    }
-    uint64_t t0 = now_ns();
-    for (unsigned k = 0; k < t; k++)
-      for (unsigned i = 0; i < t; i++)
-        for (unsigned j = 0; j < t; j++) {
-          int e = starpu_task_insert(&sp_cl, STARPU_R, ha[i * t + k], STARPU_R, hb[k * t + j], STARPU_RW, hc[i * t + j],
-                                     0);
-          if (e) die("starpu_task_insert", e);
-        }
-    starpu_task_wait_for_all();
-    for (size_t x = 0; x < nt; x++) {
-      starpu_data_acquire(hc[x], STARPU_R);
-      starpu_data_release(hc[x]);
-    }
-    if (secs) secs[r] = (double)(now_ns() - t0) / 1e9;
-  }
-  for (size_t x = 0; x < nt; x++) {
-    starpu_data_unregister(ha[x]);
-    starpu_data_unregister(hb[x]);
-    starpu_data_unregister(hc[x]); /* brings C home */
-  }
-  free(ha);
-  free(hb);
-  free(hc);
-  starpu_opencl_unload_opencl(&sp_prog);
-  starpu_shutdown();
   return 0;
+}
+
+/* One run: C back to zeros in host memory, submit, wait, acquire C in host
+ * memory.  Returns seconds. */
+static double sp_run(struct sp_side *sp, struct problem *p) {
+  unsigned t = p->t;
+  size_t bytes = (size_t)p->s * p->s * sizeof(float);
+  for (size_t x = 0; x < sp->nt; x++) {
+    starpu_data_acquire(sp->hc[x], STARPU_W);
+    memcpy(p->c[x], p->zero, bytes);
+    starpu_data_release(sp->hc[x]);
+  }
+  uint64_t t0 = now_ns();
+  for (unsigned k = 0; k < t; k++)
+    for (unsigned i = 0; i < t; i++)
+      for (unsigned j = 0; j < t; j++) {
+        int e = starpu_task_insert(&sp_cl, STARPU_R, sp->ha[i * t + k], STARPU_R, sp->hb[k * t + j], STARPU_RW,
+                                   sp->hc[i * t + j], 0);
+        if (e) die("starpu_task_insert", e);
+      }
+  starpu_task_wait_for_all();
+  for (size_t x = 0; x < sp->nt; x++) {
+    starpu_data_acquire(sp->hc[x], STARPU_R);
+    starpu_data_release(sp->hc[x]);
+  }
+  return (double)(now_ns() - t0) / 1e9;
+}
+
+static void sp_close(struct sp_side *sp) {
+  for (size_t x = 0; x < sp->nt; x++) {
+    starpu_data_unregister(sp->ha[x]);
+    starpu_data_unregister(sp->hb[x]);
+    starpu_data_unregister(sp->hc[x]); /* brings C home */
+  }
+  free(sp->ha);
+  free(sp->hb);
+  free(sp->hc);
+  starpu_opencl_unload_opencl(&sp_prog);
+  starpu_shutdown(); /* saves the history models under STARPU_HOME */
 }
 #endif
 
@@ -439,6 +460,8 @@ int main(int argc, char **argv) {
   int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &m.rt);
   if (rc) {
     printf("maize devices \"%s\" unavailable (%s): nothing to measure\n", devices, mz_err_name(rc));
+    m.rt = NULL;
+    rc = 0; /* no device is not a failure */
   } else {
     for (unsigned d = 0; d < mz_runtime_device_count(m.rt); d++) {
       mz_device_info info;
@@ -462,10 +485,65 @@ int main(int argc, char **argv) {
           mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.b[x], &m.b[x]) ||
           mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.zero, &m.c[x]))
         die("mz_buffer_create", -1);
+    printf("%-14s %12s %10s %12s  %s\n", "system", "makespan_s", "GFLOP/s", "max_rel_err",
+           "busy_s per maize device (last run)");
+    /* dmda calibrates first, alone, as StarPU's dmda does below. */
+    for (int w = 0; w < warm; w++) maize_run(&m, &p, "dmda");
+  }
+
+  /* StarPU dmda, same kernels, one CPU and one OpenCL worker: calibrate,
+   * then measured runs alternating with maize dmda runs, so that both see
+   * the same load on a shared machine.  StarPU is started for each of its
+   * runs (one untimed run first, for its allocations) and shut down after,
+   * because its idle driver threads poll and would slow maize's runs down;
+   * maize's idle workers park.  The BENCH line's figures are the medians
+   * of these paired runs. */
+  double sp = NAN;
+#ifdef MZ_HAVE_STARPU
+  struct sp_side sps = {0};
+  if (use_starpu && sp_open(&sps, &p, 1) == 0) {
+    for (int w = 0; w < (warm > 0 ? warm : 1); w++) sp_run(&sps, &p);
+    sp_close(&sps);
+    double *vs = calloc((size_t)reps, sizeof *vs), *vm = calloc((size_t)reps, sizeof *vm);
+    if (!vs || !vm) die("out of memory", -2);
+    double err = 0, merr = 0;
+    int got = 0;
+    for (int r = 0; r < reps; r++) {
+      if (m.rt) {
+        vm[r] = maize_run(&m, &p, "dmda");
+        double e = check(&p);
+        if (e > merr) merr = e;
+      }
+      if (sp_open(&sps, &p, 0)) break;
+      sp_run(&sps, &p);
+      vs[r] = sp_run(&sps, &p);
+      sp_close(&sps);
+      double e = check(&p);
+      if (e > err) err = e;
+      got++;
+    }
+    if (got == reps) {
+      qsort(vs, (size_t)reps, sizeof *vs, cmp_d);
+      qsort(vm, (size_t)reps, sizeof *vm, cmp_d);
+      sp = vs[reps / 2];
+      printf("%-14s %12.4f %10.2f %12.2e%s\n", "starpu-dmda", sp, gflop / sp, err, err > 1e-4 ? "  WRONG" : "");
+      if (m.rt) {
+        maize_dmda = vm[reps / 2];
+        printf("%-14s %12.4f %10.2f %12.2e%s   (runs paired with StarPU's)\n", "dmda", maize_dmda,
+               gflop / maize_dmda, merr, merr > 1e-4 ? "  WRONG" : "");
+      }
+      if (err > 1e-4 || merr > 1e-4) rc = 1;
+    }
+    free(vs);
+    free(vm);
+  }
+#else
+  (void)use_starpu;
+#endif
+  if (m.rt) {
     double *v = calloc((size_t)reps, sizeof *v);
-    printf("%-14s %12s %10s %12s\n", "system", "makespan_s", "GFLOP/s", "max_rel_err");
-    /* dmda first, so that its perf models calibrate under dmda alone, as
-     * StarPU's do under its dmda; the other policies learn on top. */
+    /* Every policy, dmda first (its models are calibrated); the others
+     * learn on top of dmda's models. */
     const char *order[16] = {"dmda"};
     unsigned npol = 1;
     for (unsigned pi = 0; mz_policy_name(m.rt, pi) && npol < 16; pi++)
@@ -477,13 +555,16 @@ int main(int argc, char **argv) {
       double err = check(&p);
       qsort(v, (size_t)reps, sizeof *v, cmp_d);
       double med = v[reps / 2];
-      printf("%-14s %12.4f %10.2f %12.2e%s\n", pol, med, gflop / med, err, err > 1e-4 ? "  WRONG" : "");
+      printf("%-14s %12.4f %10.2f %12.2e  %.3f,%.3f%s\n", pol, med, gflop / med, err, last_busy[0], last_busy[1],
+         err > 1e-4 ? "  WRONG" : "");
       printf("BENCH hetero.gemm policy=%s makespan_s=%.4f\n", pol, med);
       if (err > 1e-4) rc = 1;
-      if (!strcmp(pol, "dmda")) maize_dmda = med;
+      if (!strcmp(pol, "dmda") && isnan(maize_dmda)) maize_dmda = med;
     }
     free(v);
-    for (size_t x = 0; x < nt; x++) {
+  }
+  if (m.rt) {
+    for (size_t x = 0; x < (size_t)t * t; x++) {
       mz_buffer_release(m.a[x]);
       mz_buffer_release(m.b[x]);
       mz_buffer_release(m.c[x]);
@@ -494,25 +575,6 @@ int main(int argc, char **argv) {
     mz_kernel_destroy(m.k);
     mz_runtime_destroy(m.rt);
   }
-
-  /* StarPU dmda, same kernels, one CPU and one OpenCL worker. */
-  double sp = NAN;
-#ifdef MZ_HAVE_STARPU
-  if (use_starpu) {
-    double *v = calloc((size_t)reps, sizeof *v);
-    if (warm < 1) warm = 1;
-    if (starpu_block(&p, 1, warm, NULL) == 0 && starpu_block(&p, 0, reps, v) == 0) {
-      double err = check(&p);
-      qsort(v, (size_t)reps, sizeof *v, cmp_d);
-      sp = v[reps / 2];
-      printf("%-14s %12.4f %10.2f %12.2e%s\n", "starpu-dmda", sp, gflop / sp, err, err > 1e-4 ? "  WRONG" : "");
-      if (err > 1e-4) rc = 1;
-    }
-    free(v);
-  }
-#else
-  (void)use_starpu;
-#endif
   char ms[32] = "na", ss[32] = "na", rs[32] = "na";
   if (!isnan(maize_dmda)) snprintf(ms, sizeof ms, "%.4f", maize_dmda);
   if (!isnan(sp)) snprintf(ss, sizeof ss, "%.4f", sp);
