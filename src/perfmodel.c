@@ -248,7 +248,8 @@ int mz__pm_print(FILE *out, const char *dir) {
   size_t n = 0, cap = 0;
   for (struct dirent *e; (e = readdir(d));) {
     size_t l = strlen(e->d_name);
-    if (l < 7 || strcmp(e->d_name + l - 6, ".model")) continue;
+    bool model = l >= 7 && !strcmp(e->d_name + l - 6, ".model"), link = l >= 6 && !strcmp(e->d_name + l - 5, ".link");
+    if (!model && !link) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 16;
       char **v = realloc(names, cap * sizeof *v);
@@ -264,6 +265,8 @@ int mz__pm_print(FILE *out, const char *dir) {
   int models = 0;
   for (size_t i = 0; i < n; i++) {
     char path[4400], err[160];
+    size_t l = strlen(names[i]);
+    if (l >= 5 && !strcmp(names[i] + l - 5, ".link")) continue; /* below */
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     struct mz__pm_file f;
     if (mz__pm_read(path, &f, err, sizeof err)) {
@@ -278,8 +281,23 @@ int mz__pm_print(FILE *out, const char *dir) {
       }
       mz__pm_file_free(&f);
     }
-    free(names[i]);
   }
+  /* Links (transfer costs), after the models. */
+  bool head = false;
+  for (size_t i = 0; i < n; i++) {
+    char path[4400], err[160], src[MZ__PM_NAMELEN], dst[MZ__PM_NAMELEN];
+    size_t l = strlen(names[i]);
+    if (l < 5 || strcmp(names[i] + l - 5, ".link")) continue;
+    if (!head) fprintf(out, "\n%-32s %-32s %12s %12s\n", "link from", "to", "latency_us", "GB/s");
+    head = true;
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    double lat, pb;
+    if (mz__link_read(path, src, dst, sizeof src, &lat, &pb, err, sizeof err))
+      fprintf(out, "# %s: ignored (%s)\n", names[i], err);
+    else
+      fprintf(out, "%-32s %-32s %12.3f %12.3f\n", src, dst, lat / 1e3, pb > 0 ? 1.0 / pb : INFINITY);
+  }
+  for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   return models;
 }

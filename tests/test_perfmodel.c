@@ -339,6 +339,16 @@ Test(perfmodel, device_links_measured_saved_and_reused) {
   cr_expect_float_eq(link0, lat, 1e-6 * lat + 1e-9);
   cr_expect_float_eq(link1m, lat + pb * (double)(1u << 20), 1e-6 * link1m);
 
+  /* The table command lists the links. */
+  char *txt = NULL;
+  size_t tlen = 0;
+  FILE *mem = open_memstream(&txt, &tlen);
+  cr_assert(mem);
+  mz__pm_print(mem, dir);
+  fclose(mem);
+  cr_expect(strstr(txt, "link from") && strstr(txt, name), "table:\n%s", txt);
+  free(txt);
+
   /* Reused: a file saying 12.345678 ms and 0.5 ns/byte is what the next
    * runtime sees, and it is left as it is. */
   FILE *f = fopen(path, "w");
