@@ -4,8 +4,9 @@
  * DIR defaults to where the runtime keeps them: $MZ_PERFMODEL_DIR, else
  * $XDG_CACHE_HOME/maize, else ~/.cache/maize.  One line per model and
  * size bucket: kernel, device, mean footprint in bytes, sample count, mean
- * and standard deviation of the execution time.  Files that are corrupt or
- * foreign are listed as ignored, with the reason. */
+ * and standard deviation of the execution time; then one line per link
+ * file (measured transfer costs): from, to, latency and bandwidth.  Files
+ * that are corrupt or foreign are listed as ignored, with the reason. */
 #include <stdio.h>
 #include <string.h>
 

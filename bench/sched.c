@@ -8,8 +8,10 @@
  *
  * (the schedule length ratio, SLR, against that bound; transfers are left
  * out of it, so SLR 1 is rarely reachable), and the planning time per node:
- * the wall time spent in the policy's plan and select calls, measured by
- * wrapping the shipped ops tables.  The last lines are
+ * the CPU time of the calling thread spent in the policy's plan and select
+ * calls (CPU time, so that other processes on a shared machine do not
+ * inflate it), measured by wrapping the shipped ops tables, less the
+ * clock's own cost per call (calibrated at start).  The last lines are
  *
  *   BENCH sched.<policy> slr_mean=<x> slr_p95=<y> plan_ns_per_node=<z>
  *
@@ -42,8 +44,40 @@ static uint64_t now_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* The calling thread's CPU time: planning time is counted in it, so that
+ * other processes on a shared machine do not inflate it. */
+static uint64_t cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* Timing wrappers: the same policy, with its decision time counted. */
-static _Atomic uint64_t decide_ns[NPOL];
+static _Atomic uint64_t decide_ns[NPOL], decide_calls[NPOL];
+/* What an empty interval measures (the clock's own cost), subtracted per
+ * call: the median of many back-to-back readings. */
+static double empty_ns;
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void calibrate(void) {
+  enum { N = 2001 };
+  static uint64_t v[N];
+  for (int i = 0; i < N; i++) {
+    uint64_t t0 = cpu_ns();
+    v[i] = cpu_ns() - t0;
+  }
+  qsort(v, N, sizeof v[0], cmp_u64);
+  empty_ns = (double)v[N / 2];
+}
+
+static double decided_ns(unsigned i) {
+  double v = (double)atomic_load(&decide_ns[i]) - empty_ns * (double)atomic_load(&decide_calls[i]);
+  return v > 0 ? v : 0;
+}
 
 struct wrap {
   unsigned i;
@@ -73,17 +107,19 @@ static void w_fini(void *state) {
 static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct wrap *w = state;
   if (!inner[w->i]->plan) return 0;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = cpu_ns();
   int rc = inner[w->i]->plan(w->state, s, tasks, n);
-  atomic_fetch_add(&decide_ns[w->i], now_ns() - t0);
+  atomic_fetch_add(&decide_ns[w->i], cpu_ns() - t0);
+  atomic_fetch_add(&decide_calls[w->i], 1);
   return rc;
 }
 
 static int w_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   struct wrap *w = state;
-  uint64_t t0 = now_ns();
+  uint64_t t0 = cpu_ns();
   int q = inner[w->i]->select(w->state, s, t, ready);
-  atomic_fetch_add(&decide_ns[w->i], now_ns() - t0);
+  atomic_fetch_add(&decide_ns[w->i], cpu_ns() - t0);
+  atomic_fetch_add(&decide_calls[w->i], 1);
   return q;
 }
 
@@ -106,7 +142,9 @@ struct platform {
   const char *devices;
   const char *label;
 };
-/* Links are slow and nodes large (1e6 flops on average) so that node
+/* CCR is relative to the mean simulated device and link (the runtime's
+ * host-only CPU worker computes nothing and is not counted).  Links are
+ * slow and nodes large (1e6 flops on average) so that node
  * outputs stay small in host memory (the simulator allocates real host
  * buffers) while a transfer costs ccr times a node on the mean device. */
 static const struct platform platforms[] = {
@@ -119,7 +157,7 @@ static const struct platform platforms[] = {
 
 /* Speeds of a platform, read back from the runtime's devices' names is not
  * possible through the public API, so they are parsed from the string. */
-static void speeds(const char *dev, double *total, double *fastest, double *mean_link) {
+static void speeds(const char *dev, double *total, double *fastest, double *mean_link, double *ndev) {
   *total = 0;
   *fastest = 0;
   double links = 0, nd = 0;
@@ -146,6 +184,7 @@ static void speeds(const char *dev, double *total, double *fastest, double *mean
     p = end;
   }
   *mean_link = nd ? links / nd : 16;
+  *ndev = nd;
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -156,9 +195,16 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
   bool quick = false;
   unsigned seeds = 3;
+  int only_plat = -1, only_size = 0;
+  double only_ccr = NAN;
+  const char *only_pol = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = (unsigned)atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--platform") && i + 1 < argc) only_plat = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) only_size = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--ccr") && i + 1 < argc) only_ccr = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--policy") && i + 1 < argc) only_pol = argv[++i];
     else {
       fprintf(stderr, "usage: %s [--quick] [--seeds N]\n", argv[0]);
       return 2;
@@ -166,6 +212,7 @@ int main(int argc, char **argv) {
   }
   if (quick) seeds = 1;
   setenv("MZ_PERFMODEL_DIR", "off", 0);
+  calibrate();
   setenv("MZ_QUIET", "1", 0);
   const unsigned sizes_full[] = {100, 1000, 10000}, sizes_quick[] = {100, 1000};
   const unsigned *sizes = quick ? sizes_quick : sizes_full;
@@ -184,12 +231,14 @@ int main(int argc, char **argv) {
   size_t cap = NPLAT * nsizes * 2 * seeds;
   double *slr[NPOL];
   size_t nslr[NPOL] = {0};
+  double ccr_sum[NPOL][2] = {{0}}, ccr_n[NPOL][2] = {{0}}; /* per CCR, for the breakdown */
   double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
   printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
          "makespan_us", "bound_us", "slr", "plan_ns/node", "wall_ms");
   int status = 0;
   for (unsigned pi = 0; pi < NPLAT; pi++) {
+    if (only_plat >= 0 && pi != (unsigned)only_plat) continue;
     mz_runtime_config cfg = {.devices = platforms[pi].devices, .quiet = true};
     mz_runtime *rt;
     if (mz_runtime_create(&cfg, &rt)) {
@@ -202,19 +251,24 @@ int main(int argc, char **argv) {
         return 1;
       }
     double total, fastest, link;
-    speeds(platforms[pi].devices, &total, &fastest, &link);
+    double nsim;
+    speeds(platforms[pi].devices, &total, &fastest, &link, &nsim);
     for (unsigned si = 0; si < nsizes; si++)
       for (unsigned ci = 0; ci < 2; ci++)
         for (unsigned seed = 1; seed <= seeds; seed++)
           for (unsigned i = 0; i < NPOL; i++) {
-            mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = sizes[si], .ccr = ccrs[ci], .seed = seed * 7919 + si,
-                               .flops = 1e6, .ref_speed = total / mz_runtime_device_count(rt), .ref_link = link};
+            if (only_size && sizes[si] != (unsigned)only_size) continue;
+            if (only_pol && strcmp(only_pol, inner[i]->name)) continue;
+            if (!isnan(only_ccr) && ci) continue;
+            mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = sizes[si], .ccr = isnan(only_ccr) ? ccrs[ci] : only_ccr, .seed = seed * 7919 + si,
+                               .flops = 1e6, .ref_speed = total / nsim, .ref_link = link};
             mz_dag *d;
             if (mz_dag_generate(rt, &p, &d)) {
               fprintf(stderr, "daggen: %s\n", mz_runtime_last_error(rt));
               return 1;
             }
             atomic_store(&decide_ns[i], 0);
+            atomic_store(&decide_calls[i], 0);
             uint64_t t0 = now_ns();
             mz_future *f;
             if (mz_schedule(d->g, d->root, wnames[i], &f)) {
@@ -233,20 +287,32 @@ int main(int argc, char **argv) {
             }
             double lb = fmax(d->cp_flops / fastest, d->total_flops / total);
             double s = (double)st.virtual_ns / lb;
-            double plan = (double)atomic_load(&decide_ns[i]) / (double)d->nodes;
+            double plan = decided_ns(i) / (double)d->nodes;
             slr[i][nslr[i]++] = s;
+            ccr_sum[i][ci] += s;
+            ccr_n[i][ci]++;
             if (sizes[si] == largest) {
-              big_ns[i] += (double)atomic_load(&decide_ns[i]);
+              big_ns[i] += decided_ns(i);
               big_nodes[i] += (double)d->nodes;
             }
+            if (getenv("MZ_SCHED_BOUNDS"))
+              printf("  bounds: cp/fastest %.1f us, work/total %.1f us\n", d->cp_flops / fastest / 1e3,
+                     d->total_flops / total / 1e3);
             printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %14.0f %12.2f\n", platforms[pi].label, d->nodes,
-                   ccrs[ci], seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
+                   p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
             fflush(stdout);
             mz_future_destroy(f);
             mz_dag_destroy(d);
           }
     mz_runtime_destroy(rt);
   }
+  /* The breakdown by CCR first: the bound ignores transfers, so how far a
+   * policy is from it depends mostly on the CCR. */
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned ci = 0; ci < 2; ci++)
+      if (ccr_n[i][ci])
+        printf("sched.%s ccr=%g slr_mean=%.3f runs=%.0f\n", inner[i]->name, isnan(only_ccr) ? ccrs[ci] : only_ccr,
+               ccr_sum[i][ci] / ccr_n[i][ci], ccr_n[i][ci]);
   for (unsigned i = 0; i < NPOL; i++) {
     double sum = 0;
     for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];

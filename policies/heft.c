@@ -1,17 +1,32 @@
 /* heft: Heterogeneous Earliest Finish Time (Topcuoglu, Hariri and Wu,
  * 2002), planned once for the whole run at mz_schedule().
  *
- * 1. Costs.  w(i, q): the expected time of node i on queue q
- *    (mz_task_expected_ns), computed once per device class.  Unknown
- *    estimates take the mean of the known ones for that node, or 1 us.
- *    The mean cost w̄(i) is the mean over capable queues; the mean
- *    communication cost of an edge is L̄ + bytes * 1/B̄, averaged over
- *    pairs of distinct queues (0 where they share memory).
+ * 1. Costs.  w(i, c): the expected time of node i on a device of class c
+ *    (mz_task_expected_ns), computed once per class.  Unknown estimates
+ *    take the mean of the known ones for that node, or 1 us.  The mean
+ *    cost w̄(i) is the mean over capable queues; the mean communication
+ *    cost of an edge is L̄ + bytes * 1/B̄, averaged over pairs of distinct
+ *    queues (0 where they share memory).  Links are the measured ones
+ *    (mz_sched_measure_links at init; the configured ones on simulated
+ *    devices).
  * 2. Upward rank: rank(i) = w̄(i) + max over successors j of
  *    (c̄(i, j) + rank(j)), computed in reverse topological order.
  * 3. In decreasing rank (ties: topological order), each node goes to the
  *    queue giving the earliest finish time, inserted into the first idle
  *    gap of that queue that is long enough, after its predecessors end.
+ * 4. Device selection.  Step 3 is greedy: when transfers are dear, moving a
+ *    node to a slow device to finish it a little earlier makes every
+ *    successor on the fast devices fetch its output, on their own queues,
+ *    and the whole plan ends later than one that never used the slow
+ *    device.  So step 3 is run on the fastest device class alone, then the
+ *    two fastest, and so on up to all of them (at most MAX_PASSES passes),
+ *    and the plan with the earliest predicted end is kept.  A node that no
+ *    device of a pass can run may go anywhere in that pass.
+ *
+ * Devices whose queues share the device (OpenCL, CUDA: kernels from
+ * several queues slow each other down) are one processor in the plan: only
+ * their first queue gets nodes, and it starts with the work left on all of
+ * them (as in dmda).
  *
  * The model follows how maize runs a node: the transfers of its inputs
  * from other devices are made on the receiving queue, before the node, so
@@ -24,13 +39,19 @@
  * node planned after the gap.  The placement is HEFT's; the order on each
  * queue is the order in which nodes become ready.
  *
- * Cost: O(n * queues * (preds + gaps searched)) time, O(n * classes)
- * memory. */
+ * Cost: O(passes * n * (queues + preds) * log(slots)) time in the worst
+ * case; a queue whose earliest possible finish cannot beat the best found
+ * is skipped without searching its gaps, and queues are tried fastest
+ * class first, so most are.  O(n * classes + queues) memory. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "maize/device.h"
 #include "maize/policy.h"
+
+#define MAX_PASSES 4
+#define SCAN_MAX 32
 
 struct slot {
   double s, e;
@@ -39,6 +60,7 @@ struct slot {
 struct qplan {
   struct slot *v;
   unsigned n, cap;
+  double maxgap; /* no idle gap before the last slot is longer (an upper bound) */
 };
 
 struct edge {
@@ -59,18 +81,25 @@ static int by_rank(const void *a, const void *b) {
 
 /* The earliest start >= ready of a gap of length d on queue p. */
 static double find_gap(const struct qplan *p, double ready, double d) {
+  if (!p->n) return ready;
+  double end = p->v[p->n - 1].e;
+  if (ready >= end || d > p->maxgap) return ready > end ? ready : end;
   unsigned lo = 0, hi = p->n;
   while (lo < hi) { /* first slot ending after ready */
     unsigned mid = (lo + hi) / 2;
     if (p->v[mid].e <= ready) lo = mid + 1;
     else hi = mid;
   }
+  /* Gaps are searched from ready on, up to SCAN_MAX slots: beyond, the
+   * node goes after the last slot (a valid, slightly worse choice) so that
+   * long plans stay linear. */
   double s = ready;
-  for (unsigned j = lo; j < p->n; j++) {
+  unsigned stop = p->n - lo > SCAN_MAX ? lo + SCAN_MAX : p->n;
+  for (unsigned j = lo; j < stop; j++) {
     if (s + d <= p->v[j].s) return s;
     if (p->v[j].e > s) s = p->v[j].e;
   }
-  return s;
+  return stop == p->n ? s : end;
 }
 
 static int insert_slot(struct qplan *p, double s, double e) {
@@ -80,6 +109,12 @@ static int insert_slot(struct qplan *p, double s, double e) {
     if (!v) return -2; /* MZ_ENOMEM */
     p->v = v;
     p->cap = cap;
+  }
+  double end = p->n ? p->v[p->n - 1].e : 0;
+  if (s >= end) { /* appended: a new gap before it */
+    if (s - end > p->maxgap) p->maxgap = s - end;
+    p->v[p->n++] = (struct slot){s, e};
+    return 0;
   }
   unsigned lo = 0, hi = p->n;
   while (lo < hi) {
@@ -98,34 +133,171 @@ struct link {
   double lat, per_byte;
 };
 
-static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
-  (void)state;
-  unsigned nq = mz_sched_queue_count(s), ndev = mz_sched_device_count(s);
-  unsigned ncls = 0;
-  for (unsigned d = 0; d < ndev; d++) {
+struct heft {
+  unsigned nq, ndev, ncls;
+  unsigned *qcls, *qdev; /* per queue */
+  int *rep;              /* per class: a queue of it */
+  unsigned *qorder;      /* queues, fastest class first (per plan) */
+  int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
+};
+
+static void heft_fini(void *state) {
+  struct heft *h = state;
+  if (!h) return;
+  free(h->qcls);
+  free(h->qdev);
+  free(h->rep);
+  free(h->qorder);
+  free(h->lead);
+  free(h);
+}
+
+static int heft_init(const mz_sched *s, void **state) {
+  struct heft *h = calloc(1, sizeof *h);
+  if (!h) return -2; /* MZ_ENOMEM */
+  h->nq = mz_sched_queue_count(s);
+  h->ndev = mz_sched_device_count(s);
+  for (unsigned d = 0; d < h->ndev; d++) {
     unsigned c = mz_sched_device_class(s, d);
-    if (c + 1 > ncls) ncls = c + 1;
+    if (c + 1 > h->ncls) h->ncls = c + 1;
   }
-  unsigned *qcls = malloc(nq * sizeof *qcls), *qdev = malloc(nq * sizeof *qdev);
-  int *rep = malloc(ncls * sizeof *rep);             /* a queue of each class */
-  double *w = malloc(n * ncls * sizeof *w);          /* cost per node and class, INFINITY: cannot */
-  double *wbar = malloc(n * sizeof *wbar), *rank = calloc(n, sizeof *rank), *aft = malloc(n * sizeof *aft);
-  int *placed = malloc(n * sizeof *placed);
-  struct rank_ix *order = malloc(n * sizeof *order);
-  struct link *links = malloc((size_t)ncls * ncls * sizeof *links);
-  struct qplan *qp = calloc(nq, sizeof *qp);
+  h->qcls = malloc((h->nq + 1) * sizeof *h->qcls);
+  h->qdev = malloc((h->nq + 1) * sizeof *h->qdev);
+  h->qorder = malloc((h->nq + 1) * sizeof *h->qorder);
+  h->rep = malloc((h->ncls + 1) * sizeof *h->rep);
+  h->lead = malloc((h->nq + 1) * sizeof *h->lead);
+  if (!h->qcls || !h->qdev || !h->rep || !h->qorder || !h->lead) {
+    heft_fini(h);
+    return -2;
+  }
+  for (unsigned c = 0; c < h->ncls; c++) h->rep[c] = -1;
+  for (unsigned q = 0; q < h->nq; q++) {
+    h->qdev[q] = mz_sched_queue_device(s, q);
+    h->qcls[q] = mz_sched_device_class(s, h->qdev[q]);
+    if (h->rep[h->qcls[q]] < 0) h->rep[h->qcls[q]] = (int)q;
+    int kind = mz_sched_device_kind(s, h->qdev[q]);
+    bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
+    h->lead[q] = shared ? (q && h->qdev[q - 1] == h->qdev[q] ? h->lead[q - 1] : (int)q) : -1;
+  }
+  *state = h;
+  return mz_sched_measure_links(s);
+}
+
+/* What one planning pass reads and writes. */
+struct pass {
+  const struct heft *h;
+  const mz_sched *s;
+  mz_task *const *tasks;
+  size_t n;
+  const double *w;            /* [i * ncls + c] */
+  const struct link *links;   /* [a * ncls + b], distinct devices */
+  const size_t *eoff;
+  const struct edge *edges;
+  const struct rank_ix *order;
+  const bool *alive;          /* per queue */
+  const double *backlog;      /* per queue: busy from plan time 0 until this */
+  struct qplan *qp;
+  double *aft, *base, *disc, *xfer;
+  int *placed;
+};
+
+static double link_cost(const struct link *l, size_t bytes) { return l->lat + l->per_byte * (double)bytes; }
+
+/* Step 3 on the allowed queues (fastest class first; skip[k] is where the
+ * class of allowed[k] ends in the list).  Returns the predicted end,
+ * INFINITY as soon as it reaches cutoff (a better plan is known), or a
+ * negative code. */
+static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *skip, unsigned nallowed,
+                       double cutoff) {
+  const struct heft *h = P->h;
+  unsigned nq = h->nq, ncls = h->ncls;
+  double makespan = 0;
+  for (unsigned q = 0; q < nq; q++) {
+    P->qp[q].n = 0;
+    P->qp[q].maxgap = 0;
+    if (P->backlog[q] > 0 && insert_slot(&P->qp[q], 0, P->backlog[q])) return -2;
+  }
+  for (size_t i = 0; i < P->n; i++) P->placed[i] = -1;
+  for (size_t oi = 0; oi < P->n; oi++) {
+    size_t i = P->order[oi].i;
+    mz_task *t = P->tasks[i];
+    bool root = P->eoff[i] == P->eoff[i + 1];
+    double ready = 0;
+    for (unsigned c = 0; c < ncls; c++) P->base[c] = 0;
+    /* Inputs from other devices: every class pays its link; the device
+     * holding the predecessor's output pays nothing (disc takes it back). */
+    for (size_t k = P->eoff[i]; k < P->eoff[i + 1]; k++) {
+      int pq = P->placed[P->edges[k].p];
+      if (pq < 0) continue;
+      if (P->aft[P->edges[k].p] > ready) ready = P->aft[P->edges[k].p];
+      if (!P->edges[k].bytes) continue;
+      unsigned pc = h->qcls[pq];
+      for (unsigned c = 0; c < ncls; c++) P->base[c] += link_cost(&P->links[pc * ncls + c], P->edges[k].bytes);
+      P->disc[h->qdev[pq]] += link_cost(&P->links[pc * ncls + pc], P->edges[k].bytes);
+    }
+    if (root) mz_task_transfer_ns_all(P->s, t, P->xfer);
+    int best = -1;
+    double best_f = INFINITY, best_s = 0;
+    for (int any = 0; any < 2 && best < 0; any++)
+      for (unsigned oq = 0, nl = any ? nq : nallowed; oq < nl; oq++) {
+        unsigned q = any ? h->qorder[oq] : allowed[oq], c = h->qcls[q];
+        double wc = P->w[i * ncls + c];
+        if (!isfinite(wc) || !P->alive[q]) continue;
+        if (!any && ready + wc >= best_f) { /* no queue of this class can do better */
+          oq = skip[oq] - 1;
+          continue;
+        }
+        double d = wc + P->base[c] - P->disc[h->qdev[q]] + (root ? P->xfer[q] : 0);
+        if (d < wc) d = wc; /* rounding */
+        if (ready + d >= best_f) continue;
+        double st = find_gap(&P->qp[q], ready, d);
+        if (st + d < best_f) {
+          best_f = st + d;
+          best_s = st;
+          best = (int)q;
+        }
+      }
+    for (size_t k = P->eoff[i]; k < P->eoff[i + 1]; k++) {
+      int pq = P->placed[P->edges[k].p];
+      if (pq >= 0) P->disc[h->qdev[pq]] = 0;
+    }
+    P->placed[i] = best;
+    P->aft[i] = best >= 0 ? best_f : ready;
+    if (best < 0) continue; /* no queue can run it: select reports it */
+    if (insert_slot(&P->qp[best], best_s, best_f)) return -2;
+    if (best_f > makespan) makespan = best_f;
+    if (makespan >= cutoff) return INFINITY;
+  }
+  return makespan;
+}
+
+static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
+  struct heft *h = state;
+  unsigned nq = h->nq, ndev = h->ndev, ncls = h->ncls;
+  const unsigned *qcls = h->qcls, *qdev = h->qdev;
+  const int *rep = h->rep;
+  double *w = malloc((n * ncls + 1) * sizeof *w); /* cost per node and class, INFINITY: cannot */
+  double *wbar = malloc((n + 1) * sizeof *wbar), *rank = calloc(n + 1, sizeof *rank);
+  double *aft = malloc((n + 1) * sizeof *aft);
+  int *placed = malloc((n + 1) * sizeof *placed), *best_placed = malloc((n + 1) * sizeof *best_placed);
+  struct rank_ix *order = malloc((n + 1) * sizeof *order);
+  struct link *links = malloc(((size_t)ncls * ncls + 1) * sizeof *links);
+  struct qplan *qp = calloc(nq + 1, sizeof *qp);
   size_t *eoff = malloc((n + 1) * sizeof *eoff);
+  double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc);
+  double *xfer = calloc(nq + 1, sizeof *xfer), *backlog = calloc(nq + 1, sizeof *backlog);
+  double *slow = calloc(ncls + 1, sizeof *slow);
+  bool *alive = calloc(nq + 1, sizeof *alive);
+  unsigned *allowed = calloc(nq + 1, sizeof *allowed), *skip = calloc(nq + 1, sizeof *skip);
+  unsigned *cls_order = malloc((ncls + 1) * sizeof *cls_order);
   struct edge *edges = NULL;
   int rc = -2; /* MZ_ENOMEM */
-  if (!qcls || !qdev || !rep || !w || !wbar || !rank || !aft || !placed || !order || !links || !qp || !eoff) goto out;
+  if (!w || !wbar || !rank || !aft || !placed || !best_placed || !order || !links || !qp || !eoff || !base || !disc ||
+      !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order)
+    goto out;
 
-  for (size_t i = 0; i < n; i++) placed[i] = -1;
-  for (unsigned c = 0; c < ncls; c++) rep[c] = -1;
-  for (unsigned q = 0; q < nq; q++) {
-    qdev[q] = mz_sched_queue_device(s, q);
-    qcls[q] = mz_sched_device_class(s, qdev[q]);
-    if (rep[qcls[q]] < 0) rep[qcls[q]] = (int)q;
-  }
+  for (unsigned q = 0; q < nq; q++)
+    alive[q] = !mz_sched_device_dead(s, qdev[q]) && (h->lead[q] < 0 || h->lead[q] == (int)q);
   /* Links between classes, from a pair of queues on distinct devices. */
   for (unsigned a = 0; a < ncls; a++)
     for (unsigned b = 0; b < ncls; b++) {
@@ -175,9 +347,12 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   }
   eoff[n] = ne;
 
-  /* 1. Costs per class. */
+  /* 1. Costs per class, and how slow each class is on this run (the mean
+   * of its cost over the fastest cost, per node it can run). */
+  double *cnt = calloc(ncls + 1, sizeof *cnt);
+  if (!cnt) goto out;
   for (size_t i = 0; i < n; i++) {
-    double known = 0;
+    double known = 0, fastest = INFINITY;
     unsigned nknown = 0;
     for (unsigned c = 0; c < ncls; c++) {
       double v = INFINITY;
@@ -193,17 +368,30 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
       w[i * ncls + c] = v;
     }
     double fill = nknown ? known / nknown : 1e3;
-    double sum = 0, cnt = 0;
-    for (unsigned q = 0; q < nq; q++) {
-      double *v = &w[i * ncls + qcls[q]];
+    for (unsigned c = 0; c < ncls; c++) {
+      double *v = &w[i * ncls + c];
       if (*v < 0) *v = fill;
-      if (isfinite(*v)) {
-        sum += *v;
-        cnt++;
+      if (*v < fastest) fastest = *v;
+    }
+    double sum = 0, nc = 0;
+    for (unsigned q = 0; q < nq; q++) {
+      double v = w[i * ncls + qcls[q]];
+      if (isfinite(v)) {
+        sum += v;
+        nc++;
       }
     }
-    wbar[i] = cnt ? sum / cnt : 0;
+    wbar[i] = nc ? sum / nc : 0;
+    for (unsigned c = 0; c < ncls; c++) {
+      double v = w[i * ncls + c];
+      if (isfinite(v) && fastest > 0) {
+        slow[c] += v / fastest;
+        cnt[c]++;
+      }
+    }
   }
+  for (unsigned c = 0; c < ncls; c++) slow[c] = cnt[c] ? slow[c] / cnt[c] : INFINITY;
+  free(cnt);
 
   /* 2. Upward ranks, in reverse topological order. */
   for (size_t i = n; i-- > 0;) {
@@ -217,63 +405,94 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   for (size_t i = 0; i < n; i++) order[i] = (struct rank_ix){rank[i], i};
   qsort(order, n, sizeof *order, by_rank);
 
-  /* Queues start with what they already have to do. */
+  /* Queues start with what they already have to do; they are tried
+   * fastest class first. */
   uint64_t now = mz_sched_now_ns(s);
   for (unsigned q = 0; q < nq; q++) {
     uint64_t r = mz_sched_queue_ready_ns(s, q);
-    if (r > now && insert_slot(&qp[q], 0, (double)(r - now))) goto out;
+    backlog[q] = r > now ? (double)(r - now) : 0;
   }
+  for (unsigned q = 0; q < nq; q++) /* a shared device's work left, on its first queue */
+    if (h->lead[q] >= 0 && h->lead[q] != (int)q) backlog[h->lead[q]] += backlog[q];
+  /* Classes by slowness (insertion sort: there are few; stable). */
+  for (unsigned c = 0; c < ncls; c++) {
+    unsigned j = c;
+    for (; j > 0 && slow[cls_order[j - 1]] > slow[c]; j--) cls_order[j] = cls_order[j - 1];
+    cls_order[j] = c;
+  }
+  unsigned nused = 0;
+  for (unsigned k = 0; k < ncls; k++)
+    for (unsigned q = 0; q < nq; q++)
+      if (qcls[q] == cls_order[k]) h->qorder[nused++] = q;
+  unsigned ncap = 0; /* classes that can run something */
+  while (ncap < ncls && isfinite(slow[cls_order[ncap]])) ncap++;
 
-  /* 3. Earliest finish time with insertion. */
-  for (size_t oi = 0; oi < n; oi++) {
-    size_t i = order[oi].i;
-    mz_task *t = tasks[i];
-    bool root = eoff[i] == eoff[i + 1];
-    double ready = 0;
-    for (size_t k = eoff[i]; k < eoff[i + 1]; k++)
-      if (placed[edges[k].p] >= 0 && aft[edges[k].p] > ready) ready = aft[edges[k].p];
-    int best = -1;
-    double best_f = INFINITY, best_s = 0;
-    for (unsigned q = 0; q < nq; q++) {
-      double c = w[i * ncls + qcls[q]];
-      if (!isfinite(c) || !mz_task_can_run(s, t, q)) continue;
-      double d = c;
-      for (size_t k = eoff[i]; k < eoff[i + 1]; k++) {
-        unsigned p = edges[k].p;
-        if (placed[p] < 0 || !edges[k].bytes || qdev[placed[p]] == qdev[q]) continue;
-        const struct link *l = &links[qcls[placed[p]] * ncls + qcls[q]];
-        d += l->lat + l->per_byte * (double)edges[k].bytes;
-      }
-      if (root) d += mz_task_transfer_ns(s, t, q);
-      double st = find_gap(&qp[q], ready, d);
-      if (st + d < best_f) {
-        best_f = st + d;
-        best_s = st;
-        best = (int)q;
-      }
+  /* 3 and 4: one pass with every device, then one per shorter prefix of
+   * the classes by speed, then the fastest device alone (when its class
+   * has several).  A pass stops once it cannot beat the best plan, and is
+   * skipped when its work bound (the sum over nodes of the cheapest cost
+   * among its queues, over its queue count) already cannot. */
+  struct pass P = {h, s, tasks, n, w, links, eoff, edges, order, alive, backlog, qp, aft, base, disc, xfer, placed};
+  double best_end = INFINITY;
+  unsigned nprefix = ncap < MAX_PASSES ? ncap : MAX_PASSES;
+  if (!nprefix) nprefix = 1;
+  bool one_dev = false;
+  for (unsigned q = 1; q < nq && ncap; q++)
+    if (qcls[q] == cls_order[0] && qdev[q] != qdev[h->qorder[0]]) one_dev = true;
+  for (unsigned pi = nprefix + 1; pi-- > (one_dev ? 0u : 1u);) {
+    /* pi 0: one device; then prefixes of 1, 2, ... classes, the last pass
+     * with them all. */
+    unsigned k = pi == nprefix ? ncls : pi, na = 0;
+    for (unsigned c = 0; c < ncls; c++) base[c] = 0; /* base: allowed classes, as a flag */
+    for (unsigned j = 0; j < k; j++) base[cls_order[j]] = 1;
+    for (unsigned oq = 0; oq < nq; oq++) { /* fastest class first */
+      unsigned q = h->qorder[oq];
+      if (pi ? base[qcls[q]] != 0 : qdev[q] == qdev[h->qorder[0]]) allowed[na++] = q;
     }
-    placed[i] = best;
-    aft[i] = best >= 0 ? best_f : ready;
-    if (best < 0) continue; /* no queue can run it: select reports it */
-    if (insert_slot(&qp[best], best_s, best_f)) goto out;
-    mz_task_set_queue(s, t, (unsigned)best);
+    for (unsigned j = na; j-- > 0;) skip[j] = j + 1 < na && qcls[allowed[j + 1]] == qcls[allowed[j]] ? skip[j + 1] : j + 1;
+    if (isfinite(best_end)) {
+      double work = 0;
+      for (size_t i = 0; i < n; i++) {
+        double m = INFINITY;
+        for (unsigned c = 0; c < ncls; c++)
+          if (base[c] != 0 && w[i * ncls + c] < m) m = w[i * ncls + c];
+        if (isfinite(m)) work += m;
+      }
+      if (na && work / (pi ? na : 1) >= best_end) continue;
+    }
+    for (unsigned c = 0; c < ncls; c++) base[c] = 0;
+    double end = eft_pass(&P, allowed, skip, na, best_end);
+    if (end < 0) goto out;
+    if (end < best_end) {
+      best_end = end;
+      memcpy(best_placed, placed, n * sizeof *placed);
+    }
   }
+  for (size_t i = 0; i < n; i++)
+    if (best_placed[i] >= 0) mz_task_set_queue(s, tasks[i], (unsigned)best_placed[i]);
   rc = 0;
 out:
   for (unsigned q = 0; qp && q < nq; q++) free(qp[q].v);
   free(qp);
-  free(qcls);
-  free(qdev);
-  free(rep);
   free(w);
   free(wbar);
   free(rank);
   free(aft);
   free(placed);
+  free(best_placed);
   free(order);
   free(links);
   free(eoff);
   free(edges);
+  free(base);
+  free(disc);
+  free(xfer);
+  free(backlog);
+  free(slow);
+  free(alive);
+  free(allowed);
+  free(skip);
+  free(cls_order);
   return rc;
 }
 
@@ -291,7 +510,9 @@ static int heft_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
 const struct mz_policy_ops mz_policy_heft = {
     .abi = MZ_POLICY_ABI,
     .name = "heft",
-    .description = "whole-run list scheduling by upward rank, earliest finish time with insertion",
+    .description = "whole-run list scheduling by upward rank, earliest finish time with insertion, best device subset",
+    .init = heft_init,
+    .fini = heft_fini,
     .plan = heft_plan,
     .select = heft_select,
 };

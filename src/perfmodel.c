@@ -248,7 +248,8 @@ int mz__pm_print(FILE *out, const char *dir) {
   size_t n = 0, cap = 0;
   for (struct dirent *e; (e = readdir(d));) {
     size_t l = strlen(e->d_name);
-    if (l < 7 || strcmp(e->d_name + l - 6, ".model")) continue;
+    bool model = l >= 7 && !strcmp(e->d_name + l - 6, ".model"), link = l >= 6 && !strcmp(e->d_name + l - 5, ".link");
+    if (!model && !link) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 16;
       char **v = realloc(names, cap * sizeof *v);
@@ -264,6 +265,8 @@ int mz__pm_print(FILE *out, const char *dir) {
   int models = 0;
   for (size_t i = 0; i < n; i++) {
     char path[4400], err[160];
+    size_t l = strlen(names[i]);
+    if (l >= 5 && !strcmp(names[i] + l - 5, ".link")) continue; /* below */
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     struct mz__pm_file f;
     if (mz__pm_read(path, &f, err, sizeof err)) {
@@ -278,8 +281,23 @@ int mz__pm_print(FILE *out, const char *dir) {
       }
       mz__pm_file_free(&f);
     }
-    free(names[i]);
   }
+  /* Links (transfer costs), after the models. */
+  bool head = false;
+  for (size_t i = 0; i < n; i++) {
+    char path[4400], err[160], src[MZ__PM_NAMELEN], dst[MZ__PM_NAMELEN];
+    size_t l = strlen(names[i]);
+    if (l < 5 || strcmp(names[i] + l - 5, ".link")) continue;
+    if (!head) fprintf(out, "\n%-32s %-32s %12s %12s\n", "link from", "to", "latency_us", "GB/s");
+    head = true;
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    double lat, pb;
+    if (mz__link_read(path, src, dst, sizeof src, &lat, &pb, err, sizeof err))
+      fprintf(out, "# %s: ignored (%s)\n", names[i], err);
+    else
+      fprintf(out, "%-32s %-32s %12.3f %12.3f\n", src, dst, lat / 1e3, pb > 0 ? 1.0 / pb : INFINITY);
+  }
+  for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   return models;
 }
@@ -308,6 +326,8 @@ struct pm_queue {
   _Atomic int sat_key;
   _Atomic(const struct mz_device *) sat_dev;
 };
+struct hop;
+struct link_tab;
 
 struct mz__perfmodel {
   pthread_mutex_t lock;
@@ -319,12 +339,23 @@ struct mz__perfmodel {
   unsigned *dev_class;
   uint64_t *dev_hash;
   struct pm_queue *qs;       /* per queue, a cache line each */
+  /* Transfer costs (see "transfer costs" below). */
+  unsigned ncls;             /* device classes */
+  struct mz_device **cls_dev; /* the first device of each class */
+  unsigned *mem_row;         /* per memory node: 0 host, else 1 + class */
+  struct hop *hop_to, *hop_from; /* per class: host to device, device to host */
+  _Atomic(struct link_tab *) links;
+  _Atomic bool links_settled;
+  pthread_mutex_t link_lock; /* measuring; a leaf lock */
 };
 
 static uint64_t fnv(const char *s, uint64_t h) {
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
+
+static int links_create(mz_runtime *rt, struct mz__perfmodel *pm);
+static void links_free(struct mz__perfmodel *pm);
 
 int mz__perfmodel_create(mz_runtime *rt) {
   struct mz__perfmodel *pm = calloc(1, sizeof *pm);
@@ -357,8 +388,15 @@ int mz__perfmodel_create(mz_runtime *rt) {
     pm->dev_class[d] = c;
     if (c == nclass) nclass++;
   }
+  pm->ncls = nclass;
+  pm->cls_dev = calloc(nclass + 1, sizeof *pm->cls_dev);
+  pthread_mutex_init(&pm->link_lock, NULL);
   rt->pm = pm;
-  return MZ_OK;
+  if (pm->cls_dev)
+    for (unsigned d = rt->ndev; d-- > 0;) pm->cls_dev[pm->dev_class[d]] = rt->devs[d];
+  int rc = pm->cls_dev ? links_create(rt, pm) : MZ_ENOMEM;
+  if (rc) mz__perfmodel_destroy(rt);
+  return rc;
 }
 
 static void entry_free(struct pm_entry *e) {
@@ -413,6 +451,9 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
     entry_free(e);
   }
   pthread_mutex_destroy(&pm->lock);
+  pthread_mutex_destroy(&pm->link_lock);
+  links_free(pm);
+  free(pm->cls_dev);
   free(pm->tab);
   free(pm->dev_class);
   free(pm->dev_hash);
@@ -587,41 +628,288 @@ double mz_task_expected_ns(const mz_sched *s, const mz_task *t, unsigned q) {
   return history_ns(rt, op, dev);
 }
 
-/* Defaults where no backend models a link: a device sharing host memory
- * copies at memcpy speed, others over a PCIe-like link.  Measuring real
- * links once per device pair is left for later (see the issue 5 notes). */
+/* ---- transfer costs: one link per pair of memory kinds ----
+ *
+ * A transfer costs lat + bytes * per_byte.  Links are kept per pair of
+ * rows, row 0 being host memory and row 1 + c the memory of a device of
+ * class c (devices of one class share a model), in an immutable table
+ * that policies read without a lock; a measurement publishes a new table
+ * (the old ones are freed with the models).  Where they come from:
+ *  - a backend that models its links (the simulator) answers link_ns: its
+ *    configured link, never measured;
+ *  - otherwise each hop between host memory and a device class is measured
+ *    once (mz_sched_measure_links, called by the cost-based policies' init):
+ *    a small and a large synchronous copy through the device's mem_write
+ *    (host to device) and mem_read (device to host), fitted to latency +
+ *    bytes / bandwidth, and saved as "<src>@<dst>.link" beside the models,
+ *    written atomically; a later runtime loads the file instead.  Until
+ *    then, and where measuring fails, a default stands in (a PCIe-like link);
+ *  - peers of one backend copying directly (can_copy_peer) use the
+ *    backend's model, else the two measured hops through host memory (an
+ *    upper bound: there is no synchronous peer copy to time). */
+
+#define MZ__LINK_VERSION 1
+
+struct mz__link {
+  double lat, per_byte;
+};
+
+struct link_tab {
+  struct link_tab *older; /* published before this one; freed at destroy */
+  unsigned n;             /* rows: 1 + classes */
+  struct mz__link v[];    /* [src row * n + dst row] */
+};
+
+enum { LINK_DEFAULT, LINK_BACKEND, LINK_MEASURED };
+
+/* One hop between host memory and a device class, in one direction. */
+struct hop {
+  struct mz__link l;
+  int from; /* LINK_* */
+};
+
 static double default_link(const struct mz_device *dev, size_t bytes) {
   if (dev->info.unified_memory) return 1e3 + (double)bytes / 20.0;
   return 10e3 + (double)bytes / 8.0;
 }
 
-/* One hop between a device's memory and host memory (NULL). */
-static double hop_ns(const struct mz_device *dst, const struct mz_device *src, size_t bytes) {
+/* A backend's model as a link, when it answers for (dst, src). */
+static bool backend_link(const struct mz_device *dst, const struct mz_device *src, struct mz__link *l) {
   const struct mz_device *d = dst ? dst : src;
-  if (!d) return 0;
-  if (d->ops->link_ns) {
-    double v = d->ops->link_ns(dst, src, bytes);
-    if (v >= 0) return v;
+  if (!d->ops->link_ns) return false;
+  double a = d->ops->link_ns(dst, src, 0), b = d->ops->link_ns(dst, src, 1u << 20);
+  if (a < 0 || b < 0) return false;
+  l->lat = a;
+  l->per_byte = (b - a) / (double)(1u << 20);
+  return true;
+}
+
+static struct hop hop_init(const struct mz_device *dst, const struct mz_device *src) {
+  struct hop h = {.from = LINK_BACKEND};
+  if (!backend_link(dst, src, &h.l)) {
+    const struct mz_device *d = dst ? dst : src;
+    h.l.lat = default_link(d, 0);
+    h.l.per_byte = default_link(d, 1u << 20) / (double)(1u << 20) - h.l.lat / (double)(1u << 20);
+    h.from = LINK_DEFAULT;
   }
-  return default_link(d, bytes);
+  return h;
+}
+
+/* Build and publish the table from the hops (pm->link_lock held, or at
+ * create). */
+static int links_publish(mz_runtime *rt, struct mz__perfmodel *pm) {
+  unsigned n = pm->ncls + 1;
+  struct link_tab *t = calloc(1, sizeof *t + (size_t)n * n * sizeof t->v[0]);
+  if (!t) return MZ_ENOMEM;
+  t->n = n;
+  for (unsigned a = 0; a < n; a++)
+    for (unsigned b = 0; b < n; b++) {
+      struct mz__link *l = &t->v[a * n + b];
+      const struct mz_device *sd = a ? pm->cls_dev[a - 1] : NULL, *dd = b ? pm->cls_dev[b - 1] : NULL;
+      if (!a && !b) continue; /* host to host: nothing moves */
+      if (!a) *l = pm->hop_to[b - 1].l;
+      else if (!b) *l = pm->hop_from[a - 1].l;
+      else if (sd->ops == dd->ops && dd->ops->can_copy_peer && dd->ops->can_copy_peer(dd, sd)) {
+        if (!backend_link(dd, sd, l)) {
+          const struct hop *x = &pm->hop_from[a - 1], *y = &pm->hop_to[b - 1];
+          if (x->from == LINK_MEASURED && y->from == LINK_MEASURED)
+            *l = (struct mz__link){x->l.lat + y->l.lat, x->l.per_byte + y->l.per_byte};
+          else
+            *l = (struct mz__link){default_link(dd, 0), 1.0 / 8.0};
+        }
+      } else {
+        const struct mz__link *x = &pm->hop_from[a - 1].l, *y = &pm->hop_to[b - 1].l;
+        *l = (struct mz__link){x->lat + y->lat, x->per_byte + y->per_byte};
+      }
+    }
+  (void)rt;
+  t->older = atomic_load_explicit(&pm->links, memory_order_relaxed);
+  atomic_store_explicit(&pm->links, t, memory_order_release);
+  return MZ_OK;
+}
+
+static int links_create(mz_runtime *rt, struct mz__perfmodel *pm) {
+  pm->hop_to = calloc(pm->ncls + 1, sizeof *pm->hop_to);
+  pm->hop_from = calloc(pm->ncls + 1, sizeof *pm->hop_from);
+  pm->mem_row = calloc(rt->nmem + 1, sizeof *pm->mem_row);
+  if (!pm->hop_to || !pm->hop_from || !pm->mem_row) return MZ_ENOMEM;
+  for (unsigned c = 0; c < pm->ncls; c++) {
+    const struct mz_device *d = pm->cls_dev[c];
+    if (d->ops->host_memory) continue; /* never a row that moves data */
+    pm->hop_to[c] = hop_init(d, NULL);
+    pm->hop_from[c] = hop_init(NULL, d);
+  }
+  for (unsigned m = 1; m < rt->nmem; m++) pm->mem_row[m] = 1 + pm->dev_class[rt->mem_dev[m]->info.index];
+  return links_publish(rt, pm);
+}
+
+static void links_free(struct mz__perfmodel *pm) {
+  for (struct link_tab *t = atomic_load(&pm->links), *o; t; t = o) {
+    o = t->older;
+    free(t);
+  }
+  free(pm->hop_to);
+  free(pm->hop_from);
+  free(pm->mem_row);
+}
+
+static void link_path(char *buf, size_t cap, const char *dir, const char *src, const char *dst) {
+  char s[100], d[100];
+  sanitize(s, sizeof s, src);
+  sanitize(d, sizeof d, dst);
+  snprintf(buf, cap, "%s/%s@%s.link", dir, s, d);
+}
+
+int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double *lat, double *per_byte, char *err,
+                  size_t errlen) {
+  FILE *fp = fopen(path, "r");
+  if (!fp) {
+    snprintf(err, errlen, "%s", strerror(errno));
+    return errno == ENOENT ? MZ_ENOENT : MZ_EIO;
+  }
+  char line[2 * MZ__PM_NAMELEN];
+  unsigned ver = 0;
+  int rc = MZ_EINVAL;
+  char extra;
+  if (!fgets(line, sizeof line, fp) || !chomp(line) || sscanf(line, "maize-link %u", &ver) != 1) {
+    snprintf(err, errlen, "not a maize link file");
+  } else if (ver != MZ__LINK_VERSION) {
+    snprintf(err, errlen, "link file version %u, this maize reads %u", ver, MZ__LINK_VERSION);
+  } else if (!fgets(line, sizeof line, fp) || !chomp(line) || strncmp(line, "src ", 4) || strlen(line + 4) >= namecap) {
+    snprintf(err, errlen, "corrupt: no src line");
+  } else if (snprintf(src, namecap, "%s", line + 4) < 0 || !fgets(line, sizeof line, fp) || !chomp(line) ||
+             strncmp(line, "dst ", 4) || strlen(line + 4) >= namecap) {
+    snprintf(err, errlen, "corrupt: no dst line");
+  } else if (snprintf(dst, namecap, "%s", line + 4) < 0 || !fgets(line, sizeof line, fp) || !chomp(line) ||
+             sscanf(line, "lat_ns %lg %c", lat, &extra) != 1 || !isfinite(*lat) || *lat < 0) {
+    snprintf(err, errlen, "corrupt: bad lat_ns line");
+  } else if (!fgets(line, sizeof line, fp) || !chomp(line) || sscanf(line, "ns_per_byte %lg %c", per_byte, &extra) != 1 ||
+             !isfinite(*per_byte) || *per_byte < 0) {
+    snprintf(err, errlen, "corrupt: bad ns_per_byte line");
+  } else if (!fgets(line, sizeof line, fp) || !chomp(line) || strcmp(line, "end") || fgets(line, sizeof line, fp)) {
+    snprintf(err, errlen, "corrupt: truncated or data after the end line");
+  } else {
+    rc = MZ_OK;
+  }
+  fclose(fp);
+  return rc;
+}
+
+/* Atomic, as mz__pm_write: a temporary file, fsync, rename. */
+static int link_write(const char *path, const char *src, const char *dst, const struct mz__link *l) {
+  char tmp[4500];
+  static _Atomic unsigned seq;
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return MZ_EIO;
+  FILE *fp = fdopen(fd, "w");
+  if (!fp) {
+    close(fd);
+    unlink(tmp);
+    return MZ_EIO;
+  }
+  bool ok = fprintf(fp, "maize-link %d\nsrc %s\ndst %s\nlat_ns %.17g\nns_per_byte %.17g\nend\n", MZ__LINK_VERSION, src,
+                    dst, l->lat, l->per_byte) > 0;
+  ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
+  ok = (fclose(fp) == 0) && ok;
+  if (!ok || rename(tmp, path)) {
+    unlink(tmp);
+    return MZ_EIO;
+  }
+  return MZ_OK;
+}
+
+/* Time synchronous copies of a small and a large size into (to_dev) or out
+ * of dev's memory; the minimum of a few repetitions of each, fitted to
+ * lat + bytes * per_byte. */
+static int link_measure(struct mz_device *dev, bool to_dev, struct mz__link *l) {
+  const size_t small = 4096, large = 4u << 20;
+  if (!dev->ops->mem_alloc || !dev->ops->mem_free || !dev->ops->mem_read || !dev->ops->mem_write) return MZ_ENOTSUP;
+  void *mem = NULL;
+  char *host = malloc(large);
+  int rc = host ? dev->ops->mem_alloc(dev, large, &mem) : MZ_ENOMEM;
+  if (rc) {
+    free(host);
+    return rc;
+  }
+  memset(host, 1, large);
+  double t[2] = {INFINITY, INFINITY};
+  for (int rep = 0; rep < 12 && !rc; rep++) {
+    size_t n = rep % 3 == 2 ? large : small; /* 8 small, 4 large, the first of each a warm-up */
+    uint64_t t0 = mz__now_ns();
+    rc = to_dev ? dev->ops->mem_write(dev, mem, host, n) : dev->ops->mem_read(dev, mem, host, n);
+    double dt = (double)(mz__now_ns() - t0);
+    if (rep >= 3 && dt < t[n == large]) t[n == large] = dt;
+  }
+  dev->ops->mem_free(dev, mem);
+  free(host);
+  if (rc) return rc;
+  l->per_byte = (t[1] - t[0]) / (double)(large - small);
+  if (!(l->per_byte > 0)) l->per_byte = t[1] / (double)large;
+  l->lat = t[0] - l->per_byte * (double)small;
+  if (l->lat < 0) l->lat = 0;
+  return MZ_OK;
+}
+
+/* Load or measure one hop, saving a measurement. */
+static void hop_settle(mz_runtime *rt, struct mz__perfmodel *pm, struct mz_device *dev, bool to_dev, bool dir_ok,
+                       struct hop *h) {
+  const char *src = to_dev ? "host" : dev->info.name, *dst = to_dev ? dev->info.name : "host";
+  char path[4400], err[160], fs[MZ__PM_NAMELEN], fd[MZ__PM_NAMELEN];
+  struct mz__link l;
+  if (pm->persist) {
+    link_path(path, sizeof path, pm->dir, src, dst);
+    int rc = mz__link_read(path, fs, fd, sizeof fs, &l.lat, &l.per_byte, err, sizeof err);
+    if (rc == MZ_OK && (strcmp(fs, src) || strcmp(fd, dst))) {
+      rc = MZ_EINVAL;
+      snprintf(err, sizeof err, "it holds another link");
+    }
+    if (rc == MZ_OK) {
+      *h = (struct hop){l, LINK_MEASURED};
+      return;
+    }
+    if (rc != MZ_ENOENT) mz__warn(rt, "link file '%s' is ignored (measured again): %s", path, err);
+  }
+  if (link_measure(dev, to_dev, &l)) return; /* the default stays */
+  *h = (struct hop){l, LINK_MEASURED};
+  if (dir_ok && link_write(path, src, dst, &l)) mz__warn(rt, "cannot write link file '%s'", path);
+}
+
+int mz_sched_measure_links(const mz_sched *s) {
+  mz_runtime *rt = s->rt;
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm || atomic_load_explicit(&pm->links_settled, memory_order_acquire)) return MZ_OK;
+  pthread_mutex_lock(&pm->link_lock);
+  int rc = MZ_OK;
+  if (!atomic_load_explicit(&pm->links_settled, memory_order_relaxed)) {
+    bool changed = false, dir_ok = pm->persist && mkdirs(pm->dir) == MZ_OK;
+    for (unsigned c = 0; c < pm->ncls; c++) {
+      struct mz_device *d = pm->cls_dev[c];
+      if (d->ops->host_memory || atomic_load(&d->dead)) continue;
+      if (pm->hop_to[c].from == LINK_DEFAULT) {
+        hop_settle(rt, pm, d, true, dir_ok, &pm->hop_to[c]);
+        changed = true;
+      }
+      if (pm->hop_from[c].from == LINK_DEFAULT) {
+        hop_settle(rt, pm, d, false, dir_ok, &pm->hop_from[c]);
+        changed = true;
+      }
+    }
+    if (changed) rc = links_publish(rt, pm);
+    if (!rc) atomic_store_explicit(&pm->links_settled, true, memory_order_release);
+  }
+  pthread_mutex_unlock(&pm->link_lock);
+  return rc;
 }
 
 /* Between memory nodes, as plan_exec moves data: directly between peers of
  * one backend, else through host memory. */
 static double mem_link_ns(const mz_runtime *rt, unsigned src, unsigned dst, size_t bytes) {
-  if (src == dst) return 0;
-  const struct mz_device *sd = rt->mem_dev[src], *dd = rt->mem_dev[dst];
-  if (sd && dd) {
-    if (sd->ops == dd->ops && dd->ops->can_copy_peer && dd->ops->can_copy_peer(dd, sd)) {
-      if (dd->ops->link_ns) {
-        double v = dd->ops->link_ns(dd, sd, bytes);
-        if (v >= 0) return v;
-      }
-      return default_link(dd, bytes);
-    }
-    return hop_ns(NULL, sd, bytes) + hop_ns(dd, NULL, bytes);
-  }
-  return hop_ns(dd, sd, bytes);
+  if (src == dst || !rt->pm) return 0;
+  const struct mz__perfmodel *pm = rt->pm;
+  const struct link_tab *t = atomic_load_explicit(&pm->links, memory_order_acquire);
+  const struct mz__link *l = &t->v[pm->mem_row[src] * t->n + pm->mem_row[dst]];
+  return l->lat + l->per_byte * (double)bytes;
 }
 
 double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes) {
@@ -630,14 +918,21 @@ double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes)
   return mem_link_ns(rt, rt->queues[a]->dev->memnode, rt->queues[b]->dev->memnode, bytes);
 }
 
-/* Per memory node: the time to bring t's stale inputs there. */
+/* Per memory node: the time to bring t's stale inputs there.  Per input,
+ * the cost is computed once per row of the link table (host, then each
+ * device class), then added to every memory node that lacks a copy. */
 static void transfer_by_mem(const mz_runtime *rt, const mz_op *op, double *cost) {
   const struct mz__task *k = op->t;
   unsigned nmem = rt->nmem;
+  const struct mz__perfmodel *pm = rt->pm;
+  for (unsigned m = 0; m < nmem; m++) cost[m] = 0;
+  if (!pm) return;
+  const struct link_tab *lt = atomic_load_explicit(&pm->links, memory_order_acquire);
+  double rstack[64];
+  double *row = lt->n <= 64 ? rstack : malloc(lt->n * sizeof *row);
   uint8_t stack[256];
   uint8_t *valid = nmem <= sizeof stack ? stack : malloc(nmem);
-  for (unsigned m = 0; m < nmem; m++) cost[m] = 0;
-  if (!valid) return;
+  if (!valid || !row) goto out;
   for (unsigned a = 0; a < k->nacc; a++) {
     if (!(k->acc[a].mode & 1)) continue;
     mz_buffer *b = k->acc[a].buf;
@@ -649,10 +944,14 @@ static void transfer_by_mem(const mz_runtime *rt, const mz_op *op, double *cost)
     if (!valid[0])
       for (unsigned m = 1; m < nmem && !src; m++)
         if (valid[m]) src = m;
+    const struct mz__link *from = &lt->v[pm->mem_row[src] * lt->n];
+    for (unsigned r = 0; r < lt->n; r++) row[r] = from[r].lat + from[r].per_byte * (double)b->bytes;
     for (unsigned m = 0; m < nmem; m++)
-      if (!valid[m]) cost[m] += mem_link_ns(rt, src, m, b->bytes);
+      if (!valid[m]) cost[m] += row[pm->mem_row[m]];
   }
+out:
   if (valid != stack) free(valid);
+  if (row != rstack) free(row);
 }
 
 void mz_task_transfer_ns_all(const mz_sched *s, const mz_task *t, double *out) {
@@ -705,10 +1004,7 @@ size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
   return n;
 }
 
-uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q) {
-  const mz_runtime *rt = s->rt;
-  uint64_t now = mz__runtime_clock(rt);
-  if (q >= rt->nq) return now;
+static uint64_t queue_ready(const mz_runtime *rt, unsigned q, uint64_t now) {
   const struct mz__queue *Q = rt->queues[q];
   if (Q->dev->ops->queue_ready_ns) {
     uint64_t r = Q->dev->ops->queue_ready_ns(Q);
@@ -717,6 +1013,18 @@ uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q) {
   unsigned backlog = atomic_load_explicit(&Q->backlog, memory_order_relaxed);
   uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->qs[q].ema, memory_order_relaxed) : 0;
   return now + (uint64_t)backlog * ema;
+}
+
+uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q) {
+  const mz_runtime *rt = s->rt;
+  uint64_t now = mz__runtime_clock(rt);
+  return q < rt->nq ? queue_ready(rt, q, now) : now;
+}
+
+void mz_sched_queue_ready_ns_all(const mz_sched *s, uint64_t *out) {
+  const mz_runtime *rt = s->rt;
+  uint64_t now = mz__runtime_clock(rt);
+  for (unsigned q = 0; q < rt->nq; q++) out[q] = queue_ready(rt, q, now);
 }
 
 unsigned mz_sched_queue_distance(const mz_sched *s, unsigned a, unsigned b) {

@@ -73,8 +73,24 @@ char *mz__pm_dir(char *buf, size_t cap);
 /* The file of (kernel, device) in dir, into buf. */
 void mz__pm_path(char *buf, size_t cap, const char *dir, const char *kernel, const char *device);
 
-/* Print every model in dir as a table.  Returns the number of models, or
- * a negative code when dir cannot be read. */
+/* Print every model in dir as a table, then every link file (transfer
+ * costs) as a second one.  Returns the number of models, or a negative
+ * code when dir cannot be read. */
 int mz__pm_print(FILE *out, const char *dir);
+
+/* Link files (transfer costs, src/perfmodel.c): "<src>@<dst>.link" in the
+ * model directory, "host" naming host memory:
+ *
+ *   maize-link 1
+ *   src <name>
+ *   dst <name>
+ *   lat_ns <ns>
+ *   ns_per_byte <ns>
+ *   end
+ *
+ * Read one into the out-parameters (names up to namecap bytes).  Returns 0,
+ * MZ_ENOENT, MZ_EIO, or MZ_EINVAL when corrupt or foreign (err says why). */
+int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double *lat, double *per_byte, char *err,
+                  size_t errlen);
 
 #endif

@@ -227,3 +227,146 @@ Test(perfmodel, table) {
   cr_expect(strstr(buf, "touch") && strstr(buf, "sim-d"), "%s", buf);
   free(buf);
 }
+
+/* ---- transfer costs: links measured once per device pair and cached ---- */
+
+/* A policy that makes the links measured (as dmda and heft do at init)
+ * and records what a policy then sees: queue 0 is the host-only CPU worker
+ * (host memory), queue 1 the first device. */
+static double link0, link1m;
+static int link_init(const mz_sched *s, void **state) {
+  (void)state;
+  return mz_sched_measure_links(s);
+}
+static int link_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  (void)t;
+  (void)ready;
+  link0 = mz_sched_link_ns(s, 0, 1, 0);
+  link1m = mz_sched_link_ns(s, 0, 1, 1u << 20);
+  return 1;
+}
+static const struct mz_policy_ops link_probe = {
+    .abi = MZ_POLICY_ABI, .name = "link-probe", .init = link_init, .select = link_select};
+
+static double nop_cost(const mz_call *c) {
+  (void)c;
+  return 1000;
+}
+
+/* One tiny node on queue 1 under link-probe, so that its init and select
+ * run.  Returns MZ_OK or the runtime's creation error (no such device). */
+static int probe_links(const char *devices, char *devname, size_t cap) {
+  link0 = link1m = -1;
+  mz_runtime *rt;
+  int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt);
+  if (rc) return rc;
+  OK(rt, mz_policy_register(rt, &link_probe));
+  mz_device_info info;
+  OK(rt, mz_device_get_info(mz_runtime_device(rt, 1), &info));
+  if (devname) snprintf(devname, cap, "%s", info.name);
+  /* A kernel every device can run: C for nobody, OpenCL text, a cost for
+   * the simulator. */
+  mz_kernel *k;
+  OK(rt, mz_kernel_create(rt,
+                          &(mz_kernel_spec){.name = "link_nop",
+                                            .params = "inout f32[] x",
+                                            .opencl = {.format = MZ_CODE_SOURCE,
+                                                       .data = "__kernel void link_nop(__global float *x) {}"},
+                                            .cost = {.flops = nop_cost}},
+                          &k));
+  mz_buffer *b;
+  OK(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){16}, NULL, &b));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_op *op = mz_apply(g, k, mz_value(g, b), NULL);
+  mz_future *f;
+  OK(rt, mz_schedule(g, op, "link-probe", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+  return MZ_OK;
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Simulated devices report their configured link and nothing is measured
+ * or written: host to sim is lat + bytes / link. */
+Test(perfmodel, sim_links_are_configured_not_measured) {
+  fresh_dir("simlink");
+  cr_assert_eq(probe_links("sim:d*1@link=2G/s,lat=5us", NULL, 0), MZ_OK);
+  cr_expect_float_eq(link0, 5000.0, 1e-6);
+  cr_expect_float_eq(link1m, 5000.0 + (double)(1u << 20) / 2.0, 1e-6);
+  char path[512];
+  snprintf(path, sizeof path, "%s/host@sim-d.link", dir);
+  cr_expect(!exists(path), "a sim link was written");
+}
+
+/* A real device (PoCL's): each direction is measured once, saved as a
+ * valid link file, loaded (not measured again) by the next runtime, and a
+ * corrupt file is replaced by a new measurement. */
+Test(perfmodel, device_links_measured_saved_and_reused) {
+  fresh_dir("cllink");
+  char name[256];
+  int rc = probe_links("opencl:0", name, sizeof name);
+  if (rc) cr_skip_test("no OpenCL device (%s)", mz_err_name(rc));
+  char path[1024], back[1024], fs[256], fd[256], err[160];
+  char san[256];
+  size_t n = 0;
+  for (const char *c = name; *c && n + 1 < sizeof san; c++) { /* as the runtime names files */
+    bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' ||
+              *c == '_' || (*c == '.' && n > 0);
+    san[n] = ok ? *c : '_';
+    n++;
+  }
+  san[n] = 0;
+  snprintf(path, sizeof path, "%s/host@%s.link", dir, san);
+  snprintf(back, sizeof back, "%s/%s@host.link", dir, san);
+  double lat, pb;
+  cr_assert_eq(mz__link_read(path, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK, "%s: %s", path, err);
+  cr_expect_str_eq(fs, "host");
+  cr_expect_str_eq(fd, name);
+  cr_expect(lat >= 0 && pb > 0, "lat %g ns, %g ns/byte", lat, pb);
+  cr_expect_eq(mz__link_read(back, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK, "%s: %s", back, err);
+  /* What the policy saw is the fit in that file. */
+  cr_assert_eq(mz__link_read(path, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK);
+  cr_expect_float_eq(link0, lat, 1e-6 * lat + 1e-9);
+  cr_expect_float_eq(link1m, lat + pb * (double)(1u << 20), 1e-6 * link1m);
+
+  /* The table command lists the links. */
+  char *txt = NULL;
+  size_t tlen = 0;
+  FILE *mem = open_memstream(&txt, &tlen);
+  cr_assert(mem);
+  mz__pm_print(mem, dir);
+  fclose(mem);
+  cr_expect(strstr(txt, "link from") && strstr(txt, name), "table:\n%s", txt);
+  free(txt);
+
+  /* Reused: a file saying 12.345678 ms and 0.5 ns/byte is what the next
+   * runtime sees, and it is left as it is. */
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  fprintf(f, "maize-link 1\nsrc host\ndst %s\nlat_ns 12345678\nns_per_byte 0.5\nend\n", name);
+  fclose(f);
+  cr_assert_eq(probe_links("opencl:0", NULL, 0), MZ_OK);
+  cr_expect_float_eq(link0, 12345678.0, 1e-3);
+  cr_expect_float_eq(link1m, 12345678.0 + 0.5 * (double)(1u << 20), 1e-3);
+  cr_assert_eq(mz__link_read(path, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK);
+  cr_expect_float_eq(lat, 12345678.0, 1e-3);
+
+  /* Corrupt: ignored, measured again, and replaced by a valid file. */
+  f = fopen(path, "w");
+  cr_assert(f);
+  fprintf(f, "maize-link 1\nsrc host\ndst %s\nlat_ns banana\n", name);
+  fclose(f);
+  cr_assert_eq(probe_links("opencl:0", NULL, 0), MZ_OK);
+  cr_expect(link0 >= 0 && link0 < 12345678.0);
+  cr_expect_eq(mz__link_read(path, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK, "%s", err);
+}

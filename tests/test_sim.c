@@ -1,8 +1,10 @@
 /* Simulated devices (issue 5): the MZ_DEVICES grammar, deterministic
  * virtual-time runs whose makespan under each policy equals a value
  * computed by hand, cost-based policies on a platform with one device 10x
- * faster, ws balancing equal devices, and the DAG generators. */
+ * faster, ws balancing equal devices and reading CPU distances from hwloc,
+ * and the DAG generators. */
 #include <criterion/criterion.h>
+#include <hwloc.h>
 #include <maize.h>
 #include <maize/daggen.h>
 #include <maize/policy.h>
@@ -274,4 +276,61 @@ Test(sim, large_platform, .timeout = 120) {
   mz_run_stats st = run_dag(rt, &p, "dmda", NULL, 0);
   cr_expect_gt(st.virtual_ns, 0);
   mz_runtime_destroy(rt);
+}
+
+/* ws's locality on real CPUs: the distance between CPU queues comes from
+ * hwloc (0 for a queue and itself, 1 + the levels from a worker's core up
+ * to the object holding both cores otherwise, the same both ways), and
+ * queues of distinct devices are 8 apart. */
+static unsigned dist[4];
+static int dist_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  (void)t;
+  (void)ready;
+  dist[0] = mz_sched_queue_distance(s, 0, 0);
+  dist[1] = mz_sched_queue_distance(s, 0, 1);
+  dist[2] = mz_sched_queue_distance(s, 1, 0);
+  dist[3] = mz_sched_queue_distance(s, 0, 2); /* the sim device's queue */
+  return 0;
+}
+static const struct mz_policy_ops dist_probe = {.abi = MZ_POLICY_ABI, .name = "dist-probe", .select = dist_select};
+static int host_nop(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+
+Test(sim, cpu_queue_distance_from_hwloc) {
+  setenv("MZ_PERFMODEL_DIR", "off", 1);
+  mz_runtime *rt;
+  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:2;sim:d", .quiet = true}, &rt));
+  OK(rt, mz_policy_register(rt, &dist_probe));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_future *f;
+  OK(rt, mz_schedule(g, mz_host(g, host_nop, NULL, NULL), "dist-probe", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_runtime_destroy(rt);
+  cr_expect_eq(dist[0], 0);
+  cr_expect_geq(dist[1], 1);
+  cr_expect_eq(dist[1], dist[2]);
+  cr_expect_eq(dist[3], 8);
+  /* The same figure from hwloc directly, when the two workers are on two
+   * cores (worker i is pinned to the i-th allowed core). */
+  hwloc_topology_t topo;
+  cr_assert_eq(hwloc_topology_init(&topo), 0);
+  cr_assert_eq(hwloc_topology_load(topo), 0);
+  hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+  hwloc_get_cpubind(topo, allowed, HWLOC_CPUBIND_PROCESS);
+  if (hwloc_bitmap_iszero(allowed)) hwloc_bitmap_copy(allowed, hwloc_topology_get_allowed_cpuset(topo));
+  hwloc_obj_t a = hwloc_get_obj_inside_cpuset_by_type(topo, allowed, HWLOC_OBJ_CORE, 0);
+  hwloc_obj_t b = hwloc_get_obj_inside_cpuset_by_type(topo, allowed, HWLOC_OBJ_CORE, 1);
+  if (a && b) {
+    hwloc_obj_t c = hwloc_get_common_ancestor_obj(topo, a, b);
+    cr_expect_eq(dist[1], 1 + (unsigned)(a->depth - c->depth), "distance %u, hwloc says %u levels", dist[1],
+                 (unsigned)(a->depth - c->depth));
+  }
+  hwloc_bitmap_free(allowed);
+  hwloc_topology_destroy(topo);
 }

@@ -13,6 +13,7 @@ struct cpu_dev {
   hwloc_topology_t topo;
   unsigned nworkers;
   hwloc_cpuset_t *sets; /* per worker: the core it is bound to */
+  uint8_t *dist;        /* [a * nworkers + b]: see cpu_queue_distance */
 };
 
 struct worker {
@@ -195,6 +196,7 @@ static void cpu_destroy(struct mz_device *dev) {
   if (!cd) return;
   for (unsigned i = 0; cd->sets && i < cd->nworkers; i++) hwloc_bitmap_free(cd->sets[i]);
   free(cd->sets);
+  free(cd->dist);
   hwloc_topology_destroy(cd->topo);
   free(cd);
   dev->priv = NULL;
@@ -212,6 +214,40 @@ static int cpu_mem_write(struct mz_device *dev, void *mem, const void *host, siz
   return MZ_OK;
 }
 
+/* How far apart two workers are: 0 for the same queue, 1 for two workers
+ * on one core, else 1 + the number of topology levels from a worker's core
+ * up to the smallest object holding both cores (2 when they share an L2,
+ * more across an L3, a package or a NUMA group).  Work stealing (policy
+ * ws) steals from the nearest first.  Computed once at discovery. */
+static unsigned cpu_queue_distance(const struct mz__queue *a, const struct mz__queue *b) {
+  const struct cpu_dev *cd = a->dev->priv;
+  if (a == b) return 0;
+  if (!cd->dist || a->local >= cd->nworkers || b->local >= cd->nworkers) return 1;
+  return cd->dist[a->local * cd->nworkers + b->local];
+}
+
+static void cpu_distances(struct cpu_dev *cd) {
+  unsigned n = cd->nworkers;
+  if (!cd->sets || n > 1024) return;
+  cd->dist = malloc((size_t)n * n);
+  if (!cd->dist) return;
+  for (unsigned i = 0; i < n; i++)
+    for (unsigned j = 0; j < n; j++) {
+      unsigned d = i == j ? 0 : 1;
+      if (i != j && cd->sets[i] && cd->sets[j] && !hwloc_bitmap_isequal(cd->sets[i], cd->sets[j])) {
+        hwloc_obj_t x = hwloc_get_obj_covering_cpuset(cd->topo, cd->sets[i]);
+        hwloc_obj_t y = hwloc_get_obj_covering_cpuset(cd->topo, cd->sets[j]);
+        /* From the cores (a core's set covers its PU alone without SMT). */
+        while (x && x->type == HWLOC_OBJ_PU && x->parent) x = x->parent;
+        while (y && y->type == HWLOC_OBJ_PU && y->parent) y = y->parent;
+        hwloc_obj_t c = x && y ? hwloc_get_common_ancestor_obj(cd->topo, x, y) : NULL;
+        d = c ? 1 + (unsigned)(x->depth - c->depth) : 8;
+        if (d > 255) d = 255;
+      }
+      cd->dist[(size_t)i * n + j] = (uint8_t)d;
+    }
+}
+
 static const struct mz__device_ops cpu_ops = {
     .inline_submit = true,
     .host_memory = true,
@@ -222,6 +258,7 @@ static const struct mz__device_ops cpu_ops = {
     .submit = cpu_submit,
     .queue_init = cpu_queue_init,
     .queue_fini = cpu_queue_fini,
+    .queue_distance = cpu_queue_distance,
 };
 
 /* sel->arg is the number of workers ("cpu:2"); the default is one per
@@ -266,6 +303,7 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     if (cd->sets[i]) hwloc_bitmap_and(cd->sets[i], cd->sets[i], allowed);
   }
   hwloc_bitmap_free(allowed);
+  cpu_distances(cd);
   struct mz_device *dev = mz__device_add(rt, type, n, cd);
   if (!dev) {
     cpu_destroy(&(struct mz_device){.priv = cd});

@@ -157,6 +157,18 @@ void mz_task_transfer_ns_all(const mz_sched *s, const mz_task *t, double *out);
  * memory: 0 when they share it. */
 double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes);
 
+/* Make the transfer costs above measured ones: for every device class
+ * whose backend does not model its links, load the per-link latency and
+ * bandwidth saved by an earlier runtime (beside the perf models), or time
+ * a small and a large copy each way between host memory and one device of
+ * the class and save the fit, atomically.  Until this is called, and where
+ * a measurement fails, a default link stands in.  Returns at once after the
+ * first call.  Thread: one that may block and call device memory
+ * operations: plan, init, or the application's (never select or done,
+ * which may run in a completion callback).  Locks: takes a leaf lock of
+ * the runtime's while measuring.  Returns MZ_OK or MZ_ENOMEM. */
+int mz_sched_measure_links(const mz_sched *s);
+
 /* Bytes that the edge from predecessor i carries: the sizes of t's input
  * buffers that predecessor i writes (0 for an ordering-only edge). */
 size_t mz_task_edge_bytes(const mz_task *t, unsigned i);
@@ -165,6 +177,9 @@ size_t mz_task_edge_bytes(const mz_task *t, unsigned i);
  * to it, in the runtime clock, never earlier than now.  Exact on simulated
  * devices; elsewhere the backlog times recent execution times on q. */
 uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q);
+
+/* The same for every queue at once: out[q] for q < mz_sched_queue_count(). */
+void mz_sched_queue_ready_ns_all(const mz_sched *s, uint64_t *out);
 
 /* How far apart the workers of queues a and b are: 0 for the same queue,
  * then growing with the hwloc distance between their cores for CPU
