@@ -269,7 +269,8 @@ struct mz_graph {
   mz_kernel **kheld; size_t nkheld, capkheld;
   struct mz_op **tasks_all;   /* every task op, for cleanup */
   size_t ntasks_all, captasks_all;
-  _Atomic int refs;           /* the user + runs in flight */
+  _Atomic int refs;           /* the user + runs in flight (and runs after them) */
+  uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
   struct mz_graph *prev, *next;
 };
@@ -282,6 +283,12 @@ int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 struct mz__run {
   mz_runtime *rt;
   mz_graph *g;
+  /* Other graphs holding tasks that this run's tasks keep in preds (edges
+   * from runs in flight, through buffer hazards): held until this run is
+   * freed, because the executor, the policies, the perf models and the
+   * trace read those predecessors after their own runs have finished. */
+  mz_graph **gheld;
+  size_t ngheld, capgheld;
   _Atomic int refs;           /* future + execution */
   uint64_t id;
   unsigned policy;            /* index in rt->pol */
