@@ -38,7 +38,13 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 replay() {
   shopt -s nullglob
   local files=(tests/fuzz/regressions/* tests/fuzz/corpus/*)
-  [ ${#files[@]} -eq 0 ] || "$bdir/fuzz_api" -runs=1 "${files[@]}" 2>&1 | tail -3
+  [ ${#files[@]} -gt 0 ] || return 0
+  if ! "$bdir/fuzz_api" -runs=1 "${files[@]}" >"$bdir/replay.log" 2>&1; then
+    cat "$bdir/replay.log"
+    echo "fuzz: an input of tests/fuzz/regressions or tests/fuzz/corpus fails" >&2
+    return 1
+  fi
+  echo "fuzz: replayed ${#files[@]} inputs"
 }
 
 case "$cmd" in
