@@ -643,9 +643,9 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
 }
 
 /* What mz_depend's after names: the tasks in it (a task stands for itself,
- * not for its results: a task whose results are all scalars, or that only
- * reads its buffers, has no result leaf whose producer is the task) and
- * the other leaves (values, whose producers are the tasks; scalars). */
+ * not for its results: a task whose results are all scalars has no result
+ * leaf whose producer is the task) and the other leaves (values, whose
+ * producers are the tasks; scalars). */
 static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->t || op->kind != MZ__K_TUPLE) {
     if (*n == *cap) {
