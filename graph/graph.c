@@ -711,6 +711,29 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
   return op;
 }
 
+/* What mz_depend's after names: the tasks in it (a task stands for itself,
+ * not for its results: a task whose results are all scalars has no result
+ * leaf whose producer is the task) and the other leaves (values, whose
+ * producers are the tasks; scalars). */
+static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
+  if (op->t || op->kind != MZ__K_TUPLE) {
+    if (*n == *cap) {
+      size_t nc = *cap ? *cap * 2 : 16;
+      mz_op **nv = realloc(*v, nc * sizeof *nv);
+      if (!nv) return MZ_ENOMEM;
+      *v = nv;
+      *cap = nc;
+    }
+    (*v)[(*n)++] = op;
+    return MZ_OK;
+  }
+  for (unsigned i = 0; i < op->u.tuple.n; i++) {
+    int rc = depend_targets(op->u.tuple.elems[i], v, n, cap);
+    if (rc) return rc;
+  }
+  return MZ_OK;
+}
+
 int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return MZ_EINVAL;
   mz_op *e = check_op(g, "mz_depend", op);
@@ -727,17 +750,10 @@ int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
     fail(g, MZ_ESTATE, "mz_depend: the op was already scheduled");
     return g->status;
   }
-  if (mz__flatten(after, &lo, &n, &cap)) {
+  if (depend_targets(after, &lo, &n, &cap)) {
+    free(lo);
     fail(g, MZ_ENOMEM, "mz_depend: out of memory");
     return g->status;
-  }
-  /* after may be a task itself (its results are leaves) or any value. */
-  if (after->t && n == 0) {
-    lo = malloc(sizeof *lo);
-    if (lo) {
-      lo[0] = after;
-      n = 1;
-    }
   }
   for (size_t i = 0; i < n; i++) {
     mz_op *p = lo[i]->t ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;

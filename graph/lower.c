@@ -64,6 +64,25 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
   return vpush(out, p);
 }
 
+/* Keep pg (another graph, with a task this run waits for) alive until the
+ * run is freed (mz__run_unref).  rt->lock is held.  A graph whose count is
+ * already zero is being freed and has nothing in flight: not held. */
+static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
+  if (r->ngheld == r->capgheld) {
+    size_t cap = r->capgheld ? r->capgheld * 2 : 4;
+    mz_graph **v = realloc(r->gheld, cap * sizeof *v);
+    if (!v) return false;
+    r->gheld = v;
+    r->capgheld = cap;
+  }
+  int n = atomic_load(&pg->refs);
+  while (n > 0 && !atomic_compare_exchange_weak(&pg->refs, &n, n + 1)) {
+  }
+  if (n > 0) r->gheld[r->ngheld++] = pg;
+  pg->hold_stamp = stamp;
+  return true;
+}
+
 /* The tasks op needs directly: op itself when it is a task, the elements
  * of a tuple (a join of applies), the producer of a value. */
 static int root_tasks(mz_op *op, struct vec *out) {
@@ -346,6 +365,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
       if (p->t->mark == stamp) continue;
+      if (p->g != g && p->g->hold_stamp != stamp && !hold_graph(r, p->g, stamp)) nfail++;
       mz__spin_lock(&p->t->lock);
       if (atomic_load(&p->t->state) != MZ__T_DONE) {
         struct mz__succs *s = &p->t->succs;

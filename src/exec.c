@@ -934,6 +934,8 @@ void mz__run_unref(struct mz__run *r) {
   for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->run = NULL;
   if (r->efd >= 0) close(r->efd);
   mz__graph_unref(r->g);
+  for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);
+  free(r->gheld);
   mz__arena_free(&r->arena);
   free(r->tasks);
   free(r->results);

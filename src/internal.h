@@ -316,7 +316,8 @@ struct mz_graph {
   struct mz_op **tasks_all;   /* every task op, in build (id) order */
   size_t first_new;           /* tasks_all[<first_new] are all scheduled */
   size_t ntasks_all, captasks_all;
-  _Atomic int refs;           /* the user + runs in flight */
+  _Atomic int refs;           /* the user + runs in flight (and runs after them) */
+  uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
   struct mz_graph *prev, *next;
 };
@@ -330,6 +331,12 @@ struct mz__run {
   uint32_t tag;               /* MZ__TAG_FUTURE (issue 7) */
   mz_runtime *rt;
   mz_graph *g;
+  /* Other graphs holding tasks that this run's tasks keep in preds (edges
+   * from runs in flight, through buffer hazards): held until this run is
+   * freed, because the executor, the policies, the perf models and the
+   * trace read those predecessors after their own runs have finished. */
+  mz_graph **gheld;
+  size_t ngheld, capgheld;
   _Atomic int refs;           /* future + execution */
   uint64_t id;
   unsigned policy;            /* index in rt->pol */

@@ -8,7 +8,9 @@
  * after), laziness (only what the root needs runs, later schedules run
  * the rest exactly once, nothing reruns), cycles made with mz_depend
  * (self edge, 2-cycle, a 100,000-node ring) rejected with MZ_ECYCLE before
- * anything runs, and 2D and 3D buffers. */
+ * anything runs, mz_depend on tasks that write no buffer (scalar-only or
+ * read-only applies, and a join of them) pulling them into the run, and
+ * 2D and 3D buffers. */
 #include "common.h"
 
 /* ---- kernels ---- */
@@ -621,5 +623,46 @@ Test(graph, buffers_2d_and_3d, .timeout = 30) {
     mz_buffer_release(b);
   }
   mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- mz_depend on tasks that write no buffer ---- */
+
+static _Atomic int ran[4];
+
+/* "i32 id": a task whose results are all scalars. */
+static int mark_fn(const mz_call *c) {
+  atomic_fetch_add(&ran[c->args[0].i32], 1);
+  return 0;
+}
+
+/* "i32 id, in i32[] v": a task that only reads its buffer. */
+static int mark_read_fn(const mz_call *c) {
+  atomic_fetch_add(&ran[c->args[0].i32], 1);
+  return 0;
+}
+
+Test(graph, depend_on_tasks_that_write_nothing, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *km = test_kernel(rt, "mark", "i32 id", mark_fn, NULL);
+  mz_kernel *kr = test_kernel(rt, "mark_read", "i32 id, in i32[] v", mark_read_fn, NULL);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  for (int i = 0; i < 4; i++) atomic_store(&ran[i], 0);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *scalar_only = mz_apply(g, km, mz_i32(g, 0), NULL);
+  mz_op *read_only = mz_apply(g, kr, mz_zip(g, 2, (mz_op *[]){mz_i32(g, 1), mz_value(g, a)}), NULL);
+  mz_op *joined = mz_apply(g, km, mz_i32(g, 2), NULL);
+  mz_op *last = mz_apply(g, km, mz_i32(g, 3), NULL);
+  MZ_OK_OR_DIE(rt, mz_depend(g, last, scalar_only));
+  MZ_OK_OR_DIE(rt, mz_depend(g, last, mz_join(g, 2, (mz_op *[]){read_only, joined})));
+  /* Scheduling only the last task runs the three it was made to follow. */
+  cr_expect_eq(test_run(g, last, NULL, NULL), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_runtime_wait_idle(rt));
+  for (int i = 0; i < 4; i++) cr_expect_eq(atomic_load(&ran[i]), 1, "task %d ran %d times", i, atomic_load(&ran[i]));
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_kernel_destroy(km);
+  mz_kernel_destroy(kr);
   mz_runtime_destroy(rt);
 }

@@ -8,7 +8,10 @@
  * mz_value, so no combinator edge orders them); that a read pulls in its
  * writer lazily and not the readers before it, and that a value taken
  * after a writer runs that writer; the same hazards across two mz_schedule
- * calls on two graphs sharing a buffer; and mz_buffer_read (and
+ * calls on two graphs sharing a buffer; that a run keeps alive the graph
+ * of a predecessor from another run, which a policy may read after that
+ * run has finished and its graph was destroyed (a use-after-free that the
+ * fuzzer found; ASan and valgrind report it); and mz_buffer_read (and
  * mz_buffer_write) waiting for the last writer (and readers). */
 #include "common.h"
 
@@ -315,6 +318,59 @@ Test(hazards, waw_across_runs_graph_destroyed_early, .timeout = 30) {
     mz_graph_destroy(g2);
     mz_buffer_release(y);
   }
+  teardown(&fx);
+}
+
+/* A policy that defers every node that is not ready, then reads all of its
+ * predecessors (as eager, ws and dmda do) when it is. */
+static int peek_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  if (!ready) return MZ_POLICY_DEFER;
+  unsigned q = 0;
+  for (unsigned i = 0; i < mz_task_pred_count(t); i++) {
+    mz_task *p = mz_task_pred(t, i);
+    q += (unsigned)(mz_task_queue(p) + (int)strlen(mz_task_name(p)) + (int)mz_task_edge_bytes(t, i));
+  }
+  return (int)(q % mz_sched_queue_count(s));
+}
+
+static const struct mz_policy_ops peek_policy = {
+    .abi = MZ_POLICY_ABI, .name = "peek", .description = "reads predecessors at ready time", .select = peek_select};
+
+static int gate_fn(const mz_call *c) {
+  test_wait_flag(c->user, 20000);
+  return 0;
+}
+
+Test(hazards, predecessor_graph_outlives_its_run, .timeout = 30) {
+  struct fixture fx = setup("cpu:2");
+  const char *policy = "peek";
+  MZ_OK_OR_DIE(fx.rt, mz_policy_register(fx.rt, &peek_policy));
+  reset_seq();
+  _Atomic int gate = 0;
+  mz_buffer *y = test_buffer_1d(fx.rt, MZ_I32, N, NULL);
+  mz_graph *g1, *g2;
+  mz_future *f1, *f2;
+  MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g1));
+  MZ_OK_OR_DIE(fx.rt, mz_schedule(g1, writer(g1, &fx, y, 0, 1, 100), policy, &f1));
+  /* Node 1 waits for node 0 (WAW, across runs and graphs) and for a gate
+   * in its own run, so it becomes ready only after node 0's run ended. */
+  MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g2));
+  mz_op *gated = mz_host(g2, gate_fn, &gate, NULL);
+  mz_op *w1 = writer(g2, &fx, y, 1, 2, 0);
+  MZ_OK_OR_DIE(fx.rt, mz_depend(g2, w1, gated));
+  MZ_OK_OR_DIE(fx.rt, mz_schedule(g2, w1, policy, &f2));
+  cr_expect_eq(mz_future_wait(f1), MZ_OK);
+  /* The first run is over: without a hold on it, its graph goes now. */
+  mz_future_destroy(f1);
+  mz_graph_destroy(g1);
+  atomic_store(&gate, 1);
+  cr_expect_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
+  EXPECT_BEFORE(0, 1, "WAW across runs");
+  expect_all(fx.rt, y, 2, "the later run wrote last", policy);
+  mz_future_destroy(f2);
+  mz_graph_destroy(g2);
+  mz_buffer_release(y);
   teardown(&fx);
 }
 
