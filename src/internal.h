@@ -128,6 +128,12 @@ struct mz__copy {
    * may not have run yet (device memory only; cleared when its run ends).
    * A reader on another queue must wait for it or copy again. */
   struct mz__exec *fetcher;
+  /* Memory limits (issue 7, src/memlimit.c; used only when rt->ml is on),
+   * guarded by the buffer's lock: ops planned with this copy and not yet
+   * finished (an evictable copy has none), ops ever planned with it,
+   * evictions so far, and the last use for LRU order. */
+  uint32_t pins, uses, evictions;
+  uint64_t stamp;
 };
 
 struct mz_buffer {
@@ -221,6 +227,7 @@ struct mz__task {
   _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
+  _Atomic bool rerouted;      /* issue 7: taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
   int queue;                  /* -1 until placed */
   int status;
@@ -376,6 +383,10 @@ struct mz_runtime {
   bool destroying;
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
+  /* Issue 7 (src/fault.c, src/memlimit.c, src/fault.h): injected faults
+   * and device memory limits; NULL when off, which the hot path tests. */
+  struct mz__faults *faults;
+  struct mz__memlimit *ml;
 };
 
 /* Policy plumbing (src/policy.c). */

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* Enough for large simulated platforms (issue 5: 4 to 1,000 devices). */
@@ -180,6 +181,8 @@ static void runtime_free(mz_runtime *rt) {
     atomic_store(&k->refs, 1);
     mz__kernel_unref(k);
   }
+  mz__fault_fini(rt); /* issue 7: after the buffers, whose copies it accounts */
+  mz__memlimit_fini(rt);
   for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned q = 0; q < dev->nqueues; q++)
@@ -256,6 +259,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
       }
     }
   }
+  if (!rc) rc = mz__fault_init(rt); /* issue 7: MZ_FAULTS, MZ_LIMIT_<KIND>_MEM */
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {

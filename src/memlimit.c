@@ -1,0 +1,410 @@
+/* Device memory limits and eviction (issue 7).  See src/fault.h.
+ *
+ * On only when a limit was set (MZ_LIMIT_<KIND>_MEM or mz__memlimit_set),
+ * so the hot path pays one test of rt->ml.  Then every node planned on a
+ * device with its own memory pins its buffers' copies there (struct
+ * mz__copy's pins, under the buffer's lock) until it finishes; a copy
+ * with no pin belongs to no queued or running op and may be evicted.
+ *
+ * Allocation on a device (mz__mem_alloc, on the thread that plans for that
+ * device) under the device's mutex: when the allocation would pass the
+ * limit, or the device itself says MZ_ENOMEM, evict the least recently
+ * used unpinned copy (writing it back to host memory first when it is the
+ * only valid one) and try again.  When nothing can be evicted, the node
+ * waits (MZ__EMEMWAIT: the core parks it, mz__mem_park) if ops in flight
+ * on the device hold pinned copies, since their end releases memory; else
+ * it fails with MZ_ENOMEM.  A parked node is resumed by the next node that
+ * finishes on the device, and goes back through the host-side path.
+ *
+ * No livelock.  Only a node's end wakes parked nodes (parking does not),
+ * a node parks only while another holds pins, and a copy is evicted at
+ * most once per use (c->evictions <= c->uses, checked), so evictions per
+ * buffer are bounded by the ops that use it.
+ *
+ * Locks: the device's mutex, then a buffer's fetch_lock (trylock only),
+ * then its spinlock.  Nothing here takes rt->lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "internal.h"
+
+struct resident {
+  mz_buffer *b;
+  unsigned n;   /* allocations of b's copy counted here (a lost race adds one briefly) */
+};
+
+struct memdev {
+  pthread_mutex_t m;
+  uint64_t limit, used;
+  struct resident *res;
+  size_t nres, capres;
+  mz_op **parked;
+  size_t npark, cappark;
+};
+
+struct mz__memlimit {
+  unsigned ndev;
+  struct memdev *md;
+  _Atomic uint64_t clock;
+  _Atomic uint64_t evictions, writebacks, waits, enomem, maxev;
+};
+
+int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes) {
+  if (!rt || kind == MZ_DEVICE_CPU) return MZ_EINVAL;
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) {
+    ml = calloc(1, sizeof *ml);
+    if (!ml) return MZ_ENOMEM;
+    ml->ndev = rt->ndev;
+    ml->md = calloc(rt->ndev ? rt->ndev : 1, sizeof *ml->md);
+    if (!ml->md) {
+      free(ml);
+      return MZ_ENOMEM;
+    }
+    for (unsigned d = 0; d < ml->ndev; d++) pthread_mutex_init(&ml->md[d].m, NULL);
+    rt->ml = ml;
+  }
+  for (unsigned d = 0; d < ml->ndev; d++)
+    if (rt->devs[d]->info.kind == kind) {
+      pthread_mutex_lock(&ml->md[d].m);
+      ml->md[d].limit = bytes;
+      pthread_mutex_unlock(&ml->md[d].m);
+    }
+  return MZ_OK;
+}
+
+void mz__memlimit_fini(mz_runtime *rt) {
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) return;
+  for (unsigned d = 0; d < ml->ndev; d++) {
+    pthread_mutex_destroy(&ml->md[d].m);
+    free(ml->md[d].res);
+    free(ml->md[d].parked);
+  }
+  free(ml->md);
+  free(ml);
+  rt->ml = NULL;
+}
+
+void mz__mem_stats(const mz_runtime *rt, struct mz__mem_stats *out) {
+  memset(out, 0, sizeof *out);
+  const struct mz__memlimit *ml = rt ? rt->ml : NULL;
+  if (!ml) return;
+  out->evictions = atomic_load(&ml->evictions);
+  out->writebacks = atomic_load(&ml->writebacks);
+  out->waits = atomic_load(&ml->waits);
+  out->enomem = atomic_load(&ml->enomem);
+  out->max_copy_evictions = atomic_load(&ml->maxev);
+}
+
+static uint64_t copy_field(const mz_buffer *b, unsigned dev, bool ev) {
+  if (!b || dev >= b->rt->ndev) return 0;
+  unsigned m = b->rt->devs[dev]->memnode;
+  if (!m) return 0;
+  mz__spin_lock((mz__spin *)&b->lock);
+  uint64_t v = ev ? b->copies[m].evictions : b->copies[m].uses;
+  mz__spin_unlock((mz__spin *)&b->lock);
+  return v;
+}
+uint64_t mz__mem_buffer_evictions(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, true); }
+uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, false); }
+
+uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev) {
+  if (!rt || !rt->ml || dev >= rt->ml->ndev) return 0;
+  struct memdev *md = &rt->ml->md[dev];
+  pthread_mutex_lock(&md->m);
+  uint64_t v = md->used;
+  pthread_mutex_unlock(&md->m);
+  return v;
+}
+
+/* ---- the resident list (md->m held) ---- */
+
+static void res_add(struct memdev *md, mz_buffer *b) {
+  for (size_t i = 0; i < md->nres; i++)
+    if (md->res[i].b == b) {
+      md->res[i].n++;
+      return;
+    }
+  if (md->nres == md->capres) {
+    size_t cap = md->capres ? md->capres * 2 : 64;
+    struct resident *v = realloc(md->res, cap * sizeof *v);
+    if (!v) return; /* not evictable then; still freed with the buffer */
+    md->res = v;
+    md->capres = cap;
+  }
+  md->res[md->nres++] = (struct resident){b, 1};
+}
+
+static void res_remove(struct memdev *md, mz_buffer *b) {
+  for (size_t i = 0; i < md->nres; i++)
+    if (md->res[i].b == b) {
+      if (--md->res[i].n == 0) md->res[i] = md->res[--md->nres];
+      return;
+    }
+}
+
+/* ---- pins ---- */
+
+void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
+void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
+  struct mz__task *t = e->node->t;
+  unsigned m = dev->memnode;
+  uint64_t stamp = atomic_fetch_add_explicit(&dev->rt->ml->clock, 1, memory_order_relaxed) + 1;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    b->copies[m].pins++;
+    b->copies[m].uses++;
+    b->copies[m].stamp = stamp;
+    mz__spin_unlock(&b->lock);
+  }
+}
+
+void mz__mem_pin_src(mz_buffer *b, unsigned m) { b->copies[m].pins++; }
+
+static void unpin_own(struct mz__exec *e, unsigned m) {
+  struct mz__task *t = e->node->t;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    if (b->copies[m].pins) b->copies[m].pins--;
+    mz__spin_unlock(&b->lock);
+  }
+}
+
+static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
+  pthread_mutex_lock(&md->m);
+  if (md->npark) {
+    if (*n + md->npark > *cap) {
+      size_t nc = *n + md->npark + 8;
+      mz_op **nv = realloc(*v, nc * sizeof *nv);
+      if (!nv) abort(); /* cannot lose a node: nothing sane to do */
+      *v = nv;
+      *cap = nc;
+    }
+    memcpy(*v + *n, md->parked, md->npark * sizeof *md->parked);
+    *n += md->npark;
+    md->npark = 0;
+  }
+  pthread_mutex_unlock(&md->m);
+}
+
+mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
+  struct mz_device *dev = e->queue->dev;
+  struct mz__memlimit *ml = dev->rt->ml;
+  unsigned m = dev->memnode;
+  struct mz__task *t = e->node->t;
+  unpin_own(e, m);
+  mz_op **v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  for (unsigned i = 0; i < e->nxfer; i++) {
+    struct mz__xfer *x = &e->xfers[i];
+    if (!x->src_dev) continue;
+    for (unsigned a = 0; a < t->nacc; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      mz__spin_lock(&b->lock);
+      bool hit = b->copies[m].mem == x->dst;
+      if (hit && b->copies[x->src_dev->memnode].pins) b->copies[x->src_dev->memnode].pins--;
+      mz__spin_unlock(&b->lock);
+      if (hit) break;
+    }
+    take_parked(&ml->md[x->src_dev->info.index], &v, n, &cap);
+  }
+  take_parked(&ml->md[dev->info.index], &v, n, &cap);
+  return v;
+}
+
+static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own) {
+  for (size_t i = 0; i < md->nres; i++) {
+    mz_buffer *b = md->res[i].b;
+    unsigned mine = 0;
+    if (own)
+      for (unsigned a = 0; a < own->node->t->nacc; a++) mine += own->node->t->acc[a].buf == b;
+    mz__spin_lock(&b->lock);
+    bool held = b->copies[m].pins > mine;
+    mz__spin_unlock(&b->lock);
+    if (held) return true;
+  }
+  return false;
+}
+
+bool mz__mem_park(struct mz__exec *e) {
+  struct mz_device *dev = e->queue->dev;
+  struct memdev *md = &dev->rt->ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  unpin_own(e, dev->memnode);
+  bool park = any_pinned(md, dev->memnode, NULL);
+  if (park) {
+    if (md->npark == md->cappark) {
+      size_t cap = md->cappark ? md->cappark * 2 : 16;
+      mz_op **v = realloc(md->parked, cap * sizeof *v);
+      if (v) {
+        md->parked = v;
+        md->cappark = cap;
+      }
+    }
+    park = md->npark < md->cappark;
+    if (park) md->parked[md->npark++] = e->node;
+  }
+  pthread_mutex_unlock(&md->m);
+  if (park) atomic_fetch_add_explicit(&dev->rt->ml->waits, 1, memory_order_relaxed);
+  return park;
+}
+
+/* ---- eviction (md->m held) ---- */
+
+/* Free b's copy on dev, writing it back to host memory first when it is
+ * the only valid copy.  Returns false, changing nothing, when the copy is
+ * in use or changed meanwhile. */
+static bool evict(struct mz__memlimit *ml, struct memdev *md, struct mz_device *dev, mz_buffer *b) {
+  mz_runtime *rt = dev->rt;
+  unsigned m = dev->memnode;
+  if (pthread_mutex_trylock(&b->fetch_lock)) return false; /* a read-back is using it */
+  mz__spin_lock(&b->lock);
+  struct mz__copy *c = &b->copies[m];
+  void *mem = c->mem;
+  if (!mem || c->pins) {
+    mz__spin_unlock(&b->lock);
+    pthread_mutex_unlock(&b->fetch_lock);
+    return false;
+  }
+  bool only = c->state != MZ__INVALID;
+  for (unsigned k = 0; k < rt->nmem && only; k++)
+    if (k != m && b->copies[k].state != MZ__INVALID && !mz__mem_lost(rt, k)) only = false;
+  void *tmp = NULL;
+  if (only) {
+    /* Read into scratch first: until the states are checked again below,
+     * a CPU task may own the host copy. */
+    uint8_t st = c->state;
+    mz__spin_unlock(&b->lock);
+    tmp = calloc(1, b->bytes ? b->bytes : 1);
+    int rc = tmp ? dev->ops->mem_read(dev, mem, tmp, b->bytes) : MZ_ENOMEM;
+    mz__spin_lock(&b->lock);
+    if (rc || c->mem != mem || c->pins || c->state != st) {
+      mz__spin_unlock(&b->lock);
+      pthread_mutex_unlock(&b->fetch_lock);
+      free(tmp);
+      return false;
+    }
+    memcpy(b->host, tmp, b->bytes);
+    for (unsigned k = 1; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
+    b->copies[0].state = MZ__OWNER;
+  }
+  c->state = MZ__INVALID;
+  c->fetcher = NULL;
+  c->mem = NULL;
+  uint64_t ev = ++c->evictions;
+  mz__spin_unlock(&b->lock);
+  pthread_mutex_unlock(&b->fetch_lock);
+  free(tmp);
+  dev->ops->mem_free(dev, mem);
+  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+  res_remove(md, b);
+  atomic_fetch_add_explicit(&ml->evictions, 1, memory_order_relaxed);
+  if (only) atomic_fetch_add_explicit(&ml->writebacks, 1, memory_order_relaxed);
+  uint64_t mx = atomic_load_explicit(&ml->maxev, memory_order_relaxed);
+  while (ev > mx && !atomic_compare_exchange_weak(&ml->maxev, &mx, ev)) {
+  }
+  return true;
+}
+
+/* Evict the least recently used evictable copy on dev; false when none. */
+static bool evict_one(struct mz__memlimit *ml, struct memdev *md, struct mz_device *dev, mz_buffer ***tried,
+                      size_t *ntried) {
+  unsigned m = dev->memnode;
+  for (;;) {
+    mz_buffer *best = NULL;
+    uint64_t best_stamp = UINT64_MAX;
+    for (size_t i = 0; i < md->nres; i++) {
+      mz_buffer *b = md->res[i].b;
+      bool skip = false;
+      for (size_t j = 0; j < *ntried && !skip; j++) skip = (*tried)[j] == b;
+      if (skip) continue;
+      mz__spin_lock(&b->lock);
+      const struct mz__copy *c = &b->copies[m];
+      /* The bound: a copy is evicted at most once per use. */
+      bool ok = c->mem && !c->pins && c->evictions < c->uses;
+      uint64_t st = c->stamp;
+      mz__spin_unlock(&b->lock);
+      if (ok && st < best_stamp) {
+        best = b;
+        best_stamp = st;
+      }
+    }
+    if (!best) return false;
+    if (evict(ml, md, dev, best)) return true;
+    mz_buffer **v = realloc(*tried, (*ntried + 1) * sizeof *v);
+    if (!v) return false;
+    *tried = v;
+    v[(*ntried)++] = best;
+  }
+}
+
+int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem) {
+  mz_runtime *rt = dev->rt;
+  if (rt->faults && mz__fault_hit(rt, MZ__FAULT_ALLOC)) return MZ_ENOMEM;
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) return dev->ops->mem_alloc(dev, b->bytes, mem);
+  struct memdev *md = &ml->md[dev->info.index];
+  mz_buffer **tried = NULL;
+  size_t ntried = 0;
+  int rc;
+  pthread_mutex_lock(&md->m);
+  for (;;) {
+    if (!md->limit || md->used + b->bytes <= md->limit) {
+      rc = dev->ops->mem_alloc(dev, b->bytes, mem);
+      if (rc == MZ_OK) {
+        md->used += b->bytes;
+        res_add(md, b);
+        break;
+      }
+      if (rc != MZ_ENOMEM) break;
+    }
+    if (md->limit && b->bytes > md->limit) {
+      rc = MZ_ENOMEM; /* could never fit */
+    } else if (evict_one(ml, md, dev, &tried, &ntried)) {
+      continue;
+    } else {
+      rc = any_pinned(md, dev->memnode, e) ? MZ__EMEMWAIT : MZ_ENOMEM;
+    }
+    if (rc == MZ_ENOMEM) atomic_fetch_add_explicit(&ml->enomem, 1, memory_order_relaxed);
+    break;
+  }
+  pthread_mutex_unlock(&md->m);
+  free(tried);
+  return rc;
+}
+
+void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem) {
+  struct mz__memlimit *ml = dev->rt->ml;
+  if (!ml) {
+    dev->ops->mem_free(dev, mem);
+    return;
+  }
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  dev->ops->mem_free(dev, mem);
+  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+  res_remove(md, b);
+  pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_drop(struct mz_device *dev, mz_buffer *b) {
+  struct mz__memlimit *ml = dev->rt->ml;
+  struct memdev *md = &ml->md[dev->info.index];
+  unsigned m = dev->memnode;
+  pthread_mutex_lock(&md->m);
+  mz__spin_lock(&b->lock);
+  void *mem = b->copies[m].mem;
+  b->copies[m].mem = NULL;
+  mz__spin_unlock(&b->lock);
+  if (mem) {
+    dev->ops->mem_free(dev, mem);
+    md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+    res_remove(md, b);
+  }
+  pthread_mutex_unlock(&md->m);
+}
