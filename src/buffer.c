@@ -124,9 +124,20 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
   int rc = MZ_OK;
   mz__spin_lock(&b->lock);
   if (b->copies[0].state == MZ__INVALID) {
-    unsigned src = 0;
-    for (unsigned m = 1; m < rt->nmem && !src; m++)
-      if (b->copies[m].state != MZ__INVALID && !mz__mem_lost(rt, m)) src = m; /* issue 7: not on a dead device */
+    /* Issue 7: not from a dead device, and not from a copy whose transfer
+     * in may not have run yet (another device's reader planned it) when a
+     * settled copy exists: that copy would read as garbage. */
+    unsigned src = 0, pending = 0;
+    for (unsigned m = 1; m < rt->nmem && !src; m++) {
+      const struct mz__copy *c = &b->copies[m];
+      if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
+      if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) {
+        if (!pending) pending = m;
+        continue;
+      }
+      src = m;
+    }
+    if (!src) src = pending;
     void *mem = src ? b->copies[src].mem : NULL;
     mz__spin_unlock(&b->lock);
     if (!src) {

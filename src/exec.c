@@ -270,8 +270,19 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     x->src_host = b->host;
   } else {
     unsigned src = 0;
-    for (unsigned k = 1; k < rt->nmem && !src; k++)
-      if (k != m && b->copies[k].state != MZ__INVALID && !mz__mem_lost(rt, k)) src = k; /* issue 7 */
+    /* Issue 7: not a dead device's copy, nor one whose own transfer in may
+     * not have run yet when a settled copy exists (see mz__buffer_fetch_host). */
+    unsigned pending = 0;
+    for (unsigned k = 1; k < rt->nmem && !src; k++) {
+      const struct mz__copy *ck = &b->copies[k];
+      if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
+      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) {
+        if (!pending) pending = k;
+        continue;
+      }
+      src = k;
+    }
+    if (!src) src = pending;
     if (!src) {
       *why = "no valid copy of a buffer exists";
       return MZ_EDEVICE;
@@ -338,10 +349,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     mz__spin_unlock(&b->lock);
     if (have) continue;
     void *mem = NULL;
-    int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem)
+    const char *mwhy = NULL;
+    int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem, &mwhy)
                                                        : dev->ops->mem_alloc(dev, b->bytes, &mem);
     if (rc) {
-      *why = "cannot allocate device memory for a buffer";
+      *why = mwhy ? mwhy : "cannot allocate device memory for a buffer";
       return rc;
     }
     mz__spin_lock(&b->lock);
@@ -794,6 +806,10 @@ static void *proxy_main(void *arg) {
     work_init(&w);
     const char *why = NULL;
     char *log = NULL;
+    /* Flush another queue's batch before planning (issue 7): a plan may
+     * wait on the device for a transfer in that batch, and if the device
+     * refuses the batch, the transfer's copy must read as invalid by then. */
+    if (b && b->queue != Q) proxy_flush(p, &b, &w);
     int rc = plan_exec(op, Q, &why, &log);
     if (rc) {
       proxy_flush(p, &b, &w);

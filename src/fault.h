@@ -92,8 +92,9 @@ void mz__mem_stats(const mz_runtime *rt, struct mz__mem_stats *out);
 /* Evictions and uses (ops planned with it) of b's copy on device dev. */
 uint64_t mz__mem_buffer_evictions(const mz_buffer *b, unsigned dev);
 uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev);
-/* Bytes maize holds on device dev now. */
-uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev);
+/* Bytes maize holds on device dev now, or (peak) the most it ever held
+ * while limits were on. */
+uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev, bool peak);
 
 /* ---- hooks for the core (src/exec.c, src/buffer.c, src/runtime.c) ---- */
 
@@ -127,8 +128,9 @@ bool mz__mem_lost(const mz_runtime *rt, unsigned m);
 /* Device memory through the limits: allocate b's copy on dev for exec e,
  * evicting least recently used copies that no queued or running op uses.
  * Returns MZ_OK, MZ_ENOMEM (nothing can make room), MZ__EMEMWAIT (ops in
- * flight on dev hold what is needed) or the device's error. */
-int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem);
+ * flight on dev hold what is needed) or the device's error; *why may get
+ * a message (static text). */
+int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem, const char **why);
 /* Free a copy allocated on dev (buffer release, a lost allocation race). */
 void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem);
 /* Free b's copy on dev, if any, at the buffer's release (limits on). */

@@ -36,7 +36,7 @@ struct resident {
 
 struct memdev {
   pthread_mutex_t m;
-  uint64_t limit, used;
+  uint64_t limit, used, peak;
   struct resident *res;
   size_t nres, capres;
   mz_op **parked;
@@ -110,11 +110,11 @@ static uint64_t copy_field(const mz_buffer *b, unsigned dev, bool ev) {
 uint64_t mz__mem_buffer_evictions(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, true); }
 uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, false); }
 
-uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev) {
+uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev, bool peak) {
   if (!rt || !rt->ml || dev >= rt->ml->ndev) return 0;
   struct memdev *md = &rt->ml->md[dev];
   pthread_mutex_lock(&md->m);
-  uint64_t v = md->used;
+  uint64_t v = peak ? md->peak : md->used;
   pthread_mutex_unlock(&md->m);
   return v;
 }
@@ -343,9 +343,12 @@ static bool evict_one(struct mz__memlimit *ml, struct memdev *md, struct mz_devi
   }
 }
 
-int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem) {
+int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem, const char **why) {
   mz_runtime *rt = dev->rt;
-  if (rt->faults && mz__fault_hit(rt, MZ__FAULT_ALLOC)) return MZ_ENOMEM;
+  if (rt->faults && mz__fault_hit(rt, MZ__FAULT_ALLOC)) {
+    *why = "injected fault: a device allocation failed";
+    return MZ_ENOMEM;
+  }
   struct mz__memlimit *ml = rt->ml;
   if (!ml) return dev->ops->mem_alloc(dev, b->bytes, mem);
   struct memdev *md = &ml->md[dev->info.index];
@@ -358,6 +361,7 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
       rc = dev->ops->mem_alloc(dev, b->bytes, mem);
       if (rc == MZ_OK) {
         md->used += b->bytes;
+        if (md->used > md->peak) md->peak = md->used;
         res_add(md, b);
         break;
       }
@@ -370,7 +374,12 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
     } else {
       rc = any_pinned(md, dev->memnode, e) ? MZ__EMEMWAIT : MZ_ENOMEM;
     }
-    if (rc == MZ_ENOMEM) atomic_fetch_add_explicit(&ml->enomem, 1, memory_order_relaxed);
+    if (rc == MZ_ENOMEM) {
+      atomic_fetch_add_explicit(&ml->enomem, 1, memory_order_relaxed);
+      *why = md->limit && b->bytes > md->limit
+                 ? "the buffer is larger than the device's memory limit"
+                 : "device memory is full and nothing can be evicted (every copy there is in use by this node)";
+    }
     break;
   }
   pthread_mutex_unlock(&md->m);
