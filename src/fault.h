@@ -95,6 +95,8 @@ uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev);
 /* Bytes maize holds on device dev now, or (peak) the most it ever held
  * while limits were on. */
 uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev, bool peak);
+/* Start the peak over from what is held now. */
+void mz__mem_peak_reset(mz_runtime *rt, unsigned dev);
 
 /* ---- hooks for the core (src/exec.c, src/buffer.c, src/runtime.c) ---- */
 

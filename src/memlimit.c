@@ -23,6 +23,7 @@
  *
  * Locks: the device's mutex, then a buffer's fetch_lock (trylock only),
  * then its spinlock.  Nothing here takes rt->lock. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ struct resident {
 struct memdev {
   pthread_mutex_t m;
   uint64_t limit, used, peak;
+  unsigned evicting;  /* evictions under way without the mutex (their bytes still count) */
   struct resident *res;
   size_t nres, capres;
   mz_op **parked;
@@ -254,15 +256,21 @@ bool mz__mem_park(struct mz__exec *e) {
   return park;
 }
 
-/* ---- eviction (md->m held) ---- */
+/* ---- eviction ---- */
 
 /* Free b's copy on dev, writing it back to host memory first when it is
  * the only valid copy.  Returns false, changing nothing, when the copy is
- * in use or changed meanwhile. */
-static bool evict(struct mz__memlimit *ml, struct memdev *md, struct mz_device *dev, mz_buffer *b) {
+ * in use or changed meanwhile.  The device's mutex is NOT held: the
+ * write-back is a blocking device read, and completion callbacks take
+ * that mutex (mz__mem_unpin) on threads the device may need to finish it.
+ * The caller holds a reference on b and does the accounting. */
+static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, bool *busy) {
   mz_runtime *rt = dev->rt;
   unsigned m = dev->memnode;
-  if (pthread_mutex_trylock(&b->fetch_lock)) return false; /* a read-back is using it */
+  if (pthread_mutex_trylock(&b->fetch_lock)) { /* a read-back is using it: try again later */
+    *busy = true;
+    return false;
+  }
   mz__spin_lock(&b->lock);
   struct mz__copy *c = &b->copies[m];
   void *mem = c->mem;
@@ -284,6 +292,7 @@ static bool evict(struct mz__memlimit *ml, struct memdev *md, struct mz_device *
     int rc = tmp ? dev->ops->mem_read(dev, mem, tmp, b->bytes) : MZ_ENOMEM;
     mz__spin_lock(&b->lock);
     if (rc || c->mem != mem || c->pins || c->state != st) {
+      *busy = true;
       mz__spin_unlock(&b->lock);
       pthread_mutex_unlock(&b->fetch_lock);
       free(tmp);
@@ -301,8 +310,6 @@ static bool evict(struct mz__memlimit *ml, struct memdev *md, struct mz_device *
   pthread_mutex_unlock(&b->fetch_lock);
   free(tmp);
   dev->ops->mem_free(dev, mem);
-  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
-  res_remove(md, b);
   atomic_fetch_add_explicit(&ml->evictions, 1, memory_order_relaxed);
   if (only) atomic_fetch_add_explicit(&ml->writebacks, 1, memory_order_relaxed);
   uint64_t mx = atomic_load_explicit(&ml->maxev, memory_order_relaxed);
@@ -311,36 +318,33 @@ static bool evict(struct mz__memlimit *ml, struct memdev *md, struct mz_device *
   return true;
 }
 
-/* Evict the least recently used evictable copy on dev; false when none. */
-static bool evict_one(struct mz__memlimit *ml, struct memdev *md, struct mz_device *dev, mz_buffer ***tried,
-                      size_t *ntried) {
-  unsigned m = dev->memnode;
-  for (;;) {
-    mz_buffer *best = NULL;
-    uint64_t best_stamp = UINT64_MAX;
-    for (size_t i = 0; i < md->nres; i++) {
-      mz_buffer *b = md->res[i].b;
-      bool skip = false;
-      for (size_t j = 0; j < *ntried && !skip; j++) skip = (*tried)[j] == b;
-      if (skip) continue;
-      mz__spin_lock(&b->lock);
-      const struct mz__copy *c = &b->copies[m];
-      /* The bound: a copy is evicted at most once per use. */
-      bool ok = c->mem && !c->pins && c->evictions < c->uses;
-      uint64_t st = c->stamp;
-      mz__spin_unlock(&b->lock);
-      if (ok && st < best_stamp) {
-        best = b;
-        best_stamp = st;
-      }
+/* The least recently used evictable copy on dev not tried yet, with a
+ * reference taken on its buffer (NULL when none).  md->m held. */
+static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, size_t ntried) {
+  mz_buffer *best = NULL;
+  uint64_t best_stamp = UINT64_MAX;
+  for (size_t i = 0; i < md->nres; i++) {
+    mz_buffer *b = md->res[i].b;
+    bool skip = false;
+    for (size_t j = 0; j < ntried && !skip; j++) skip = tried[j] == b;
+    if (skip) continue;
+    mz__spin_lock(&b->lock);
+    const struct mz__copy *c = &b->copies[m];
+    /* The bound: a copy is evicted at most once per use. */
+    bool ok = c->mem && !c->pins && c->evictions < c->uses;
+    uint64_t st = c->stamp;
+    mz__spin_unlock(&b->lock);
+    if (ok && st < best_stamp) {
+      best = b;
+      best_stamp = st;
     }
-    if (!best) return false;
-    if (evict(ml, md, dev, best)) return true;
-    mz_buffer **v = realloc(*tried, (*ntried + 1) * sizeof *v);
-    if (!v) return false;
-    *tried = v;
-    v[(*ntried)++] = best;
   }
+  if (!best) return NULL;
+  /* Keep it alive while md->m is dropped; one being released is skipped. */
+  int r = atomic_load(&best->refs);
+  while (r > 0 && !atomic_compare_exchange_weak(&best->refs, &r, r + 1)) {
+  }
+  return r > 0 ? best : NULL;
 }
 
 int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem, const char **why) {
@@ -352,8 +356,9 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
   struct mz__memlimit *ml = rt->ml;
   if (!ml) return dev->ops->mem_alloc(dev, b->bytes, mem);
   struct memdev *md = &ml->md[dev->info.index];
-  mz_buffer **tried = NULL;
-  size_t ntried = 0;
+  mz_buffer **tried = NULL; /* referenced: released once md->m is dropped */
+  size_t ntried = 0, captried = 0;
+  bool busy = false;
   int rc;
   pthread_mutex_lock(&md->m);
   for (;;) {
@@ -367,9 +372,44 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
       }
       if (rc != MZ_ENOMEM) break;
     }
+    mz_buffer *v = NULL;
     if (md->limit && b->bytes > md->limit) {
       rc = MZ_ENOMEM; /* could never fit */
-    } else if (evict_one(ml, md, dev, &tried, &ntried)) {
+    } else if ((v = pick_victim(md, dev->memnode, tried, ntried)) != NULL) {
+      if (ntried == captried) {
+        size_t cap = captried ? captried * 2 : 8;
+        mz_buffer **nv = realloc(tried, cap * sizeof *nv);
+        if (!nv) {
+          pthread_mutex_unlock(&md->m);
+          mz_buffer_release(v);
+          pthread_mutex_lock(&md->m);
+          rc = MZ_ENOMEM;
+          break;
+        }
+        tried = nv;
+        captried = cap;
+      }
+      tried[ntried++] = v;
+      md->evicting++;
+      pthread_mutex_unlock(&md->m);
+      bool done = evict(ml, dev, v, &busy);
+      pthread_mutex_lock(&md->m);
+      md->evicting--;
+      if (done) {
+        md->used = md->used >= v->bytes ? md->used - v->bytes : 0;
+        res_remove(md, v);
+      }
+      continue;
+    } else if (md->evicting || busy) {
+      /* Another thread is freeing a copy here (simulated devices plan from
+       * several threads), or a copy was busy being read back: its bytes
+       * come back in a moment.  Try every copy again. */
+      pthread_mutex_unlock(&md->m);
+      for (size_t i = 0; i < ntried; i++) mz_buffer_release(tried[i]);
+      ntried = 0;
+      busy = false;
+      sched_yield();
+      pthread_mutex_lock(&md->m);
       continue;
     } else {
       rc = any_pinned(md, dev->memnode, e) ? MZ__EMEMWAIT : MZ_ENOMEM;
@@ -383,6 +423,7 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
     break;
   }
   pthread_mutex_unlock(&md->m);
+  for (size_t i = 0; i < ntried; i++) mz_buffer_release(tried[i]);
   free(tried);
   return rc;
 }
@@ -415,5 +456,13 @@ void mz__mem_drop(struct mz_device *dev, mz_buffer *b) {
     md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
     res_remove(md, b);
   }
+  pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_peak_reset(mz_runtime *rt, unsigned dev) {
+  if (!rt || !rt->ml || dev >= rt->ml->ndev) return;
+  struct memdev *md = &rt->ml->md[dev];
+  pthread_mutex_lock(&md->m);
+  md->peak = md->used;
   pthread_mutex_unlock(&md->m);
 }

@@ -511,10 +511,11 @@ struct rtenv {
   _Atomic unsigned char ran_cpu[MAXNODES];
   const char *devices;
   bool data_everywhere; /* every device computes (no simulated device) */
+  mz_device_kind limit_kind;
 };
 
 struct tally {
-  unsigned runs, hangs, futures, resolved, checked, fired, failed_runs;
+  unsigned runs, hangs, futures, resolved, checked, fired, failed_runs, limited;
 };
 
 /* One random run on env; false on a hang (the runtime is then unusable). */
@@ -557,6 +558,11 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   else if (kind == MZ__FAULT_KINDS) OK(rt, mz__fault_kill(rt, victim, k));
   static const char *const pols[] = {"eager", "round-robin", "ws", "dmda", "heft", "single", "pin"};
   const char *pol = pols[below(&s, sizeof pols / sizeof *pols)];
+  /* A quarter of the runs cap the devices' memory at 3 to 8 buffers: a
+   * node needs at most 3, so they must still succeed, through evictions. */
+  uint64_t limit = below(&s, 4) ? 0 : (3 + below(&s, 6)) * RN * sizeof(uint32_t);
+  OK(rt, mz__memlimit_set(rt, env->limit_kind, limit));
+  for (unsigned d = 0; limit && d < mz_runtime_device_count(rt); d++) mz__mem_peak_reset(rt, d);
   /* Two futures: part of the graph first, then all of it. */
   unsigned half = 1 + below(&s, nn);
   mz_future *f[2] = {NULL, NULL};
@@ -607,12 +613,19 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
     }
   }
   if (!fired) {
-    cr_expect_eq(nfail, 0, "seed %" PRIu64 ": %u nodes failed without a fault (%s, %s)", seed, nfail, env->devices, pol);
+    cr_expect_eq(nfail, 0, "seed %" PRIu64 ": %u nodes failed without a fault (%s, %s, limit %" PRIu64 "): %s", seed,
+                 nfail, env->devices, pol, limit, mz_future_message(f[0]));
     cr_expect_eq(st[1], MZ_OK, "seed %" PRIu64 ": %s", seed, mz_future_message(f[1]));
   } else if (kind < MZ__FAULT_KINDS) {
     unsigned direct = 0;
     for (unsigned i = 0; i < nn; i++) direct += rs[i] < 0 && rs[i] != MZ_ECANCELED;
     /* An enqueue fault refuses a whole batch (OpenCL batches several nodes). */
+    if (!(direct <= 1 || kind == MZ__FAULT_ENQUEUE))
+      for (unsigned i = 0; i < nn; i++)
+        if (rs[i] < 0 && rs[i] != MZ_ECANCELED)
+          fprintf(stderr, "seed %" PRIu64 ": node %u failed with %s (%s, %s, kind %u at %" PRIu64 ", limit %" PRIu64
+                  "): %s | %s\n", seed, i, mz_err_name(rs[i]), env->devices, pol, kind, k, limit,
+                  mz_future_message(f[0]), mz_future_message(f[1]));
     cr_expect(direct <= 1 || kind == MZ__FAULT_ENQUEUE, "seed %" PRIu64 ": %u nodes failed on one fault", seed, direct);
   }
   tl->failed_runs += nfail > 0;
@@ -625,12 +638,25 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   for (unsigned i = 0; i < nn && kind == MZ__FAULT_KINDS && both_ok; i++)
     cr_expect(rs[i] == MZ_OK || rs[i] == MZ_EDEVICE, "seed %" PRIu64 ": node %u: %s after a run that ended well",
               seed, i, mz_err_name(rs[i]));
+  for (unsigned d = 0; limit && d < mz_runtime_device_count(rt); d++) {
+    cr_expect_leq(mz__mem_used(rt, d, true), limit, "seed %" PRIu64 ": device %u went over its limit", seed, d);
+    for (unsigned i = 0; i < nn; i++)
+      cr_expect_leq(mz__mem_buffer_evictions(out[i], d), mz__mem_buffer_uses(out[i], d), "seed %" PRIu64, seed);
+  }
   mz_future_destroy(f[0]);
   mz_future_destroy(f[1]);
   mz_graph_destroy(g);
   for (int i = 0; i < NIN; i++) mz_buffer_release(in[i]);
   for (unsigned i = 0; i < nn; i++) mz_buffer_release(out[i]);
   OK(rt, mz_runtime_wait_idle(rt));
+  /* Every copy is freed with its buffer (the last references may go with
+   * a finished run's teardown, a moment after mz_runtime_wait_idle). */
+  for (unsigned d = 0; d < mz_runtime_device_count(rt); d++) {
+    for (int ms = 0; ms < 2000 && mz__mem_used(rt, d, false); ms++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    cr_expect_eq(mz__mem_used(rt, d, false), 0, "seed %" PRIu64 ": device %u still holds memory", seed, d);
+  }
+  if (limit) tl->limited++;
+  OK(rt, mz__memlimit_set(rt, env->limit_kind, 0));
   OK(rt, mz__faults_set(rt, NULL));
   for (unsigned d = 0; d < mz_runtime_device_count(rt); d++) mz__fault_revive(rt, d);
   tl->runs++;
@@ -676,10 +702,11 @@ static bool random_dag_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   return true;
 }
 
-static void env_open(struct rtenv *env, const char *devices, bool data_everywhere) {
+static void env_open(struct rtenv *env, const char *devices, bool data_everywhere, mz_device_kind limit_kind) {
   memset(env, 0, sizeof *env);
   env->devices = devices;
   env->data_everywhere = data_everywhere;
+  env->limit_kind = limit_kind;
   env->rt = open_rt(devices);
   if (env->rt) env->mix = kernel(env->rt, "mix", "mixk", (void *)env->ran_cpu);
 }
@@ -692,9 +719,9 @@ Test(faults, random_runs, .timeout = 600) {
   e = getenv("MZ_FAULT_SEED");
   if (e && *e) base = strtoull(e, NULL, 0);
   struct rtenv envs[3];
-  env_open(&envs[0], "cpu:2;sim:dev*2", false);
-  env_open(&envs[1], "sim:gpu*3", false);
-  env_open(&envs[2], "cpu:1,opencl", true);
+  env_open(&envs[0], "cpu:2;sim:dev*2", false, MZ_DEVICE_SIM);
+  env_open(&envs[1], "sim:gpu*3", false, MZ_DEVICE_SIM);
+  env_open(&envs[2], "cpu:1,opencl", true, MZ_DEVICE_OPENCL);
   unsigned first = 0; /* MZ_FAULT_FIRST=i: start at run i (to replay a failing seed) */
   e = getenv("MZ_FAULT_FIRST");
   if (e && *e) first = (unsigned)atoi(e);
@@ -717,10 +744,20 @@ Test(faults, random_runs, .timeout = 600) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  struct mz__mem_stats ms = {0};
+  for (int i = 0; i < 3; i++) {
+    struct mz__mem_stats m1;
+    mz__mem_stats(envs[i].rt, &m1);
+    ms.evictions += m1.evictions;
+    ms.waits += m1.waits;
+    if (m1.max_copy_evictions > ms.max_copy_evictions) ms.max_copy_evictions = m1.max_copy_evictions;
+  }
   printf("faults: %u runs, %u hangs, %u futures resolved, %u results checked correct (%u runs with a fault "
-         "fired, %u with failed nodes, %u on OpenCL%s; seeds %#" PRIx64 "+%u..%u, %.1f s)\n",
-         tl.runs, tl.hangs, tl.resolved, tl.checked, tl.fired, tl.failed_runs, opencl_runs,
-         envs[2].rt ? "" : ": no OpenCL device", base, first, first + total - 1, secs);
+         "fired, %u with failed nodes, %u on OpenCL%s, %u under a memory limit: %" PRIu64 " evictions, %" PRIu64
+         " waits, at most %" PRIu64 " of one copy; seeds %#" PRIx64 "+%u..%u, %.1f s)\n",
+         tl.runs, tl.hangs, tl.resolved, tl.checked, tl.fired, tl.failed_runs, opencl_runs, 
+         envs[2].rt ? "" : ": no OpenCL device", tl.limited, ms.evictions, ms.waits, ms.max_copy_evictions, base,
+         first, first + total - 1, secs);
   fflush(stdout);
   cr_expect_eq(tl.resolved, tl.futures);
   cr_expect_eq(tl.hangs, 0);
