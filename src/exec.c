@@ -178,7 +178,9 @@ static void place(mz_op *op, struct work *w) {
     finish(op, q, why, w);
     return;
   }
-  t->queue = q;
+  /* Atomic: policies read the queues of predecessors (mz_task_queue), also
+   * of one in an earlier run that is being placed right now. */
+  __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED);
   struct mz__queue *Q = rt->queues[q];
   unsigned nw = 0;
   bool device_side = true;
@@ -487,6 +489,7 @@ struct mz__proxy {
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
+  bool joined;                /* the thread has been joined (mz__proxy_stop) */
   struct mz_device *dev;
 };
 
@@ -576,7 +579,14 @@ static void demote(mz_op *op, int why, struct work *w) {
     t->fixed = false;
     t->deferred = true; /* placed again (choose falls back past dead devices) */
   }
-  if (why == MZ__EMEMWAIT && mz__mem_park(&t->exec)) return; /* resumed by a node's end */
+  if (why == MZ__EMEMWAIT) {
+    size_t nw = 0;
+    mz_op **woken = NULL;
+    bool parked = mz__mem_park(&t->exec, &woken, &nw);
+    for (size_t i = 0; i < nw; i++) resume(woken[i], w);
+    free(woken);
+    if (parked) return; /* resumed by a node's end */
+  }
   resume(op, w);
 }
 
@@ -870,10 +880,20 @@ int mz__proxy_start(struct mz_device *dev) {
 
 void mz__proxy_stop(struct mz_device *dev) {
   struct mz__proxy *p = dev->proxy;
-  if (!p) return;
+  if (!p || p->joined) return;
   atomic_store(&p->stop, true);
   mz__parker_wake(&p->park);
   pthread_join(p->thread, NULL);
+  p->joined = true;
+}
+
+/* Free it only once the CPU workers are joined too: a worker that hands a
+ * node to this device may still be waking its parker after that node ended
+ * the last run (found by issue 7's random runs under ThreadSanitizer). */
+void mz__proxy_free(struct mz_device *dev) {
+  struct mz__proxy *p = dev->proxy;
+  if (!p) return;
+  mz__proxy_stop(dev);
   mz__parker_fini(&p->park);
   free(p);
   dev->proxy = NULL;

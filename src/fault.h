@@ -35,6 +35,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "maize.h"
 
@@ -95,6 +96,8 @@ uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev);
 /* Bytes maize holds on device dev now, or (peak) the most it ever held
  * while limits were on. */
 uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev, bool peak);
+/* Debugging: the devices' memory state, parked nodes and pins. */
+void mz__mem_dump(const mz_runtime *rt, FILE *f);
 /* Start the peak over from what is held now. */
 void mz__mem_peak_reset(mz_runtime *rt, unsigned dev);
 
@@ -147,7 +150,8 @@ void mz__mem_pin_src(mz_buffer *b, unsigned m);
 struct mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n);
 /* The node got MZ__EMEMWAIT: unpin its copies and park it until an op on
  * its device finishes.  False when nothing there could release memory any
- * more: retry at once (the retry ends in success or MZ_ENOMEM). */
-bool mz__mem_park(struct mz__exec *e);
+ * more: retry at once (the retry ends in success or MZ_ENOMEM), and so do
+ * the nodes parked there before, returned in *woken (malloc'd, *nwoken). */
+bool mz__mem_park(struct mz__exec *e, struct mz_op ***woken, size_t *nwoken);
 
 #endif

@@ -331,7 +331,8 @@ void mz__run_unref(struct mz__run *r);
 int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 int mz__proxy_start(struct mz_device *dev);
-void mz__proxy_stop(struct mz_device *dev);
+void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */
+void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU workers are joined) */
 
 /* ---- runtime ---- */
 

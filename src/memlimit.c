@@ -24,6 +24,7 @@
  * Locks: the device's mutex, then a buffer's fetch_lock (trylock only),
  * then its spinlock.  Nothing here takes rt->lock. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,8 +177,8 @@ static void unpin_own(struct mz__exec *e, unsigned m) {
   }
 }
 
+/* md->m held. */
 static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
-  pthread_mutex_lock(&md->m);
   if (md->npark) {
     if (*n + md->npark > *cap) {
       size_t nc = *n + md->npark + 8;
@@ -190,7 +191,6 @@ static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
     *n += md->npark;
     md->npark = 0;
   }
-  pthread_mutex_unlock(&md->m);
 }
 
 mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
@@ -198,13 +198,22 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
   struct mz__memlimit *ml = dev->rt->ml;
   unsigned m = dev->memnode;
   struct mz__task *t = e->node->t;
-  unpin_own(e, m);
   mz_op **v = NULL;
   size_t cap = 0;
   *n = 0;
+  /* Pins drop only under the device's mutex, so an allocation that holds
+   * it sees no copy turn evictable between its search for a victim and its
+   * check for pinned copies (which would fail it with MZ_ENOMEM). */
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  unpin_own(e, m);
+  take_parked(md, &v, n, &cap);
+  pthread_mutex_unlock(&md->m);
   for (unsigned i = 0; i < e->nxfer; i++) {
     struct mz__xfer *x = &e->xfers[i];
     if (!x->src_dev) continue;
+    struct memdev *ms = &ml->md[x->src_dev->info.index];
+    pthread_mutex_lock(&ms->m);
     for (unsigned a = 0; a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
       mz__spin_lock(&b->lock);
@@ -213,9 +222,9 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
       mz__spin_unlock(&b->lock);
       if (hit) break;
     }
-    take_parked(&ml->md[x->src_dev->info.index], &v, n, &cap);
+    take_parked(ms, &v, n, &cap);
+    pthread_mutex_unlock(&ms->m);
   }
-  take_parked(&ml->md[dev->info.index], &v, n, &cap);
   return v;
 }
 
@@ -233,23 +242,31 @@ static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own
   return false;
 }
 
-bool mz__mem_park(struct mz__exec *e) {
+bool mz__mem_park(struct mz__exec *e, mz_op ***woken, size_t *nwoken) {
   struct mz_device *dev = e->queue->dev;
   struct memdev *md = &dev->rt->ml->md[dev->info.index];
+  size_t cap = 0;
+  *woken = NULL;
+  *nwoken = 0;
   pthread_mutex_lock(&md->m);
   unpin_own(e, dev->memnode);
   bool park = any_pinned(md, dev->memnode, NULL);
   if (park) {
     if (md->npark == md->cappark) {
-      size_t cap = md->cappark ? md->cappark * 2 : 16;
-      mz_op **v = realloc(md->parked, cap * sizeof *v);
+      size_t cap2 = md->cappark ? md->cappark * 2 : 16;
+      mz_op **v = realloc(md->parked, cap2 * sizeof *v);
       if (v) {
         md->parked = v;
-        md->cappark = cap;
+        md->cappark = cap2;
       }
     }
     park = md->npark < md->cappark;
     if (park) md->parked[md->npark++] = e->node;
+  } else {
+    /* Nothing here holds memory any more: the nodes parked before, which
+     * may have waited for this one's pins, retry too (no node would end
+     * to wake them). */
+    take_parked(md, woken, nwoken, &cap);
   }
   pthread_mutex_unlock(&md->m);
   if (park) atomic_fetch_add_explicit(&dev->rt->ml->waits, 1, memory_order_relaxed);
@@ -274,7 +291,8 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
   mz__spin_lock(&b->lock);
   struct mz__copy *c = &b->copies[m];
   void *mem = c->mem;
-  if (!mem || c->pins) {
+  if (!mem || c->pins) { /* changed since it was picked: look again */
+    *busy = true;
     mz__spin_unlock(&b->lock);
     pthread_mutex_unlock(&b->fetch_lock);
     return false;
@@ -320,7 +338,7 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
 
 /* The least recently used evictable copy on dev not tried yet, with a
  * reference taken on its buffer (NULL when none).  md->m held. */
-static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, size_t ntried) {
+static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, size_t ntried, bool *busy) {
   mz_buffer *best = NULL;
   uint64_t best_stamp = UINT64_MAX;
   for (size_t i = 0; i < md->nres; i++) {
@@ -328,6 +346,10 @@ static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, 
     bool skip = false;
     for (size_t j = 0; j < ntried && !skip; j++) skip = tried[j] == b;
     if (skip) continue;
+    if (atomic_load(&b->refs) <= 0) { /* being released: its bytes come back in a moment */
+      *busy = true;
+      continue;
+    }
     mz__spin_lock(&b->lock);
     const struct mz__copy *c = &b->copies[m];
     /* The bound: a copy is evicted at most once per use. */
@@ -344,6 +366,7 @@ static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, 
   int r = atomic_load(&best->refs);
   while (r > 0 && !atomic_compare_exchange_weak(&best->refs, &r, r + 1)) {
   }
+  if (r <= 0) *busy = true;
   return r > 0 ? best : NULL;
 }
 
@@ -375,7 +398,7 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
     mz_buffer *v = NULL;
     if (md->limit && b->bytes > md->limit) {
       rc = MZ_ENOMEM; /* could never fit */
-    } else if ((v = pick_victim(md, dev->memnode, tried, ntried)) != NULL) {
+    } else if ((v = pick_victim(md, dev->memnode, tried, ntried, &busy)) != NULL) {
       if (ntried == captried) {
         size_t cap = captried ? captried * 2 : 8;
         mz_buffer **nv = realloc(tried, cap * sizeof *nv);
@@ -465,4 +488,28 @@ void mz__mem_peak_reset(mz_runtime *rt, unsigned dev) {
   pthread_mutex_lock(&md->m);
   md->peak = md->used;
   pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_dump(const mz_runtime *rt, FILE *f) {
+  if (!rt || !rt->ml) return;
+  struct mz__memlimit *ml = rt->ml;
+  for (unsigned d = 0; d < ml->ndev; d++) {
+    struct memdev *md = &ml->md[d];
+    unsigned m = rt->devs[d]->memnode;
+    pthread_mutex_lock(&md->m);
+    fprintf(f, "dev %u: used %llu limit %llu evicting %u parked %zu resident %zu\n", d, (unsigned long long)md->used,
+            (unsigned long long)md->limit, md->evicting, md->npark, md->nres);
+    for (size_t i = 0; i < md->npark; i++) {
+      mz_op *op = md->parked[i];
+      fprintf(f, "  parked node %u state %d host_wait %d unfin %u unsub %u\n", op->id, atomic_load(&op->t->state),
+              op->t->host_wait, atomic_load(&op->t->unfin), atomic_load(&op->t->unsub));
+    }
+    for (size_t i = 0; m && i < md->nres; i++) {
+      mz_buffer *b = md->res[i].b;
+      mz__spin_lock(&b->lock);
+      fprintf(f, "  res %p pins %u mem %p\n", (void *)b, b->copies[m].pins, b->copies[m].mem);
+      mz__spin_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&md->m);
+  }
 }

@@ -183,11 +183,19 @@ static void runtime_free(mz_runtime *rt) {
   }
   mz__fault_fini(rt); /* issue 7: after the buffers, whose copies it accounts */
   mz__memlimit_fini(rt);
-  for (unsigned d = 0; d < rt->ndev; d++) {
+  /* The CPU (device 0) last, submission threads after it (issue 7, found
+   * by ThreadSanitizer): a thread that hands a node to another device (the
+   * simulator's engine to a CPU worker, a CPU worker to a submission
+   * thread) still wakes it after the node may have ended the last run. */
+  for (unsigned d = rt->ndev; d-- > 0;) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned q = 0; q < dev->nqueues; q++)
       if (dev->ops->queue_fini && (dev->queues[q].priv || dev->ops->queue_init)) dev->ops->queue_fini(&dev->queues[q]);
     if (dev->ops->destroy) dev->ops->destroy(dev);
+  }
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    struct mz_device *dev = rt->devs[d];
+    mz__proxy_free(dev);
     free(dev->queues);
     free(dev);
   }
