@@ -125,19 +125,17 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
   mz__spin_lock(&b->lock);
   if (b->copies[0].state == MZ__INVALID) {
     /* Issue 7: not from a dead device, and not from a copy whose transfer
-     * in may not have run yet (another device's reader planned it) when a
-     * settled copy exists: that copy would read as garbage. */
-    unsigned src = 0, pending = 0;
+     * in may not have run yet (another device's reader planned it): it
+     * would read as garbage.  Its source is valid too, unless that was on
+     * a device that died since: then no copy can be read. */
+    unsigned src = 0;
     for (unsigned m = 1; m < rt->nmem && !src; m++) {
       const struct mz__copy *c = &b->copies[m];
       if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
-      if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) {
-        if (!pending) pending = m;
+      if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
         continue;
-      }
       src = m;
     }
-    if (!src) src = pending;
     void *mem = src ? b->copies[src].mem : NULL;
     mz__spin_unlock(&b->lock);
     if (!src) {

@@ -273,18 +273,14 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   } else {
     unsigned src = 0;
     /* Issue 7: not a dead device's copy, nor one whose own transfer in may
-     * not have run yet when a settled copy exists (see mz__buffer_fetch_host). */
-    unsigned pending = 0;
+     * not have run yet (see mz__buffer_fetch_host). */
     for (unsigned k = 1; k < rt->nmem && !src; k++) {
       const struct mz__copy *ck = &b->copies[k];
       if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) {
-        if (!pending) pending = k;
+      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
         continue;
-      }
       src = k;
     }
-    if (!src) src = pending;
     if (!src) {
       *why = "no valid copy of a buffer exists";
       return MZ_EDEVICE;

@@ -606,7 +606,8 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
     if (rs[i] == MZ_OK) {
       bool pa_ok = pa[i] < 0 || rs[pa[i]] == MZ_OK || (dead_run && rs[pa[i]] == MZ_EDEVICE);
       bool pb_ok = pb[i] < 0 || rs[pb[i]] == MZ_OK || (dead_run && rs[pb[i]] == MZ_EDEVICE);
-      cr_expect(pa_ok && pb_ok, "seed %" PRIu64 ": node %u succeeded after a failed predecessor", seed, i);
+      cr_expect(pa_ok && pb_ok, "seed %" PRIu64 ": node %u succeeded after a failed predecessor (%d: %s, %d: %s)", seed,
+                i, pa[i], pa[i] < 0 ? "input" : mz_err_name(rs[pa[i]]), pb[i], pb[i] < 0 ? "input" : mz_err_name(rs[pb[i]]));
       if (verifiable[i]) {
         cr_expect_eq(memcmp(got, ref[NIN + i], sizeof got), 0,
                      "seed %" PRIu64 ": node %u (%s, %s, fault kind %u at %" PRIu64 ", device %u) is wrong", seed, i,
