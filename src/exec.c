@@ -329,6 +329,15 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   e->nxfer = 0;
   e->status = 0;
   e->t_start = e->t_end = 0;
+  /* A predecessor failed before this node reached its device (issue 7,
+   * found with faults injected at planning): do not run it on garbage.
+   * Its own successors are then canceled before they are planned; had it
+   * run, one on another queue could complete before it and be counted a
+   * success, as completions of different batches come in any order. */
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
+    *why = "a node it depends on failed";
+    return MZ_ECANCELED;
+  }
   if (t->kernel) {
     int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
     if (rc) {

@@ -297,9 +297,16 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
     pthread_mutex_unlock(&b->fetch_lock);
     return false;
   }
+  /* Another copy counts only when it is settled: one whose transfer in
+   * has not run yet (its reader may be finishing right now) cannot be
+   * read back, so this copy is then written back first. */
   bool only = c->state != MZ__INVALID;
-  for (unsigned k = 0; k < rt->nmem && only; k++)
-    if (k != m && b->copies[k].state != MZ__INVALID && !mz__mem_lost(rt, k)) only = false;
+  for (unsigned k = 0; k < rt->nmem && only; k++) {
+    const struct mz__copy *o = &b->copies[k];
+    if (k == m || o->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
+    if (o->fetcher && atomic_load_explicit(&o->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) continue;
+    only = false;
+  }
   void *tmp = NULL;
   if (only) {
     /* Read into scratch first: until the states are checked again below,
