@@ -203,12 +203,10 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
   *n = 0;
   /* Pins drop only under the device's mutex, so an allocation that holds
    * it sees no copy turn evictable between its search for a victim and its
-   * check for pinned copies (which would fail it with MZ_ENOMEM). */
-  struct memdev *md = &ml->md[dev->info.index];
-  pthread_mutex_lock(&md->m);
-  unpin_own(e, m);
-  take_parked(md, &v, n, &cap);
-  pthread_mutex_unlock(&md->m);
+   * check for pinned copies (which would fail it with MZ_ENOMEM).  The
+   * sources of peer transfers first: they are found through this node's
+   * own copies, which may be evicted once unpinned (a pin left behind
+   * would make nodes wait for memory forever). */
   for (unsigned i = 0; i < e->nxfer; i++) {
     struct mz__xfer *x = &e->xfers[i];
     if (!x->src_dev) continue;
@@ -225,6 +223,11 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
     take_parked(ms, &v, n, &cap);
     pthread_mutex_unlock(&ms->m);
   }
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  unpin_own(e, m);
+  take_parked(md, &v, n, &cap);
+  pthread_mutex_unlock(&md->m);
   return v;
 }
 
