@@ -336,6 +336,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     t->queue = -1;
     t->status = 0;
     t->deferred = t->fixed = t->host_wait = false;
+    atomic_store_explicit(&t->rerouted, false, memory_order_relaxed); /* issue 7 */
     t->policy_word = 0;
     t->exec.node = op;
     t->exec.nargs = t->nparams;

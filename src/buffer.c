@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
@@ -103,6 +104,10 @@ void mz_buffer_release(mz_buffer *b) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER) || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = b->rt;
   for (unsigned m = 1; m < rt->nmem; m++) {
+    if (rt->ml) { /* issue 7: an eviction may be freeing it right now */
+      mz__mem_drop(rt->mem_dev[m], b);
+      continue;
+    }
     if (b->copies[m].mem) {
       struct mz_device *dev = rt->mem_dev[m];
       dev->ops->mem_free(dev, b->copies[m].mem);
@@ -139,13 +144,22 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
   int rc = MZ_OK;
   mz__spin_lock(&b->lock);
   if (b->copies[0].state == MZ__INVALID) {
+    /* Issue 7: not from a dead device, and not from a copy whose transfer
+     * in may not have run yet (another device's reader planned it): it
+     * would read as garbage.  Its source is valid too, unless that was on
+     * a device that died since: then no copy can be read. */
     unsigned src = 0;
-    for (unsigned m = 1; m < rt->nmem && !src; m++)
-      if (b->copies[m].state != MZ__INVALID) src = m;
+    for (unsigned m = 1; m < rt->nmem && !src; m++) {
+      const struct mz__copy *c = &b->copies[m];
+      if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
+      if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
+        continue;
+      src = m;
+    }
     void *mem = src ? b->copies[src].mem : NULL;
     mz__spin_unlock(&b->lock);
     if (!src) {
-      rc = MZ_EDEVICE; /* cannot happen: some copy is always valid */
+      rc = MZ_EDEVICE; /* the only valid copy was on a device that died */
     } else {
       struct mz_device *dev = rt->mem_dev[src];
       rc = dev->ops->mem_read(dev, mem, b->host, b->bytes);

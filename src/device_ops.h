@@ -253,7 +253,9 @@ void mz__batch_done(struct mz__batch *b);
 /* For devices with host_memory: plan exec e (read stale inputs back into
  * host memory, update copy states, fill e->args) right before running it,
  * on the thread that runs it.  On failure e->message says why, and the
- * backend finishes the node with the returned code.  Such devices' submit
+ * backend finishes the node with the returned code (which may be one of the
+ * core's internal retry codes, src/fault.h: pass it on unchanged; the core
+ * then takes the node back instead of finishing it).  Such devices' submit
  * receives execs that are not planned yet.  Thread: a worker (never a
  * completion callback).  Locks: none held. */
 int mz__exec_prepare(struct mz__exec *e);

@@ -19,6 +19,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "internal.h"
 
 enum { W_PLACE, W_READY };
@@ -85,6 +86,28 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   return dev->kernels && dev->ops->can_run(dev, k);
 }
 
+/* Issue 7: the queue the plan or the policy named is on a dead device, or
+ * the node was taken back from one: the capable queue with the shortest
+ * backlog (the first on ties), else MZ_EDEVICE. */
+static int fallback(mz_runtime *rt, mz_op *op, const char **why) {
+  int best = -1;
+  unsigned best_backlog = 0;
+  for (unsigned i = 0; i < rt->nq; i++) {
+    if (!mz__can_run(rt, op, i)) continue;
+    unsigned bl = atomic_load_explicit(&rt->queues[i]->backlog, memory_order_relaxed);
+    if (best < 0 || bl < best_backlog) {
+      best = (int)i;
+      best_backlog = bl;
+    }
+  }
+  if (best < 0) *why = "its device failed and no other enabled device can run it";
+  return best >= 0 ? best : MZ_EDEVICE;
+}
+
+static bool queue_dead(const mz_runtime *rt, int q) {
+  return q >= 0 && (unsigned)q < rt->nq && atomic_load_explicit(&rt->queues[q]->dev->dead, memory_order_relaxed);
+}
+
 /* Ask the policy; returns a valid queue, MZ_POLICY_DEFER, or a negative
  * error with a message in *why. */
 static int choose(mz_op *op, bool ready, const char **why) {
@@ -93,6 +116,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
   mz_runtime *rt = r->rt;
   if (t->fixed) {
     if (!mz__can_run(rt, op, (unsigned)t->queue)) {
+      if (queue_dead(rt, t->queue)) return fallback(rt, op, why); /* issue 7 */
       *why = "the plan put the node on a queue that cannot run it";
       return MZ_EPOLICY;
     }
@@ -100,6 +124,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
   }
   const struct mz_policy_ops *po = rt->pol[r->policy];
   if (!po->select) {
+    if (atomic_load_explicit(&t->rerouted, memory_order_relaxed)) return fallback(rt, op, why); /* issue 7 */
     *why = "the policy's plan left the node unplaced and it has no select";
     return MZ_EPOLICY;
   }
@@ -114,6 +139,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
     return MZ_EPOLICY;
   }
   if (!mz__can_run(rt, op, (unsigned)q)) {
+    if (queue_dead(rt, q)) return fallback(rt, op, why); /* issue 7 */
     bool any = false;
     for (unsigned i = 0; i < rt->nq && !any; i++) any = mz__can_run(rt, op, i);
     *why = any ? "the policy chose a queue whose device cannot run the node"
@@ -152,7 +178,9 @@ static void place(mz_op *op, struct work *w) {
     finish(op, q, why, w);
     return;
   }
-  t->queue = q;
+  /* Atomic: policies read the queues of predecessors (mz_task_queue), also
+   * of one in an earlier run that is being placed right now. */
+  __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED);
   struct mz__queue *Q = rt->queues[q];
   unsigned nw = 0;
   bool device_side = true;
@@ -164,8 +192,9 @@ static void place(mz_op *op, struct work *w) {
       device_side = false;
       break;
     }
-    if (p->t->queue == q) continue; /* in-order queue */
-    struct mz__queue *P = rt->queues[p->t->queue];
+    int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* issue 7: a rerouted one's may change */
+    if (pq == q) continue; /* in-order queue */
+    struct mz__queue *P = rt->queues[pq];
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
         (P->dev == Q->dev || s >= MZ__T_FLUSHED)) {
       t->exec.waits[nw++] = &p->t->exec;
@@ -197,7 +226,7 @@ static void ready(mz_op *op, struct work *w) {
       finish(op, q, why, w);
       return;
     }
-    t->queue = q;
+    __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* issue 7: successors may read it */
   }
   t->exec.nwait = 0;
   submit(op, (unsigned)t->queue, w);
@@ -231,6 +260,10 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       return MZ_OK;
     }
   }
+  if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_TRANSFER)) { /* issue 7 */
+    *why = "injected fault: a transfer into the device failed";
+    return MZ_EDEVICE;
+  }
   struct mz__xfer *x = &e->xfers[e->nxfer];
   memset(x, 0, sizeof *x);
   x->dst = c->mem;
@@ -239,8 +272,15 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     x->src_host = b->host;
   } else {
     unsigned src = 0;
-    for (unsigned k = 1; k < rt->nmem && !src; k++)
-      if (k != m && b->copies[k].state != MZ__INVALID) src = k;
+    /* Issue 7: not a dead device's copy, nor one whose own transfer in may
+     * not have run yet (see mz__buffer_fetch_host). */
+    for (unsigned k = 1; k < rt->nmem && !src; k++) {
+      const struct mz__copy *ck = &b->copies[k];
+      if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
+      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
+        continue;
+      src = k;
+    }
     if (!src) {
       *why = "no valid copy of a buffer exists";
       return MZ_EDEVICE;
@@ -249,6 +289,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     if (sd->ops == dev->ops && dev->ops->can_copy_peer && dev->ops->can_copy_peer(dev, sd)) {
       x->src_dev = sd;
       x->src = b->copies[src].mem;
+      if (rt->ml) mz__mem_pin_src(b, src); /* issue 7: not evicted until e finishes */
       if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
     } else {
       /* Across backends: through host memory.  The producer has finished,
@@ -277,7 +318,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
  * runs, reading stale inputs back at once; planning there rather than at
  * submission keeps a reader on one worker from trusting a host copy that
  * another worker has planned but not yet fetched. */
-static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
+static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
   struct mz__task *t = op->t;
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
@@ -288,6 +329,15 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   e->nxfer = 0;
   e->status = 0;
   e->t_start = e->t_end = 0;
+  /* A predecessor failed before this node reached its device (issue 7,
+   * found with faults injected at planning): do not run it on garbage.
+   * Its own successors are then canceled before they are planned; had it
+   * run, one on another queue could complete before it and be counted a
+   * success, as completions of different batches come in any order. */
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
+    *why = "a node it depends on failed";
+    return MZ_ECANCELED;
+  }
   if (t->kernel) {
     int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
     if (rc) {
@@ -296,11 +346,48 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     }
   }
   uint64_t moved = 0, fetched = 0;
-  /* With host memory only, the host copy is the only one: nothing to plan. */
-  for (unsigned a = 0; rt->nmem > 1 && a < t->nacc; a++) {
+  /* Device memory first, for every buffer, before any copy state changes:
+   * a node that must wait for memory (issue 7) retries with nothing to undo. */
+  for (unsigned a = 0; m && a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    struct mz__copy *c = &b->copies[m];
+    mz__spin_lock(&b->lock);
+    bool have = c->mem != NULL;
+    mz__spin_unlock(&b->lock);
+    if (have) continue;
+    void *mem = NULL;
+    const char *mwhy = NULL;
+    int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem, &mwhy)
+                                                       : dev->ops->mem_alloc(dev, b->bytes, &mem);
+    if (rc) {
+      *why = mwhy ? mwhy : "cannot allocate device memory for a buffer";
+      return rc;
+    }
+    mz__spin_lock(&b->lock);
+    bool lost_race = c->mem != NULL;
+    if (!lost_race) c->mem = mem;
+    mz__spin_unlock(&b->lock);
+    if (lost_race) {
+      if (rt->ml) mz__mem_free(dev, b, mem);
+      else dev->ops->mem_free(dev, mem);
+    }
+  }
+  /* With host memory only (and no fault injection), the host copy is the
+   * only one: nothing to plan. */
+  for (unsigned a = 0; (rt->nmem > 1 || rt->faults) && a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
     if (!m) {
+      if (__builtin_expect(rt->faults != NULL, 0)) { /* issue 7: the CPU's transfer and allocation faults */
+        if ((mode & 1) && mz__fault_host_transfer(rt, b)) {
+          *why = "injected fault: reading an input back from its device failed";
+          return MZ_EDEVICE;
+        }
+        if ((mode & 2) && mz__fault_hit(rt, MZ__FAULT_ALLOC)) {
+          *why = "injected fault: no memory for a buffer the node writes";
+          return MZ_ENOMEM;
+        }
+      }
       if (mode & 1) {
         int rc = mz__buffer_fetch_host(b, &fetched);
         if (rc) {
@@ -376,6 +463,20 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   return MZ_OK;
 }
 
+/* Issue 7: faults, memory limits and dead devices are checked first (one
+ * predictable branch when all are off), and a plan that fails leaves no
+ * promise of a copy that its transfer will now never make. */
+static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
+  mz_runtime *rt = op->t->run->rt;
+  if (__builtin_expect(rt->faults || rt->ml || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
+    int rc = mz__fault_plan(op, Q, why);
+    if (rc) return rc;
+  }
+  int rc = plan_exec_body(op, Q, why, log);
+  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&op->t->exec);
+  return rc;
+}
+
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
   char *log = NULL;
@@ -395,6 +496,7 @@ struct mz__proxy {
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
+  bool joined;                /* the thread has been joined (mz__proxy_stop) */
   struct mz_device *dev;
 };
 
@@ -408,7 +510,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
    * it, and if no successor of this run waits on it, the run (and the graph
    * holding the task) may be gone before this function returns.  With
    * successors left, the run cannot end before they are released below. */
-  unsigned nsucc = t->nsucc_run;
+  unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run; /* issue 7 */
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;
@@ -423,8 +525,14 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
       t->b1e[0] = &t->exec;
       t->b1.execs = t->b1e;
       atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
-      rc = dev->ops->submit(Q, &t->b1);
-      if (rc) why = "the device refused the submission";
+      if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) { /* issue 7 */
+        rc = MZ_EDEVICE;
+        why = "injected fault: the device refused the submission";
+      } else {
+        rc = dev->ops->submit(Q, &t->b1);
+        if (rc) why = "the device refused the submission";
+      }
+      if (rc) mz__exec_unplan(&t->exec);
     }
     if (rc) {
       /* Successors are released below; the failure cancels them. */
@@ -449,10 +557,54 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
 
 static void run_complete(struct mz__run *r);
 
+/* ---- issue 7: nodes taken back from their queue ---- */
+
+/* Back to the host-side path: submitted once every predecessor is done. */
+static void resume(mz_op *op, struct work *w) {
+  struct mz__task *t = op->t;
+  if (t->host_wait) {
+    work_push(w, op, W_READY); /* came through ready(): its predecessors are done */
+  } else {
+    t->host_wait = true;
+    release_gate(op, w);
+  }
+}
+
+/* The plan said the node cannot go on where it is (a dead device, a
+ * predecessor taken back, no memory yet): undo its hand-off to the queue.
+ * It keeps its successors (released by its first submit, never again). */
+static void demote(mz_op *op, int why, struct work *w) {
+  struct mz__task *t = op->t;
+  mz_runtime *rt = t->run->rt;
+  atomic_fetch_sub_explicit(&rt->queues[t->queue]->backlog, 1, memory_order_relaxed);
+  free(t->exec.message);
+  t->exec.message = NULL;
+  t->exec.nwait = 0;
+  atomic_store_explicit(&t->rerouted, true, memory_order_release);
+  atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+  if (why == MZ__ERETRY) {
+    t->fixed = false;
+    t->deferred = true; /* placed again (choose falls back past dead devices) */
+  }
+  if (why == MZ__EMEMWAIT) {
+    size_t nw = 0;
+    mz_op **woken = NULL;
+    bool parked = mz__mem_park(&t->exec, &woken, &nw);
+    for (size_t i = 0; i < nw; i++) resume(woken[i], w);
+    free(woken);
+    if (parked) return; /* resumed by a node's end */
+  }
+  resume(op, w);
+}
+
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   struct mz__task *t = op->t;
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
+  if (__builtin_expect(status <= MZ__ERETRY, 0)) { /* issue 7: not an end, see demote */
+    demote(op, status, w);
+    return;
+  }
   if (status == MZ_OK && atomic_load_explicit(&t->pred_failed, memory_order_acquire)) status = MZ_ECANCELED;
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = NULL;
@@ -501,6 +653,12 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       }
     }
     if (rt->tracing) mz__trace_task(rt, op);
+    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* issue 7: release pins, wake waiters */
+      size_t nw = 0;
+      mz_op **woken = mz__mem_unpin(e, &nw);
+      for (size_t i = 0; i < nw; i++) resume(woken[i], w);
+      free(woken);
+    }
   }
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
@@ -525,7 +683,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   }
   /* A task that never reached a queue still holds its successors' unsub
    * counts: release them so they are placed (and canceled). */
-  if (!was_queued) {
+  if (!was_queued && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
     for (unsigned i = 0; i < t->nsucc_run; i++) {
       mz_op *s = t->succs.v[i];
       if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
@@ -654,9 +812,14 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
     runs[i] = ops[i]->t->run; /* keep the nodes alive past a fast callback */
     atomic_fetch_add(&runs[i]->refs, 1);
   }
-  int rc = Q->dev->ops->submit(Q, b);
+  mz_runtime *rt = Q->dev->rt;
+  bool injected = __builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE); /* issue 7 */
+  int rc = injected ? MZ_EDEVICE : Q->dev->ops->submit(Q, b);
   if (rc) {
-    for (unsigned i = 0; i < n; i++) finish(ops ? ops[i] : b->execs[i]->node, rc, "the device refused the submission", w);
+    for (unsigned i = 0; i < n; i++) mz__exec_unplan(b->execs[i]);
+    for (unsigned i = 0; i < n; i++)
+      finish(ops ? ops[i] : b->execs[i]->node, rc,
+             injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);
     free(b->execs);
     free(b);
   } else if (ops) {
@@ -696,6 +859,10 @@ static void *proxy_main(void *arg) {
     work_init(&w);
     const char *why = NULL;
     char *log = NULL;
+    /* Flush another queue's batch before planning (issue 7): a plan may
+     * wait on the device for a transfer in that batch, and if the device
+     * refuses the batch, the transfer's copy must read as invalid by then. */
+    if (b && b->queue != Q) proxy_flush(p, &b, &w);
     int rc = plan_exec(op, Q, &why, &log);
     if (rc) {
       proxy_flush(p, &b, &w);
@@ -756,10 +923,20 @@ int mz__proxy_start(struct mz_device *dev) {
 
 void mz__proxy_stop(struct mz_device *dev) {
   struct mz__proxy *p = dev->proxy;
-  if (!p) return;
+  if (!p || p->joined) return;
   atomic_store(&p->stop, true);
   mz__parker_wake(&p->park);
   pthread_join(p->thread, NULL);
+  p->joined = true;
+}
+
+/* Free it only once the CPU workers are joined too: a worker that hands a
+ * node to this device may still be waking its parker after that node ended
+ * the last run (found by issue 7's random runs under ThreadSanitizer). */
+void mz__proxy_free(struct mz_device *dev) {
+  struct mz__proxy *p = dev->proxy;
+  if (!p) return;
+  mz__proxy_stop(dev);
   mz__parker_fini(&p->park);
   free(p);
   dev->proxy = NULL;

@@ -154,6 +154,12 @@ struct mz__copy {
    * may not have run yet (device memory only; cleared when its run ends).
    * A reader on another queue must wait for it or copy again. */
   struct mz__exec *fetcher;
+  /* Memory limits (issue 7, src/memlimit.c; used only when rt->ml is on),
+   * guarded by the buffer's lock: ops planned with this copy and not yet
+   * finished (an evictable copy has none), ops ever planned with it,
+   * evictions so far, and the last use for LRU order. */
+  uint32_t pins, uses, evictions;
+  uint64_t stamp;
 };
 
 struct mz_buffer {
@@ -264,6 +270,7 @@ struct mz__task {
   _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
+  _Atomic bool rerouted;      /* issue 7: taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
   int queue;                  /* -1 until placed */
   int status;
@@ -379,7 +386,8 @@ void mz__run_unref(struct mz__run *r);
 int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 int mz__proxy_start(struct mz_device *dev);
-void mz__proxy_stop(struct mz_device *dev);
+void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */
+void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU workers are joined) */
 
 /* ---- runtime ---- */
 
@@ -440,6 +448,10 @@ struct mz_runtime {
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
   struct mz__watchdog *watchdog; /* issue 7: src/watchdog.c; NULL unless asked for */
+  /* Issue 7 (src/fault.c, src/memlimit.c, src/fault.h): injected faults
+   * and device memory limits; NULL when off, which the hot path tests. */
+  struct mz__faults *faults;
+  struct mz__memlimit *ml;
 };
 
 /* Policy plumbing (src/policy.c). */

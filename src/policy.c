@@ -135,7 +135,8 @@ mz_task *mz_task_pred(const mz_task *t, unsigned i) {
   return i < k->npreds ? (mz_task *)k->preds[i] : NULL;
 }
 
-int mz_task_queue(const mz_task *t) { return ((const mz_op *)t)->t->queue; }
+/* Atomic: a node taken back from a dead device is placed again (issue 7). */
+int mz_task_queue(const mz_task *t) { return __atomic_load_n(&((const mz_op *)t)->t->queue, __ATOMIC_RELAXED); }
 
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
   if (q >= s->rt->nq) return MZ_ERANGE;

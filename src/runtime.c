@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "internal.h"
 
 /* Enough for large simulated platforms (issue 5: 4 to 1,000 devices). */
@@ -185,11 +186,21 @@ static void runtime_free(mz_runtime *rt) {
     atomic_store(&k->refs, 1);
     mz__kernel_unref(k);
   }
-  for (unsigned d = 0; d < rt->ndev; d++) {
+  mz__fault_fini(rt); /* issue 7: after the buffers, whose copies it accounts */
+  mz__memlimit_fini(rt);
+  /* The CPU (device 0) last, submission threads after it (issue 7, found
+   * by ThreadSanitizer): a thread that hands a node to another device (the
+   * simulator's engine to a CPU worker, a CPU worker to a submission
+   * thread) still wakes it after the node may have ended the last run. */
+  for (unsigned d = rt->ndev; d-- > 0;) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned q = 0; q < dev->nqueues; q++)
       if (dev->ops->queue_fini && (dev->queues[q].priv || dev->ops->queue_init)) dev->ops->queue_fini(&dev->queues[q]);
     if (dev->ops->destroy) dev->ops->destroy(dev);
+  }
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    struct mz_device *dev = rt->devs[d];
+    mz__proxy_free(dev);
     free(dev->queues);
     free(dev);
   }
@@ -269,6 +280,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
    * start, so they see rt->watchdog without a race (it has no runs to
    * watch yet). */
   if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
+  if (!rc) rc = mz__fault_init(rt); /* issue 7: MZ_FAULTS, MZ_LIMIT_<KIND>_MEM */
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {

@@ -136,7 +136,13 @@ static void *worker_main(void *arg) {
 
 static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
   struct worker *w = q->priv;
-  for (unsigned i = 0; i < b->n; i++) mz__mpsc_push(&w->inbox, b->execs[i]->node);
+  /* Read the batch before each push: once pushed, a node may run, be taken
+   * back from a dead device and be submitted again, reusing its batch. */
+  unsigned n = b->n;
+  for (unsigned i = 0; i < n; i++) {
+    mz_op *node = b->execs[i]->node;
+    mz__mpsc_push(&w->inbox, node);
+  }
   mz__parker_wake(&w->park);
   return MZ_OK;
 }

@@ -66,10 +66,31 @@ typedef struct mz_runtime_config {
  * runtime is not available: the message is written to stderr unless quiet.
  * Errors: MZ_EINVAL (NULL out; a malformed value: "cpu:0", "cpu:two",
  * MZ_OPENCL_QUEUES, MZ_CUDA_STREAMS or MZ_SPIN_US that is not a count from 1
- * to 2^20-1, a bad MZ_WATCHDOG_S), MZ_ENOENT (unknown device kind or
+ * to 2^20-1, a bad MZ_WATCHDOG_S, MZ_FAULTS or MZ_LIMIT_*_MEM), MZ_ENOENT (unknown device kind or
  * policy: MZ_DEVICES=bogus, MZ_POLICY=nope), MZ_ENODEV (a selected device
  * does not exist, or its backend is not built: MZ_DEVICES=cuda:99),
- * MZ_ENOMEM. */
+ * MZ_ENOMEM.
+ *
+ * Device memory.  MZ_LIMIT_OPENCL_MEM, MZ_LIMIT_CUDA_MEM and
+ * MZ_LIMIT_SIM_MEM ("64M"; K, M, G are powers of 1024) cap what the runtime
+ * allocates on each device of that kind.  An allocation past the cap, or one
+ * the device refuses, evicts least recently used copies that no queued or
+ * running op uses (a copy that is the only valid one is written back to host
+ * memory first); if none can go, the op waits for ops running on that
+ * device to release memory, and fails with MZ_ENOMEM when none could.  A
+ * copy is evicted at most once per op that used it: no livelock.  Host
+ * memory is never capped.  Without a cap nothing is evicted.
+ *
+ * Dead devices.  A device that fails takes no more work: ops handed to it
+ * and not started move to another device that can run them; its memory is
+ * lost, so an op whose input was valid only there fails with MZ_EDEVICE and
+ * its dependents with MZ_ECANCELED.
+ *
+ * Fault injection (tests).  MZ_FAULTS="alloc:17,enqueue:300,transfer:4,
+ * kernel:5,dead:cl0@40" fails the k-th device allocation (MZ_ENOMEM),
+ * submission (MZ_EDEVICE), transfer (MZ_EDEVICE) or kernel (MZ_EKERNEL)
+ * counted per runtime, and marks a device ("cpu0", "cl0", "cuda0", "sim1"
+ * or a device index) dead after its k-th op.  See README.md. */
 int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) MZ_WUR;
 
 /* Wait for every run still in flight, write the trace if one was asked for,

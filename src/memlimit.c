@@ -1,0 +1,525 @@
+/* Device memory limits and eviction (issue 7).  See src/fault.h.
+ *
+ * On only when a limit was set (MZ_LIMIT_<KIND>_MEM or mz__memlimit_set),
+ * so the hot path pays one test of rt->ml.  Then every node planned on a
+ * device with its own memory pins its buffers' copies there (struct
+ * mz__copy's pins, under the buffer's lock) until it finishes; a copy
+ * with no pin belongs to no queued or running op and may be evicted.
+ *
+ * Allocation on a device (mz__mem_alloc, on the thread that plans for that
+ * device) under the device's mutex: when the allocation would pass the
+ * limit, or the device itself says MZ_ENOMEM, evict the least recently
+ * used unpinned copy (writing it back to host memory first when it is the
+ * only valid one) and try again.  When nothing can be evicted, the node
+ * waits (MZ__EMEMWAIT: the core parks it, mz__mem_park) if ops in flight
+ * on the device hold pinned copies, since their end releases memory; else
+ * it fails with MZ_ENOMEM.  A parked node is resumed by the next node that
+ * finishes on the device, and goes back through the host-side path.
+ *
+ * No livelock.  Only a node's end wakes parked nodes (parking does not),
+ * a node parks only while another holds pins, and a copy is evicted at
+ * most once per use (c->evictions <= c->uses, checked), so evictions per
+ * buffer are bounded by the ops that use it.
+ *
+ * Locks: the device's mutex, then a buffer's fetch_lock (trylock only),
+ * then its spinlock.  Nothing here takes rt->lock. */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "internal.h"
+
+struct resident {
+  mz_buffer *b;
+  unsigned n;   /* allocations of b's copy counted here (a lost race adds one briefly) */
+};
+
+struct memdev {
+  pthread_mutex_t m;
+  uint64_t limit, used, peak;
+  unsigned evicting;  /* evictions under way without the mutex (their bytes still count) */
+  struct resident *res;
+  size_t nres, capres;
+  mz_op **parked;
+  size_t npark, cappark;
+};
+
+struct mz__memlimit {
+  unsigned ndev;
+  struct memdev *md;
+  _Atomic uint64_t clock;
+  _Atomic uint64_t evictions, writebacks, waits, enomem, maxev;
+};
+
+int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes) {
+  if (!rt || kind == MZ_DEVICE_CPU) return MZ_EINVAL;
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) {
+    ml = calloc(1, sizeof *ml);
+    if (!ml) return MZ_ENOMEM;
+    ml->ndev = rt->ndev;
+    ml->md = calloc(rt->ndev ? rt->ndev : 1, sizeof *ml->md);
+    if (!ml->md) {
+      free(ml);
+      return MZ_ENOMEM;
+    }
+    for (unsigned d = 0; d < ml->ndev; d++) pthread_mutex_init(&ml->md[d].m, NULL);
+    rt->ml = ml;
+  }
+  for (unsigned d = 0; d < ml->ndev; d++)
+    if (rt->devs[d]->info.kind == kind) {
+      pthread_mutex_lock(&ml->md[d].m);
+      ml->md[d].limit = bytes;
+      pthread_mutex_unlock(&ml->md[d].m);
+    }
+  return MZ_OK;
+}
+
+void mz__memlimit_fini(mz_runtime *rt) {
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) return;
+  for (unsigned d = 0; d < ml->ndev; d++) {
+    pthread_mutex_destroy(&ml->md[d].m);
+    free(ml->md[d].res);
+    free(ml->md[d].parked);
+  }
+  free(ml->md);
+  free(ml);
+  rt->ml = NULL;
+}
+
+void mz__mem_stats(const mz_runtime *rt, struct mz__mem_stats *out) {
+  memset(out, 0, sizeof *out);
+  const struct mz__memlimit *ml = rt ? rt->ml : NULL;
+  if (!ml) return;
+  out->evictions = atomic_load(&ml->evictions);
+  out->writebacks = atomic_load(&ml->writebacks);
+  out->waits = atomic_load(&ml->waits);
+  out->enomem = atomic_load(&ml->enomem);
+  out->max_copy_evictions = atomic_load(&ml->maxev);
+}
+
+static uint64_t copy_field(const mz_buffer *b, unsigned dev, bool ev) {
+  if (!b || dev >= b->rt->ndev) return 0;
+  unsigned m = b->rt->devs[dev]->memnode;
+  if (!m) return 0;
+  mz__spin_lock((mz__spin *)&b->lock);
+  uint64_t v = ev ? b->copies[m].evictions : b->copies[m].uses;
+  mz__spin_unlock((mz__spin *)&b->lock);
+  return v;
+}
+uint64_t mz__mem_buffer_evictions(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, true); }
+uint64_t mz__mem_buffer_uses(const mz_buffer *b, unsigned dev) { return copy_field(b, dev, false); }
+
+uint64_t mz__mem_used(const mz_runtime *rt, unsigned dev, bool peak) {
+  if (!rt || !rt->ml || dev >= rt->ml->ndev) return 0;
+  struct memdev *md = &rt->ml->md[dev];
+  pthread_mutex_lock(&md->m);
+  uint64_t v = peak ? md->peak : md->used;
+  pthread_mutex_unlock(&md->m);
+  return v;
+}
+
+/* ---- the resident list (md->m held) ---- */
+
+static void res_add(struct memdev *md, mz_buffer *b) {
+  for (size_t i = 0; i < md->nres; i++)
+    if (md->res[i].b == b) {
+      md->res[i].n++;
+      return;
+    }
+  if (md->nres == md->capres) {
+    size_t cap = md->capres ? md->capres * 2 : 64;
+    struct resident *v = realloc(md->res, cap * sizeof *v);
+    if (!v) return; /* not evictable then; still freed with the buffer */
+    md->res = v;
+    md->capres = cap;
+  }
+  md->res[md->nres++] = (struct resident){b, 1};
+}
+
+static void res_remove(struct memdev *md, mz_buffer *b) {
+  for (size_t i = 0; i < md->nres; i++)
+    if (md->res[i].b == b) {
+      if (--md->res[i].n == 0) md->res[i] = md->res[--md->nres];
+      return;
+    }
+}
+
+/* ---- pins ---- */
+
+void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
+void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
+  struct mz__task *t = e->node->t;
+  unsigned m = dev->memnode;
+  uint64_t stamp = atomic_fetch_add_explicit(&dev->rt->ml->clock, 1, memory_order_relaxed) + 1;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    b->copies[m].pins++;
+    b->copies[m].uses++;
+    b->copies[m].stamp = stamp;
+    mz__spin_unlock(&b->lock);
+  }
+}
+
+void mz__mem_pin_src(mz_buffer *b, unsigned m) { b->copies[m].pins++; }
+
+static void unpin_own(struct mz__exec *e, unsigned m) {
+  struct mz__task *t = e->node->t;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    if (b->copies[m].pins) b->copies[m].pins--;
+    mz__spin_unlock(&b->lock);
+  }
+}
+
+/* md->m held. */
+static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
+  if (md->npark) {
+    if (*n + md->npark > *cap) {
+      size_t nc = *n + md->npark + 8;
+      mz_op **nv = realloc(*v, nc * sizeof *nv);
+      if (!nv) abort(); /* cannot lose a node: nothing sane to do */
+      *v = nv;
+      *cap = nc;
+    }
+    memcpy(*v + *n, md->parked, md->npark * sizeof *md->parked);
+    *n += md->npark;
+    md->npark = 0;
+  }
+}
+
+mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
+  struct mz_device *dev = e->queue->dev;
+  struct mz__memlimit *ml = dev->rt->ml;
+  unsigned m = dev->memnode;
+  struct mz__task *t = e->node->t;
+  mz_op **v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  /* Pins drop only under the device's mutex, so an allocation that holds
+   * it sees no copy turn evictable between its search for a victim and its
+   * check for pinned copies (which would fail it with MZ_ENOMEM).  The
+   * sources of peer transfers first: they are found through this node's
+   * own copies, which may be evicted once unpinned (a pin left behind
+   * would make nodes wait for memory forever). */
+  for (unsigned i = 0; i < e->nxfer; i++) {
+    struct mz__xfer *x = &e->xfers[i];
+    if (!x->src_dev) continue;
+    struct memdev *ms = &ml->md[x->src_dev->info.index];
+    pthread_mutex_lock(&ms->m);
+    for (unsigned a = 0; a < t->nacc; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      mz__spin_lock(&b->lock);
+      bool hit = b->copies[m].mem == x->dst;
+      if (hit && b->copies[x->src_dev->memnode].pins) b->copies[x->src_dev->memnode].pins--;
+      mz__spin_unlock(&b->lock);
+      if (hit) break;
+    }
+    take_parked(ms, &v, n, &cap);
+    pthread_mutex_unlock(&ms->m);
+  }
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  unpin_own(e, m);
+  take_parked(md, &v, n, &cap);
+  pthread_mutex_unlock(&md->m);
+  return v;
+}
+
+static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own) {
+  for (size_t i = 0; i < md->nres; i++) {
+    mz_buffer *b = md->res[i].b;
+    unsigned mine = 0;
+    if (own)
+      for (unsigned a = 0; a < own->node->t->nacc; a++) mine += own->node->t->acc[a].buf == b;
+    mz__spin_lock(&b->lock);
+    bool held = b->copies[m].pins > mine;
+    mz__spin_unlock(&b->lock);
+    if (held) return true;
+  }
+  return false;
+}
+
+bool mz__mem_park(struct mz__exec *e, mz_op ***woken, size_t *nwoken) {
+  struct mz_device *dev = e->queue->dev;
+  struct memdev *md = &dev->rt->ml->md[dev->info.index];
+  size_t cap = 0;
+  *woken = NULL;
+  *nwoken = 0;
+  pthread_mutex_lock(&md->m);
+  unpin_own(e, dev->memnode);
+  bool park = any_pinned(md, dev->memnode, NULL);
+  if (park) {
+    if (md->npark == md->cappark) {
+      size_t cap2 = md->cappark ? md->cappark * 2 : 16;
+      mz_op **v = realloc(md->parked, cap2 * sizeof *v);
+      if (v) {
+        md->parked = v;
+        md->cappark = cap2;
+      }
+    }
+    park = md->npark < md->cappark;
+    if (park) md->parked[md->npark++] = e->node;
+  } else {
+    /* Nothing here holds memory any more: the nodes parked before, which
+     * may have waited for this one's pins, retry too (no node would end
+     * to wake them). */
+    take_parked(md, woken, nwoken, &cap);
+  }
+  pthread_mutex_unlock(&md->m);
+  if (park) atomic_fetch_add_explicit(&dev->rt->ml->waits, 1, memory_order_relaxed);
+  return park;
+}
+
+/* ---- eviction ---- */
+
+/* Free b's copy on dev, writing it back to host memory first when it is
+ * the only valid copy.  Returns false, changing nothing, when the copy is
+ * in use or changed meanwhile.  The device's mutex is NOT held: the
+ * write-back is a blocking device read, and completion callbacks take
+ * that mutex (mz__mem_unpin) on threads the device may need to finish it.
+ * The caller holds a reference on b and does the accounting. */
+static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, bool *busy) {
+  mz_runtime *rt = dev->rt;
+  unsigned m = dev->memnode;
+  if (pthread_mutex_trylock(&b->fetch_lock)) { /* a read-back is using it: try again later */
+    *busy = true;
+    return false;
+  }
+  mz__spin_lock(&b->lock);
+  struct mz__copy *c = &b->copies[m];
+  void *mem = c->mem;
+  if (!mem || c->pins) { /* changed since it was picked: look again */
+    *busy = true;
+    mz__spin_unlock(&b->lock);
+    pthread_mutex_unlock(&b->fetch_lock);
+    return false;
+  }
+  /* Another copy counts only when it is settled: one whose transfer in
+   * has not run yet (its reader may be finishing right now) cannot be
+   * read back, so this copy is then written back first. */
+  bool only = c->state != MZ__INVALID;
+  for (unsigned k = 0; k < rt->nmem && only; k++) {
+    const struct mz__copy *o = &b->copies[k];
+    if (k == m || o->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
+    if (o->fetcher && atomic_load_explicit(&o->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) continue;
+    only = false;
+  }
+  void *tmp = NULL;
+  if (only) {
+    /* Read into scratch first: until the states are checked again below,
+     * a CPU task may own the host copy. */
+    uint8_t st = c->state;
+    mz__spin_unlock(&b->lock);
+    tmp = calloc(1, b->bytes ? b->bytes : 1);
+    int rc = tmp ? dev->ops->mem_read(dev, mem, tmp, b->bytes) : MZ_ENOMEM;
+    mz__spin_lock(&b->lock);
+    if (rc || c->mem != mem || c->pins || c->state != st) {
+      *busy = true;
+      mz__spin_unlock(&b->lock);
+      pthread_mutex_unlock(&b->fetch_lock);
+      free(tmp);
+      return false;
+    }
+    memcpy(b->host, tmp, b->bytes);
+    for (unsigned k = 1; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
+    b->copies[0].state = MZ__OWNER;
+  }
+  c->state = MZ__INVALID;
+  c->fetcher = NULL;
+  c->mem = NULL;
+  uint64_t ev = ++c->evictions;
+  mz__spin_unlock(&b->lock);
+  pthread_mutex_unlock(&b->fetch_lock);
+  free(tmp);
+  dev->ops->mem_free(dev, mem);
+  atomic_fetch_add_explicit(&ml->evictions, 1, memory_order_relaxed);
+  if (only) atomic_fetch_add_explicit(&ml->writebacks, 1, memory_order_relaxed);
+  uint64_t mx = atomic_load_explicit(&ml->maxev, memory_order_relaxed);
+  while (ev > mx && !atomic_compare_exchange_weak(&ml->maxev, &mx, ev)) {
+  }
+  return true;
+}
+
+/* The least recently used evictable copy on dev not tried yet, with a
+ * reference taken on its buffer (NULL when none).  md->m held. */
+static mz_buffer *pick_victim(struct memdev *md, unsigned m, mz_buffer **tried, size_t ntried, bool *busy) {
+  mz_buffer *best = NULL;
+  uint64_t best_stamp = UINT64_MAX;
+  for (size_t i = 0; i < md->nres; i++) {
+    mz_buffer *b = md->res[i].b;
+    bool skip = false;
+    for (size_t j = 0; j < ntried && !skip; j++) skip = tried[j] == b;
+    if (skip) continue;
+    if (atomic_load(&b->refs) <= 0) { /* being released: its bytes come back in a moment */
+      *busy = true;
+      continue;
+    }
+    mz__spin_lock(&b->lock);
+    const struct mz__copy *c = &b->copies[m];
+    /* The bound: a copy is evicted at most once per use. */
+    bool ok = c->mem && !c->pins && c->evictions < c->uses;
+    uint64_t st = c->stamp;
+    mz__spin_unlock(&b->lock);
+    if (ok && st < best_stamp) {
+      best = b;
+      best_stamp = st;
+    }
+  }
+  if (!best) return NULL;
+  /* Keep it alive while md->m is dropped; one being released is skipped. */
+  int r = atomic_load(&best->refs);
+  while (r > 0 && !atomic_compare_exchange_weak(&best->refs, &r, r + 1)) {
+  }
+  if (r <= 0) *busy = true;
+  return r > 0 ? best : NULL;
+}
+
+int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void **mem, const char **why) {
+  mz_runtime *rt = dev->rt;
+  if (rt->faults && mz__fault_hit(rt, MZ__FAULT_ALLOC)) {
+    *why = "injected fault: a device allocation failed";
+    return MZ_ENOMEM;
+  }
+  struct mz__memlimit *ml = rt->ml;
+  if (!ml) return dev->ops->mem_alloc(dev, b->bytes, mem);
+  struct memdev *md = &ml->md[dev->info.index];
+  mz_buffer **tried = NULL; /* referenced: released once md->m is dropped */
+  size_t ntried = 0, captried = 0;
+  bool busy = false;
+  int rc;
+  pthread_mutex_lock(&md->m);
+  for (;;) {
+    if (!md->limit || md->used + b->bytes <= md->limit) {
+      rc = dev->ops->mem_alloc(dev, b->bytes, mem);
+      if (rc == MZ_OK) {
+        md->used += b->bytes;
+        if (md->used > md->peak) md->peak = md->used;
+        res_add(md, b);
+        break;
+      }
+      if (rc != MZ_ENOMEM) break;
+    }
+    mz_buffer *v = NULL;
+    if (md->limit && b->bytes > md->limit) {
+      rc = MZ_ENOMEM; /* could never fit */
+    } else if ((v = pick_victim(md, dev->memnode, tried, ntried, &busy)) != NULL) {
+      if (ntried == captried) {
+        size_t cap = captried ? captried * 2 : 8;
+        mz_buffer **nv = realloc(tried, cap * sizeof *nv);
+        if (!nv) {
+          pthread_mutex_unlock(&md->m);
+          mz_buffer_release(v);
+          pthread_mutex_lock(&md->m);
+          rc = MZ_ENOMEM;
+          break;
+        }
+        tried = nv;
+        captried = cap;
+      }
+      tried[ntried++] = v;
+      md->evicting++;
+      pthread_mutex_unlock(&md->m);
+      bool done = evict(ml, dev, v, &busy);
+      pthread_mutex_lock(&md->m);
+      md->evicting--;
+      if (done) {
+        md->used = md->used >= v->bytes ? md->used - v->bytes : 0;
+        res_remove(md, v);
+      }
+      continue;
+    } else if (md->evicting || busy) {
+      /* Another thread is freeing a copy here (simulated devices plan from
+       * several threads), or a copy was busy being read back: its bytes
+       * come back in a moment.  Try every copy again. */
+      pthread_mutex_unlock(&md->m);
+      for (size_t i = 0; i < ntried; i++) mz_buffer_release(tried[i]);
+      ntried = 0;
+      busy = false;
+      sched_yield();
+      pthread_mutex_lock(&md->m);
+      continue;
+    } else {
+      rc = any_pinned(md, dev->memnode, e) ? MZ__EMEMWAIT : MZ_ENOMEM;
+    }
+    if (rc == MZ_ENOMEM) {
+      atomic_fetch_add_explicit(&ml->enomem, 1, memory_order_relaxed);
+      *why = md->limit && b->bytes > md->limit
+                 ? "the buffer is larger than the device's memory limit"
+                 : "device memory is full and nothing can be evicted (every copy there is in use by this node)";
+    }
+    break;
+  }
+  pthread_mutex_unlock(&md->m);
+  for (size_t i = 0; i < ntried; i++) mz_buffer_release(tried[i]);
+  free(tried);
+  return rc;
+}
+
+void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem) {
+  struct mz__memlimit *ml = dev->rt->ml;
+  if (!ml) {
+    dev->ops->mem_free(dev, mem);
+    return;
+  }
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  dev->ops->mem_free(dev, mem);
+  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+  res_remove(md, b);
+  pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_drop(struct mz_device *dev, mz_buffer *b) {
+  struct mz__memlimit *ml = dev->rt->ml;
+  struct memdev *md = &ml->md[dev->info.index];
+  unsigned m = dev->memnode;
+  pthread_mutex_lock(&md->m);
+  mz__spin_lock(&b->lock);
+  void *mem = b->copies[m].mem;
+  b->copies[m].mem = NULL;
+  mz__spin_unlock(&b->lock);
+  if (mem) {
+    dev->ops->mem_free(dev, mem);
+    md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+    res_remove(md, b);
+  }
+  pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_peak_reset(mz_runtime *rt, unsigned dev) {
+  if (!rt || !rt->ml || dev >= rt->ml->ndev) return;
+  struct memdev *md = &rt->ml->md[dev];
+  pthread_mutex_lock(&md->m);
+  md->peak = md->used;
+  pthread_mutex_unlock(&md->m);
+}
+
+void mz__mem_dump(const mz_runtime *rt, FILE *f) {
+  if (!rt || !rt->ml) return;
+  struct mz__memlimit *ml = rt->ml;
+  for (unsigned d = 0; d < ml->ndev; d++) {
+    struct memdev *md = &ml->md[d];
+    unsigned m = rt->devs[d]->memnode;
+    pthread_mutex_lock(&md->m);
+    fprintf(f, "dev %u: used %llu limit %llu evicting %u parked %zu resident %zu\n", d, (unsigned long long)md->used,
+            (unsigned long long)md->limit, md->evicting, md->npark, md->nres);
+    for (size_t i = 0; i < md->npark; i++) {
+      mz_op *op = md->parked[i];
+      fprintf(f, "  parked node %u state %d host_wait %d unfin %u unsub %u\n", op->id, atomic_load(&op->t->state),
+              op->t->host_wait, atomic_load(&op->t->unfin), atomic_load(&op->t->unsub));
+    }
+    for (size_t i = 0; m && i < md->nres; i++) {
+      mz_buffer *b = md->res[i].b;
+      mz__spin_lock(&b->lock);
+      fprintf(f, "  res %p pins %u mem %p\n", (void *)b, b->copies[m].pins, b->copies[m].mem);
+      mz__spin_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&md->m);
+  }
+}
