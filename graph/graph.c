@@ -236,18 +236,21 @@ mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
   return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
 }
 
-int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
-  if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) {
-    if (*n == *cap) {
-      size_t nc = *cap ? *cap * 2 : 16;
-      mz_op **nv = realloc(*v, nc * sizeof *nv);
-      if (!nv) return MZ_ENOMEM;
-      *v = nv;
-      *cap = nc;
-    }
-    (*v)[(*n)++] = op;
-    return MZ_OK;
+/* Append op to a growing array of ops. */
+static int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    mz_op **nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return MZ_ENOMEM;
+    *v = nv;
+    *cap = nc;
   }
+  (*v)[(*n)++] = op;
+  return MZ_OK;
+}
+
+int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
+  if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->nres;
   mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->res;
   for (unsigned i = 0; i < cnt; i++) {
@@ -716,17 +719,7 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
  * leaf whose producer is the task) and the other leaves (values, whose
  * producers are the tasks; scalars). */
 static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
-  if (op->t || op->kind != MZ__K_TUPLE) {
-    if (*n == *cap) {
-      size_t nc = *cap ? *cap * 2 : 16;
-      mz_op **nv = realloc(*v, nc * sizeof *nv);
-      if (!nv) return MZ_ENOMEM;
-      *v = nv;
-      *cap = nc;
-    }
-    (*v)[(*n)++] = op;
-    return MZ_OK;
-  }
+  if (op->t || op->kind != MZ__K_TUPLE) return ops_push(v, n, cap, op);
   for (unsigned i = 0; i < op->u.tuple.n; i++) {
     int rc = depend_targets(op->u.tuple.elems[i], v, n, cap);
     if (rc) return rc;

@@ -199,31 +199,43 @@ out:
   return rc;
 }
 
-int mz__pm_write(const char *path, const struct mz__pm_file *f) {
-  char tmp[4200];
-  static _Atomic unsigned seq;
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+/* Atomic file writes: a temporary file beside path (unique per thread and
+ * moment, so concurrent runtimes never share one), then fsync and rename.
+ * atomic_open returns the stream, or NULL with nothing left behind. */
+static FILE *atomic_open(const char *path, char *tmp, size_t tmpsz) {
+  snprintf(tmp, tmpsz, "%s.tmp.%ld.%ld.%llu", path, (long)getpid(), (long)gettid(), (unsigned long long)mz__now_ns());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return MZ_EIO;
+  if (fd < 0) return NULL;
   FILE *fp = fdopen(fd, "w");
   if (!fp) {
     close(fd);
     unlink(tmp);
-    return MZ_EIO;
   }
-  bool ok = fprintf(fp, "maize-perfmodel %d\nkernel %s\ndevice %s\n", MZ__PM_VERSION, f->kernel, f->device) > 0;
-  for (unsigned i = 0; ok && i < f->nb; i++) {
-    const struct mz__pm_stat *s = &f->b[i].s;
-    ok = fprintf(fp, "%d %llu %.17g %.17g %.17g\n", f->b[i].key, (unsigned long long)s->n, s->mean, s->m2, s->bytes) > 0;
-  }
-  ok = ok && fprintf(fp, "end %u\n", f->nb) > 0;
-  ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
+  return fp;
+}
+
+/* Finish what atomic_open began: ok says every write succeeded. */
+static int atomic_commit(FILE *fp, const char *tmp, const char *path, bool ok) {
+  ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
   ok = (fclose(fp) == 0) && ok;
   if (!ok || rename(tmp, path)) {
     unlink(tmp);
     return MZ_EIO;
   }
   return MZ_OK;
+}
+
+int mz__pm_write(const char *path, const struct mz__pm_file *f) {
+  char tmp[4400];
+  FILE *fp = atomic_open(path, tmp, sizeof tmp);
+  if (!fp) return MZ_EIO;
+  bool ok = fprintf(fp, "maize-perfmodel %d\nkernel %s\ndevice %s\n", MZ__PM_VERSION, f->kernel, f->device) > 0;
+  for (unsigned i = 0; ok && i < f->nb; i++) {
+    const struct mz__pm_stat *s = &f->b[i].s;
+    ok = fprintf(fp, "%d %llu %.17g %.17g %.17g\n", f->b[i].key, (unsigned long long)s->n, s->mean, s->m2, s->bytes) > 0;
+  }
+  ok = ok && fprintf(fp, "end %u\n", f->nb) > 0;
+  return atomic_commit(fp, tmp, path, ok);
 }
 
 static int mkdirs(const char *dir) {
@@ -797,26 +809,12 @@ int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double
 
 /* Atomic, as mz__pm_write: a temporary file, fsync, rename. */
 static int link_write(const char *path, const char *src, const char *dst, const struct mz__link *l) {
-  char tmp[4500];
-  static _Atomic unsigned seq;
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&seq, 1));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return MZ_EIO;
-  FILE *fp = fdopen(fd, "w");
-  if (!fp) {
-    close(fd);
-    unlink(tmp);
-    return MZ_EIO;
-  }
+  char tmp[4700];
+  FILE *fp = atomic_open(path, tmp, sizeof tmp);
+  if (!fp) return MZ_EIO;
   bool ok = fprintf(fp, "maize-link %d\nsrc %s\ndst %s\nlat_ns %.17g\nns_per_byte %.17g\nend\n", MZ__LINK_VERSION, src,
                     dst, l->lat, l->per_byte) > 0;
-  ok = ok && fflush(fp) == 0 && fsync(fd) == 0;
-  ok = (fclose(fp) == 0) && ok;
-  if (!ok || rename(tmp, path)) {
-    unlink(tmp);
-    return MZ_EIO;
-  }
-  return MZ_OK;
+  return atomic_commit(fp, tmp, path, ok);
 }
 
 /* Time synchronous copies of a small and a large size into (to_dev) or out
