@@ -45,7 +45,10 @@ logdir=$(cd "$logdir" && pwd)
 rm -f "$logdir"/vg.*.log
 lstopo-no-graphics --of xml --force "$tmp/topo.xml" >/dev/null
 export HWLOC_XMLFILE="$tmp/topo.xml" HWLOC_THISSYSTEM=1 HWLOC_LIBXML=0
-vg="valgrind --trace-children=yes --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1"
+# Programs that libraries start (PoCL runs the system linker to build a
+# kernel) are not followed: --error-exitcode would turn their own leaks
+# into a failed kernel build.
+vg="valgrind --trace-children=yes --trace-children-skip=/usr/*,/bin/* --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1"
 vg="$vg --suppressions=$PWD/tests/valgrind.supp --num-callers=30 --log-file=$logdir/vg.%p.log"
 start=$(date +%s)
 rc=0
