@@ -12,18 +12,23 @@ static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) 
   (void)state;
   unsigned np = mz_task_pred_count(t);
   if (np) {
-    /* Follow a predecessor on its queue when that queue is otherwise idle:
-     * holding only the predecessor itself (not ready yet), or nothing at
-     * all once it has finished (ready). */
+    /* Follow the last predecessor onto its queue when that queue holds
+     * nothing but this node's unfinished predecessors, and every unfinished
+     * predecessor is there (so the node can wait for them on the queue).
+     * Otherwise the node is placed when it is ready: two nodes fed by the
+     * same predecessors would else pile onto one queue while another idles
+     * (and a node queued behind a predecessor that has just finished must
+     * not count as that predecessor). */
     int pq = mz_task_queue(mz_task_pred(t, np - 1));
-    /* Not ready: only when every predecessor is on that queue, so the node
-     * can wait for them there.  Otherwise it would wait on the host anyway,
-     * and the queue is chosen when it is ready: two nodes fed by the same
-     * predecessors would else pile onto one queue while another idles. */
     bool same = true;
-    for (unsigned i = 0; !ready && same && i + 1 < np; i++) same = mz_task_queue(mz_task_pred(t, i)) == pq;
-    if (pq >= 0 && same && mz_task_can_run(s, t, (unsigned)pq) &&
-        mz_sched_queue_backlog(s, (unsigned)pq) <= (ready ? 0u : 1u))
+    unsigned pending = 0;
+    for (unsigned i = 0; same && i < np; i++) {
+      const mz_task *p = mz_task_pred(t, i);
+      if (mz_task_finished(p)) continue;
+      same = mz_task_queue(p) == pq;
+      pending++;
+    }
+    if (pq >= 0 && same && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= pending)
       return pq;
   }
   if (!ready) return MZ_POLICY_DEFER;

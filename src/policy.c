@@ -104,6 +104,10 @@ bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q) {
   return mz__can_run(s->rt, (const mz_op *)t, q);
 }
 
+bool mz_task_finished(const mz_task *t) {
+  return atomic_load_explicit(&((const mz_op *)t)->t->state, memory_order_acquire) == MZ__T_DONE;
+}
+
 const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 

@@ -110,11 +110,15 @@ size_t mz_task_bytes(const mz_task *t);
 /* Bytes of t's buffer arguments that already have a valid copy in the
  * memory of queue q's device (no transfer needed there). */
 size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q);
-/* Predecessors within the run. */
+/* Predecessors: of this run, and of runs still in flight that it waits
+ * for (through buffer hazards); finished ones are left out when the run
+ * is scheduled. */
 unsigned mz_task_pred_count(const mz_task *t);
 mz_task *mz_task_pred(const mz_task *t, unsigned i);
 /* The queue a predecessor was placed on, or -1 if not placed yet. */
 int mz_task_queue(const mz_task *t);
+/* Whether t has finished (successfully or not). */
+bool mz_task_finished(const mz_task *t);
 /* Fix t's queue (from plan).  Returns MZ_OK or MZ_ERANGE. */
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
 /* A per-task word the policy may use freely (zero at first). */
