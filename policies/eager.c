@@ -19,17 +19,8 @@ static int eager_select(void *state, const mz_sched *s, mz_task *t, bool ready) 
      * same predecessors would else pile onto one queue while another idles
      * (and a node queued behind a predecessor that has just finished must
      * not count as that predecessor). */
-    int pq = mz_task_queue(mz_task_pred(t, np - 1));
-    bool same = true;
-    unsigned pending = 0;
-    for (unsigned i = 0; same && i < np; i++) {
-      const mz_task *p = mz_task_pred(t, i);
-      if (mz_task_finished(p)) continue;
-      same = mz_task_queue(p) == pq;
-      pending++;
-    }
-    if (pq >= 0 && same && mz_task_can_run(s, t, (unsigned)pq) && mz_sched_queue_backlog(s, (unsigned)pq) <= pending)
-      return pq;
+    int pq = mz_task_follow_queue(s, t, mz_task_queue(mz_task_pred(t, np - 1)));
+    if (pq >= 0) return pq;
   }
   if (!ready) return MZ_POLICY_DEFER;
   /* The worker that finished the last predecessor, when it is free: no

@@ -58,9 +58,11 @@ static int ws_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   struct ws *w = state;
   int home = home_queue(t);
   if (!ready) {
-    if (home >= 0 && mz_task_can_run(s, t, (unsigned)home) && mz_sched_queue_backlog(s, (unsigned)home) <= 1)
-      return home;
-    return MZ_POLICY_DEFER;
+    /* Behind its predecessors, when they are all on home and home holds
+     * nothing else (a node queued behind one that just finished is not
+     * that predecessor: two nodes must not pile onto one queue). */
+    int f = home >= 0 ? mz_task_follow_queue(s, t, -1) : -1;
+    return f == home && f >= 0 ? f : MZ_POLICY_DEFER;
   }
   unsigned nq = mz_sched_queue_count(s);
   int kind = home >= 0 ? mz_sched_device_kind(s, mz_sched_queue_device(s, (unsigned)home)) : -1;

@@ -108,6 +108,22 @@ bool mz_task_finished(const mz_task *t) {
   return atomic_load_explicit(&((const mz_op *)t)->t->state, memory_order_acquire) == MZ__T_DONE;
 }
 
+int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
+  unsigned np = mz_task_pred_count(t), pending = 0;
+  int q = -1;
+  for (unsigned i = 0; i < np; i++) {
+    const mz_task *p = mz_task_pred(t, i);
+    if (mz_task_finished(p)) continue;
+    int pq = mz_task_queue(p);
+    if (pq < 0 || (q >= 0 && pq != q)) return -1; /* not placed, or on two queues */
+    q = pq;
+    pending++;
+  }
+  if (q < 0) q = prefer;
+  if (q < 0 || (unsigned)q >= s->rt->nq || !mz_task_can_run(s, t, (unsigned)q)) return -1;
+  return mz_sched_queue_backlog(s, (unsigned)q) <= pending ? q : -1;
+}
+
 const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 

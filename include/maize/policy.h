@@ -119,6 +119,15 @@ mz_task *mz_task_pred(const mz_task *t, unsigned i);
 int mz_task_queue(const mz_task *t);
 /* Whether t has finished (successfully or not). */
 bool mz_task_finished(const mz_task *t);
+/* The queue t can follow its predecessors onto, or -1: the queue where
+ * every unfinished predecessor of t is (at least one, or none when prefer
+ * is a queue and t is ready), which holds nothing but them (its backlog is
+ * their number) and whose device can run t.  Queued there, t runs right
+ * after them on the same worker or device, with no wake-up and its inputs
+ * in place.  prefer: the queue to test when t has no unfinished
+ * predecessor (for example the last predecessor's), or -1.  A snapshot:
+ * predecessors may finish meanwhile, which only makes the answer safer. */
+int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer);
 /* Fix t's queue (from plan).  Returns MZ_OK or MZ_ERANGE. */
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
 /* A per-task word the policy may use freely (zero at first). */
