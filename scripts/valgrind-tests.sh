@@ -48,7 +48,10 @@ export HWLOC_XMLFILE="$tmp/topo.xml" HWLOC_THISSYSTEM=1 HWLOC_LIBXML=0
 # Programs that libraries start (PoCL runs the system linker to build a
 # kernel) are not followed: --error-exitcode would turn their own leaks
 # into a failed kernel build.
-vg="valgrind --trace-children=yes --trace-children-skip=/usr/*,/bin/* --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1"
+# --fair-sched=yes: valgrind runs one thread at a time, and its default
+# lock lets a thread that spins (maize's idle workers do, briefly) take it
+# back again and again while the thread that would hand it work waits.
+vg="valgrind --fair-sched=yes --trace-children=yes --trace-children-skip=/usr/*,/bin/* --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=1"
 vg="$vg --suppressions=$PWD/tests/valgrind.supp --num-callers=30 --log-file=$logdir/vg.%p.log"
 start=$(date +%s)
 rc=0
