@@ -148,7 +148,7 @@ Test(partition, tiles_run_in_parallel, .timeout = 150) {
     mz_op *whole = mz_unpartition(g, mz_zip(g, 2, (mz_op *[]){t1, t0}));
     mz_future *f;
     cr_assert_eq(test_run(g, whole, pols[p], &f), MZ_OK,
-                 "%s: the two tiles did not run at the same time (arrivals on queues %d and %d, 0: none): %s", pols[p],
+                 "%s: the two tiles did not run at the same time (arrivals on queues %d and %d; -1: none): %s", pols[p],
                  atomic_load(&arrived_on[0]) - 1, atomic_load(&arrived_on[1]) - 1, mz_future_message(f));
     int32_t out[64];
     MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
