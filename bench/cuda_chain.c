@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "devices/cuda/cuda_loader.h"
 #include "maize.h"
 
@@ -45,22 +46,6 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
 }
 
 #define CK(call)                                                                       \
@@ -185,7 +170,7 @@ int main(int argc, char **argv) {
 
   const char *ptx_path = getenv("MZ_KERNELS_PTX");
   if (!ptx_path || !*ptx_path) ptx_path = MZ_KERNELS_PTX;
-  char *ptx = read_file(ptx_path);
+  char *ptx = bench_read_file(ptx_path);
   if (!ptx) {
     fprintf(stderr, "cuda_chain: cannot read %s\n", ptx_path);
     return 1;

@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "maize.h"
 #include "maize/policy.h"
 
@@ -100,22 +101,6 @@ static void gemm_tile_cpu(const float *restrict a, const float *restrict b, floa
 }
 
 static char *cl_source; /* hetero_gemm.cl, read once */
-
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
 
 /* ---- problem ---- */
 
@@ -424,7 +409,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hetero_gemm: tiles 1..64, tile size a multiple of 16, reps >= 1\n");
     return 2;
   }
-  cl_source = read_file(MZ_HETERO_GEMM_CL);
+  cl_source = bench_read_file(MZ_HETERO_GEMM_CL);
   if (!cl_source) die("cannot read " MZ_HETERO_GEMM_CL, -1);
   /* Private model directories, emptied first (unless --keep-models) so
    * that both systems calibrate in this run, from the same start. */

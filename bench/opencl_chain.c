@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "maize.h"
 #include "maize/policy.h"
 
@@ -77,22 +78,6 @@ struct raw {
   cl_mem buf[CHAINS];
 };
 
-static char *read_file(const char *path)
-{
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    die(path, -1);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (!s || fread(s, 1, (size_t)n, f) != (size_t)n)
-    die("read", -1);
-  s[n] = '\0';
-  fclose(f);
-  return s;
-}
-
 static void raw_open(struct raw *r)
 {
   cl_platform_id p;
@@ -107,7 +92,9 @@ static void raw_open(struct raw *r)
     if (!r->q[i])
       die("clCreateCommandQueue", err);
   }
-  char *src = read_file(MZ_KERNELS_CL);
+  char *src = bench_read_file(MZ_KERNELS_CL);
+  if (!src)
+    die(MZ_KERNELS_CL, -1);
   const char *s = src;
   r->prog = clCreateProgramWithSource(r->ctx, 1, &s, NULL, &err);
   if ((err = clBuildProgram(r->prog, 1, &r->dev, "", NULL, NULL)) != CL_SUCCESS)
