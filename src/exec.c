@@ -673,12 +673,19 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     if (t->acc[a].mode & 2) atomic_store_explicit(&t->acc[a].buf->poison, status < 0 ? status : 0, memory_order_relaxed);
   mz__spin_lock(&t->lock);
   t->status = status;
+  /* A failure marks the successors before DONE is published: a thread that
+   * sees this task done (placing a successor behind it on the device, say)
+   * must also see that the successor is to be canceled.  Marked after DONE,
+   * a successor placed in between could run and report success while this
+   * thread was preempted before marking it. */
+  if (status < 0)
+    for (unsigned i = 0; i < t->succs.n; i++)
+      atomic_store_explicit(&t->succs.v[i]->t->pred_failed, true, memory_order_release);
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
   /* The successor list is frozen now: registrants check DONE under the lock. */
   for (unsigned i = 0; i < t->succs.n; i++) {
     mz_op *s = t->succs.v[i];
-    if (status < 0) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
     if (atomic_fetch_sub_explicit(&s->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
   }
   /* A task that never reached a queue still holds its successors' unsub
