@@ -25,8 +25,8 @@
 # out too: it asserts that two tiles are inside their kernels at the same
 # moment, a property of scheduling that the plain, ASan and TSan runs check.
 # Under memcheck, which runs one thread at a time, eager three times in CI
-# (sessions 2 and 3) put both tiles on one queue and the barrier timed out (see issue 6's
-# note); this job is for memory errors and leaks.
+# (sessions 2 and 3) put both tiles on one queue and the barrier timed
+# out (see issue 6's note); this job is for memory errors and leaks.
 #
 # hwloc cannot query the CPU with cpuid under valgrind and rediscovering
 # the topology from /sys costs seconds per runtime there, so it is read
