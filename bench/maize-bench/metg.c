@@ -204,6 +204,9 @@ static uint64_t now_ns(void) {
 }
 
 /* Nanoseconds per compute_bound iteration on this core, from one task. */
+/* Beyond this relative change of calibrate() across a sweep, metg warns. */
+#define MZB_DRIFT_WARN 0.20
+
 static double calibrate(void) {
   tb_graph g;
   tb_graph_default(&g, 0);
@@ -378,7 +381,7 @@ int mzb_metg_main(int argc, char **argv) {
   }
   if (!o_npatterns) add_patterns("stencil_1d,nearest,spread,fft,tree");
   long width = o_width ? o_width : o_workers;
-  double ns_per_iter = calibrate();
+  double ns_per_iter = calibrate(), cal_last = ns_per_iter;
   int kmax;
   if (o_max_iter > 0) {
     kmax = 0;
@@ -419,10 +422,16 @@ int mzb_metg_main(int argc, char **argv) {
       fprintf(stderr, "maize-bench metg: %s: %s\n", pattern, err);
       return 2;
     }
+    double cal_before = pi ? cal_last : ns_per_iter;
     int prc2 = run_pattern(&app, pattern, kmax, res[pi]);
     if (prc2 == -2) return 2;
     if (prc2) failed = 1;
     if (isatty(2)) fprintf(stderr, "\r\033[K");
+    /* Efficiencies are against the best point of the sweep: if the core
+     * itself got faster or slower meanwhile (a shared or throttled
+     * machine), they mix two speeds.  Measure it again and say so. */
+    cal_last = calibrate();
+    double drift = (cal_last - cal_before) / cal_before;
 
     /* Peak: the best FLOP/s of the sweep, over every system. */
     double peak = 0;
@@ -444,6 +453,12 @@ int mzb_metg_main(int argc, char **argv) {
 
     printf("\n== metg %s (radix %ld, period %ld): peak %.3e FLOP/s (%s, -iter %ld)\n", pattern, g->radix, g->period,
            peak, peak_sys, peak_iter);
+    printf("core speed: %.2f ns per iteration before the sweep, %.2f after (%+.0f%%)\n", cal_before, cal_last,
+           drift * 100);
+    if (fabs(drift) > MZB_DRIFT_WARN)
+      printf("warning: the core's speed changed by %+.0f%% during this sweep, so its efficiencies mix two speeds;\n"
+             "         compare the systems' METG only as ratios within this run, or run again on a quieter machine\n",
+             drift * 100);
     printf("%10s", "iter");
     for (int s = 0; s < NSYS; s++)
       if (res[pi][s].ran) printf(" | %-6s %10s %6s", systems[s]->name, "gran_us", "eff");
