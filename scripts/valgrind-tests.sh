@@ -21,12 +21,11 @@
 # time (--jobs=1, from tests/meson.build).  runtime/many_runtimes_in_a_loop
 # is left out: 50 runtimes take longer than its 60 s timeout under
 # memcheck, and tests/test_stress.c's 1,000 create/destroy cycles check the
-# same under ASan and for RSS.  partition/tiles_run_in_parallel is left
-# out too: it asserts that two tiles are inside their kernels at the same
-# moment, a property of scheduling that the plain, ASan and TSan runs check.
-# Under memcheck, which runs one thread at a time, eager three times in CI
-# (sessions 2 and 3) put both tiles on one queue and the barrier timed
-# out (see issue 6's note); this job is for memory errors and leaks.
+# same under ASan and for RSS.  (partition/tiles_run_in_parallel, left out
+# in session 3 after eager put both tiles on one queue three times under
+# memcheck, runs again: the cause was a window in finish(), closed in
+# session 4; test_policy's follow_queue_while_a_predecessor_finishes holds
+# that window open on purpose.)
 #
 # hwloc cannot query the CPU with cpuid under valgrind and rediscovering
 # the topology from /sys costs seconds per runtime there, so it is read
@@ -61,7 +60,7 @@ vg="$vg --suppressions=$PWD/tests/valgrind.supp --num-callers=30 --log-file=$log
 start=$(date +%s)
 rc=0
 meson test -C "$build" --no-rebuild --wrap="$vg" --num-processes 2 --timeout-multiplier 10 \
-  --test-args='--filter=!(runtime/many_runtimes_in_a_loop|partition/tiles_run_in_parallel)' --print-errorlogs "$@" || rc=$?
+  --test-args='--filter=!(runtime/many_runtimes_in_a_loop)' --print-errorlogs "$@" || rc=$?
 nlogs=$(find "$logdir" -name 'vg.*.log' | wc -l)
 bad=$(grep -l "ERROR SUMMARY: [1-9]" "$logdir"/vg.*.log || true)
 for f in $bad; do

@@ -627,7 +627,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (was_queued && q >= 0) {
     struct mz__exec *e = &t->exec;
     struct mz_device *dev = rt->queues[q]->dev;
-    atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_relaxed);
+    /* (The queue's backlog drops after DONE, below.) */
     /* ops counts nodes that ran; one canceled behind a failed predecessor
      * on its queue reached the queue but never ran (it is in failed). */
     if (acct) {
@@ -683,6 +683,14 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       atomic_store_explicit(&t->succs.v[i]->t->pred_failed, true, memory_order_release);
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
+  /* The backlog drops only after DONE is published, with release: a thread
+   * that reads the backlog (acquire) and then this task's state sees either
+   * both before or DONE.  mz_task_follow_queue counts a successor's
+   * unfinished predecessors against their queue's backlog; with the drop
+   * before DONE, a placement in between counted this task as pending but not
+   * in the backlog, and eager stacked both tiles of a partition on one queue
+   * behind it (seen under valgrind, whose scheduler widens the window). */
+  if (was_queued && q >= 0) atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_release);
   /* The successor list is frozen now: registrants check DONE under the lock. */
   for (unsigned i = 0; i < t->succs.n; i++) {
     mz_op *s = t->succs.v[i];

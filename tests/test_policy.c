@@ -11,7 +11,9 @@
  * name -> MZ_ESTATE), and the runtime's checks of decisions: a queue that
  * does not exist and a deferral of a ready node fail the node with
  * MZ_EPOLICY and the future resolves (no hang); a plan that fixes queues
- * with mz_task_set_queue is followed; a plan error fails the run. */
+ * with mz_task_set_queue is followed; a plan error fails the run.  Last,
+ * mz_task_follow_queue with a predecessor held between its end and DONE
+ * (the window that put both tiles of a partition on one queue). */
 #include "common.h"
 
 /* ---- user policies ---- */
@@ -537,5 +539,99 @@ Test(policy, plan_sees_topological_order, .timeout = 30) {
   cr_expect_eq(atomic_load(&captured->plans), 1);
   cr_expect_eq(atomic_load(&captured->bad_order), 0, "predecessors come first");
   cr_expect_eq(atomic_load(&captured->erange_ok), 1, "mz_task_set_queue refuses a queue out of range");
+  mz_runtime_destroy(rt);
+}
+
+/* ---- mz_task_follow_queue while a predecessor finishes ----
+ *
+ * Found under valgrind (session 4): a finishing task dropped its queue's
+ * backlog before it published DONE, so a successor placed in between
+ * counted it as a pending predecessor while the backlog no longer did,
+ * and two successors of one task both "followed" it onto its queue, one
+ * behind the other, while the other queue idled.  Here the window is
+ * held open on purpose: this policy's done callback (which finish() calls
+ * before DONE) sleeps 20 ms for the root, and its select sleeps 5 ms
+ * before the first successor's decision, so that decision falls inside
+ * it.  The two successors then wait for each other inside their kernels:
+ * on one queue they would time out. */
+static _Atomic int fq_first;
+static _Atomic int fq_arrived;
+static _Atomic int fq_on[2]; /* queue + 1 of each arrival */
+
+static int fq_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  unsigned np = mz_task_pred_count(t);
+  if (np) {
+    if (!atomic_exchange(&fq_first, 1)) test_sleep_ms(5);
+    int q = mz_task_follow_queue(s, t, mz_task_queue(mz_task_pred(t, np - 1)));
+    if (q >= 0) return q;
+  }
+  if (!ready) return MZ_POLICY_DEFER;
+  int best = 0;
+  for (unsigned q = 1; q < mz_sched_queue_count(s); q++)
+    if (mz_sched_queue_backlog(s, q) < mz_sched_queue_backlog(s, (unsigned)best)) best = (int)q;
+  return best;
+}
+
+static void fq_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
+  (void)state, (void)s, (void)q, (void)ns;
+  if (!mz_task_pred_count(t)) test_sleep_ms(20);
+}
+
+static int fq_root(const mz_call *c) {
+  int32_t *a = c->args[0].p;
+  test_sleep_ms(1);
+  a[0] = 7;
+  return 0;
+}
+
+static int fq_meet(const mz_call *c) {
+  const int32_t *a = c->args[0].p;
+  int32_t *b = c->args[1].p;
+  int n = atomic_fetch_add(&fq_arrived, 1);
+  if (n < 2) atomic_store(&fq_on[n], (int)c->queue + 1);
+  uint64_t end = test_now_ns() + 30000000000ull; /* valgrind runs one thread at a time */
+  while (atomic_load(&fq_arrived) < 2 && test_now_ns() < end) test_sleep_ms(1);
+  b[0] = a[0];
+  return atomic_load(&fq_arrived) >= 2 ? 0 : MZ_ETIMEDOUT;
+}
+
+static const struct mz_policy_ops follow_policy = {
+    .abi = MZ_POLICY_ABI,
+    .name = "test-follow",
+    .description = "eager's follow rule, with sleeps that hold a finish open",
+    .select = fq_select,
+    .done = fq_done,
+};
+
+Test(policy, follow_queue_while_a_predecessor_finishes, .timeout = 120) {
+  atomic_store(&fq_first, 0);
+  atomic_store(&fq_arrived, 0);
+  mz_runtime *rt = test_runtime("cpu:2");
+  MZ_OK_OR_DIE(rt, mz_policy_register(rt, &follow_policy));
+  mz_kernel *kroot = test_kernel(rt, "fq_root", "out i32[] a", fq_root, NULL);
+  mz_kernel *kmeet = test_kernel(rt, "fq_meet", "in i32[] a, out i32[] b", fq_meet, NULL);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 1, NULL), *b0 = test_buffer_1d(rt, MZ_I32, 1, NULL),
+            *b1 = test_buffer_1d(rt, MZ_I32, 1, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *ra = mz_unzip(g, mz_apply(g, kroot, mz_value(g, a), NULL), 0);
+  mz_op *m0 = mz_apply(g, kmeet, mz_zip(g, 2, (mz_op *[]){ra, mz_value(g, b0)}), NULL);
+  mz_op *m1 = mz_apply(g, kmeet, mz_zip(g, 2, (mz_op *[]){ra, mz_value(g, b1)}), NULL);
+  mz_future *f;
+  cr_assert_eq(test_run(g, mz_join(g, 2, (mz_op *[]){m0, m1}), "test-follow", &f), MZ_OK,
+               "the two successors did not run at the same time (queues %d and %d; -1: none): %s",
+               atomic_load(&fq_on[0]) - 1, atomic_load(&fq_on[1]) - 1, mz_future_message(f));
+  int32_t v0 = 0, v1 = 0;
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b0, &v0, sizeof v0));
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b1, &v1, sizeof v1));
+  cr_expect(v0 == 7 && v1 == 7, "%d %d", v0, v1);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b0);
+  mz_buffer_release(b1);
+  mz_kernel_destroy(kroot);
+  mz_kernel_destroy(kmeet);
   mz_runtime_destroy(rt);
 }
