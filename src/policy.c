@@ -117,13 +117,18 @@ int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
     int pq = mz_task_queue(p);
     if (pq < 0 || (q >= 0 && pq != q)) return -1; /* not placed, or on two queues */
     q = pq;
+    pending++;
   }
   if (q < 0) q = prefer;
   if (q < 0 || (unsigned)q >= s->rt->nq || !mz_task_can_run(s, t, (unsigned)q)) return -1;
-  /* The backlog first, then the predecessors still unfinished: a task's
-   * finish publishes DONE before its queue's backlog drops (exec.c), so a
-   * predecessor counted here as pending is in the backlog read before. */
+  /* A task's finish publishes DONE before its queue's backlog drops
+   * (exec.c).  Predecessors only ever finish, so more backlog than the
+   * pending count above is a safe no.  A yes is confirmed by counting them
+   * again after reading the backlog: a predecessor still pending then is in
+   * that backlog. */
   unsigned backlog = atomic_load_explicit(&s->rt->queues[q]->backlog, memory_order_acquire);
+  if (backlog > pending) return -1;
+  pending = 0;
   for (unsigned i = 0; i < np; i++) {
     const mz_task *p = mz_task_pred(t, i);
     if (!mz_task_finished(p) && mz_task_queue(p) == q) pending++;

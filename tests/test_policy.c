@@ -559,18 +559,13 @@ static _Atomic int fq_arrived;
 static _Atomic int fq_on[2]; /* queue + 1 of each arrival */
 
 static int fq_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
-  (void)state;
   unsigned np = mz_task_pred_count(t);
   if (np) {
     if (!atomic_exchange(&fq_first, 1)) test_sleep_ms(5);
     int q = mz_task_follow_queue(s, t, mz_task_queue(mz_task_pred(t, np - 1)));
     if (q >= 0) return q;
   }
-  if (!ready) return MZ_POLICY_DEFER;
-  int best = 0;
-  for (unsigned q = 1; q < mz_sched_queue_count(s); q++)
-    if (mz_sched_queue_backlog(s, q) < mz_sched_queue_backlog(s, (unsigned)best)) best = (int)q;
-  return best;
+  return least_select(state, s, t, ready);
 }
 
 static void fq_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {

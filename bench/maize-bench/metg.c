@@ -203,10 +203,10 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Nanoseconds per compute_bound iteration on this core, from one task. */
 /* Beyond this relative change of calibrate() across a sweep, metg warns. */
 #define MZB_DRIFT_WARN 0.20
 
+/* Nanoseconds per compute_bound iteration on this core, from one task. */
 static double calibrate(void) {
   tb_graph g;
   tb_graph_default(&g, 0);
@@ -422,7 +422,7 @@ int mzb_metg_main(int argc, char **argv) {
       fprintf(stderr, "maize-bench metg: %s: %s\n", pattern, err);
       return 2;
     }
-    double cal_before = pi ? cal_last : ns_per_iter;
+    double cal_before = cal_last;
     int prc2 = run_pattern(&app, pattern, kmax, res[pi]);
     if (prc2 == -2) return 2;
     if (prc2) failed = 1;
