@@ -21,6 +21,7 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->error_op.kind = MZ__K_ERROR;
   g->error_op.name = "error";
   atomic_init(&g->refs, 1);
+  pthread_mutex_init(&g->lock, NULL);
   pthread_mutex_lock(&rt->lock);
   g->next = rt->graphs;
   if (rt->graphs) rt->graphs->prev = g;
@@ -51,6 +52,7 @@ static void graph_free(mz_graph *g) {
   free(g->kheld);
   free(g->bmap);
   mz__arena_free(&g->arena);
+  pthread_mutex_destroy(&g->lock);
   g->tag = MZ__TAG_DEAD;
   free(g);
 }
@@ -150,7 +152,7 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
   return e;
 }
 
-mz_op *mz_value(mz_graph *g, mz_buffer *b) {
+static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
@@ -168,7 +170,7 @@ mz_op *mz_value(mz_graph *g, mz_buffer *b) {
   return op;
 }
 
-mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value) {
+static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   size_t es = mz_dtype_size(t);
@@ -207,8 +209,6 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
   return op;
 }
 
-mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_zip", n, ops); }
-mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]) { return tuple(g, "mz_join", n, ops); }
 
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
@@ -220,7 +220,7 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   return t->res[i];
 }
 
-mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) {
+static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_unzip", t);
   if (e) return e;
@@ -416,7 +416,7 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
   return r;
 }
 
-mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
+static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_apply", args);
   if (e) return e;
@@ -598,7 +598,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   return op;
 }
 
-mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
+static mz_op *host_locked(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   if (g->status) return &g->error_op;
   if (deps) {
@@ -614,7 +614,7 @@ mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
   return op;
 }
 
-mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
+static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
@@ -658,7 +658,7 @@ mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) {
   return op;
 }
 
-mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) {
+static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
   mz_op *e = check_op(g, "mz_unpartition", tiles);
   if (e) return e;
@@ -727,7 +727,7 @@ static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   return MZ_OK;
 }
 
-int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
+static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return MZ_EINVAL;
   mz_op *e = check_op(g, "mz_depend", op);
   if (!e) e = check_op(g, "mz_depend", after);
@@ -768,3 +768,37 @@ int mz_depend(mz_graph *g, mz_op *op, mz_op *after) {
   free(lo);
   return MZ_OK;
 }
+
+/* ---- the public builders ----
+ * Each holds the graph's lock, so that threads may build on one graph and
+ * schedule its roots at the same time (mz_schedule holds it too).  An
+ * uncontended lock is two atomic operations; the builders under it never
+ * call each other through these wrappers. */
+
+#define MZ__LOCKED(g, fail_value, call)              \
+  do {                                                \
+    if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return fail_value; \
+    pthread_mutex_lock(&(g)->lock);                   \
+    __typeof__(call) res_ = call;                     \
+    pthread_mutex_unlock(&(g)->lock);                 \
+    return res_;                                      \
+  } while (0)
+
+struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b) {
+  if (!g->bmap_cap) return NULL;
+  struct mz__bentry *e = bmap_find(g, b);
+  return e->buf ? e : NULL;
+}
+
+mz_op *mz_value(mz_graph *g, mz_buffer *b) { MZ__LOCKED(g, NULL, value_locked(g, b)); }
+mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value) { MZ__LOCKED(g, NULL, scalar_locked(g, t, value)); }
+mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]) { MZ__LOCKED(g, NULL, tuple(g, "mz_zip", n, ops)); }
+mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]) { MZ__LOCKED(g, NULL, tuple(g, "mz_join", n, ops)); }
+mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) { MZ__LOCKED(g, NULL, unzip_locked(g, t, i)); }
+mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
+  MZ__LOCKED(g, NULL, apply_locked(g, k, args, launch));
+}
+mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) { MZ__LOCKED(g, NULL, host_locked(g, fn, user, deps)); }
+mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) { MZ__LOCKED(g, NULL, partition_locked(g, v, n)); }
+mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) { MZ__LOCKED(g, NULL, unpartition_locked(g, tiles)); }
+int mz_depend(mz_graph *g, mz_op *op, mz_op *after) { MZ__LOCKED(g, MZ_EINVAL, depend_locked(g, op, after)); }

@@ -54,10 +54,13 @@ static int hz_push_reader(mz_buffer *b, mz_op *op) {
 
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp) {
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp,
+                                                         uint64_t run_stamp) {
   if (!p || p == op || p->t->seen == stamp) return MZ_OK;
   p->t->seen = stamp;
-  if (atomic_load(&p->t->state) == MZ__T_DONE) {
+  /* A task of this run is a predecessor even when done: a re-run runs it
+   * again. */
+  if (p->t->mark != run_stamp && atomic_load(&p->t->state) == MZ__T_DONE) {
     if (p->t->status < 0) atomic_store(&op->t->pred_failed, true);
     return MZ_OK;
   }
@@ -96,13 +99,72 @@ static int root_tasks(mz_op *op, struct vec *out) {
   return MZ_OK;
 }
 
+/* A reader that a one-shot run would give a newer value than the one at
+ * its build point: a writer of the buffer built after it has run already.
+ * Returns that writer's id, or 0. */
+static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
+  const struct mz__task *t = op->t;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    if (!(t->acc[a].mode & 1)) continue;
+    const struct mz__bentry *be = mz__graph_bentry(g, t->acc[a].buf);
+    if (be && be->ran_writer > op->id) {
+      *buf = t->acc[a].buf;
+      return be->ran_writer;
+    }
+  }
+  return 0;
+}
+
+/* Wait until no run of g can still touch its tasks (a re-run resets
+ * them).  rt->lock is held on entry and on return. */
+static int wait_graph_quiet(mz_runtime *rt, mz_graph *g) {
+  while (g->active) {
+    if (mz__in_runtime_thread) return MZ_EDEADLK;
+    pthread_cond_wait(&rt->idle, &rt->lock);
+  }
+  return MZ_OK;
+}
+
+static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz_future **out);
+static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool rerun, const char *who,
+                           mz_future **out);
+
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
+  return schedule(g, root, policy, false, out);
+}
+
+int mz_graph_run(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
+  return schedule(g, root, policy, true, out);
+}
+
+static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz_future **out) {
+  const char *who = rerun ? "mz_graph_run" : "mz_schedule";
   if (out) *out = NULL;
   if (!MZ__LIVE(g, MZ__TAG_GRAPH) || !out) return MZ_EINVAL; /* issue 7: tags */
   mz_runtime *rt = g->rt;
+  if (!root) return mz__set_error(rt, MZ_EINVAL, "%s: NULL root", who);
+  /* A re-run first waits, without the graph's lock (a host task of the run
+   * it waits for may build on the graph), for the graph's runs to end. */
+  if (rerun) {
+    pthread_mutex_lock(&rt->lock);
+    int wrc = wait_graph_quiet(rt, g);
+    pthread_mutex_unlock(&rt->lock);
+    if (wrc)
+      return mz__set_error(rt, wrc, "mz_graph_run: called from a runtime thread while a run of this graph is in flight; it would deadlock");
+  }
+  pthread_mutex_lock(&g->lock);
+  int rc = schedule_locked(g, root, policy, rerun, who, out);
+  pthread_mutex_unlock(&g->lock);
+  if (rc == MZ_EAGAIN) return schedule(g, root, policy, rerun, out); /* a run of g started meanwhile */
+  return rc;
+}
+
+/* The body of mz_schedule and mz_graph_run; g->lock is held. */
+static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool rerun, const char *who,
+                           mz_future **out) {
+  mz_runtime *rt = g->rt;
   if (g->status) return mz__set_error(rt, g->status, "%s", g->message);
-  if (!root) return mz__set_error(rt, MZ_EINVAL, "mz_schedule: NULL root");
-  if (root->g != g) return mz__set_error(rt, MZ_EINVAL, "mz_schedule: the root belongs to another graph");
+  if (root->g != g) return mz__set_error(rt, MZ_EINVAL, "%s: the root belongs to another graph", who);
   unsigned pol;
   if (policy) {
     if (mz__policy_find(rt, policy, &pol))
@@ -131,6 +193,16 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   r->t0 = mz__now_ns();
 
   pthread_mutex_lock(&rt->lock);
+  if (rerun && g->active) {
+    /* Another thread started a run of g between our wait and the lock. */
+    pthread_mutex_unlock(&rt->lock);
+    free(leaves.v);
+    free(r->busy);
+    pthread_mutex_destroy(&r->m);
+    pthread_cond_destroy(&r->c);
+    free(f);
+    return MZ_EAGAIN;
+  }
   uint64_t stamp = ++rt->touch_stamp;
   r->id = ++rt->next_run_id;
   /* 1. Closure, from the tasks the root names (a task, a tuple holding
@@ -139,10 +211,20 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   while (!rc && stack.n) {
     mz_op *op = stack.v[--stack.n];
     struct mz__task *t = op->t;
-    if (t->mark == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;
+    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
     t->mark = stamp;
     t->color = 0;
     t->nsucc_run = 0;
+    if (rerun) {
+      /* Done (or new), and no run of g is in flight: its successors and
+       * failure mark belong to the last run. */
+      t->succs.n = 0;
+      if (!t->succs.heap) {
+        t->succs.v = t->succs.inl;
+        t->succs.cap = 2;
+      }
+      atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
+    }
     rc = vpush(&tasks, op);
     for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
     for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
@@ -155,6 +237,7 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     while (from < g->ntasks_all && atomic_load_explicit(&g->tasks_all[from]->t->state, memory_order_relaxed) != MZ__T_NEW)
       from++;
     g->first_new = from;
+    if (rerun) from = 0;
     if (g->ntasks_all - from <= 4 * tasks.n) {
       size_t n = 0;
       for (size_t i = from; i < g->ntasks_all && n < tasks.n; i++)
@@ -167,19 +250,26 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   /* 2. Hazards into scratch state, and each task's predecessor list.  Every
    * edge points to an earlier task except explicit ones (mz_depend): build
    * order is a topological order unless one of those points forward. */
-  mz_op *self_cycle = NULL;
+  mz_op *self_cycle = NULL, *stale_op = NULL;
+  mz_buffer *stale_buf = NULL;
+  uint32_t stale_writer = 0;
   bool forward = false;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = op->t;
+    if (!rerun && g->bmap_n && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
+      stale_op = op;
+      rc = MZ_ESTATE;
+      break;
+    }
     uint64_t ps = ++rt->touch_stamp;
     preds.n = 0;
-    for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps);
+    for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
     for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (t->xpreds[k] == op) self_cycle = op;
       if (t->xpreds[k]->id > op->id) forward = true;
-      rc = add_pred(op, t->xpreds[k], &preds, ps);
+      rc = add_pred(op, t->xpreds[k], &preds, ps, stamp);
     }
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
@@ -191,9 +281,9 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
         if (!rc) rc = vpush(&touched, (mz_op *)(void *)b);
       }
       if (rc) break;
-      rc = add_pred(op, b->hz_writer, &preds, ps);
+      rc = add_pred(op, b->hz_writer, &preds, ps, stamp);
       if (t->acc[a].mode & 2) {
-        for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps);
+        for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps, stamp);
         b->hz_writer = op;
         b->hz_nreaders = 0;
       } else if (!rc) {
@@ -288,9 +378,16 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
     }
     pthread_mutex_unlock(&rt->lock);
     if (rc == MZ_ECYCLE)
-      mz__set_error(rt, rc, "mz_schedule: the graph has a cycle through node %u (%s)", cycle_at->id, cycle_at->name);
+      mz__set_error(rt, rc, "%s: the graph has a cycle through node %u (%s)", who, cycle_at->id, cycle_at->name);
+    else if (rc == MZ_ESTATE)
+      mz__set_error(rt, rc,
+                    "%s: node %u (%s) reads a %s buffer of %zu bytes as it was when the node was built, but node "
+                    "%u, built after it, has already written that buffer in an earlier run; schedule the reader "
+                    "with or before that writer, or re-run both with mz_graph_run",
+                    who, stale_op->id, stale_op->name, mz_dtype_name(stale_buf->shape.dtype), stale_buf->bytes,
+                    stale_writer);
     else
-      mz__set_error(rt, rc, "mz_schedule: out of memory");
+      mz__set_error(rt, rc, "%s: out of memory", who);
     free(leaves.v);
     free(tasks.v);
     free(stack.v);
@@ -332,6 +429,10 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = op->t;
+    for (unsigned a = 0; a < t->nacc; a++) {
+      struct mz__bentry *be = (t->acc[a].mode & 2) ? mz__graph_bentry(g, t->acc[a].buf) : NULL;
+      if (be && be->ran_writer < op->id) be->ran_writer = op->id;
+    }
     t->run = r;
     t->queue = -1;
     t->status = 0;
@@ -388,6 +489,10 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
   if (rt->runs) rt->runs->prev = r;
   rt->runs = r;
   rt->nruns++;
+  r->fnext = rt->futures;
+  if (rt->futures) rt->futures->fprev = r;
+  rt->futures = r;
+  g->active++;
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 

@@ -982,6 +982,15 @@ static void release_execs(struct mz__run *r) {
   }
 }
 
+/* The executor is done with r's tasks: a re-run of its graph may reset
+ * them (mz_graph_run waits for this). */
+static void run_released(struct mz__run *r) {
+  mz_runtime *rt = r->rt;
+  pthread_mutex_lock(&rt->lock);
+  if (--r->g->active == 0) pthread_cond_broadcast(&rt->idle);
+  pthread_mutex_unlock(&rt->lock);
+}
+
 static void *reaper_main(void *arg) {
   mz_runtime *rt = arg;
   struct mz__reaper *rp = rt->reaper;
@@ -993,6 +1002,7 @@ static void *reaper_main(void *arg) {
     struct mz__run *r = rp->v[--rp->n];
     pthread_mutex_unlock(&rp->m);
     release_execs(r);
+    run_released(r);
     mz__run_unref(r);
     pthread_mutex_lock(&rp->m);
   }
@@ -1117,13 +1127,23 @@ static void run_complete(struct mz__run *r) {
       r->tasks[i]->t->exec.message = NULL;
     }
   }
+  run_released(r);
   mz__run_unref(r);
   run_idle(rt);
 }
 
 void mz__run_unref(struct mz__run *r) {
   if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
-  for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->run = NULL;
+  mz_runtime *rt = r->rt;
+  pthread_mutex_lock(&rt->lock);
+  /* A later run of the graph may have taken the task over. */
+  for (size_t i = 0; i < r->ntasks; i++)
+    if (r->tasks[i]->t->run == r) r->tasks[i]->t->run = NULL;
+  if (r->fprev) r->fprev->fnext = r->fnext;
+  else if (rt->futures == r) rt->futures = r->fnext;
+  if (r->fnext) r->fnext->fprev = r->fprev;
+  pthread_mutex_unlock(&rt->lock);
+  r->tag = MZ__TAG_DEAD;
   if (r->efd >= 0) close(r->efd);
   mz__graph_unref(r->g);
   for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);

@@ -314,7 +314,17 @@ struct mz_graph {
   uint32_t nops;
   struct mz_op error_op;      /* returned by failing builders */
   /* buffer -> state in this graph (open addressing) */
-  struct mz__bentry { mz_buffer *buf; struct mz_op *writer; struct mz_op *part; bool partitioned; } *bmap;
+  /* ran_writer: the highest id of a task writing buf that a run has
+   * included (guarded by lock): a reader built before it and scheduled
+   * later would see a newer value than its build point, so mz_schedule
+   * refuses it (MZ_ESTATE). */
+  struct mz__bentry {
+    mz_buffer *buf;
+    struct mz_op *writer;
+    struct mz_op *part;
+    bool partitioned;
+    uint32_t ran_writer;
+  } *bmap;
   size_t bmap_cap, bmap_n;
   size_t npartitioned;        /* entries with partitioned set */
   uint64_t bmap_gen;          /* bumped when the map grows (entries move) */
@@ -324,11 +334,21 @@ struct mz_graph {
   size_t first_new;           /* tasks_all[<first_new] are all scheduled */
   size_t ntasks_all, captasks_all;
   _Atomic int refs;           /* the user + runs in flight (and runs after them) */
+  /* Builders and mz_schedule/mz_graph_run of this graph hold it, so two
+   * threads may build and schedule on one graph.  Taken before rt->lock;
+   * never held while waiting for a run. */
+  pthread_mutex_t lock;
+  /* Runs of this graph whose tasks the executor or the reaper may still
+   * touch (guarded by rt->lock; rt->idle is broadcast when it drops to 0).
+   * A re-run resets its tasks only once this is 0. */
+  unsigned active;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
   struct mz_graph *prev, *next;
 };
 void mz__graph_unref(mz_graph *g);
+/* g's record of b, or NULL when no op of g uses b.  g->lock is held. */
+struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b);
 /* Flatten op's value into leaves (values and scalars), appending to *v. */
 int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 
@@ -368,6 +388,9 @@ struct mz__run {
   _Atomic uint64_t *busy;     /* per device */
   uint64_t t0, t1;
   struct mz__run *prev, *next;  /* rt->runs */
+  /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
+   * that mz_runtime_destroy frees the futures the user did not. */
+  struct mz__run *fprev, *fnext;
   /* Virtual time (issue 5): the runtime clock when the run started and the
    * latest end of its nodes on devices with a virtual clock (0: none). */
   uint64_t v0;
@@ -435,6 +458,7 @@ struct mz_runtime {
   uint64_t next_run_id;
   uint64_t touch_stamp;
   struct mz__run *runs;         /* in flight */
+  struct mz__run *futures;      /* every run not yet freed */
   size_t nruns;
   mz_kernel *kernels;
   mz_buffer *buffers;

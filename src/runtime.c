@@ -169,6 +169,13 @@ static void runtime_free(mz_runtime *rt) {
   for (unsigned d = 0; d < rt->ndev; d++) mz__proxy_stop(rt->devs[d]);
   mz__reaper_stop(rt);
   mz__perfmodel_destroy(rt); /* saves what was learned; devices are still alive */
+  /* What the user did not free: futures first (they hold graphs), then
+   * graphs (they hold buffers and kernels).  No run is in flight. */
+  while (rt->futures) {
+    struct mz__run *r = rt->futures;
+    atomic_store(&r->refs, 1);
+    mz__run_unref(r);
+  }
   /* What the user did not free: graphs first (they hold buffers and kernels). */
   while (rt->graphs) {
     mz_graph *g = rt->graphs;

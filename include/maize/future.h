@@ -21,7 +21,10 @@ extern "C" {
  * mz_runtime_last_error() has the message.  Errors: the graph's sticky
  * error, MZ_EINVAL (NULL, destroyed or foreign arguments: a graph that is
  * not live has no runtime to hold a message, so mz_graph_message() on it
- * says why), MZ_ENOENT (unknown policy), MZ_ECYCLE, MZ_ENOMEM.  Scheduling
+ * says why), MZ_ENOENT (unknown policy), MZ_ECYCLE, MZ_ENOMEM, MZ_ESTATE (a
+ * node in the part root needs reads a buffer that a node built after it
+ * has already written in an earlier run: it would see a newer value than
+ * the one at its build point; the message names both nodes).  Scheduling
  * from a task is allowed.
  *
  * Errors found while the run goes on come back through the future, never
@@ -32,6 +35,24 @@ extern "C" {
  * the build log), MZ_EKERNEL, MZ_ENOMEM (device memory); dependents of
  * the failed node get MZ_ECANCELED, other branches finish. */
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
+
+/* Run what root needs again, all of it, on the buffers' current contents:
+ * a graph built once and run many times (as a CUDA graph is launched, or
+ * Taskflow's run).  Unlike mz_schedule(), tasks that ran before run again.
+ * The part root needs is taken as it is now (nodes built since the last
+ * run are included), with the hazard edges inside it in build order, and
+ * ordered after the runs of other graphs in flight that use its buffers,
+ * as mz_schedule() orders them.  policy may differ from run to run (NULL:
+ * the runtime's default), so policies can be compared on exactly the same
+ * work.  A run whose predecessor run failed starts afresh: nodes fail only
+ * for what happens in this run (and a buffer whose writer failed stays
+ * unreadable until a writer succeeds or mz_buffer_write() replaces it).
+ *
+ * While an earlier run of this graph (from either call) is in flight, the
+ * call waits for it first, so runs of one graph never overlap; from a
+ * runtime thread that wait would deadlock, and the call fails with
+ * MZ_EDEADLK instead.  Errors and *out as for mz_schedule(). */
+int mz_graph_run(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
 
 /* Block until the run finishes; return its status.  MZ_EDEADLK when called
  * from a runtime thread (a task, a host node, a completion callback). */

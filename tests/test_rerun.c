@@ -1,0 +1,347 @@
+/* test_rerun: graphs built once and run many times (mz_graph_run), and the
+ * three defects found with them.
+ *
+ * - 100 runs of one graph, with the input rewritten before each, under
+ *   every registered policy in turn, checked against a serial reference
+ *   that applies the same steps to plain arrays;
+ * - a run that fails (a kernel refuses a negative input) followed by a run
+ *   on good input that succeeds, and a run queued while the last one is in
+ *   flight (it waits for it, so both runs' increments land);
+ * - the same graph on simulated devices (every node runs each time);
+ * - two threads that build on one graph and schedule its roots at the same
+ *   time (a data race ThreadSanitizer reported in the builders);
+ * - a reader left out of one run and scheduled after a later-built writer
+ *   has run: refused with MZ_ESTATE, never a silent newer value;
+ * - futures still alive at mz_runtime_destroy are freed (LeakSanitizer
+ *   reports them in the sanitizer build). */
+#include <pthread.h>
+
+#include "common.h"
+
+enum { N = 1024, CHAINS = 6, RUNS = 100 };
+
+/* "in f32[] x, out f32[] t, f32 a, u64 n = sizeof(x)": t = a * x */
+static int scale_fn(const mz_call *c) {
+  const float *x = c->args[0].p;
+  float *t = c->args[1].p;
+  for (uint64_t i = 0; i < c->args[3].u64; i++) t[i] = c->args[2].f32 * x[i];
+  return 0;
+}
+
+/* "in f32[] t, inout f32[] y, u64 n = sizeof(t)": y += t, refusing a
+ * negative first element of t (the failure test). */
+static int accum_fn(const mz_call *c) {
+  const float *t = c->args[0].p;
+  float *y = c->args[1].p;
+  if (t[0] < 0) return MZ_EKERNEL;
+  for (uint64_t i = 0; i < c->args[2].u64; i++) y[i] += t[i];
+  return 0;
+}
+
+struct chains {
+  mz_kernel *scale, *accum;
+  mz_buffer *x[CHAINS], *t[CHAINS], *y[CHAINS];
+  mz_graph *g;
+  mz_op *root;
+};
+
+/* CHAINS independent chains scale -> accum, joined into one root. */
+static void build_chains(mz_runtime *rt, struct chains *c) {
+  c->scale = test_kernel(rt, "scale", "in f32[] x, out f32[] t, f32 a, u64 n = sizeof(x)", scale_fn, NULL);
+  c->accum = test_kernel(rt, "accum", "in f32[] t, inout f32[] y, u64 n = sizeof(t)", accum_fn, NULL);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &c->g));
+  mz_op *ends[CHAINS];
+  for (int k = 0; k < CHAINS; k++) {
+    c->x[k] = test_buffer_1d(rt, MZ_F32, N, NULL);
+    c->t[k] = test_buffer_1d(rt, MZ_F32, N, NULL);
+    c->y[k] = test_buffer_1d(rt, MZ_F32, N, NULL);
+    mz_op *s = mz_apply(c->g, c->scale,
+                        mz_zip(c->g, 3, (mz_op *[]){mz_value(c->g, c->x[k]), mz_value(c->g, c->t[k]), mz_f32(c->g, 0.5f)}),
+                        NULL);
+    mz_op *a = mz_apply(c->g, c->accum, mz_zip(c->g, 2, (mz_op *[]){mz_unzip(c->g, s, 1), mz_value(c->g, c->y[k])}), NULL);
+    ends[k] = mz_unzip(c->g, a, 1);
+  }
+  c->root = mz_join(c->g, CHAINS, ends);
+  cr_assert_eq(mz_graph_status(c->g), MZ_OK, "%s", mz_graph_message(c->g));
+}
+
+static void free_chains(struct chains *c) {
+  mz_graph_destroy(c->g);
+  for (int k = 0; k < CHAINS; k++) {
+    mz_buffer_release(c->x[k]);
+    mz_buffer_release(c->t[k]);
+    mz_buffer_release(c->y[k]);
+  }
+  mz_kernel_destroy(c->scale);
+  mz_kernel_destroy(c->accum);
+}
+
+/* Run the chains RUNS times, rewriting x before each run, cycling through
+ * the policies; every run checked against the serial reference (values
+ * only where the devices compute: simulated ones model time, not data). */
+static void run_many(mz_runtime *rt, struct chains *c, unsigned runs, bool values) {
+  static float ref[CHAINS][N], x[N], got[N];
+  memset(ref, 0, sizeof ref);
+  for (int k = 0; k < CHAINS; k++) MZ_OK_OR_DIE(rt, mz_buffer_write(c->y[k], ref[k], sizeof ref[k]));
+  unsigned npol = 0;
+  while (mz_policy_name(rt, npol)) npol++;
+  cr_assert_gt(npol, 0);
+  for (unsigned r = 0; r < runs; r++) {
+    for (int k = 0; k < CHAINS; k++) {
+      for (int i = 0; i < N; i++) x[i] = (float)((r * 7 + (unsigned)k * 3 + (unsigned)i) % 13);
+      MZ_OK_OR_DIE(rt, mz_buffer_write(c->x[k], x, sizeof x));
+      for (int i = 0; i < N; i++) ref[k][i] += 0.5f * x[i];
+    }
+    const char *pol = mz_policy_name(rt, r % npol);
+    mz_future *f = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(c->g, c->root, pol, &f));
+    int st = mz_future_wait(f);
+    cr_assert_eq(st, MZ_OK, "run %u (%s): %s: %s", r, pol, mz_err_name(st), mz_future_message(f));
+    mz_run_stats stats;
+    MZ_OK_OR_DIE(rt, mz_future_stats(f, &stats));
+    cr_assert_eq(stats.ops, 2 * CHAINS, "run %u (%s) ran %llu nodes, not %d", r, pol, (unsigned long long)stats.ops,
+                 2 * CHAINS);
+    mz_future_destroy(f);
+    for (int k = 0; values && k < CHAINS; k++) {
+      MZ_OK_OR_DIE(rt, mz_buffer_read(c->y[k], got, sizeof got));
+      for (int i = 0; i < N; i++)
+        cr_assert_float_eq(got[i], ref[k][i], 1e-3f, "run %u (%s), chain %d, y[%d] = %g, expected %g", r, pol, k, i,
+                           (double)got[i], (double)ref[k][i]);
+    }
+  }
+}
+
+Test(rerun, hundred_runs_every_policy) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  run_many(rt, &c, RUNS, true);
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+Test(rerun, on_simulated_devices) {
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(
+      &(mz_runtime_config){.devices = "sim:cpu*2@speed=1;sim:gpu*2@speed=10,mem=1G,link=8G/s", .quiet = true}, &rt);
+  cr_assert_eq(rc, MZ_OK, "sim runtime: %s", mz_err_name(rc));
+  struct chains c;
+  build_chains(rt, &c);
+  run_many(rt, &c, 12, false);
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* One run is counted for a node that ran; a mz_schedule after runs of
+ * mz_graph_run still runs nothing already run (one-shot meaning kept). */
+Test(rerun, schedule_keeps_its_one_shot_meaning) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  run_many(rt, &c, 2, true);
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(c.g, c.root, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  cr_assert_eq(st.ops, 0, "mz_schedule ran %llu nodes that had run", (unsigned long long)st.ops);
+  mz_future_destroy(f);
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+Test(rerun, after_a_failed_run) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  float bad[N], good[N], zero[N] = {0}, got[N];
+  for (int i = 0; i < N; i++) {
+    bad[i] = -1.0f;
+    good[i] = 2.0f;
+  }
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], k == 2 ? bad : good, sizeof good));
+  }
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_EKERNEL, "the run with a bad input: %s", mz_err_name(mz_future_status(f)));
+  mz_future_destroy(f);
+  cr_assert_eq(mz_buffer_read(c.y[2], got, sizeof got), MZ_EKERNEL, "a failed writer's buffer must not be readable");
+  /* Good input everywhere: the same graph runs again and succeeds. */
+  MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[2], good, sizeof good));
+  MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[2], zero, sizeof zero));
+  MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "ws", &f));
+  int st = mz_future_wait(f);
+  cr_assert_eq(st, MZ_OK, "the run after the failure: %s: %s", mz_err_name(st), mz_future_message(f));
+  mz_future_destroy(f);
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_read(c.y[k], got, sizeof got));
+    float want = k == 2 ? 1.0f : 2.0f; /* chains other than 2 ran twice */
+    for (int i = 0; i < N; i++) cr_assert_float_eq(got[i], want, 1e-6f, "chain %d y[%d] = %g", k, i, (double)got[i]);
+  }
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* Runs issued back to back without waiting: the second waits for the
+ * first, and both accumulate. */
+Test(rerun, back_to_back_without_waiting) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  float one[N], zero[N] = {0}, got[N];
+  for (int i = 0; i < N; i++) one[i] = 2.0f;
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], one, sizeof one));
+  }
+  enum { K = 20 };
+  mz_future *f[K];
+  for (int r = 0; r < K; r++) MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, NULL, &f[r]));
+  for (int r = 0; r < K; r++) {
+    cr_assert_eq(mz_future_wait(f[r]), MZ_OK, "run %d: %s", r, mz_future_message(f[r]));
+    mz_future_destroy(f[r]);
+  }
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_read(c.y[k], got, sizeof got));
+    for (int i = 0; i < N; i++) cr_assert_float_eq(got[i], (float)K, 1e-4f, "chain %d y[%d] = %g", k, i, (double)got[i]);
+  }
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* A host task that re-runs its own graph would wait for itself. */
+static mz_graph *self_graph;
+static mz_op *self_root;
+static _Atomic int self_rc;
+static int rerun_self(const mz_call *c) {
+  mz_future *f = NULL;
+  atomic_store(&self_rc, mz_graph_run(self_graph, self_root, NULL, &f));
+  mz_future_destroy(f);
+  return 0;
+}
+
+Test(rerun, from_a_task_of_its_own_run_is_refused) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &self_graph));
+  self_root = mz_host(self_graph, rerun_self, NULL, NULL);
+  atomic_store(&self_rc, 1);
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_run(self_graph, self_root, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  mz_future_destroy(f);
+  cr_assert_eq(atomic_load(&self_rc), MZ_EDEADLK, "mz_graph_run from its own run: %s", mz_err_name(atomic_load(&self_rc)));
+  mz_graph_destroy(self_graph);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- two threads on one graph ---- */
+
+struct builder {
+  mz_runtime *rt;
+  mz_graph *g;
+  mz_kernel *scale;
+  int id, failures;
+};
+
+static void *build_and_schedule(void *arg) {
+  struct builder *b = arg;
+  for (int i = 0; i < 40; i++) {
+    float v[64];
+    for (int j = 0; j < 64; j++) v[j] = (float)(b->id * 1000 + i);
+    mz_buffer *x = NULL, *t = NULL;
+    if (mz_buffer_create(b->rt, MZ_F32, 1, (size_t[]){64}, v, &x) ||
+        mz_buffer_create(b->rt, MZ_F32, 1, (size_t[]){64}, NULL, &t)) {
+      b->failures++;
+      break;
+    }
+    mz_op *s = mz_apply(b->g, b->scale, mz_zip(b->g, 3, (mz_op *[]){mz_value(b->g, x), mz_value(b->g, t), mz_f32(b->g, 2.0f)}),
+                        NULL);
+    mz_future *f = NULL;
+    if (mz_schedule(b->g, mz_unzip(b->g, s, 1), NULL, &f) || mz_future_wait(f)) b->failures++;
+    mz_future_destroy(f);
+    float got[64];
+    if (mz_buffer_read(t, got, sizeof got) || got[5] != 2.0f * v[5]) b->failures++;
+    mz_buffer_release(x);
+    mz_buffer_release(t);
+  }
+  return NULL;
+}
+
+Test(rerun, two_threads_build_and_schedule_one_graph) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_kernel *scale = test_kernel(rt, "scale", "in f32[] x, out f32[] t, f32 a, u64 n = sizeof(x)", scale_fn, NULL);
+  struct builder b[2] = {{rt, g, scale, 1, 0}, {rt, g, scale, 2, 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) cr_assert_eq(pthread_create(&th[i], NULL, build_and_schedule, &b[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  cr_assert_eq(b[0].failures + b[1].failures, 0, "failures: %d and %d", b[0].failures, b[1].failures);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- a reader scheduled after a later writer ran ---- */
+
+/* "out i32[] y, i32 v, u64 n = sizeof(y)" */
+static int set_fn(const mz_call *c) {
+  int32_t *y = c->args[0].p;
+  for (uint64_t i = 0; i < c->args[2].u64; i++) y[i] = c->args[1].i32;
+  return 0;
+}
+/* "in i32[] y, out i32[] r, u64 n = sizeof(y)" */
+static int copy_fn(const mz_call *c) {
+  memcpy(c->args[1].p, c->args[0].p, c->args[2].u64 * sizeof(int32_t));
+  return 0;
+}
+
+Test(rerun, reader_after_a_later_writer_ran_is_refused) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *set = test_kernel(rt, "set", "out i32[] y, i32 v, u64 n = sizeof(y)", set_fn, NULL);
+  mz_kernel *copy = test_kernel(rt, "copy", "in i32[] y, out i32[] r, u64 n = sizeof(y)", copy_fn, NULL);
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 16, NULL), *r = test_buffer_1d(rt, MZ_I32, 16, NULL);
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *w1 = mz_apply(g, set, mz_zip(g, 2, (mz_op *[]){mz_value(g, b), mz_i32(g, 1)}), NULL);
+  mz_op *rd = mz_apply(g, copy, mz_zip(g, 2, (mz_op *[]){mz_unzip(g, w1, 0), mz_value(g, r)}), NULL);
+  mz_op *w2 = mz_apply(g, set, mz_zip(g, 2, (mz_op *[]){mz_value(g, b), mz_i32(g, 2)}), NULL);
+  /* w2 alone: runs w1 (w2 writes after it) but not the reader. */
+  cr_assert_eq(test_run(g, mz_unzip(g, w2, 0), NULL, NULL), MZ_OK);
+  mz_future *f = NULL;
+  int rc = mz_schedule(g, mz_unzip(g, rd, 1), NULL, &f);
+  cr_assert_eq(rc, MZ_ESTATE, "the reader saw a newer value silently: %s", mz_err_name(rc));
+  cr_assert_null(f);
+  cr_assert(strstr(mz_runtime_last_error(rt), "built after it"), "message: %s", mz_runtime_last_error(rt));
+  /* mz_graph_run runs the reader's whole part again, in build order: the
+   * reader sees w1's value. */
+  MZ_OK_OR_DIE(rt, mz_graph_run(g, mz_unzip(g, rd, 1), NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  int32_t got[16];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(r, got, sizeof got));
+  for (int i = 0; i < 16; i++) cr_assert_eq(got[i], 1);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_buffer_release(r);
+  mz_kernel_destroy(set);
+  mz_kernel_destroy(copy);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- futures the user never destroyed ---- */
+
+Test(rerun, futures_alive_at_destroy_are_freed) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  mz_future *f[3];
+  for (int i = 0; i < 3; i++) MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, NULL, &f[i]));
+  cr_assert_eq(mz_future_wait(f[2]), MZ_OK);
+  /* Neither the futures nor the graph, buffers and kernels are freed by
+   * the test: mz_runtime_destroy frees them (LeakSanitizer checks). */
+  mz_runtime_destroy(rt);
+}
