@@ -126,6 +126,37 @@ static int wait_graph_quiet(mz_runtime *rt, mz_graph *g) {
 }
 
 static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz_future **out);
+
+/* A task of a re-run, done (or new) with no run of its graph in flight:
+ * its successors and failure mark belong to the last run. */
+static void reset_for_rerun(struct mz__task *t) {
+  t->succs.n = 0;
+  if (!t->succs.heap) {
+    t->succs.v = t->succs.inl;
+    t->succs.cap = 2;
+  }
+  atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
+}
+
+/* Keep root's closure (in build order) and leaves for its next
+ * mz_graph_run.  The closure cannot change once its tasks ran: build-time
+ * edges are fixed, and mz_depend refuses tasks that were scheduled.  On
+ * ENOMEM nothing is kept, which only costs the next run the walk. */
+static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t ntasks, mz_op *const *leaves,
+                         size_t nleaves) {
+  struct mz__lowered *lw = &g->lowered;
+  mz_op **tv = malloc((ntasks ? ntasks : 1) * sizeof *tv), **lv = malloc((nleaves ? nleaves : 1) * sizeof *lv);
+  if (!tv || !lv) {
+    free(tv);
+    free(lv);
+    return;
+  }
+  memcpy(tv, tasks, ntasks * sizeof *tv);
+  memcpy(lv, leaves, nleaves * sizeof *lv);
+  free(lw->tasks);
+  free(lw->leaves);
+  *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
+}
 static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool rerun, const char *who,
                            mz_future **out);
 
@@ -189,7 +220,20 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
   struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
-  rc = r->busy ? mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap) : MZ_ENOMEM;
+  /* A root run before with mz_graph_run: its closure in build order and
+   * its leaves are kept (struct mz__lowered), so only hazards and counters
+   * are set up again. */
+  struct mz__lowered *lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
+  if (!r->busy) {
+    rc = MZ_ENOMEM;
+  } else if (lw) {
+    leaves.cap = leaves.n = lw->nleaves;
+    leaves.v = malloc((lw->nleaves ? lw->nleaves : 1) * sizeof *leaves.v);
+    if (leaves.v) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
+    else rc = MZ_ENOMEM;
+  } else {
+    rc = mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap);
+  }
   r->t0 = mz__now_ns();
 
   pthread_mutex_lock(&rt->lock);
@@ -207,7 +251,22 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
   r->id = ++rt->next_run_id;
   /* 1. Closure, from the tasks the root names (a task, a tuple holding
    * tasks, values they produce). */
-  if (!rc) rc = root_tasks(root, &stack);
+  if (!rc && lw) {
+    tasks.v = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *tasks.v);
+    if (!tasks.v) rc = MZ_ENOMEM;
+    for (size_t i = 0; !rc && i < lw->ntasks; i++) {
+      mz_op *op = lw->tasks[i];
+      struct mz__task *t = op->t;
+      t->mark = stamp;
+      t->color = 0;
+      t->nsucc_run = 0;
+      reset_for_rerun(t);
+      tasks.v[i] = op;
+    }
+    tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
+  } else if (!rc) {
+    rc = root_tasks(root, &stack);
+  }
   while (!rc && stack.n) {
     mz_op *op = stack.v[--stack.n];
     struct mz__task *t = op->t;
@@ -215,16 +274,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
     t->mark = stamp;
     t->color = 0;
     t->nsucc_run = 0;
-    if (rerun) {
-      /* Done (or new), and no run of g is in flight: its successors and
-       * failure mark belong to the last run. */
-      t->succs.n = 0;
-      if (!t->succs.heap) {
-        t->succs.v = t->succs.inl;
-        t->succs.cap = 2;
-      }
-      atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
-    }
+    if (rerun) reset_for_rerun(t);
     rc = vpush(&tasks, op);
     for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
     for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
@@ -232,7 +282,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
   /* Build order (ids).  The graph lists its tasks in build order: when the
    * unscheduled part of that list is not much longer than the closure,
    * picking the marked tasks from it is cheaper than sorting. */
-  if (!rc && tasks.n) {
+  if (!rc && tasks.n && !lw) {
     size_t from = g->first_new;
     while (from < g->ntasks_all && atomic_load_explicit(&g->tasks_all[from]->t->state, memory_order_relaxed) != MZ__T_NEW)
       from++;
@@ -496,6 +546,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 
+  if (rerun && !lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks, leaves.v, leaves.n);
   /* The root's results. */
   r->nresults = leaves.n;
   r->results = leaves.v;

@@ -342,6 +342,13 @@ struct mz_graph {
    * touch (guarded by rt->lock; rt->idle is broadcast when it drops to 0).
    * A re-run resets its tasks only once this is 0. */
   unsigned active;
+  /* The last root mz_graph_run ran: its closure in build order and its
+   * flattened leaves, reused by its next run (guarded by lock). */
+  struct mz__lowered {
+    struct mz_op *root;
+    struct mz_op **tasks, **leaves;
+    size_t ntasks, nleaves;
+  } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
   struct mz_graph *prev, *next;
