@@ -331,6 +331,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
         if (!rc) rc = vpush(&touched, (mz_op *)(void *)b);
       }
       if (rc) break;
+      /* No writer of b in flight or earlier in this run, and the last one
+       * failed: b holds no valid data (a writer in flight, done or not, is
+       * an edge, and its failure cancels this node the usual way). */
+      if ((t->acc[a].mode & 1) && !b->hz_writer && atomic_load_explicit(&b->poison, memory_order_relaxed))
+        atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
       rc = add_pred(op, b->hz_writer, &preds, ps, stamp);
       if (t->acc[a].mode & 2) {
         for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps, stamp);

@@ -12,6 +12,8 @@
  *   time (a data race ThreadSanitizer reported in the builders);
  * - a reader left out of one run and scheduled after a later-built writer
  *   has run: refused with MZ_ESTATE, never a silent newer value;
+ * - a later graph reading a buffer whose writer failed in an earlier, ended
+ *   run is canceled instead of reading what the failure left;
  * - futures still alive at mz_runtime_destroy are freed (LeakSanitizer
  *   reports them in the sanitizer build). */
 #include <pthread.h>
@@ -343,5 +345,45 @@ Test(rerun, futures_alive_at_destroy_are_freed) {
   cr_assert_eq(mz_future_wait(f[2]), MZ_OK);
   /* Neither the futures nor the graph, buffers and kernels are freed by
    * the test: mz_runtime_destroy frees them (LeakSanitizer checks). */
+  mz_runtime_destroy(rt);
+}
+
+/* ---- a buffer left invalid by a failed writer of an earlier run ---- */
+
+Test(rerun, later_graph_does_not_read_a_failed_writers_buffer) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *accum = test_kernel(rt, "accum", "in f32[] t, inout f32[] y, u64 n = sizeof(t)", accum_fn, NULL);
+  mz_kernel *scale = test_kernel(rt, "scale", "in f32[] x, out f32[] t, f32 a, u64 n = sizeof(x)", scale_fn, NULL);
+  float neg[N], zero[N] = {0};
+  for (int i = 0; i < N; i++) neg[i] = -1.0f;
+  mz_buffer *t = test_buffer_1d(rt, MZ_F32, N, neg), *y = test_buffer_1d(rt, MZ_F32, N, zero),
+            *z = test_buffer_1d(rt, MZ_F32, N, zero);
+  mz_graph *g1 = NULL, *g2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+  mz_op *a = mz_apply(g1, accum, mz_zip(g1, 2, (mz_op *[]){mz_value(g1, t), mz_value(g1, y)}), NULL);
+  cr_assert_eq(test_run(g1, mz_unzip(g1, a, 1), NULL, NULL), MZ_EKERNEL);
+  /* The failed run is over: a later graph reading y has no edge to it. */
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  mz_op *s = mz_apply(g2, scale, mz_zip(g2, 3, (mz_op *[]){mz_value(g2, y), mz_value(g2, z), mz_f32(g2, 1.0f)}), NULL);
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_unzip(g2, s, 1), NULL, &f));
+  int st = mz_future_wait(f);
+  cr_assert_eq(st, MZ_ECANCELED, "reading a buffer whose writer failed: %s (%s)", mz_err_name(st), mz_future_message(f));
+  mz_future_destroy(f);
+  /* Written again, it is fine (into another buffer: z's last writer was
+   * canceled, and a later writer of z follows it into the failure). */
+  MZ_OK_OR_DIE(rt, mz_buffer_write(y, zero, sizeof zero));
+  mz_buffer *z2 = test_buffer_1d(rt, MZ_F32, N, NULL);
+  mz_op *s2 = mz_apply(g2, scale, mz_zip(g2, 3, (mz_op *[]){mz_value(g2, y), mz_value(g2, z2), mz_f32(g2, 1.0f)}), NULL);
+  int st2 = test_run(g2, mz_unzip(g2, s2, 1), NULL, NULL);
+  cr_assert_eq(st2, MZ_OK, "after mz_buffer_write: %s (%s)", mz_err_name(st2), mz_runtime_last_error(rt));
+  mz_buffer_release(z2);
+  mz_graph_destroy(g1);
+  mz_graph_destroy(g2);
+  mz_buffer_release(t);
+  mz_buffer_release(y);
+  mz_buffer_release(z);
+  mz_kernel_destroy(accum);
+  mz_kernel_destroy(scale);
   mz_runtime_destroy(rt);
 }
