@@ -125,7 +125,7 @@ static int wait_graph_quiet(mz_runtime *rt, mz_graph *g) {
   return MZ_OK;
 }
 
-static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz_future **out);
+static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, mz_future **out);
 
 /* A task of a re-run, done (or new) with no run of its graph in flight:
  * its successors and failure mark belong to the last run. */
@@ -157,18 +157,22 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
   free(lw->leaves);
   *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
 }
-static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool rerun, const char *who,
+static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
                            mz_future **out);
 
 int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
-  return schedule(g, root, policy, false, out);
+  return schedule(g, root, &(mz_run_options){.policy = policy}, false, out);
 }
 
 int mz_graph_run(mz_graph *g, mz_op *root, const char *policy, mz_future **out) {
-  return schedule(g, root, policy, true, out);
+  return schedule(g, root, &(mz_run_options){.policy = policy}, true, out);
 }
 
-static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz_future **out) {
+int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_future **out) {
+  return schedule(g, root, opts ? opts : &(mz_run_options){0}, true, out);
+}
+
+static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, mz_future **out) {
   const char *who = rerun ? "mz_graph_run" : "mz_schedule";
   if (out) *out = NULL;
   if (!MZ__LIVE(g, MZ__TAG_GRAPH) || !out) return MZ_EINVAL; /* issue 7: tags */
@@ -184,32 +188,47 @@ static int schedule(mz_graph *g, mz_op *root, const char *policy, bool rerun, mz
       return mz__set_error(rt, wrc, "mz_graph_run: called from a runtime thread while a run of this graph is in flight; it would deadlock");
   }
   pthread_mutex_lock(&g->lock);
-  int rc = schedule_locked(g, root, policy, rerun, who, out);
+  int rc = schedule_locked(g, root, opts, rerun, who, out);
   pthread_mutex_unlock(&g->lock);
-  if (rc == MZ_EAGAIN) return schedule(g, root, policy, rerun, out); /* a run of g started meanwhile */
+  if (rc == MZ_EAGAIN) return schedule(g, root, opts, rerun, out); /* a run of g started meanwhile */
   return rc;
 }
 
 /* The body of mz_schedule and mz_graph_run; g->lock is held. */
-static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool rerun, const char *who,
+static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
                            mz_future **out) {
   mz_runtime *rt = g->rt;
+  const char *policy = opts->policy;
   if (g->status) return mz__set_error(rt, g->status, "%s", g->message);
   if (root->g != g) return mz__set_error(rt, MZ_EINVAL, "%s: the root belongs to another graph", who);
+  if (opts->devices && !opts->ndevices)
+    return mz__set_error(rt, MZ_EINVAL, "%s: an empty device list (give NULL for every device)", who);
+  for (unsigned i = 0; opts->devices && i < opts->ndevices; i++)
+    if (opts->devices[i] >= rt->ndev)
+      return mz__set_error(rt, MZ_EINVAL, "%s: device %u does not exist (the runtime has %u)", who, opts->devices[i],
+                           rt->ndev);
   unsigned pol;
   if (policy) {
     if (mz__policy_find(rt, policy, &pol))
-      return mz__set_error(rt, MZ_ENOENT, "mz_schedule: no policy named '%s'", policy);
+      return mz__set_error(rt, MZ_ENOENT, "%s: no policy named '%s'", who, policy);
   } else {
     pol = rt->default_pol;
   }
   void *pstate;
   int rc = mz__policy_instance(rt, pol, &pstate);
-  if (rc) return mz__set_error(rt, rc, "mz_schedule: policy '%s' failed to start", rt->pol[pol]->name);
+  if (rc) return mz__set_error(rt, rc, "%s: policy '%s' failed to start", who, rt->pol[pol]->name);
 
   struct mz_future *f = calloc(1, sizeof *f);
-  if (!f) return mz__set_error(rt, MZ_ENOMEM, "mz_schedule: out of memory");
+  if (!f) return mz__set_error(rt, MZ_ENOMEM, "%s: out of memory", who);
   struct mz__run *r = &f->run;
+  if (opts->devices) {
+    r->devok = calloc(rt->ndev, 1);
+    if (!r->devok) {
+      free(f);
+      return mz__set_error(rt, MZ_ENOMEM, "%s: out of memory", who);
+    }
+    for (unsigned i = 0; i < opts->ndevices; i++) r->devok[opts->devices[i]] = 1;
+  }
   r->tag = MZ__TAG_FUTURE;
   r->rt = rt;
   r->g = g;
@@ -242,6 +261,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
     pthread_mutex_unlock(&rt->lock);
     free(leaves.v);
     free(r->busy);
+    free(r->devok);
     pthread_mutex_destroy(&r->m);
     pthread_cond_destroy(&r->c);
     free(f);
@@ -451,6 +471,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const char *policy, bool re
     free(topo.v);
     mz__arena_free(&r->arena);
     free(r->busy);
+    free(r->devok);
     pthread_mutex_destroy(&r->m);
     pthread_cond_destroy(&r->c);
     free(f);

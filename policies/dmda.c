@@ -97,16 +97,11 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   for (unsigned q = 0; q < nq; q++) {
     unsigned c = d->qcls[q];
     if (d->lead[q] >= 0 && d->lead[q] != (int)q) continue;
-    /* Devices of one class run the same code: check and estimate once. */
-    if (isnan(est[c])) {
-      if (!mz_task_can_run(s, t, q)) {
-        if (!mz_sched_device_dead(s, d->qdev[q])) est[c] = INFINITY; /* else ask the class's next device */
-        continue;
-      }
-      est[c] = mz_task_expected_ns(s, t, q);
-    } else if (isinf(est[c]) || mz_sched_device_dead(s, d->qdev[q])) {
-      continue;
-    }
+    /* Devices of one class run the same code: estimate once per class.
+     * Whether a queue can run the node is asked per queue, since a dead
+     * device, or one a run leaves out (mz_graph_run_with), cannot. */
+    if (!mz_task_can_run(s, t, q)) continue;
+    if (isnan(est[c])) est[c] = mz_task_expected_ns(s, t, q);
     if (est[c] < 0) {
       if (at[q] < explore_at) {
         explore_at = at[q];

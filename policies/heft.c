@@ -207,6 +207,16 @@ static double link_cost(const struct link *l, size_t bytes) { return l->lat + l-
  * class of allowed[k] ends in the list).  Returns the predicted end,
  * INFINITY as soon as it reaches cutoff (a better plan is known), or a
  * negative code. */
+/* A queue of class c that can run t: the class's first queue, or another
+ * when a run leaves that one's device out (mz_graph_run_with), or -1. */
+static int class_queue(const struct heft *h, const mz_sched *s, const mz_task *t, unsigned c) {
+  if (h->rep[c] < 0) return -1;
+  if (mz_task_can_run(s, t, (unsigned)h->rep[c])) return h->rep[c];
+  for (unsigned q = 0; q < h->nq; q++)
+    if (h->qcls[q] == c && mz_task_can_run(s, t, q)) return (int)q;
+  return -1;
+}
+
 static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *skip, unsigned nallowed,
                        double cutoff) {
   const struct heft *h = P->h;
@@ -242,7 +252,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
       for (unsigned oq = 0, nl = any ? nq : nallowed; oq < nl; oq++) {
         unsigned q = any ? h->qorder[oq] : allowed[oq], c = h->qcls[q];
         double wc = P->w[i * ncls + c];
-        if (!isfinite(wc) || !P->alive[q]) continue;
+        if (!isfinite(wc) || !P->alive[q] || !mz_task_can_run(P->s, t, q)) continue;
         if (!any && ready + wc >= best_f) { /* no queue of this class can do better */
           oq = skip[oq] - 1;
           continue;
@@ -356,8 +366,9 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     unsigned nknown = 0;
     for (unsigned c = 0; c < ncls; c++) {
       double v = INFINITY;
-      if (rep[c] >= 0 && mz_task_can_run(s, tasks[i], (unsigned)rep[c])) {
-        v = mz_task_expected_ns(s, tasks[i], (unsigned)rep[c]);
+      int cq = class_queue(h, s, tasks[i], c);
+      if (cq >= 0) {
+        v = mz_task_expected_ns(s, tasks[i], (unsigned)cq);
         if (v >= 0) {
           known += v;
           nknown++;

@@ -83,6 +83,10 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   /* Host work (host nodes, partition, unpartition) runs where host memory
    * is the device's memory and a worker runs it: capabilities, not kinds. */
   if (!k) return dev->ops->host_memory && dev->ops->inline_submit;
+  /* A run on a subset of the devices (mz_graph_run_with) limits kernels;
+   * host work still runs where host memory is. */
+  const struct mz__run *r = op->t->run;
+  if (r && r->devok && !r->devok[dev->info.index]) return false;
   return dev->kernels && dev->ops->can_run(dev, k);
 }
 
@@ -1152,6 +1156,7 @@ void mz__run_unref(struct mz__run *r) {
   free(r->tasks);
   free(r->results);
   free((void *)r->busy);
+  free(r->devok);
   pthread_mutex_destroy(&r->m);
   pthread_cond_destroy(&r->c);
   free(r);

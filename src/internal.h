@@ -374,6 +374,7 @@ struct mz__run {
   _Atomic int refs;           /* future + execution */
   uint64_t id;
   unsigned policy;            /* index in rt->pol */
+  uint8_t *devok;             /* per device: may run kernels in this run; NULL: every device */
   struct mz__arena arena;     /* preds, exec arrays */
   struct mz_op **tasks;
   size_t ntasks;

@@ -7,7 +7,8 @@
  * - a run that fails (a kernel refuses a negative input) followed by a run
  *   on good input that succeeds, and a run queued while the last one is in
  *   flight (it waits for it, so both runs' increments land);
- * - the same graph on simulated devices (every node runs each time);
+ * - the same graph on simulated devices (every node runs each time), and
+ *   re-placed on one device at a time with mz_graph_run_with;
  * - two threads that build on one graph and schedule its roots at the same
  *   time (a data race ThreadSanitizer reported in the builders);
  * - a reader left out of one run and scheduled after a later-built writer
@@ -130,6 +131,56 @@ Test(rerun, on_simulated_devices) {
   struct chains c;
   build_chains(rt, &c);
   run_many(rt, &c, 12, false);
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* The same built graph re-placed on one device at a time, then on all:
+ * only the chosen devices are busy. */
+Test(rerun, on_another_device_set) {
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(
+      &(mz_runtime_config){.devices = "sim:cpu*2@speed=1;sim:gpu*2@speed=10,mem=1G,link=8G/s", .quiet = true}, &rt);
+  cr_assert_eq(rc, MZ_OK, "sim runtime: %s", mz_err_name(rc));
+  unsigned ndev = mz_runtime_device_count(rt);
+  cr_assert_geq(ndev, 2);
+  struct chains c;
+  build_chains(rt, &c);
+  /* Device 0 is the host CPU, which runs host work only when nothing but
+   * simulated devices is named: no device of that run can run a kernel. */
+  mz_future *f = NULL;
+  unsigned host = 0;
+  MZ_OK_OR_DIE(rt, mz_graph_run_with(c.g, c.root, &(mz_run_options){.devices = &host, .ndevices = 1}, &f));
+  int st0 = mz_future_wait(f);
+  cr_assert_eq(st0, MZ_ENODEV, "kernels on a host-only CPU: %s", mz_err_name(st0));
+  mz_future_destroy(f);
+  /* That failure left y unreadable: write it again before the next runs. */
+  static float zero[N];
+  for (int k = 0; k < CHAINS; k++) MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
+  for (unsigned d = 1; d < ndev; d++) {
+    for (unsigned p = 0; mz_policy_name(rt, p); p++) {
+      const char *pol = mz_policy_name(rt, p);
+      MZ_OK_OR_DIE(rt, mz_graph_run_with(c.g, c.root, &(mz_run_options){.policy = pol, .devices = &d, .ndevices = 1}, &f));
+      int rs = mz_future_wait(f);
+      cr_assert_eq(rs, MZ_OK, "device %u, %s: %s: %s", d, pol, mz_err_name(rs), mz_future_message(f));
+      mz_run_stats st;
+      MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+      cr_assert_eq(st.ops, 2 * CHAINS);
+      for (unsigned e = 0; e < st.ndevices; e++)
+        if (e != d) cr_assert_eq(st.busy_ns[e], 0, "device %u ran nodes of a run limited to device %u (%s)", e, d, pol);
+      cr_assert_gt(st.busy_ns[d], 0, "device %u ran nothing (%s)", d, pol);
+      mz_future_destroy(f);
+    }
+  }
+  unsigned bad = ndev;
+  rc = mz_graph_run_with(c.g, c.root, &(mz_run_options){.devices = &bad, .ndevices = 1}, &f);
+  cr_assert_eq(rc, MZ_EINVAL, "device %u of %u: %s", bad, ndev, mz_err_name(rc));
+  cr_assert_null(f);
+  rc = mz_graph_run_with(c.g, c.root, &(mz_run_options){.devices = &bad, .ndevices = 0}, &f);
+  cr_assert_eq(rc, MZ_EINVAL, "an empty device list: %s", mz_err_name(rc));
+  MZ_OK_OR_DIE(rt, mz_graph_run_with(c.g, c.root, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  mz_future_destroy(f);
   free_chains(&c);
   mz_runtime_destroy(rt);
 }

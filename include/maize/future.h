@@ -54,6 +54,24 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) M
  * MZ_EDEADLK instead.  Errors and *out as for mz_schedule(). */
 int mz_graph_run(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
 
+/* Options of one run of a built graph. */
+typedef struct mz_run_options {
+  const char *policy;        /* NULL: the runtime's default */
+  /* The devices that may run kernels in this run, as indices of
+   * mz_runtime_device(); NULL: every device.  Host work (mz_host,
+   * partitions) runs on the CPU regardless.  A node that none of them can
+   * run fails with MZ_ENODEV. */
+  const unsigned *devices;
+  unsigned ndevices;
+} mz_run_options;
+
+/* mz_graph_run() with options: re-place the same work on another policy
+ * or another set of devices, so that they are compared on exactly the same
+ * nodes.  opts NULL is all defaults.  Errors as mz_graph_run(), and
+ * MZ_EINVAL for a device index past mz_runtime_device_count() or an empty
+ * list. */
+int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_future **out) MZ_WUR;
+
 /* Block until the run finishes; return its status.  MZ_EDEADLK when called
  * from a runtime thread (a task, a host node, a completion callback). */
 int mz_future_wait(mz_future *f);
