@@ -14,7 +14,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: maize-bench taskbench [Task Bench flags] [--system maize|openmp|starpu]\n"
+          "usage: maize-bench taskbench [Task Bench flags] [--system maize|maize-rerun|openmp|starpu|tbb]\n"
           "                             [--devices S] [--policy P] [-r N]\n"
           "\nTask Bench flags (as in StanfordLegion/task-bench):\n"
           "  %-18s height of the task graph (default 4)\n"
@@ -34,7 +34,8 @@ static void usage(FILE *f) {
           "  %-18s worker threads (maize: devices cpu:N unless --devices)\n"
           "  %-18s print the dependencies of every task\n"
           "\nmaize-bench options:\n"
-          "  --system S         maize (default), openmp or starpu\n"
+          "  --system S         maize (default), maize-rerun (the graph built once, then\n"
+          "                     re-run with mz_graph_run), openmp, starpu or tbb\n"
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
           "  -r N               run N times and report the median (default 1)\n"
@@ -108,8 +109,12 @@ int mzb_taskbench_main(int argc, char **argv) {
           sys = &tb_system_openmp;
         else if (!strcmp(v, "starpu"))
           sys = &tb_system_starpu;
+        else if (!strcmp(v, "tbb"))
+          sys = &tb_system_tbb;
+        else if (!strcmp(v, "maize-rerun"))
+          sys = &tb_system_maize_rerun;
         else {
-          fprintf(stderr, "maize-bench taskbench: unknown system '%s' (maize, openmp, starpu)\n", v);
+          fprintf(stderr, "maize-bench taskbench: unknown system '%s' (maize, openmp, starpu, tbb, maize-rerun)\n", v);
           free(rest);
           return 2;
         }

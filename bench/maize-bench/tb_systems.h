@@ -1,5 +1,7 @@
-/* The systems that run Task Bench graphs (issue 6): maize (tb_maize.c),
- * OpenMP tasks (peer_openmp.c) and StarPU (peer_starpu.c).  Each is one
+/* The systems that run Task Bench graphs: maize (tb_maize.c; maize-rerun
+ * builds the graph once and runs it again with mz_graph_run), OpenMP
+ * tasks (peer_openmp.c), StarPU (peer_starpu.c) and oneTBB's flow graph
+ * (peer_tbb.cpp).  Each is one
  * const table; taskbench.c and metg.c drive them all the same way.
  *
  * A state is made for one tb_app (which must outlive it); between runs the
@@ -47,8 +49,10 @@ typedef struct tb_system {
 } tb_system;
 
 extern const tb_system tb_system_maize;
+extern const tb_system tb_system_maize_rerun;
 extern const tb_system tb_system_openmp;
 extern const tb_system tb_system_starpu;
+extern const tb_system tb_system_tbb;
 
 /* Pack and unpack a task id: graph (8 bits), timestep (28), point (28). */
 static inline unsigned long long tb_task_id(long graph, long t, long p) {
