@@ -13,7 +13,13 @@
  * (read-after-write, and that writer is run if needed); among the nodes that
  * run, writers also wait for earlier readers (write-after-read) and writers
  * (write-after-write).  Hazards also order runs: a run that uses a buffer
- * waits for the earlier runs' nodes that use it. */
+ * waits for the earlier runs' nodes that use it.
+ *
+ * A graph is built once and may run many times: mz_graph_run() (future.h)
+ * runs everything a root needs again, on the buffers' current contents,
+ * under any policy and on any subset of the devices.  Builders and
+ * scheduling may be called from several threads on one graph (they take
+ * the graph's lock). */
 #ifndef MAIZE_GRAPH_H
 #define MAIZE_GRAPH_H
 
