@@ -21,7 +21,6 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->error_op.kind = MZ__K_ERROR;
   g->error_op.name = "error";
   atomic_init(&g->refs, 1);
-  pthread_mutex_init(&g->lock, NULL);
   pthread_mutex_lock(&rt->lock);
   g->next = rt->graphs;
   if (rt->graphs) rt->graphs->prev = g;
@@ -54,7 +53,6 @@ static void graph_free(mz_graph *g) {
   free(g->kheld);
   free(g->bmap);
   mz__arena_free(&g->arena);
-  pthread_mutex_destroy(&g->lock);
   g->tag = MZ__TAG_DEAD;
   free(g);
 }
@@ -774,15 +772,15 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
 /* ---- the public builders ----
  * Each holds the graph's lock, so that threads may build on one graph and
  * schedule its roots at the same time (mz_schedule holds it too).  An
- * uncontended lock is two atomic operations; the builders under it never
- * call each other through these wrappers. */
+ * uncontended lock is one atomic exchange and one store; the builders
+ * under it never call each other through these wrappers. */
 
 #define MZ__LOCKED(g, fail_value, call)              \
   do {                                                \
     if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return fail_value; \
-    pthread_mutex_lock(&(g)->lock);                   \
+    mz__ylock_lock(&(g)->lock);                       \
     __typeof__(call) res_ = call;                     \
-    pthread_mutex_unlock(&(g)->lock);                 \
+    mz__ylock_unlock(&(g)->lock);                     \
     return res_;                                      \
   } while (0)
 

@@ -187,9 +187,9 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
     if (wrc)
       return mz__set_error(rt, wrc, "mz_graph_run: called from a runtime thread while a run of this graph is in flight; it would deadlock");
   }
-  pthread_mutex_lock(&g->lock);
+  mz__ylock_lock(&g->lock);
   int rc = schedule_locked(g, root, opts, rerun, who, out);
-  pthread_mutex_unlock(&g->lock);
+  mz__ylock_unlock(&g->lock);
   if (rc == MZ_EAGAIN) return schedule(g, root, opts, rerun, out); /* a run of g started meanwhile */
   return rc;
 }
@@ -327,7 +327,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = op->t;
-    if (!rerun && g->bmap_n && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
+    if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
       stale_op = op;
       rc = MZ_ESTATE;
       break;
@@ -481,6 +481,15 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* 4. Commit. */
   for (size_t i = 0; i < touched.n; i++) {
     mz_buffer *b = (mz_buffer *)(void *)touched.v[i];
+    /* The last writer of b in this run (tasks were visited in build order)
+     * is the highest id that has written b: a reader built before it and
+     * scheduled later would read too new a value (stale_read). */
+    mz_op *w = b->hz_writer;
+    if (w && w->t->mark == stamp && w->g == g) {
+      struct mz__bentry *be = mz__graph_bentry(g, b);
+      if (be && be->ran_writer < w->id) be->ran_writer = w->id;
+      if (g->ran_max < w->id) g->ran_max = w->id;
+    }
     b->last_writer = b->hz_writer;
     if (b->capreaders < b->hz_nreaders) {
       mz_op **v = realloc(b->readers, b->hz_nreaders * sizeof *v);
@@ -505,10 +514,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = op->t;
-    for (unsigned a = 0; a < t->nacc; a++) {
-      struct mz__bentry *be = (t->acc[a].mode & 2) ? mz__graph_bentry(g, t->acc[a].buf) : NULL;
-      if (be && be->ran_writer < op->id) be->ran_writer = op->id;
-    }
     t->run = r;
     t->queue = -1;
     t->status = 0;

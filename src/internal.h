@@ -17,6 +17,7 @@
 #define MZ_INTERNAL_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,27 @@ static inline void mz__spin_lock(mz__spin *s) {
   }
 }
 static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s->f, memory_order_release); }
+
+/* A lock for sections that are short and rarely contended, but may now
+ * and then be long (a graph's builders against the scheduling of a large
+ * graph): one atomic exchange to take it; a waiter spins briefly, then
+ * yields the CPU until the holder is done. */
+typedef struct { _Atomic bool held; } mz__ylock;
+static inline void mz__ylock_lock(mz__ylock *l) {
+  unsigned spins = 0;
+  while (atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
+    while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
+      if (++spins < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        sched_yield();
+      }
+    }
+  }
+}
+static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
 
 /* A bump allocator: many small blocks, freed together. */
 struct mz__arena {
@@ -337,11 +359,12 @@ struct mz_graph {
   /* Builders and mz_schedule/mz_graph_run of this graph hold it, so two
    * threads may build and schedule on one graph.  Taken before rt->lock;
    * never held while waiting for a run. */
-  pthread_mutex_t lock;
+  mz__ylock lock;
   /* Runs of this graph whose tasks the executor or the reaper may still
    * touch (guarded by rt->lock; rt->idle is broadcast when it drops to 0).
    * A re-run resets its tasks only once this is 0. */
   unsigned active;
+  uint32_t ran_max;           /* the highest ran_writer of bmap (guarded by lock) */
   /* The last root mz_graph_run ran: its closure in build order and its
    * flattened leaves, reused by its next run (guarded by lock). */
   struct mz__lowered {
