@@ -559,7 +559,6 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
 
 /* ---- completion ---- */
 
-static void run_complete(struct mz__run *r);
 
 /* ---- issue 7: nodes taken back from their queue ---- */
 
@@ -709,7 +708,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     }
   }
   if (acct) acct->done++;
-  else if (atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) run_complete(r);
+  else if (atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) mz__run_complete(r);
 }
 
 void mz__queue_flush(struct mz__queue *q) {
@@ -722,7 +721,7 @@ void mz__queue_flush(struct mz__queue *q) {
   a->run = NULL;
   a->done = 0;
   a->ops = a->busy = 0;
-  if (done && atomic_fetch_sub_explicit(&r->remaining, done, memory_order_acq_rel) == done) run_complete(r);
+  if (done && atomic_fetch_sub_explicit(&r->remaining, done, memory_order_acq_rel) == done) mz__run_complete(r);
 }
 
 static void work_drain(struct work *w) {
@@ -788,7 +787,7 @@ static void run_start(struct mz__run *r) {
   work_init(&w);
   int st = atomic_load(&r->status);
   if (r->ntasks == 0) {
-    run_complete(r);
+    mz__run_complete(r);
     return;
   }
   if (st < 0) {
@@ -959,224 +958,4 @@ void mz__proxy_free(struct mz_device *dev) {
   mz__parker_fini(&p->park);
   free(p);
   dev->proxy = NULL;
-}
-
-/* ---- the end of a run ---- */
-
-/* Device resources of finished runs are freed off the completion path: a
- * CUDA host function may not call CUDA, so release_exec runs here. */
-struct mz__reaper {
-  pthread_mutex_t m;
-  pthread_cond_t c;
-  struct mz__run **v;
-  size_t n, cap;
-  bool stop;
-  pthread_t thread;
-};
-
-static void release_execs(struct mz__run *r) {
-  mz_runtime *rt = r->rt;
-  for (size_t i = 0; i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
-    if (t->queue < 0) continue;
-    struct mz_device *dev = rt->queues[t->queue]->dev;
-    if (dev->ops->release_exec) dev->ops->release_exec(&t->exec);
-    free(t->exec.message);
-    t->exec.message = NULL;
-  }
-}
-
-/* The executor is done with r's tasks: a re-run of its graph may reset
- * them (mz_graph_run waits for this). */
-static void run_released(struct mz__run *r) {
-  mz_runtime *rt = r->rt;
-  pthread_mutex_lock(&rt->lock);
-  if (--r->g->active == 0) pthread_cond_broadcast(&rt->idle);
-  pthread_mutex_unlock(&rt->lock);
-}
-
-static void *reaper_main(void *arg) {
-  mz_runtime *rt = arg;
-  struct mz__reaper *rp = rt->reaper;
-  mz__in_runtime_thread = 1;
-  pthread_mutex_lock(&rp->m);
-  for (;;) {
-    while (!rp->n && !rp->stop) pthread_cond_wait(&rp->c, &rp->m);
-    if (!rp->n && rp->stop) break;
-    struct mz__run *r = rp->v[--rp->n];
-    pthread_mutex_unlock(&rp->m);
-    release_execs(r);
-    run_released(r);
-    mz__run_unref(r);
-    pthread_mutex_lock(&rp->m);
-  }
-  pthread_mutex_unlock(&rp->m);
-  return NULL;
-}
-
-int mz__reaper_start(mz_runtime *rt) {
-  struct mz__reaper *rp = calloc(1, sizeof *rp);
-  if (!rp) return MZ_ENOMEM;
-  pthread_mutex_init(&rp->m, NULL);
-  pthread_cond_init(&rp->c, NULL);
-  rt->reaper = rp;
-  if (pthread_create(&rp->thread, NULL, reaper_main, rt)) {
-    rt->reaper = NULL;
-    free(rp);
-    return MZ_ENOMEM;
-  }
-  return MZ_OK;
-}
-
-void mz__reaper_stop(mz_runtime *rt) {
-  struct mz__reaper *rp = rt->reaper;
-  if (!rp) return;
-  pthread_mutex_lock(&rp->m);
-  rp->stop = true;
-  pthread_cond_signal(&rp->c);
-  pthread_mutex_unlock(&rp->m);
-  pthread_join(rp->thread, NULL);
-  pthread_mutex_destroy(&rp->m);
-  pthread_cond_destroy(&rp->c);
-  free(rp->v);
-  free(rp);
-  rt->reaper = NULL;
-}
-
-/* The run no longer counts as in flight.  Called last, once this thread
- * has dropped the execution's reference on the run (or handed it to the
- * reaper, which mz_runtime_destroy drains): counting it out earlier let
- * mz_runtime_destroy free the graph and its buffers while this thread
- * still released them (issue 5 found it with the simulator's engine
- * thread; CPU workers had the same window). */
-static void run_idle(mz_runtime *rt) {
-  pthread_mutex_lock(&rt->lock);
-  rt->nruns--;
-  if (!rt->nruns) pthread_cond_broadcast(&rt->idle);
-  pthread_mutex_unlock(&rt->lock);
-}
-
-static void run_complete(struct mz__run *r) {
-  mz_runtime *rt = r->rt;
-  r->t1 = mz__now_ns();
-  bool device_work = false;
-  pthread_mutex_lock(&rt->lock);
-  uint64_t stamp = ++rt->touch_stamp;
-  for (size_t i = 0; i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
-    if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) device_work = true;
-    for (unsigned a = 0; a < t->nacc; a++) {
-      mz_buffer *b = t->acc[a].buf;
-      if (b->touch_stamp == stamp) continue;
-      b->touch_stamp = stamp;
-      if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
-      mz__spin_lock(&b->lock);
-      for (unsigned k = 1; k < rt->nmem; k++)
-        if (b->copies[k].fetcher && b->copies[k].fetcher->node->t->run == r) b->copies[k].fetcher = NULL;
-      mz__spin_unlock(&b->lock);
-      unsigned k = 0;
-      for (unsigned j = 0; j < b->nreaders; j++)
-        if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];
-      b->nreaders = k;
-    }
-  }
-  for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->mark = 0;
-  if (r->prev) r->prev->next = r->next;
-  else if (rt->runs == r) rt->runs = r->next;
-  if (r->next) r->next->prev = r->prev;
-  r->prev = r->next = NULL;
-  pthread_mutex_unlock(&rt->lock);
-
-  /* Resolve the future: waiters, the eventfd, the callback. */
-  pthread_mutex_lock(&r->m);
-  atomic_store(&r->done, true);
-  pthread_cond_broadcast(&r->c);
-  if (r->efd >= 0) {
-    uint64_t one = 1;
-    ssize_t wr = write(r->efd, &one, sizeof one);
-    (void)wr;
-  }
-  mz_future_fn fn = r->then_set ? r->then_fn : NULL;
-  void *user = r->then_user;
-  pthread_mutex_unlock(&r->m);
-  if (fn) {
-    int saved = mz__in_runtime_thread;
-    mz__in_runtime_thread = 1;
-    fn((mz_future *)r, atomic_load(&r->status), user);
-    mz__in_runtime_thread = saved;
-  }
-  if (device_work && rt->reaper) {
-    struct mz__reaper *rp = rt->reaper;
-    pthread_mutex_lock(&rp->m);
-    if (rp->n == rp->cap) {
-      size_t cap = rp->cap ? rp->cap * 2 : 16;
-      struct mz__run **v = realloc(rp->v, cap * sizeof *v);
-      if (v) {
-        rp->v = v;
-        rp->cap = cap;
-      }
-    }
-    if (rp->n < rp->cap) {
-      rp->v[rp->n++] = r;
-      pthread_cond_signal(&rp->c);
-      pthread_mutex_unlock(&rp->m);
-      run_idle(rt);
-      return;
-    }
-    pthread_mutex_unlock(&rp->m);
-  }
-  if (!device_work) {
-    for (size_t i = 0; i < r->ntasks; i++) {
-      free(r->tasks[i]->t->exec.message);
-      r->tasks[i]->t->exec.message = NULL;
-    }
-  }
-  run_released(r);
-  mz__run_unref(r);
-  run_idle(rt);
-}
-
-void mz__run_unref(struct mz__run *r) {
-  if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
-  mz_runtime *rt = r->rt;
-  pthread_mutex_lock(&rt->lock);
-  /* A later run of the graph may have taken the task over. */
-  for (size_t i = 0; i < r->ntasks; i++)
-    if (r->tasks[i]->t->run == r) r->tasks[i]->t->run = NULL;
-  if (r->fprev) r->fprev->fnext = r->fnext;
-  else if (rt->futures == r) rt->futures = r->fnext;
-  if (r->fnext) r->fnext->fprev = r->fprev;
-  pthread_mutex_unlock(&rt->lock);
-  r->tag = MZ__TAG_DEAD;
-  if (r->efd >= 0) close(r->efd);
-  mz__graph_unref(r->g);
-  for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);
-  free(r->gheld);
-  mz__arena_free(&r->arena);
-  free(r->tasks);
-  free(r->results);
-  free((void *)r->busy);
-  free(r->devok);
-  pthread_mutex_destroy(&r->m);
-  pthread_cond_destroy(&r->c);
-  free(r);
-}
-
-int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed) {
-  if (atomic_load(&r->done)) return atomic_load(&r->status);
-  pthread_mutex_lock(&r->m);
-  if (!timed) {
-    while (!atomic_load(&r->done)) pthread_cond_wait(&r->c, &r->m);
-  } else {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
-    while (!atomic_load(&r->done))
-      if (pthread_cond_timedwait(&r->c, &r->m, &ts)) break;
-  }
-  bool done = atomic_load(&r->done);
-  pthread_mutex_unlock(&r->m);
-  return done ? atomic_load(&r->status) : MZ_ETIMEDOUT;
 }

@@ -29,83 +29,9 @@
 #include "mz_config.h"
 
 #define MZ__MAX_POLICIES 32
-#define MZ__ERRLEN 1024
 
-/* ---- small utilities (src/util.c) ---- */
-
-/* A test-and-test-and-set spinlock: one byte, for short critical sections. */
-typedef struct { atomic_flag f; } mz__spin;
-static inline void mz__spin_lock(mz__spin *s) {
-  while (atomic_flag_test_and_set_explicit(&s->f, memory_order_acquire)) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
-}
-static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s->f, memory_order_release); }
-
-/* A lock for sections that are short and rarely contended, but may now
- * and then be long (a graph's builders against the scheduling of a large
- * graph): one atomic exchange to take it; a waiter spins briefly, then
- * yields the CPU until the holder is done. */
-typedef struct { _Atomic bool held; } mz__ylock;
-static inline void mz__ylock_lock(mz__ylock *l) {
-  unsigned spins = 0;
-  while (atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
-    while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
-      if (++spins < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        sched_yield();
-      }
-    }
-  }
-}
-static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
-
-/* A bump allocator: many small blocks, freed together. */
-struct mz__arena {
-  struct mz__chunk *head;
-  size_t used, cap;
-};
-void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 16-aligned; NULL on ENOMEM */
-void mz__arena_free(struct mz__arena *a);
-
-/* An intrusive multi-producer single-consumer queue (Vyukov): push from any
- * thread, pop from the owner only.  Items are tasks linked through
- * struct mz_op.next. */
-struct mz__mpsc {
-  _Atomic(struct mz_op *) tail;
-  struct mz_op *head;
-  struct mz_op *stub;
-};
-void mz__mpsc_init(struct mz__mpsc *q, struct mz_op *stub);
-/* Returns true when the queue was empty before the push. */
-bool mz__mpsc_push(struct mz__mpsc *q, struct mz_op *n);
-struct mz_op *mz__mpsc_pop(struct mz__mpsc *q);
-
-/* A parking spot for one consumer thread: spin, then sleep until woken. */
-struct mz__parker {
-  _Atomic int state; /* 0 running, 1 about to sleep / sleeping */
-  pthread_mutex_t m;
-  pthread_cond_t c;
-  _Atomic bool wake;
-};
-void mz__parker_init(struct mz__parker *p);
-void mz__parker_fini(struct mz__parker *p);
-void mz__parker_wake(struct mz__parker *p);
-/* Sleep unless woken since the last call; returns after a wake. */
-void mz__parker_park(struct mz__parker *p);
-
-/* The thread-local marker of runtime threads (workers, submission threads,
- * callbacks) used to refuse blocking calls that would deadlock. */
-extern _Thread_local int mz__in_runtime_thread;
-/* The queue whose CPU worker this thread is, or -1, and that queue's
- * runtime (mz_sched_current_queue, and completion accounting in exec.c). */
-extern _Thread_local int mz__cur_queue;
-extern _Thread_local const struct mz_runtime *mz__cur_rt;
+#include "util.h"
+#include "run.h"
 
 /* ---- handle tags (issue 7) ----
  * The first word of every public object says what it is.  It is set at
@@ -382,62 +308,10 @@ struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b);
 /* Flatten op's value into leaves (values and scalars), appending to *v. */
 int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 
-/* ---- runs and futures (graph/lower.c, src/exec.c, src/future.c) ---- */
+/* ---- the executor (src/exec.c) ---- */
 
-struct mz__run {
-  uint32_t tag;               /* MZ__TAG_FUTURE (issue 7) */
-  mz_runtime *rt;
-  mz_graph *g;
-  /* Other graphs holding tasks that this run's tasks keep in preds (edges
-   * from runs in flight, through buffer hazards): held until this run is
-   * freed, because the executor, the policies, the perf models and the
-   * trace read those predecessors after their own runs have finished. */
-  mz_graph **gheld;
-  size_t ngheld, capgheld;
-  _Atomic int refs;           /* future + execution */
-  uint64_t id;
-  unsigned policy;            /* index in rt->pol */
-  uint8_t *devok;             /* per device: may run kernels in this run; NULL: every device */
-  struct mz__arena arena;     /* preds, exec arrays */
-  struct mz_op **tasks;
-  size_t ntasks;
-  _Atomic size_t remaining;
-  _Atomic int status;
-  char message[MZ__ERRLEN];
-  mz__spin msg_lock;
-  struct mz_op **results;     /* root leaves */
-  size_t nresults;
-  pthread_mutex_t m;
-  pthread_cond_t c;
-  _Atomic bool done;
-  mz_future_fn then_fn;
-  void *then_user;
-  bool then_set;
-  int efd;                    /* eventfd, -1 until asked */
-  /* statistics */
-  _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;
-  _Atomic uint64_t *busy;     /* per device */
-  uint64_t t0, t1;
-  struct mz__run *prev, *next;  /* rt->runs */
-  /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
-   * that mz_runtime_destroy frees the futures the user did not. */
-  struct mz__run *fprev, *fnext;
-  /* Virtual time (issue 5): the runtime clock when the run started and the
-   * latest end of its nodes on devices with a virtual clock (0: none). */
-  uint64_t v0;
-  _Atomic uint64_t v1;
-};
-
-struct mz_future { struct mz__run run; };
-
-/* Submission machinery (src/exec.c). */
 void mz__run_start(struct mz__run *r);
-struct mz__reaper;
-int mz__reaper_start(mz_runtime *rt);
-void mz__reaper_stop(mz_runtime *rt);
 void mz__task_finish(struct mz_op *op, int status);
-void mz__run_unref(struct mz__run *r);
-int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 int mz__proxy_start(struct mz_device *dev);
 void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */

@@ -1,0 +1,89 @@
+/* maize internals: a run, the execution of what one mz_schedule or
+ * mz_graph_run call asked for; it is also the user's mz_future.
+ *
+ * Life: graph/lower.c makes it and links it into rt->runs (in flight) and
+ * rt->futures (alive); src/exec.c executes its tasks and calls
+ * mz__run_complete once the last one finished; src/run.c (this header's
+ * code) ends it there: it clears the run's hazard records on its buffers,
+ * resolves the future, hands device resources to the reaper thread, and
+ * lets a waiting mz_graph_run of the same graph go on.
+ *
+ * Ownership: two references, the future's (dropped by mz_future_destroy or
+ * by mz_runtime_destroy for futures the user kept) and the execution's
+ * (dropped once the executor and the reaper are done with its tasks).  The
+ * last one frees it, with its arena, its result list and the references
+ * on graphs it holds.
+ *
+ * Locks: rt->lock guards rt->runs, rt->futures, a graph's active count and
+ * the buffers' hazard records; r->m guards the future's waiters, callback
+ * and eventfd; r->msg_lock the message. */
+#ifndef MZ_RUN_H
+#define MZ_RUN_H
+
+#include "maize.h"
+#include "util.h"
+
+struct mz__run {
+  uint32_t tag;               /* MZ__TAG_FUTURE (issue 7) */
+  mz_runtime *rt;
+  mz_graph *g;
+  /* Other graphs holding tasks that this run's tasks keep in preds (edges
+   * from runs in flight, through buffer hazards): held until this run is
+   * freed, because the executor, the policies, the perf models and the
+   * trace read those predecessors after their own runs have finished. */
+  mz_graph **gheld;
+  size_t ngheld, capgheld;
+  _Atomic int refs;           /* future + execution */
+  uint64_t id;
+  unsigned policy;            /* index in rt->pol */
+  uint8_t *devok;             /* per device: may run kernels in this run; NULL: every device */
+  struct mz__arena arena;     /* preds, exec arrays */
+  struct mz_op **tasks;
+  size_t ntasks;
+  _Atomic size_t remaining;
+  _Atomic int status;
+  char message[MZ__ERRLEN];
+  mz__spin msg_lock;
+  struct mz_op **results;     /* root leaves */
+  size_t nresults;
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  _Atomic bool done;
+  mz_future_fn then_fn;
+  void *then_user;
+  bool then_set;
+  int efd;                    /* eventfd, -1 until asked */
+  /* statistics */
+  _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;
+  _Atomic uint64_t *busy;     /* per device */
+  uint64_t t0, t1;
+  struct mz__run *prev, *next;  /* rt->runs */
+  /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
+   * that mz_runtime_destroy frees the futures the user did not. */
+  struct mz__run *fprev, *fnext;
+  /* Virtual time (issue 5): the runtime clock when the run started and the
+   * latest end of its nodes on devices with a virtual clock (0: none). */
+  uint64_t v0;
+  _Atomic uint64_t v1;
+};
+
+struct mz_future { struct mz__run run; };
+
+/* The end of a run (src/run.c).  complete: the run's last task finished;
+ * called once, by the thread that finished it (a worker, a submission or
+ * completion thread), with no lock held.  unref: drop a reference; the
+ * last frees the run.  Any thread, no lock held.  wait: block until the
+ * future resolves (timed: at most timeout_ns, then MZ_ETIMEDOUT). */
+void mz__run_complete(struct mz__run *r);
+void mz__run_unref(struct mz__run *r);
+int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);
+
+/* The reaper: a thread that releases the device resources of finished
+ * runs, off the completion path (a CUDA host function may not call CUDA).
+ * start and stop run on mz_runtime_create's and mz_runtime_destroy's
+ * thread; stop drains what is queued, then joins. */
+struct mz__reaper;
+int mz__reaper_start(mz_runtime *rt);
+void mz__reaper_stop(mz_runtime *rt);
+
+#endif

@@ -1,0 +1,99 @@
+/* maize internals: small pieces the core shares (src/util.c): locks, a
+ * bump allocator, an MPSC queue, a parking spot for one thread, and the
+ * thread-local markers of runtime threads.  Nothing here knows a graph, a
+ * run or a device.
+ *
+ * Threads and locks: each lock is for short sections and never held
+ * across a blocking call; the queue and the parker say who may call what. */
+#ifndef MZ_UTIL_H
+#define MZ_UTIL_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest message a graph, a run or the runtime keeps. */
+#define MZ__ERRLEN 1024
+
+struct mz_op;
+struct mz_runtime;
+
+
+/* A test-and-test-and-set spinlock: one byte, for short critical sections. */
+typedef struct { atomic_flag f; } mz__spin;
+static inline void mz__spin_lock(mz__spin *s) {
+  while (atomic_flag_test_and_set_explicit(&s->f, memory_order_acquire)) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s->f, memory_order_release); }
+
+/* A lock for sections that are short and rarely contended, but may now
+ * and then be long (a graph's builders against the scheduling of a large
+ * graph): one atomic exchange to take it; a waiter spins briefly, then
+ * yields the CPU until the holder is done. */
+typedef struct { _Atomic bool held; } mz__ylock;
+static inline void mz__ylock_lock(mz__ylock *l) {
+  unsigned spins = 0;
+  while (atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
+    while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
+      if (++spins < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        sched_yield();
+      }
+    }
+  }
+}
+static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
+
+/* A bump allocator: many small blocks, freed together. */
+struct mz__arena {
+  struct mz__chunk *head;
+  size_t used, cap;
+};
+void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 16-aligned; NULL on ENOMEM */
+void mz__arena_free(struct mz__arena *a);
+
+/* An intrusive multi-producer single-consumer queue (Vyukov): push from any
+ * thread, pop from the owner only.  Items are tasks linked through
+ * struct mz_op.next. */
+struct mz__mpsc {
+  _Atomic(struct mz_op *) tail;
+  struct mz_op *head;
+  struct mz_op *stub;
+};
+void mz__mpsc_init(struct mz__mpsc *q, struct mz_op *stub);
+/* Returns true when the queue was empty before the push. */
+bool mz__mpsc_push(struct mz__mpsc *q, struct mz_op *n);
+struct mz_op *mz__mpsc_pop(struct mz__mpsc *q);
+
+/* A parking spot for one consumer thread: spin, then sleep until woken. */
+struct mz__parker {
+  _Atomic int state; /* 0 running, 1 about to sleep / sleeping */
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  _Atomic bool wake;
+};
+void mz__parker_init(struct mz__parker *p);
+void mz__parker_fini(struct mz__parker *p);
+void mz__parker_wake(struct mz__parker *p);
+/* Sleep unless woken since the last call; returns after a wake. */
+void mz__parker_park(struct mz__parker *p);
+
+/* The thread-local marker of runtime threads (workers, submission threads,
+ * callbacks) used to refuse blocking calls that would deadlock. */
+extern _Thread_local int mz__in_runtime_thread;
+/* The queue whose CPU worker this thread is, or -1, and that queue's
+ * runtime (mz_sched_current_queue, and completion accounting in exec.c). */
+extern _Thread_local int mz__cur_queue;
+extern _Thread_local const struct mz_runtime *mz__cur_rt;
+
+#endif
