@@ -1,4 +1,4 @@
-/* mz-bench-cuda-chain: small CUDA kernels on one stream (issue 4).
+/* mz-bench-cuda-chain: small CUDA kernels on one stream.
  *
  * N launches (default 10,000) of the example kernel `scale` on a buffer of
  * 1,024 floats, each depending on the one before, on one stream:

@@ -44,7 +44,7 @@
  * Output: a table of makespans per policy, then
  *   BENCH hetero.gemm policy=<p> makespan_s=<x>          (every maize policy)
  *   BENCH hetero.gemm maize_s=<x> starpu_dmda_s=<y|na> ratio=<x/y|na>
- * where maize_s is the dmda figure.  Target (issue 5): ratio <= 0.8.
+ * where maize_s is the dmda figure.  Target: ratio <= 0.8.
  *
  * Options: -t tiles per side, -s tile size (a multiple of 16), -r reps,
  * -w warm-ups, -d maize devices, --quick (2 x 2 tiles of 64, 1 rep, 3

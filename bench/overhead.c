@@ -1,4 +1,4 @@
-/* mz-bench-overhead: the dispatch overhead of empty CPU tasks (issue 2).
+/* mz-bench-overhead: the dispatch overhead of empty CPU tasks.
  *
  * N empty tasks, first independent and then as a dependent chain, with 1
  * and 2 workers, in maize, in OpenMP tasks and (when built with StarPU) in

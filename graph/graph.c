@@ -62,7 +62,7 @@ void mz__graph_unref(mz_graph *g) {
 }
 
 void mz_graph_destroy(mz_graph *g) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return; /* NULL, or destroyed already (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return; /* NULL, or destroyed already */
   g->tag = MZ__TAG_DEAD;
   g->destroyed = true;
   mz__graph_unref(g);
@@ -153,7 +153,7 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
 }
 
 static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
   if (!MZ__LIVE(b, MZ__TAG_BUFFER))
@@ -171,7 +171,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
 }
 
 static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
@@ -192,7 +192,7 @@ mz_op *mz_f32(mz_graph *g, float v) { return mz_scalar(g, MZ_F32, &v); }
 mz_op *mz_f64(mz_graph *g, double v) { return mz_scalar(g, MZ_F64, &v); }
 
 static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
   for (unsigned i = 0; i < n; i++) {
@@ -221,7 +221,7 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_unzip", t);
   if (e) return e;
   if (t->kind == MZ__K_TUPLE) {
@@ -417,7 +417,7 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
 }
 
 static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_apply", args);
   if (e) return e;
   if (!k) return fail(g, MZ_EINVAL, "mz_apply: NULL kernel");
@@ -599,7 +599,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
 }
 
 static mz_op *host_locked(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (deps) {
     mz_op *e = check_op(g, "mz_host", deps);
@@ -615,7 +615,7 @@ static mz_op *host_locked(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
 }
 
 static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
   if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", v->name);
@@ -659,7 +659,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
 }
 
 static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph (issue 7) */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_unpartition", tiles);
   if (e) return e;
   mz_op **leaves = NULL;

@@ -175,7 +175,7 @@ int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_f
 static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, mz_future **out) {
   const char *who = rerun ? "mz_graph_run" : "mz_schedule";
   if (out) *out = NULL;
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH) || !out) return MZ_EINVAL; /* issue 7: tags */
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH) || !out) return MZ_EINVAL; /* refused by the tag check */
   mz_runtime *rt = g->rt;
   if (!root) return mz__set_error(rt, MZ_EINVAL, "%s: NULL root", who);
   /* A re-run first waits, without the graph's lock (a host task of the run
@@ -518,7 +518,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->queue = -1;
     t->status = 0;
     t->deferred = t->fixed = t->host_wait = false;
-    atomic_store_explicit(&t->rerouted, false, memory_order_relaxed); /* issue 7 */
+    atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
     t->policy_word = 0;
     t->exec.node = op;
     t->exec.nargs = t->nparams;

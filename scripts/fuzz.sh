@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build and run the libFuzzer harness tests/fuzz/fuzz_api.c (issue 7).
+# Build and run the libFuzzer harness tests/fuzz/fuzz_api.c.
 #
 #   scripts/fuzz.sh build          build build-fuzz/fuzz_api (clang, libFuzzer, ASan, UBSan)
 #   scripts/fuzz.sh replay         run every input in tests/fuzz/regressions/ once

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run test suites under valgrind memcheck (issue 7):
+# Run test suites under valgrind memcheck:
 #   scripts/valgrind-tests.sh [BUILD_DIR] [SUITE...]
 # BUILD_DIR is a plain (unsanitized) meson build (default: build); SUITEs
 # are meson test names (default: the CPU and sim core suites).  It fails on

@@ -27,7 +27,7 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
     sh.count *= dims[i];
   }
   if (!parent) {
-    /* issue 7: a buffer no device could ever hold is refused here, with a
+    /* A buffer no device could ever hold is refused here, with a
      * message, rather than by an allocator (or a sanitizer) later.  Devices
      * whose memory is unknown (0) do not count. */
     uint64_t most = 0;
@@ -104,7 +104,7 @@ void mz_buffer_release(mz_buffer *b) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER) || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = b->rt;
   for (unsigned m = 1; m < rt->nmem; m++) {
-    if (rt->ml) { /* issue 7: an eviction may be freeing it right now */
+    if (rt->ml) { /* an eviction may be freeing it right now */
       mz__mem_drop(rt->mem_dev[m], b);
       continue;
     }

@@ -136,7 +136,7 @@ struct mz__device_ops {
   int (*queue_init)(struct mz__queue *q);
   void (*queue_fini)(struct mz__queue *q);
 
-  /* --- Optional cost and clock hooks (issue 5).  All may be NULL. --- */
+  /* --- Optional cost and clock hooks.  All may be NULL. --- */
 
   /* The device's own clock, for a device that runs on a virtual clock (the
    * simulator): its execs' t_start/t_end are in this clock, the run's
@@ -182,7 +182,7 @@ struct mz__devtype {
    * (MZ_ENODEV) or malformed (MZ_EINVAL).  Thread: mz_runtime_create's. */
   int (*discover)(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel);
 
-  /* Hold or release completions for a while (optional; issue 5).  The
+  /* Hold or release completions for a while (optional).  The
    * core calls hold(rt, true) before it submits a run's first nodes from
    * the scheduling thread and hold(rt, false) once it is done, so a
    * backend on a virtual clock does not advance time between submissions
@@ -220,7 +220,7 @@ struct mz__queue {
   unsigned index;             /* runtime-wide queue number */
   unsigned local;             /* index within the device */
   _Atomic unsigned backlog;   /* submitted, not finished */
-  /* The node the queue runs now, for the watchdog's report (issue 7):
+  /* The node the queue runs now, for the watchdog's report:
    * set (relaxed) by backends that know it (the CPU worker, only when
    * rt->watchdog is set, so the dispatch path pays nothing otherwise).  */
   _Atomic(struct mz_op *) current;

@@ -120,7 +120,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
   mz_runtime *rt = r->rt;
   if (t->fixed) {
     if (!mz__can_run(rt, op, (unsigned)t->queue)) {
-      if (queue_dead(rt, t->queue)) return fallback(rt, op, why); /* issue 7 */
+      if (queue_dead(rt, t->queue)) return fallback(rt, op, why);
       *why = "the plan put the node on a queue that cannot run it";
       return MZ_EPOLICY;
     }
@@ -128,7 +128,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
   }
   const struct mz_policy_ops *po = rt->pol[r->policy];
   if (!po->select) {
-    if (atomic_load_explicit(&t->rerouted, memory_order_relaxed)) return fallback(rt, op, why); /* issue 7 */
+    if (atomic_load_explicit(&t->rerouted, memory_order_relaxed)) return fallback(rt, op, why);
     *why = "the policy's plan left the node unplaced and it has no select";
     return MZ_EPOLICY;
   }
@@ -143,7 +143,7 @@ static int choose(mz_op *op, bool ready, const char **why) {
     return MZ_EPOLICY;
   }
   if (!mz__can_run(rt, op, (unsigned)q)) {
-    if (queue_dead(rt, q)) return fallback(rt, op, why); /* issue 7 */
+    if (queue_dead(rt, q)) return fallback(rt, op, why);
     bool any = false;
     for (unsigned i = 0; i < rt->nq && !any; i++) any = mz__can_run(rt, op, i);
     *why = any ? "the policy chose a queue whose device cannot run the node"
@@ -196,7 +196,7 @@ static void place(mz_op *op, struct work *w) {
       device_side = false;
       break;
     }
-    int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* issue 7: a rerouted one's may change */
+    int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     if (pq == q) continue; /* in-order queue */
     struct mz__queue *P = rt->queues[pq];
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
@@ -230,7 +230,7 @@ static void ready(mz_op *op, struct work *w) {
       finish(op, q, why, w);
       return;
     }
-    __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* issue 7: successors may read it */
+    __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* successors may read it */
   }
   t->exec.nwait = 0;
   submit(op, (unsigned)t->queue, w);
@@ -264,7 +264,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       return MZ_OK;
     }
   }
-  if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_TRANSFER)) { /* issue 7 */
+  if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_TRANSFER)) {
     *why = "injected fault: a transfer into the device failed";
     return MZ_EDEVICE;
   }
@@ -293,7 +293,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     if (sd->ops == dev->ops && dev->ops->can_copy_peer && dev->ops->can_copy_peer(dev, sd)) {
       x->src_dev = sd;
       x->src = b->copies[src].mem;
-      if (rt->ml) mz__mem_pin_src(b, src); /* issue 7: not evicted until e finishes */
+      if (rt->ml) mz__mem_pin_src(b, src); /* not evicted until e finishes */
       if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
     } else {
       /* Across backends: through host memory.  The producer has finished,
@@ -333,8 +333,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   e->nxfer = 0;
   e->status = 0;
   e->t_start = e->t_end = 0;
-  /* A predecessor failed before this node reached its device (issue 7,
-   * found with faults injected at planning): do not run it on garbage.
+  /* A predecessor failed before this node reached its device (found
+   * with faults injected at planning): do not run it on garbage.
    * Its own successors are then canceled before they are planned; had it
    * run, one on another queue could complete before it and be counted a
    * success, as completions of different batches come in any order. */
@@ -351,7 +351,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   }
   uint64_t moved = 0, fetched = 0;
   /* Device memory first, for every buffer, before any copy state changes:
-   * a node that must wait for memory (issue 7) retries with nothing to undo. */
+   * a node that must wait for memory retries with nothing to undo. */
   for (unsigned a = 0; m && a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     struct mz__copy *c = &b->copies[m];
@@ -382,7 +382,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
     if (!m) {
-      if (__builtin_expect(rt->faults != NULL, 0)) { /* issue 7: the CPU's transfer and allocation faults */
+      if (__builtin_expect(rt->faults != NULL, 0)) { /* the CPU's transfer and allocation faults */
         if ((mode & 1) && mz__fault_host_transfer(rt, b)) {
           *why = "injected fault: reading an input back from its device failed";
           return MZ_EDEVICE;
@@ -514,7 +514,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
    * it, and if no successor of this run waits on it, the run (and the graph
    * holding the task) may be gone before this function returns.  With
    * successors left, the run cannot end before they are released below. */
-  unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run; /* issue 7 */
+  unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;
@@ -529,7 +529,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
       t->b1e[0] = &t->exec;
       t->b1.execs = t->b1e;
       atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
-      if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) { /* issue 7 */
+      if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) {
         rc = MZ_EDEVICE;
         why = "injected fault: the device refused the submission";
       } else {
@@ -560,7 +560,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
 /* ---- completion ---- */
 
 
-/* ---- issue 7: nodes taken back from their queue ---- */
+/* ---- nodes taken back from their queue ---- */
 
 /* Back to the host-side path: submitted once every predecessor is done. */
 static void resume(mz_op *op, struct work *w) {
@@ -604,7 +604,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   struct mz__task *t = op->t;
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
-  if (__builtin_expect(status <= MZ__ERETRY, 0)) { /* issue 7: not an end, see demote */
+  if (__builtin_expect(status <= MZ__ERETRY, 0)) { /* not an end, see demote */
     demote(op, status, w);
     return;
   }
@@ -643,7 +643,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
         acct->busy += e->t_end - e->t_start;
       else
         atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
-      /* The perf models learn from successful runs only (issue 5). */
+      /* The perf models learn from successful runs only. */
       if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start);
       const struct mz_policy_ops *po = rt->pol[r->policy];
       if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
@@ -656,7 +656,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       }
     }
     if (rt->tracing) mz__trace_task(rt, op);
-    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* issue 7: release pins, wake waiters */
+    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* release pins, wake waiters */
       size_t nw = 0;
       mz_op **woken = mz__mem_unpin(e, &nw);
       for (size_t i = 0; i < nw; i++) resume(woken[i], w);
@@ -831,7 +831,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
     atomic_fetch_add(&runs[i]->refs, 1);
   }
   mz_runtime *rt = Q->dev->rt;
-  bool injected = __builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE); /* issue 7 */
+  bool injected = __builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE);
   int rc = injected ? MZ_EDEVICE : Q->dev->ops->submit(Q, b);
   if (rc) {
     for (unsigned i = 0; i < n; i++) mz__exec_unplan(b->execs[i]);
@@ -877,7 +877,7 @@ static void *proxy_main(void *arg) {
     work_init(&w);
     const char *why = NULL;
     char *log = NULL;
-    /* Flush another queue's batch before planning (issue 7): a plan may
+    /* Flush another queue's batch before planning: a plan may
      * wait on the device for a transfer in that batch, and if the device
      * refuses the batch, the transfer's copy must read as invalid by then. */
     if (b && b->queue != Q) proxy_flush(p, &b, &w);
@@ -950,7 +950,7 @@ void mz__proxy_stop(struct mz_device *dev) {
 
 /* Free it only once the CPU workers are joined too: a worker that hands a
  * node to this device may still be waking its parker after that node ended
- * the last run (found by issue 7's random runs under ThreadSanitizer). */
+ * the last run (found by the random fault runs under ThreadSanitizer). */
 void mz__proxy_free(struct mz_device *dev) {
   struct mz__proxy *p = dev->proxy;
   if (!p) return;

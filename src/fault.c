@@ -1,4 +1,4 @@
-/* Fault injection (issue 7): MZ_FAULTS, the test API, and the hooks the
+/* Fault injection: MZ_FAULTS, the test API, and the hooks the
  * core calls while planning and submitting.  See src/fault.h for the
  * semantics.  Everything here runs only when rt->faults is set, a device
  * is dead, or memory limits are on (src/memlimit.c); the core tests those

@@ -1,4 +1,4 @@
-/* maize internals: fault injection and device memory limits (issue 7).
+/* maize internals: fault injection and device memory limits.
  *
  * A private header: the core includes it at its few call sites, and tests
  * include it to arm faults and read the counters.  Nothing here is public

@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-/* NULL, a destroyed future or another kind of handle is refused (issue 7). */
+/* NULL, a destroyed future or another kind of handle is refused. */
 static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }
 
 int mz_future_wait(mz_future *f) {
@@ -20,7 +20,7 @@ int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
   if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
-  /* issue 7: a deadline past ~146 years (UINT64_MAX as "forever") would
+  /* A deadline past ~146 years (UINT64_MAX as "forever") would
    * overflow the clock arithmetic and time out at once: wait untimed. */
   if (timeout_ns >= (uint64_t)1 << 62) return mz__run_wait(&f->run, 0, false);
   return mz__run_wait(&f->run, timeout_ns, true);
@@ -53,7 +53,7 @@ int mz_future_then(mz_future *f, mz_future_fn fn, void *user) {
   pthread_mutex_unlock(&r->m);
   if (done) {
     /* A callback runs as on a runtime thread wherever it runs, so a
-     * blocking call in it is refused the same way (issue 7). */
+     * blocking call in it is refused the same way. */
     int saved = mz__in_runtime_thread;
     mz__in_runtime_thread = 1;
     fn(f, atomic_load(&r->status), user);
@@ -109,7 +109,7 @@ int mz_future_stats(const mz_future *f, mz_run_stats *out) {
 }
 
 void mz_future_destroy(mz_future *f) {
-  if (!live(f)) return; /* NULL, or destroyed already (issue 7) */
+  if (!live(f)) return; /* NULL, or destroyed already */
   f->run.tag = MZ__TAG_DEAD;
   mz__run_unref(&f->run);
 }

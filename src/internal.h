@@ -33,7 +33,7 @@
 #include "util.h"
 #include "run.h"
 
-/* ---- handle tags (issue 7) ----
+/* ---- handle tags ----
  * The first word of every public object says what it is.  It is set at
  * creation and poisoned with MZ__TAG_DEAD when the user destroys the handle
  * (or the object is freed), so NULL, a handle of another kind, and a
@@ -73,7 +73,7 @@ struct mz__param {
 };
 
 struct mz_kernel {
-  uint32_t tag;             /* MZ__TAG_KERNEL (issue 7) */
+  uint32_t tag;             /* MZ__TAG_KERNEL */
   mz_runtime *rt;
   mz_kernel_spec spec;      /* strings copied into strs */
   char *strs;
@@ -102,7 +102,7 @@ struct mz__copy {
    * may not have run yet (device memory only; cleared when its run ends).
    * A reader on another queue must wait for it or copy again. */
   struct mz__exec *fetcher;
-  /* Memory limits (issue 7, src/memlimit.c; used only when rt->ml is on),
+  /* Memory limits (src/memlimit.c; used only when rt->ml is on),
    * guarded by the buffer's lock: ops planned with this copy and not yet
    * finished (an evictable copy has none), ops ever planned with it,
    * evictions so far, and the last use for LRU order. */
@@ -111,7 +111,7 @@ struct mz__copy {
 };
 
 struct mz_buffer {
-  uint32_t tag;             /* MZ__TAG_BUFFER (issue 7) */
+  uint32_t tag;             /* MZ__TAG_BUFFER */
   mz_runtime *rt;
   _Atomic int refs;
   mz_shape shape;
@@ -218,7 +218,7 @@ struct mz__task {
   _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
-  _Atomic bool rerouted;      /* issue 7: taken back from its queue once (dead device, no memory) */
+  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
   int queue;                  /* -1 until placed */
   int status;
@@ -254,7 +254,7 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 
 struct mz_graph {
-  uint32_t tag;               /* MZ__TAG_GRAPH (issue 7) */
+  uint32_t tag;               /* MZ__TAG_GRAPH */
   mz_runtime *rt;
   struct mz__arena arena;
   int status;
@@ -337,7 +337,7 @@ struct mz__trace_ev {
 };
 
 struct mz_runtime {
-  uint32_t tag;                 /* MZ__TAG_RUNTIME (issue 7) */
+  uint32_t tag;                 /* MZ__TAG_RUNTIME */
   mz_runtime_config cfg;
   char policy_name[64];
   char *trace_path;
@@ -376,7 +376,7 @@ struct mz_runtime {
   bool destroying;
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
-  struct mz__watchdog *watchdog; /* issue 7: src/watchdog.c; NULL unless asked for */
+  struct mz__watchdog *watchdog; /* src/watchdog.c; NULL unless asked for */
   /* Issue 7 (src/fault.c, src/memlimit.c, src/fault.h): injected faults
    * and device memory limits; NULL when off, which the hot path tests. */
   struct mz__faults *faults;
@@ -392,7 +392,7 @@ extern const struct mz_policy_ops *const mz__builtin_policies[];
 void mz__trace_task(mz_runtime *rt, struct mz_op *op);
 int mz__trace_write(mz_runtime *rt, const char *path);
 
-/* Performance models and the runtime clock (src/perfmodel.c, issue 5).
+/* Performance models and the runtime clock (src/perfmodel.c).
  * create runs once the devices are known; destroy saves what was learned
  * and frees it (NULL-safe).  record is the completion path's feed: a node
  * ran ns on dev.  Thread: any; the models have their own lock. */
@@ -402,7 +402,7 @@ void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct m
 /* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
 uint64_t mz__runtime_clock(const mz_runtime *rt);
 
-/* The watchdog (src/watchdog.c, issue 7).  config reads watchdog_s or
+/* The watchdog (src/watchdog.c).  config reads watchdog_s or
  * $MZ_WATCHDOG_S into *seconds (0: off) and fails with MZ_EINVAL and a
  * message on a bad value; start does nothing for 0 and runs before the
  * queues are opened (backends may read rt->watchdog from their threads to

@@ -291,7 +291,7 @@ void mz__kernel_unref(mz_kernel *k) {
 }
 
 void mz_kernel_destroy(mz_kernel *k) {
-  if (!MZ__LIVE(k, MZ__TAG_KERNEL)) return; /* NULL, or destroyed already (issue 7) */
+  if (!MZ__LIVE(k, MZ__TAG_KERNEL)) return; /* NULL, or destroyed already */
   k->tag = MZ__TAG_DEAD;
   k->destroyed = true;
   mz__kernel_unref(k);

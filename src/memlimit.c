@@ -1,4 +1,4 @@
-/* Device memory limits and eviction (issue 7).  See src/fault.h.
+/* Device memory limits and eviction.  See src/fault.h.
  *
  * On only when a limit was set (MZ_LIMIT_<KIND>_MEM or mz__memlimit_set),
  * so the hot path pays one test of rt->ml.  Then every node planned on a

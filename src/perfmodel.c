@@ -1,4 +1,4 @@
-/* Performance models, transfer costs and the runtime clock (issue 5).
+/* Performance models, transfer costs and the runtime clock.
  *
  * The models are a per-runtime hash table of entries, one per (kernel
  * name, device name), each with size buckets holding Welford statistics.

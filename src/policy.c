@@ -167,7 +167,7 @@ mz_task *mz_task_pred(const mz_task *t, unsigned i) {
   return i < k->npreds ? (mz_task *)k->preds[i] : NULL;
 }
 
-/* Atomic: a node taken back from a dead device is placed again (issue 7). */
+/* Atomic: a node taken back from a dead device is placed again. */
 int mz_task_queue(const mz_task *t) { return __atomic_load_n(&((const mz_op *)t)->t->queue, __ATOMIC_RELAXED); }
 
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {

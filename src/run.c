@@ -92,7 +92,7 @@ void mz__reaper_stop(mz_runtime *rt) {
  * has dropped the execution's reference on the run (or handed it to the
  * reaper, which mz_runtime_destroy drains): counting it out earlier let
  * mz_runtime_destroy free the graph and its buffers while this thread
- * still released them (issue 5 found it with the simulator's engine
+ * still released them (found with the simulator's engine
  * thread; CPU workers had the same window). */
 static void run_idle(mz_runtime *rt) {
   pthread_mutex_lock(&rt->lock);

@@ -24,7 +24,7 @@
 #include "util.h"
 
 struct mz__run {
-  uint32_t tag;               /* MZ__TAG_FUTURE (issue 7) */
+  uint32_t tag;               /* MZ__TAG_FUTURE */
   mz_runtime *rt;
   mz_graph *g;
   /* Other graphs holding tasks that this run's tasks keep in preds (edges
@@ -61,7 +61,7 @@ struct mz__run {
   /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
    * that mz_runtime_destroy frees the futures the user did not. */
   struct mz__run *fprev, *fnext;
-  /* Virtual time (issue 5): the runtime clock when the run started and the
+  /* Virtual time: the runtime clock when the run started and the
    * latest end of its nodes on devices with a virtual clock (0: none). */
   uint64_t v0;
   _Atomic uint64_t v1;

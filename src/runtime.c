@@ -5,7 +5,7 @@
 #include "fault.h"
 #include "internal.h"
 
-/* Enough for large simulated platforms (issue 5: 4 to 1,000 devices). */
+/* Enough for large simulated platforms (4 to 1,000 devices). */
 #define MZ__MAX_DEVICES 1024
 
 static const char *env_or(const char *v, const char *name, const char *dflt) {
@@ -14,7 +14,7 @@ static const char *env_or(const char *v, const char *name, const char *dflt) {
   return e && *e ? e : dflt;
 }
 
-/* A count from the environment.  A malformed one (issue 7: "abc", "0",
+/* A count from the environment.  A malformed one ("abc", "0",
  * "-1") is an error, kept in *rc with its message, not a silent default. */
 static unsigned env_uint(mz_runtime *rt, int *rc, unsigned v, const char *name, unsigned dflt) {
   if (v) return v;
@@ -165,7 +165,7 @@ static int discover_all(mz_runtime *rt, const char *spec) {
 }
 
 static void runtime_free(mz_runtime *rt) {
-  mz__watchdog_stop(rt); /* issue 7: first, it walks the runs */
+  mz__watchdog_stop(rt); /* first, it walks the runs */
   for (unsigned d = 0; d < rt->ndev; d++) mz__proxy_stop(rt->devs[d]);
   mz__reaper_stop(rt);
   mz__perfmodel_destroy(rt); /* saves what was learned; devices are still alive */
@@ -193,9 +193,9 @@ static void runtime_free(mz_runtime *rt) {
     atomic_store(&k->refs, 1);
     mz__kernel_unref(k);
   }
-  mz__fault_fini(rt); /* issue 7: after the buffers, whose copies it accounts */
+  mz__fault_fini(rt); /* after the buffers, whose copies it accounts */
   mz__memlimit_fini(rt);
-  /* The CPU (device 0) last, submission threads after it (issue 7, found
+  /* The CPU (device 0) last, submission threads after it (found
    * by ThreadSanitizer): a thread that hands a node to another device (the
    * simulator's engine to a CPU worker, a CPU worker to a submission
    * thread) still wakes it after the node may have ended the last run. */
@@ -283,11 +283,11 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
       }
     }
   }
-  /* issue 7: the watchdog, when asked for, before the queues' threads
+  /* The watchdog, when asked for, before the queues' threads
    * start, so they see rt->watchdog without a race (it has no runs to
    * watch yet). */
   if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
-  if (!rc) rc = mz__fault_init(rt); /* issue 7: MZ_FAULTS, MZ_LIMIT_<KIND>_MEM */
+  if (!rc) rc = mz__fault_init(rt); /* MZ_FAULTS, MZ_LIMIT_<KIND>_MEM */
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {

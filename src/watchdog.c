@@ -1,4 +1,4 @@
-/* The watchdog (issue 7): a report when runs in flight stop moving.
+/* The watchdog: a report when runs in flight stop moving.
  *
  * Started only when asked for (mz_runtime_config.watchdog_s or
  * $MZ_WATCHDOG_S).  One thread per runtime wakes a few times per period

@@ -1,4 +1,4 @@
-/* test_badinput: the bad-input matrix (issue 7).
+/* test_badinput: the bad-input matrix.
  *
  * One Criterion test per bad input.  Each asserts the documented negative
  * MZ_E* code and a non-empty message (from mz_runtime_last_error,

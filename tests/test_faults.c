@@ -1,5 +1,4 @@
-/* test_faults: fault injection, dead devices and device memory limits
- * (issue 7).
+/* test_faults: fault injection, dead devices and device memory limits.
  *
  * Checks that MZ_FAULTS is parsed (bad syntax fails runtime creation with
  * MZ_EINVAL); that each injected fault kind (alloc, enqueue, transfer,

@@ -1,4 +1,4 @@
-/* test_mzbench: the visual and pipeline parts of maize-bench (issue 6).
+/* test_mzbench: the visual and pipeline parts of maize-bench.
  *
  * Checks that the JSON reader accepts what trace files hold (escapes,
  * surrogate pairs, numbers) and refuses malformed input with a message,

@@ -1,4 +1,4 @@
-/* Perf models (issue 5): history fed by runs and kept on disk, estimates
+/* Perf models: history fed by runs and kept on disk, estimates
  * seen by a policy in the next runtime, the fit in size for unseen sizes,
  * and the files' safety: a writer killed mid-write leaves the old or the
  * new file, a corrupt or foreign file is ignored, and two runtimes saving

@@ -1,4 +1,4 @@
-/* Simulated devices (issue 5): the MZ_DEVICES grammar, deterministic
+/* Simulated devices: the MZ_DEVICES grammar, deterministic
  * virtual-time runs whose makespan under each policy equals a value
  * computed by hand, cost-based policies on a platform with one device 10x
  * faster, ws balancing equal devices and reading CPU distances from hwloc,

@@ -1,4 +1,4 @@
-/* test_stress: large graphs and many runs, checked node by node (issue 7).
+/* test_stress: large graphs and many runs, checked node by node.
  *
  * Every task increments its own slot of a host counter array (indexed by
  * a scalar argument) and every slot must be exactly 1 at the end; every

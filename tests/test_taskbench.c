@@ -1,4 +1,4 @@
-/* maize-bench's Task Bench module (issue 6): each dependence pattern's
+/* maize-bench's Task Bench module: each dependence pattern's
  * dependency sets, widths and offsets match Task Bench's definitions on
  * small sizes (expected sets worked out by hand from core/core.cc); the
  * counts Task Bench reports; its graph checks; the input check of

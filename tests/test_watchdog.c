@@ -1,4 +1,4 @@
-/* test_watchdog: the stuck-work report (issue 7).
+/* test_watchdog: the stuck-work report.
  *
  * Checks that with a watchdog period set (the config's watchdog_s with a
  * report callback, or $MZ_WATCHDOG_S with the report on stderr), a CPU

@@ -1,5 +1,5 @@
 /* maize-bench metg: minimum effective task granularity, METG(50%), as Task
- * Bench's METG experiments measure it (issue 6).
+ * Bench's METG experiments measure it.
  *
  * For each pattern, each system (maize, OpenMP, StarPU when built) runs the
  * same graph (compute_bound kernel, width = workers, --steps timesteps)

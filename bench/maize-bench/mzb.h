@@ -1,4 +1,4 @@
-/* maize-bench: one installed command with subcommands (issue 6).
+/* maize-bench: one installed command with subcommands.
  *
  *   maize-bench taskbench [Task Bench flags] [--devices S] [--policy P]
  *   maize-bench metg      [sweep options]

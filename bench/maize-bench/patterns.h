@@ -1,4 +1,4 @@
-/* Task Bench's task graphs, without any runtime (issue 6).
+/* Task Bench's task graphs, without any runtime.
  *
  * This module describes Task Bench's dependence patterns and kernels as
  * Task Bench (StanfordLegion/task-bench, core/core.cc) defines them, so the

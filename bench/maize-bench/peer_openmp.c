@@ -1,4 +1,4 @@
-/* Task Bench graphs on OpenMP tasks (issue 6), in the style of Task Bench's
+/* Task Bench graphs on OpenMP tasks, in the style of Task Bench's
  * own OpenMP implementation: one output array per (slot, point) with
  * fields slots per point (slot t % fields), one task per (timestep,
  * point) created by one thread inside `parallel` + `single`, with

@@ -1,4 +1,4 @@
-/* Task Bench graphs on StarPU (issue 6), when built with StarPU
+/* Task Bench graphs on StarPU, when built with StarPU
  * (MZ_HAVE_STARPU).  As in Task Bench's StarPU implementation: one vector
  * data handle per (slot, point) (fields slots per point, slot t % fields),
  * registered once; one starpu_task_insert per task with STARPU_W on its

@@ -1,4 +1,4 @@
-/* A small SVG writer for maize-bench (issue 6): line plots (METG
+/* A small SVG writer for maize-bench: line plots (METG
  * efficiency curves) and Gantt charts (traces).  Output is well-formed
  * XML: every text is escaped.  Functions return 0 or a negative MZ_E*
  * code (MZ_EIO when the file cannot be written, MZ_EINVAL on bad input). */

@@ -1,6 +1,6 @@
 /* maize-bench taskbench: run Task Bench graphs on maize (or a peer) and
- * print Task Bench's summary, so Task Bench's scripts parse the output
- * (issue 6).  The patterns, kernels and counts are in patterns.c; the
+ * print Task Bench's summary, so Task Bench's scripts parse the output.
+ * The patterns, kernels and counts are in patterns.c; the
  * systems in tb_maize.c, peer_openmp.c and peer_starpu.c.  See
  * TASKBENCH.md. */
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* Task Bench graphs on maize (issue 6).
+/* Task Bench graphs on maize.
  *
  * One mz_apply per task (timestep, point).  The kernel for a task with n
  * inputs takes "u64 id, out u8[] o, in u8[] i0, ..., in u8[] i{n-1}"; one

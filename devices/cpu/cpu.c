@@ -27,7 +27,7 @@ struct worker {
   hwloc_topology_t topo;
   hwloc_cpuset_t set;
   uint64_t spin_ns;        /* how long an idle worker spins before it parks */
-  bool watch;             /* the runtime has a watchdog: tell it what runs (issue 7) */
+  bool watch;             /* the runtime has a watchdog: tell it what runs */
 };
 
 static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
@@ -45,7 +45,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
-  if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog (issue 7) */
+  if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
   uint64_t t0 = mz__now_ns();
   status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
   e->t_start = t0;

@@ -23,7 +23,7 @@ extern "C" {
  * that fits some device but not the one a node is placed on fails that
  * node with MZ_ENOMEM when it runs (its dependents are canceled).
  *
- * Buffer handles are checked (issue 7): NULL, a handle of another kind and
+ * Buffer handles are checked: NULL, a handle of another kind and
  * a buffer already freed whose memory is still mapped give MZ_EINVAL (or a
  * NULL / no-op for retain, release, shape, bytes); see README.md, "Handles
  * that cannot be checked", for what cannot be detected. */

@@ -39,7 +39,7 @@ typedef struct mz_runtime_config {
   /* Print warnings (an ignored device, a bad perf model file) to stderr.
    * Default true; $MZ_QUIET=1 turns them off. */
   bool quiet;
-  /* --- The watchdog (issue 7). --- */
+  /* --- The watchdog. --- */
   /* Report stuck work: when runs are in flight and no node has been
    * submitted or has finished for this many seconds, a runtime thread
    * writes one report listing each unfinished node of those runs: its id

@@ -1,4 +1,4 @@
-/* fuzz_api: a libFuzzer harness for maize's API on the CPU backend (issue 7).
+/* fuzz_api: a libFuzzer harness for maize's API on the CPU backend.
  *
  * The input bytes choose a sequence of calls: create small i32 buffers,
  * build ops on them (apply with four CPU kernels, host nodes, a partition
