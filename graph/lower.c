@@ -151,8 +151,8 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
     free(lv);
     return;
   }
-  memcpy(tv, tasks, ntasks * sizeof *tv);
-  memcpy(lv, leaves, nleaves * sizeof *lv);
+  if (ntasks) memcpy(tv, tasks, ntasks * sizeof *tv);
+  if (nleaves) memcpy(lv, leaves, nleaves * sizeof *lv);
   free(lw->tasks);
   free(lw->leaves);
   *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
@@ -248,7 +248,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   } else if (lw) {
     leaves.cap = leaves.n = lw->nleaves;
     leaves.v = malloc((lw->nleaves ? lw->nleaves : 1) * sizeof *leaves.v);
-    if (leaves.v) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
+    if (leaves.v && lw->nleaves) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
     else rc = MZ_ENOMEM;
   } else {
     rc = mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap);
