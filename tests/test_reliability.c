@@ -9,6 +9,8 @@
  * test that hangs, by name. */
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
+#include <maize/daggen.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,4 +153,42 @@ Test(reliability, perfmodel_paths_refuse_non_regular_files) {
     cr_expect_eq(rc, MZ_EINVAL, "link %s: got %s", bad[i], mz_err_name(rc));
   }
   drop_fifo(fifo);
+}
+
+/* ---- 3. numeric inputs ---- */
+
+/* Huge widths and degrees are refused before any work: each case used to
+ * run for minutes (2 * out_degree - 1 wrapped at 2^31). */
+Test(reliability, daggen_refuses_huge_parameters, .timeout = 20) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  const mz_dag_params bad[] = {
+      {.shape = MZ_DAG_RANDOM, .out_degree = 1u << 31},
+      {.shape = MZ_DAG_RANDOM, .out_degree = UINT_MAX},
+      {.shape = MZ_DAG_RANDOM, .nodes = UINT_MAX},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .ccr = INFINITY},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .ccr = NAN},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .alpha = 1e-300},
+      {.shape = MZ_DAG_CHAIN, .tiles = 1u << 31},
+      {.shape = MZ_DAG_FORKJOIN, .tiles = 1u << 31},
+      {.shape = MZ_DAG_FORKJOIN, .tiles = 1u << 20, .steps = 1u << 20},
+      {.shape = MZ_DAG_STENCIL, .tiles = UINT_MAX, .steps = UINT_MAX},
+      {.shape = MZ_DAG_CHOLESKY, .tiles = 1u << 31},
+      {.shape = MZ_DAG_LU, .tiles = 100000},
+      {.shape = MZ_DAG_CHAIN, .tile_bytes = SIZE_MAX},
+      {.shape = (mz_dag_shape)99},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_dag *d = (mz_dag *)1;
+    int rc = mz_dag_generate(rt, &bad[i], &d);
+    cr_expect_eq(rc, MZ_EINVAL, "case %zu: got %s", i, mz_err_name(rc));
+    cr_expect_null(d, "case %zu", i);
+    cr_expect(strstr(mz_runtime_last_error(rt), "mz_dag_generate"), "case %zu: message '%s'", i,
+              mz_runtime_last_error(rt));
+    if (rc == MZ_OK) mz_dag_destroy(d);
+  }
+  /* In range still works. */
+  mz_dag *d = NULL;
+  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &(mz_dag_params){.shape = MZ_DAG_RANDOM, .nodes = 50, .out_degree = 1024}, &d));
+  mz_dag_destroy(d);
+  mz_runtime_destroy(rt);
 }
