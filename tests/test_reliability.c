@@ -192,3 +192,116 @@ Test(reliability, daggen_refuses_huge_parameters, .timeout = 20) {
   mz_dag_destroy(d);
   mz_runtime_destroy(rt);
 }
+
+static int nop_fn(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+
+/* Scalars, given or computed, that do not fit the parameter's type are
+ * refused instead of truncated. */
+Test(reliability, narrowed_scalars_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_buffer *big = test_buffer_1d(rt, MZ_U8, 300, NULL), *small = test_buffer_1d(rt, MZ_U8, 100, NULL);
+  mz_buffer *b2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_U8, 2, (size_t[]){3, 70000}, NULL, &b2));
+  struct {
+    const char *params;
+    mz_buffer *b;
+    int want;
+  } cases[] = {
+      {"in u8[] x, i8 n = sizeof(x)", big, MZ_ESHAPE},     {"in u8[] x, u8 n = sizeof(x)", big, MZ_ESHAPE},
+      {"in u8[] x, i8 n = sizeof(x)", small, MZ_OK},       {"in u8[] x, u16 n = heightof(x)", b2, MZ_ESHAPE},
+      {"in u8[] x, i16 n = heightof(x)", b2, MZ_ESHAPE},   {"in u8[] x, i32 n = heightof(x)", b2, MZ_OK},
+      {"in u8[] x, u8 n = widthof(x)", b2, MZ_OK},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mz_kernel *k = test_kernel(rt, "nop", cases[i].params, nop_fn, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_value(g, cases[i].b)}), NULL);
+    cr_expect_eq(mz_graph_status(g), cases[i].want, "'%s': got %s (%s)", cases[i].params,
+                 mz_err_name(mz_graph_status(g)), mz_graph_message(g));
+    if (cases[i].want) cr_expect(strstr(mz_graph_message(g), "does not fit"), "%s", mz_graph_message(g));
+    mz_graph_destroy(g);
+    mz_kernel_destroy(k);
+  }
+  /* Given scalars: out of the parameter's range, and negative to unsigned. */
+  struct {
+    const char *params;
+    int64_t v;
+    int want;
+  } given[] = {{"i8 a", 128, MZ_ESHAPE}, {"i8 a", -129, MZ_ESHAPE}, {"i8 a", -128, MZ_OK},
+               {"u8 a", -1, MZ_ESHAPE},  {"u16 a", 65536, MZ_ESHAPE}, {"u32 a", -5, MZ_ESHAPE},
+               {"i32 a", INT64_MAX, MZ_ESHAPE}, {"u64 a", -1, MZ_ESHAPE}, {"i64 a", INT64_MIN, MZ_OK}};
+  for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+    mz_kernel *k = test_kernel(rt, "nop", given[i].params, nop_fn, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_i64(g, given[i].v)}), NULL);
+    cr_expect_eq(mz_graph_status(g), given[i].want, "'%s' given %lld: got %s (%s)", given[i].params,
+                 (long long)given[i].v, mz_err_name(mz_graph_status(g)), mz_graph_message(g));
+    mz_graph_destroy(g);
+    mz_kernel_destroy(k);
+  }
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_kernel *k = test_kernel(rt, "nop", "u32 a", nop_fn, NULL);
+  mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_u64(g, UINT64_MAX)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_ESHAPE);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_buffer_release(big);
+  mz_buffer_release(small);
+  mz_buffer_release(b2);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- 4. parameter strings and shapes ---- */
+
+Test(reliability, param_syntax_errors_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  const char *bad[] = {"in f32[garbage] x", "in f32[4] x", "in f32[0] x", "in f32[ 1 2 ] x", "f32 a,",
+                       "f32 a, ", "in f32[] x,", "in f32[-1] x", "in f32[[]] x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_kernel *k = NULL;
+    int rc = mz_kernel_create(rt, &(mz_kernel_spec){.name = "k", .params = bad[i], .cpu = {.fn = nop_fn}}, &k);
+    cr_expect_eq(rc, MZ_EINVAL, "'%s' accepted", bad[i]);
+    cr_expect_null(k);
+    cr_expect_gt(strlen(mz_runtime_last_error(rt)), 0);
+    mz_kernel_destroy(k);
+  }
+  const char *good[] = {"in f32[] x", "in f32[ ] x", "in f32[2] x", "inout f32[3] y, u64 n = sizeof(y)"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    mz_kernel *k = NULL;
+    int rc = mz_kernel_create(rt, &(mz_kernel_spec){.name = "k", .params = good[i], .cpu = {.fn = nop_fn}}, &k);
+    cr_expect_eq(rc, MZ_OK, "'%s' refused: %s", good[i], mz_runtime_last_error(rt));
+    mz_kernel_destroy(k);
+  }
+  mz_runtime_destroy(rt);
+}
+
+Test(reliability, buffer_dims_must_match_kernel) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k2 = test_kernel(rt, "k2", "inout f32[2] m", nop_fn, NULL);
+  mz_buffer *v = test_buffer_1d(rt, MZ_F32, 16, NULL), *m = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){4, 4}, NULL, &m));
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_apply(g, k2, mz_zip(g, 1, (mz_op *[]){mz_value(g, v)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_ESHAPE);
+  cr_expect(strstr(mz_graph_message(g), "dims"), "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *a = mz_apply(g, k2, mz_zip(g, 1, (mz_op *[]){mz_value(g, m)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, a, NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_OK);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(v);
+  mz_buffer_release(m);
+  mz_kernel_destroy(k2);
+  mz_runtime_destroy(rt);
+}

@@ -8,7 +8,9 @@
  * The parameter list is a string of comma-separated parameters:
  *
  *   [direction] type[] name    a buffer; direction is in, out, inout or
- *                              outlike(ref); "[]" takes 1 to 3 dims
+ *                              outlike(ref); "[]" takes 1 to 3 dims,
+ *                              "[1]", "[2]" or "[3]" exactly that many
+ *                              (mz_apply refuses others with MZ_ESHAPE)
  *   type name                  a scalar given by the caller
  *   type name = sizeof(ref)    a scalar computed from a buffer's shape:
  *   type name = widthof(ref)   sizeof is the element count, widthof
