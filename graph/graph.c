@@ -437,6 +437,9 @@ mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch)
                 k->nuser, k->spec.params);
   if (launch && (launch->ndim < 1 || launch->ndim > 3 || !launch->global[0]))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch needs ndim 1..3 and non-zero global sizes", k->spec.name);
+  if (launch && !mz__launch_ok(launch))
+    return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
+                "at most 2^36 work items)", k->spec.name);
   mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;

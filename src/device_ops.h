@@ -284,6 +284,8 @@ int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **er
 /* Opens a user-supplied path for reading, refusing what is not a regular
  * file (src/util.c); the caller fcloses it. */
 FILE *mz__fopen_regular(const char *path, int *rc, char *err, size_t errlen);
+/* Whether a launch's sizes are in the range every device takes (src/util.c). */
+bool mz__launch_ok(const mz_launch *l);
 
 /* The registered backends (NULL-terminated), in discovery order. */
 extern const struct mz__devtype *const mz__devtypes[];

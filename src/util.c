@@ -157,6 +157,20 @@ void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- launches ---- */
+
+/* Work sizes every device can take (issue 15): a zero or huge global size
+ * made PoCL run for minutes, and CUDA's grid truncated it silently. */
+bool mz__launch_ok(const mz_launch *l) {
+  uint64_t items = 1;
+  for (unsigned d = 0; d < l->ndim; d++) {
+    if (!l->global[d] || l->global[d] > UINT32_MAX || l->local[d] > UINT32_MAX) return false;
+    if (items > (1ull << 36) / l->global[d]) return false; /* (no overflow) */
+    items *= l->global[d];
+  }
+  return true;
+}
+
 /* ---- user-supplied paths ---- */
 
 /* Every read of a path a user gave (code specs, perf models) opens it here

@@ -305,3 +305,36 @@ Test(reliability, buffer_dims_must_match_kernel) {
   mz_kernel_destroy(k2);
   mz_runtime_destroy(rt);
 }
+
+/* Launch sizes no device can take are refused when the op is built (a
+ * huge global size ran for minutes on PoCL; CUDA truncated it). */
+Test(reliability, bad_launch_sizes_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "nop", "inout f32[] v", nop_fn, NULL);
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, 16, NULL);
+  const mz_launch bad[] = {
+      {.ndim = 1, .global = {SIZE_MAX}},
+      {.ndim = 1, .global = {(size_t)1 << 32}},
+      {.ndim = 2, .global = {16, 0}},
+      {.ndim = 3, .global = {1 << 20, 1 << 20, 1}},
+      {.ndim = 3, .global = {1 << 16, 1 << 16, 1 << 16}},
+      {.ndim = 1, .global = {16}, .local = {SIZE_MAX}},
+      {.ndim = 0, .global = {16}},
+      {.ndim = 4, .global = {16}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_value(g, b), &bad[i]);
+    cr_expect_eq(mz_graph_status(g), MZ_EINVAL, "case %zu: got %s", i, mz_err_name(mz_graph_status(g)));
+    mz_graph_destroy(g);
+  }
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_apply(g, k, mz_value(g, b), &(mz_launch){.ndim = 2, .global = {1 << 16, 1 << 16}, .local = {16, 16}});
+  cr_expect_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
