@@ -286,6 +286,8 @@ int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **er
 FILE *mz__fopen_regular(const char *path, int *rc, char *err, size_t errlen);
 /* Whether a launch's sizes are in the range every device takes (src/util.c). */
 bool mz__launch_ok(const mz_launch *l);
+/* Bytes as the environment gives them ("64M"); false when malformed (src/util.c). */
+bool mz__parse_bytes(const char *s, uint64_t *out);
 
 /* The registered backends (NULL-terminated), in discovery order. */
 extern const struct mz__devtype *const mz__devtypes[];

@@ -157,6 +157,32 @@ void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- sizes from the environment ---- */
+
+/* "64M": decimal digits only (no sign, space, fraction, exponent or hex:
+ * strtod read "0.5" as a limit of 0, that is none), then K, M or G (powers
+ * of 1024, either case) and an optional B.  1 to 2^60 bytes. */
+bool mz__parse_bytes(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = s;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > ((1ull << 60) - 9) / 10) return false;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  if (p == s) return false;
+  unsigned shift = 0;
+  switch (*p) {
+    case 'K': case 'k': shift = 10; p++; break;
+    case 'M': case 'm': shift = 20; p++; break;
+    case 'G': case 'g': shift = 30; p++; break;
+    default: break;
+  }
+  if (*p == 'B' || *p == 'b') p++;
+  if (*p || v == 0 || v > (1ull << 60) >> shift) return false;
+  *out = v << shift;
+  return true;
+}
+
 /* ---- launches ---- */
 
 /* Work sizes every device can take (issue 15): a zero or huge global size

@@ -338,3 +338,70 @@ Test(reliability, bad_launch_sizes_refused) {
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
+
+/* ---- 5. memory limits ---- */
+
+static int inc32_fn(const mz_call *c) {
+  int32_t *v = c->args[0].p;
+  for (size_t i = 0; v && i < c->shapes[0].count; i++) v[i] += 1;
+  return 0;
+}
+
+/* A limit smaller than one buffer fails the op that needs it with
+ * MZ_ENOMEM, under every policy, instead of waiting or running. */
+Test(reliability, memlimit_below_one_buffer_fails_enomem) {
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws"};
+  const char *limits[] = {"1K", "4095", "1"};
+  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++)
+    for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+      setenv("MZ_LIMIT_SIM_MEM", limits[l], 1);
+      mz_runtime *rt = test_runtime("sim:dev*2");
+      unsetenv("MZ_LIMIT_SIM_MEM");
+      mz_kernel *k = test_kernel(rt, "inc", "inout i32[] v", inc32_fn, NULL);
+      mz_buffer *b = test_buffer_1d(rt, MZ_I32, 1024, NULL); /* 4 KiB */
+      mz_graph *g = NULL;
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+      mz_op *a = mz_apply(g, k, mz_value(g, b), NULL);
+      mz_future *f = NULL;
+      MZ_OK_OR_DIE(rt, mz_schedule(g, a, policies[p], &f));
+      int st = mz_future_wait_for(f, WAIT_NS);
+      cr_expect_eq(st, MZ_ENOMEM, "limit %s, %s: got %s (%s)", limits[l], policies[p], mz_err_name(st),
+                   mz_future_message(f));
+      mz_future_destroy(f);
+      mz_graph_destroy(g);
+      mz_buffer_release(b);
+      mz_kernel_destroy(k);
+      mz_runtime_destroy(rt);
+    }
+}
+
+/* MZ_LIMIT_* as the README documents it: bytes with K, M or G; anything
+ * else is refused by mz_runtime_create (a fraction read as no limit). */
+Test(reliability, limit_and_devices_env_parsing) {
+  const char *bad[] = {"0.5", "1e3", "0x10", " 64M", "+64M", "-1", "64Q", "0", "inf", "nan", "1.5K", "64M ",
+                       "99999999999999999999G", "17179869184G"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("MZ_LIMIT_SIM_MEM", bad[i], 1);
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:dev*1", .quiet = true}, &rt);
+    unsetenv("MZ_LIMIT_SIM_MEM");
+    cr_expect_eq(rc, MZ_EINVAL, "MZ_LIMIT_SIM_MEM='%s': got %s", bad[i], mz_err_name(rc));
+    mz_runtime_destroy(rt);
+  }
+  const char *good[] = {"64M", "64MB", "1", "16k", "2G"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    setenv("MZ_LIMIT_SIM_MEM", good[i], 1);
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:dev*1", .quiet = true}, &rt);
+    unsetenv("MZ_LIMIT_SIM_MEM");
+    cr_expect_eq(rc, MZ_OK, "MZ_LIMIT_SIM_MEM='%s': got %s", good[i], mz_err_name(rc));
+    mz_runtime_destroy(rt);
+  }
+  const char *baddev[] = {"cpu:+2", "cpu: 2", "cpu:0", "cpu:1025", "cpu:2x", "cpu:"};
+  for (size_t i = 0; i < sizeof baddev / sizeof baddev[0]; i++) {
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = baddev[i], .quiet = true}, &rt);
+    cr_expect_lt(rc, 0, "MZ_DEVICES='%s' accepted", baddev[i]);
+    mz_runtime_destroy(rt);
+  }
+}

@@ -296,7 +296,7 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
   } else if (sel->arg) {
     char *end;
     long v = strtol(sel->arg, &end, 10);
-    if (*end || v < 1 || v > 1024) {
+    if (*end || v < 1 || v > 1024 || !(*sel->arg >= '0' && *sel->arg <= '9')) { /* no sign or space */
       hwloc_bitmap_free(allowed);
       hwloc_topology_destroy(cd->topo);
       free(cd);
