@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_ops.h"
 #include "maize.h"
 #include "maize/daggen.h"
 
@@ -343,9 +344,53 @@ static int gen_tiled(struct gen *G, const mz_dag_params *p, bool lu) {
   return rc;
 }
 
+/* Every numeric parameter is checked here, before any work (issue 15): a
+ * huge width or degree ran for minutes, and 2 * out_degree - 1 wrapped at
+ * 2^31.  The bounds keep a DAG under MZ_DAG_MAXNODES nodes. */
+static int check_params(mz_runtime *rt, const mz_dag_params *p) {
+  const double d[] = {p->alpha, p->ccr, p->beta, p->flops, p->ref_speed, p->ref_link};
+  static const char *const dn[] = {"alpha", "ccr", "beta", "flops", "ref_speed", "ref_link"};
+  for (unsigned i = 0; i < sizeof d / sizeof d[0]; i++)
+    if (!isfinite(d[i]) || fabs(d[i]) > 1e15)
+      return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: %s = %g is not a finite value in range", dn[i], d[i]);
+  if (p->alpha < 0 || p->flops < 0 || p->ref_speed < 0 || p->ref_link < 0)
+    return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: alpha, flops, ref_speed and ref_link must not be negative");
+  size_t bytes = p->tile_bytes ? p->tile_bytes : 4096;
+  if (bytes > MZ_DAG_MAXBYTES)
+    return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: tile_bytes %zu is over %llu", p->tile_bytes,
+                         (unsigned long long)MZ_DAG_MAXBYTES);
+  uint64_t t = p->tiles ? p->tiles : 8, steps = p->steps ? p->steps : 4, n = 0;
+  switch (p->shape) {
+    case MZ_DAG_RANDOM:
+      n = p->nodes ? p->nodes : 100;
+      if (p->out_degree > MZ_DAG_MAXDEGREE)
+        return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: out_degree %u is over %u", p->out_degree,
+                             (unsigned)MZ_DAG_MAXDEGREE);
+      if (p->alpha > 0 && p->alpha < 1e-6)
+        return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: alpha %g is under 1e-6", p->alpha);
+      if (p->ccr > 0 && p->ccr * (p->flops > 0 ? p->flops : 1e4) * (p->ref_link > 0 ? p->ref_link : 1) /
+                                (p->ref_speed > 0 ? p->ref_speed : 1) > (double)MZ_DAG_MAXBYTES)
+        return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: ccr %g gives outputs over %llu bytes", p->ccr,
+                             (unsigned long long)MZ_DAG_MAXBYTES);
+      break;
+    case MZ_DAG_CHAIN: n = t; break;
+    case MZ_DAG_FORKJOIN: n = t > MZ_DAG_MAXNODES ? t : steps * (1 + 2 * t); break;
+    case MZ_DAG_STENCIL: n = t > MZ_DAG_MAXNODES ? t : steps * t; break;
+    case MZ_DAG_CHOLESKY:
+    case MZ_DAG_LU: n = t > MZ_DAG_MAXNODES ? t : t * t * t; break; /* an upper bound on t^3/3 + O(t^2) */
+    default: return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: unknown shape %d", (int)p->shape);
+  }
+  if (steps > MZ_DAG_MAXNODES || n > MZ_DAG_MAXNODES)
+    return mz__set_error(rt, MZ_EINVAL, "mz_dag_generate: the parameters give over %u nodes (nodes %u, tiles %u, steps %u)",
+                         (unsigned)MZ_DAG_MAXNODES, p->nodes, p->tiles, p->steps);
+  return MZ_OK;
+}
+
 int mz_dag_generate(mz_runtime *rt, const mz_dag_params *p, mz_dag **out) {
   if (out) *out = NULL;
   if (!rt || !p || !out) return MZ_EINVAL;
+  int bad = check_params(rt, p);
+  if (bad) return bad;
   struct gen *G = calloc(1, sizeof *G);
   mz_dag *d = calloc(1, sizeof *d);
   if (!G || !d) {

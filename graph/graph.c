@@ -391,6 +391,11 @@ static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
   if (!isf) d = from == MZ_U64 ? (double)u : (double)i;
   bool tof = to == MZ_F32 || to == MZ_F64;
   if (isf && !tof) return false; /* no silent float to integer truncation */
+  if (!tof) { /* nor integer narrowing (issue 15): the value must fit */
+    static const int64_t lo[] = {INT8_MIN, 0, INT16_MIN, 0, INT32_MIN, 0, INT64_MIN, 0};
+    static const uint64_t hi[] = {INT8_MAX, UINT8_MAX, INT16_MAX, UINT16_MAX, INT32_MAX, UINT32_MAX, INT64_MAX, UINT64_MAX};
+    if ((unsigned)to >= 8 || (from != MZ_U64 && i < 0 ? i < lo[to] : u > hi[to])) return false;
+  }
   switch (to) {
     case MZ_I8: out->i8 = (int8_t)i; break;
     case MZ_U8: out->u8 = (uint8_t)u; break;
@@ -432,6 +437,9 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
                 k->nuser, k->spec.params);
   if (launch && (launch->ndim < 1 || launch->ndim > 3 || !launch->global[0]))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch needs ndim 1..3 and non-zero global sizes", k->spec.name);
+  if (launch && !mz__launch_ok(launch))
+    return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
+                "at most 2^36 work items)", k->spec.name);
   mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;
@@ -454,7 +462,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
       if (!scalar_convert(&t->values[i], p->dtype, a))
-        return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s", k->spec.name,
+        return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
     }
@@ -464,6 +472,9 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (b->shape.dtype != p->dtype)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
                   mz_dtype_name(p->dtype), mz_dtype_name(b->shape.dtype));
+    if (p->ndim && b->shape.ndim != p->ndim)
+      return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %u dims, the buffer has %u", k->spec.name, p->name,
+                  (unsigned)p->ndim, (unsigned)b->shape.ndim);
     /* (A buffer never partitioned in this graph need not be looked up.) */
     struct mz__bentry *be = g->npartitioned ? bmap_get(g, b) : NULL;
     if (g->npartitioned && !be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
@@ -498,7 +509,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     tmp.u.scalar.dtype = MZ_U64;
     tmp.u.scalar.v.u64 = v;
     if (!scalar_convert(&t->values[i], p->dtype, &tmp))
-      return fail(g, MZ_ESHAPE, "mz_apply(%s): '%s' must be an integer or float type", k->spec.name, p->name);
+      return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
+                  (unsigned long long)v, mz_dtype_name(p->dtype));
   }
   struct mz__bentry *bes[MZ__BE_CACHE];
   if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))

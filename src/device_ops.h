@@ -16,6 +16,8 @@
 #ifndef MZ_DEVICE_OPS_H
 #define MZ_DEVICE_OPS_H
 
+#include <stdio.h>
+
 #include "maize.h"
 #include "maize/policy.h"
 
@@ -279,6 +281,13 @@ const mz_kernel_spec *mz__kernel_spec(const mz_kernel *k);
  * malloc'd (NUL-terminated, size excludes the NUL) and freed by the
  * caller.  MZ_EIO with a message when the file cannot be read. */
 int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **err);
+/* Opens a user-supplied path for reading, refusing what is not a regular
+ * file (src/util.c); the caller fcloses it. */
+FILE *mz__fopen_regular(const char *path, int *rc, char *err, size_t errlen);
+/* Whether a launch's sizes are in the range every device takes (src/util.c). */
+bool mz__launch_ok(const mz_launch *l);
+/* Bytes as the environment gives them ("64M"); false when malformed (src/util.c). */
+bool mz__parse_bytes(const char *s, uint64_t *out);
 
 /* The registered backends (NULL-terminated), in discovery order. */
 extern const struct mz__devtype *const mz__devtypes[];

@@ -194,19 +194,10 @@ int mz__fault_init(mz_runtime *rt) {
   for (unsigned i = 0; i < sizeof lim / sizeof *lim && !rc; i++) {
     const char *v = getenv(lim[i].var);
     if (!v || !*v) continue;
-    char *end;
-    double x = strtod(v, &end);
-    double m = 1;
-    switch (*end) {
-      case 'K': case 'k': m = 1024.0; end++; break;
-      case 'M': case 'm': m = 1024.0 * 1024; end++; break;
-      case 'G': case 'g': m = 1024.0 * 1024 * 1024; end++; break;
-      default: break;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (end == v || *end || !(x > 0) || x * m > 1e18)
-      return mz__set_error(rt, MZ_EINVAL, "%s: cannot read '%s' (bytes, with K, M or G: 64M)", lim[i].var, v);
-    rc = mz__memlimit_set(rt, lim[i].kind, (uint64_t)(x * m));
+    uint64_t bytes = 0;
+    if (!mz__parse_bytes(v, &bytes))
+      return mz__set_error(rt, MZ_EINVAL, "%s: cannot read '%s' (bytes from 1, with K, M or G: 64M)", lim[i].var, v);
+    rc = mz__memlimit_set(rt, lim[i].kind, bytes);
   }
   return rc;
 }

@@ -69,6 +69,7 @@ struct mz__param {
   enum mz__dir dir;
   mz_dtype dtype;
   int ref;        /* referenced parameter for outlike/sizeof/widthof/heightof */
+  unsigned char ndim; /* dims a buffer must have ("f32[2]"); 0: 1 to 3 */
   char name[32];
 };
 

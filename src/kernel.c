@@ -108,10 +108,14 @@ static int parse_params(const char *text, struct mz__param **out, unsigned *nout
     s = skip_ws(r);
     bool is_buf = false;
     if (*s == '[') {
+      /* "[]" any 1 to 3 dims, "[1]" to "[3]" exactly that many; anything
+       * else between the brackets is an error (issue 15: it was skipped). */
       is_buf = true;
-      while (*s && *s != ']') s++;
+      s = skip_ws(s + 1);
+      if (*s >= '1' && *s <= '3') p->ndim = (unsigned char)(*s++ - '0');
+      s = skip_ws(s);
       if (*s != ']') {
-        snprintf(err, errlen, "parameter %u: missing ']'", n);
+        snprintf(err, errlen, "parameter %u: expected '[]' or '[1]' to '[3]' (dims) after '%s', found '%.20s'", n, w, s);
         rc = MZ_EINVAL;
         break;
       }
@@ -161,8 +165,14 @@ static int parse_params(const char *text, struct mz__param **out, unsigned *nout
     }
     s = skip_ws(s);
     n++;
-    if (*s == ',') s++;
-    else if (*s) {
+    if (*s == ',') {
+      s = skip_ws(s + 1);
+      if (!*s) {
+        snprintf(err, errlen, "parameter '%s': a ',' with no parameter after it", p->name);
+        rc = MZ_EINVAL;
+        break;
+      }
+    } else if (*s) {
       snprintf(err, errlen, "parameter '%s': expected ',' at '%.20s'", p->name, s);
       rc = MZ_EINVAL;
       break;

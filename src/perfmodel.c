@@ -129,11 +129,9 @@ static bool chomp(char *line) {
 
 int mz__pm_read(const char *path, struct mz__pm_file *f, char *err, size_t errlen) {
   memset(f, 0, sizeof *f);
-  FILE *fp = fopen(path, "r");
-  if (!fp) {
-    snprintf(err, errlen, "%s", strerror(errno));
-    return errno == ENOENT ? MZ_ENOENT : MZ_EIO;
-  }
+  int orc = MZ_OK;
+  FILE *fp = mz__fopen_regular(path, &orc, err, errlen);
+  if (!fp) return orc;
   char line[2 * MZ__PM_NAMELEN];
   int rc = MZ_EINVAL;
   unsigned ver = 0;
@@ -774,11 +772,9 @@ static void link_path(char *buf, size_t cap, const char *dir, const char *src, c
 
 int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double *lat, double *per_byte, char *err,
                   size_t errlen) {
-  FILE *fp = fopen(path, "r");
-  if (!fp) {
-    snprintf(err, errlen, "%s", strerror(errno));
-    return errno == ENOENT ? MZ_ENOENT : MZ_EIO;
-  }
+  int orc = MZ_OK;
+  FILE *fp = mz__fopen_regular(path, &orc, err, errlen);
+  if (!fp) return orc;
   char line[2 * MZ__PM_NAMELEN];
   unsigned ver = 0;
   int rc = MZ_EINVAL;

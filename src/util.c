@@ -1,10 +1,13 @@
 /* Small pieces the core shares: arena, MPSC queue, parking, clock, errors,
  * and reading code specs. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -154,6 +157,94 @@ void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* ---- sizes from the environment ---- */
+
+/* "64M": decimal digits only (no sign, space, fraction, exponent or hex:
+ * strtod read "0.5" as a limit of 0, that is none), then K, M or G (powers
+ * of 1024, either case) and an optional B.  1 to 2^60 bytes. */
+bool mz__parse_bytes(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  const char *p = s;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (v > ((1ull << 60) - 9) / 10) return false;
+    v = v * 10 + (uint64_t)(*p - '0');
+  }
+  if (p == s) return false;
+  unsigned shift = 0;
+  switch (*p) {
+    case 'K': case 'k': shift = 10; p++; break;
+    case 'M': case 'm': shift = 20; p++; break;
+    case 'G': case 'g': shift = 30; p++; break;
+    default: break;
+  }
+  if (*p == 'B' || *p == 'b') p++;
+  if (*p || v == 0 || v > (1ull << 60) >> shift) return false;
+  *out = v << shift;
+  return true;
+}
+
+/* ---- launches ---- */
+
+/* Work sizes every device can take (issue 15): a zero or huge global size
+ * made PoCL run for minutes, and CUDA's grid truncated it silently. */
+bool mz__launch_ok(const mz_launch *l) {
+  uint64_t items = 1;
+  for (unsigned d = 0; d < l->ndim; d++) {
+    if (!l->global[d] || l->global[d] > UINT32_MAX || l->local[d] > UINT32_MAX) return false;
+    if (items > (1ull << 36) / l->global[d]) return false; /* (no overflow) */
+    items *= l->global[d];
+  }
+  return true;
+}
+
+/* ---- user-supplied paths ---- */
+
+/* Every read of a path a user gave (code specs, perf models) opens it here
+ * (issue 15).  O_NONBLOCK keeps a FIFO with no writer from blocking the
+ * open; fstat then refuses anything but a regular file (a FIFO, a device
+ * such as /dev/zero that reads without end, a directory).  The flag is
+ * cleared before reading so that reads of the regular file behave as
+ * usual.  On failure returns NULL with *rc set (MZ_ENOENT, MZ_EINVAL for
+ * not a regular file, MZ_EIO) and a message in err. */
+FILE *mz__fopen_regular(const char *path, int *rc, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    *rc = errno == ENOENT ? MZ_ENOENT : MZ_EIO;
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    snprintf(err, errlen, "cannot stat '%s': %s", path, strerror(errno));
+    close(fd);
+    *rc = MZ_EIO;
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(err, errlen, "'%s' is not a regular file (%s)", path,
+             S_ISDIR(st.st_mode)    ? "a directory"
+             : S_ISFIFO(st.st_mode) ? "a FIFO"
+             : S_ISCHR(st.st_mode)  ? "a character device"
+             : S_ISBLK(st.st_mode)  ? "a block device"
+             : S_ISSOCK(st.st_mode) ? "a socket"
+                                    : "not readable as a file");
+    close(fd);
+    *rc = MZ_EINVAL;
+    return NULL;
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    close(fd);
+    *rc = MZ_ENOMEM;
+    return NULL;
+  }
+  *rc = MZ_OK;
+  return f;
+}
+
 /* ---- code specs ---- */
 
 int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **err) {
@@ -174,14 +265,12 @@ int mz__code_load(const mz_code_spec *spec, char **data, size_t *size, char **er
     if (err) *err = strdup("code spec has neither data nor path");
     return MZ_EINVAL;
   }
-  FILE *f = fopen(spec->path, "rb");
+  char why[512];
+  int orc = MZ_OK;
+  FILE *f = mz__fopen_regular(spec->path, &orc, why, sizeof why);
   if (!f) {
-    if (err) {
-      char buf[512];
-      snprintf(buf, sizeof buf, "cannot open '%s': %s", spec->path, strerror(errno));
-      *err = strdup(buf);
-    }
-    return MZ_EIO;
+    if (err) *err = strdup(why);
+    return orc == MZ_ENOENT ? MZ_EIO : orc; /* a missing file stays MZ_EIO, as before */
   }
   size_t cap = 65536, n = 0;
   char *d = malloc(cap + 1);

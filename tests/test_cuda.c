@@ -23,6 +23,10 @@
 #include "internal.h"
 #include "maize.h"
 
+/* Every test has a deadline (issue 15): one that hangs is reported by name
+ * as timed out instead of blocking the suite (a test may set its own). */
+TestSuite(cuda, .timeout = 120);
+
 extern const struct mz__devtype mz__devtype_cuda;
 
 /* ---- helpers ---- */

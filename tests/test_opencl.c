@@ -19,6 +19,10 @@
 #include "maize.h"
 #include "maize/policy.h"
 
+/* Every test has a deadline (issue 15): one that hangs is reported by name
+ * as timed out instead of blocking the suite (a test may set its own). */
+TestSuite(opencl, .timeout = 300);
+
 #ifndef MZ_KERNELS_CL
 #error "MZ_KERNELS_CL must name examples/kernels/kernels.cl"
 #endif

@@ -21,6 +21,8 @@
 
 #include "common.h"
 
+TestSuite(rerun, .timeout = 180);
+
 enum { N = 1024, CHAINS = 6, RUNS = 100 };
 
 /* "in f32[] x, out f32[] t, f32 a, u64 n = sizeof(x)": t = a * x */

@@ -16,6 +16,13 @@
 #include "patterns.h"
 #include "tb_systems.h"
 
+/* Every test has a deadline (issue 15): one that hangs is reported by name
+ * as timed out instead of blocking the suite (a test may set its own). */
+TestSuite(check, .timeout = 120);
+TestSuite(maize, .timeout = 240);
+TestSuite(metg, .timeout = 240);
+TestSuite(patterns, .timeout = 240);
+
 static tb_graph graph(tb_dep dep, long steps, long width) {
   tb_graph g;
   tb_graph_default(&g, 0);

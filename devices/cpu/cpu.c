@@ -74,13 +74,19 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         }
         mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
-        status = fn(&call);
-        if (status > 0) status = MZ_EKERNEL;
-        if (status < 0) {
-          char buf[160];
-          snprintf(buf, sizeof buf, "the %s function returned %s", e->kernel ? "kernel's CPU" : "host",
-                   mz_err_name(status));
+        int ret = fn(&call);
+        /* The only place a kernel's or host function's return is read
+         * (issue 15): any nonzero value fails the node with MZ_EKERNEL and
+         * stays in the message only.  Passed on as a status, a user's code
+         * would alias the runtime's internal ones (MZ__ERETRY, -1000 and
+         * below, turn the node back to be placed again) or a wait's result. */
+        if (ret != 0) {
+          char buf[200];
+          const char *name = mz_err_name(ret);
+          snprintf(buf, sizeof buf, "the %s function returned %d (%s)", e->kernel ? "kernel's CPU" : "host", ret,
+                   strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
           msg = strdup(buf);
+          status = MZ_EKERNEL;
         }
       }
       if (args != argv) free(args);
@@ -290,7 +296,7 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
   } else if (sel->arg) {
     char *end;
     long v = strtol(sel->arg, &end, 10);
-    if (*end || v < 1 || v > 1024) {
+    if (*end || v < 1 || v > 1024 || !(*sel->arg >= '0' && *sel->arg <= '9')) { /* no sign or space */
       hwloc_bitmap_free(allowed);
       hwloc_topology_destroy(cd->topo);
       free(cd);

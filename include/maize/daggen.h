@@ -41,6 +41,12 @@ extern "C" {
 #endif
 
 #define MZ_DAG_MAXIN 12
+/* Bounds mz_dag_generate checks before any work (MZ_EINVAL beyond them):
+ * nodes a set of parameters may give, a random DAG's mean out-degree, and
+ * the bytes of one tile or output. */
+#define MZ_DAG_MAXNODES (1u << 24)
+#define MZ_DAG_MAXDEGREE 1024u
+#define MZ_DAG_MAXBYTES (1ull << 36)
 
 typedef enum mz_dag_shape {
   MZ_DAG_RANDOM,

@@ -89,8 +89,12 @@ typedef struct mz_launch {
  * foreign kernel or op, and one buffer passed twice where either use
  * writes it (in and out, in and inout, out and out) give MZ_EINVAL; a
  * buffer for a scalar, a scalar for a buffer, a wrong element type or a
- * float scalar for an integer parameter give MZ_ESHAPE.  launch may be
- * NULL and is copied. */
+ * float scalar for an integer parameter give MZ_ESHAPE, and so do a
+ * scalar (given, or computed from a shape) that does not fit the
+ * parameter's type and a buffer with other dims than a "[N]" parameter
+ * says.  launch may be NULL and is copied; its global and local sizes must
+ * be 1 to 2^32-1 (local 0: the device chooses) with at most 2^36 work
+ * items, else MZ_EINVAL. */
 mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch);
 
 /* Several ops that complete together: a tuple of them, done when all are. */

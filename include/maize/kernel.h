@@ -8,7 +8,9 @@
  * The parameter list is a string of comma-separated parameters:
  *
  *   [direction] type[] name    a buffer; direction is in, out, inout or
- *                              outlike(ref); "[]" takes 1 to 3 dims
+ *                              outlike(ref); "[]" takes 1 to 3 dims,
+ *                              "[1]", "[2]" or "[3]" exactly that many
+ *                              (mz_apply refuses others with MZ_ESHAPE)
  *   type name                  a scalar given by the caller
  *   type name = sizeof(ref)    a scalar computed from a buffer's shape:
  *   type name = widthof(ref)   sizeof is the element count, widthof
@@ -43,8 +45,11 @@ typedef struct mz_call {
 } mz_call;
 
 /* A CPU implementation, or a host node's function.  Runs on a CPU worker.
- * Returns 0 on success; a negative MZ_E* code fails the node (its
- * dependents get MZ_ECANCELED).  It must not block on maize calls. */
+ * Returns 0 on success; any other value fails the node with MZ_EKERNEL,
+ * the value itself in the future's message (its dependents get
+ * MZ_ECANCELED).  The value is never read as a status of the runtime's, so
+ * a function may return any code of its own.  It must not block on maize
+ * calls. */
 typedef int (*mz_cpu_fn)(const mz_call *call);
 
 /* Where the code for one platform is. */

@@ -1,0 +1,407 @@
+/* test_reliability: regressions for the classes of issue 15, one mechanism
+ * each.  Kernel and host-function return codes: every nonzero value fails
+ * the node with MZ_EKERNEL and keeps the code in the message, never read
+ * as an instruction to the runtime (-1000 and below alias its internal
+ * codes).  User-supplied paths: a FIFO, /dev/zero or a directory is
+ * refused with MZ_EINVAL instead of blocking or reading without end.
+ * Numeric inputs: the DAG generators refuse huge widths and degrees fast.
+ * Every wait is bounded and every test has a timeout, so a hang fails the
+ * test that hangs, by name. */
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <maize/daggen.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "device_ops.h"
+#include "perfmodel.h"
+
+#define WAIT_NS 20000000000ull /* a generous bound: reaching it is a hang */
+
+TestSuite(reliability, .timeout = 60);
+
+/* ---- 1. return codes ---- */
+
+static int ret_fn(const mz_call *c) {
+  return *(const int *)c->user;
+}
+
+static const int codes[] = {-1000, -1001, -1002, -1003, -5000, INT_MIN, -999, -64, -1, 1, 5, INT_MAX,
+                            MZ_ETIMEDOUT, MZ_ENOMEM, MZ_ECANCELED, MZ_EKERNEL};
+
+static void check_status(mz_runtime *rt, mz_graph *g, mz_op *root, int code, const char *what) {
+  mz_future *f = NULL;
+  int rc = mz_schedule(g, root, NULL, &f);
+  cr_assert_eq(rc, MZ_OK, "%s %d: schedule: %s", what, code, mz_runtime_last_error(rt));
+  rc = mz_future_wait_for(f, WAIT_NS);
+  cr_assert_neq(mz_future_poll(f), MZ_EAGAIN, "HANG: %s returning %d: the future did not resolve", what, code);
+  cr_expect_eq(rc, MZ_EKERNEL, "%s returning %d: got %s", what, code, mz_err_name(rc));
+  cr_expect_eq(mz_future_status(f), MZ_EKERNEL, "%s returning %d", what, code);
+  char num[32];
+  snprintf(num, sizeof num, "%d", code);
+  const char *msg = mz_future_message(f);
+  cr_expect(msg && strstr(msg, num), "%s returning %d: message '%s' lacks the code", what, code, msg ? msg : "");
+  mz_future_destroy(f);
+}
+
+Test(reliability, kernel_return_codes_fail_with_ekernel) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    mz_kernel *k = test_kernel(rt, "ret", "inout i32[] v", ret_fn, (void *)&codes[i]);
+    mz_buffer *b = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){1, 2, 3, 4});
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *a = mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_value(g, b)}), NULL);
+    check_status(rt, g, a, codes[i], "kernel");
+    mz_graph_destroy(g);
+    mz_buffer_release(b);
+    mz_kernel_destroy(k);
+  }
+  mz_runtime_destroy(rt);
+}
+
+Test(reliability, host_return_codes_fail_with_ekernel) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *h = mz_host(g, ret_fn, (void *)&codes[i], NULL);
+    check_status(rt, g, h, codes[i], "host function");
+    mz_graph_destroy(g);
+  }
+  mz_runtime_destroy(rt);
+}
+
+/* A dependent of a node that returned an internal-looking code is
+ * canceled, and an independent branch still finishes. */
+Test(reliability, kernel_code_cancels_dependents_only) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  static const int bad = -1002;
+  mz_kernel *k = test_kernel(rt, "ret", "inout i32[] v", ret_fn, (void *)&bad);
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){1, 2, 3, 4});
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *a = mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_value(g, b)}), NULL);
+  mz_op *dep = mz_host(g, ret_fn, (void *)&(const int){0}, a);
+  static const int zero = 0;
+  mz_op *free_branch = mz_host(g, ret_fn, (void *)&zero, NULL);
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, free_branch, NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_OK);
+  mz_future_destroy(f);
+  MZ_OK_OR_DIE(rt, mz_schedule(g, dep, NULL, &f));
+  int st = mz_future_wait_for(f, WAIT_NS);
+  cr_expect(st == MZ_EKERNEL || st == MZ_ECANCELED, "got %s", mz_err_name(st));
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- 2. user-supplied paths ---- */
+
+static char tmpdir[64];
+
+static const char *make_fifo(void) {
+  static char path[128];
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/mz-rel-XXXXXX");
+  cr_assert_not_null(mkdtemp(tmpdir));
+  snprintf(path, sizeof path, "%s/fifo", tmpdir);
+  cr_assert_eq(mkfifo(path, 0600), 0);
+  return path;
+}
+
+static void drop_fifo(const char *path) {
+  unlink(path);
+  rmdir(tmpdir);
+}
+
+Test(reliability, code_paths_refuse_non_regular_files) {
+  const char *fifo = make_fifo();
+  const char *bad[] = {fifo, "/dev/zero", "/tmp"};
+  for (size_t i = 0; i < 3; i++) {
+    char *data = NULL, *err = NULL;
+    size_t size = 0;
+    int rc = mz__code_load(&(mz_code_spec){.path = bad[i]}, &data, &size, &err);
+    cr_expect_eq(rc, MZ_EINVAL, "%s: got %s", bad[i], mz_err_name(rc));
+    cr_expect(err && strstr(err, "not a regular file"), "%s: message '%s'", bad[i], err ? err : "");
+    cr_expect_null(data);
+    free(err);
+    free(data);
+  }
+  drop_fifo(fifo);
+}
+
+/* The same refusal through the public API: a CPU-only runtime never
+ * builds OpenCL code, so the kernel is built on an OpenCL device when
+ * there is one; the internal loader above covers the rest. */
+Test(reliability, perfmodel_paths_refuse_non_regular_files) {
+  const char *fifo = make_fifo();
+  const char *bad[] = {fifo, "/dev/zero", "/tmp"};
+  for (size_t i = 0; i < 3; i++) {
+    struct mz__pm_file f;
+    char err[256] = "";
+    int rc = mz__pm_read(bad[i], &f, err, sizeof err);
+    cr_expect_eq(rc, MZ_EINVAL, "%s: got %s", bad[i], mz_err_name(rc));
+    cr_expect(strstr(err, "not a regular file"), "%s: message '%s'", bad[i], err);
+    char src[64], dst[64];
+    double lat, pb;
+    rc = mz__link_read(bad[i], src, dst, sizeof src, &lat, &pb, err, sizeof err);
+    cr_expect_eq(rc, MZ_EINVAL, "link %s: got %s", bad[i], mz_err_name(rc));
+  }
+  drop_fifo(fifo);
+}
+
+/* ---- 3. numeric inputs ---- */
+
+/* Huge widths and degrees are refused before any work: each case used to
+ * run for minutes (2 * out_degree - 1 wrapped at 2^31). */
+Test(reliability, daggen_refuses_huge_parameters, .timeout = 20) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  const mz_dag_params bad[] = {
+      {.shape = MZ_DAG_RANDOM, .out_degree = 1u << 31},
+      {.shape = MZ_DAG_RANDOM, .out_degree = UINT_MAX},
+      {.shape = MZ_DAG_RANDOM, .nodes = UINT_MAX},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .ccr = INFINITY},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .ccr = NAN},
+      {.shape = MZ_DAG_RANDOM, .nodes = 1000, .alpha = 1e-300},
+      {.shape = MZ_DAG_CHAIN, .tiles = 1u << 31},
+      {.shape = MZ_DAG_FORKJOIN, .tiles = 1u << 31},
+      {.shape = MZ_DAG_FORKJOIN, .tiles = 1u << 20, .steps = 1u << 20},
+      {.shape = MZ_DAG_STENCIL, .tiles = UINT_MAX, .steps = UINT_MAX},
+      {.shape = MZ_DAG_CHOLESKY, .tiles = 1u << 31},
+      {.shape = MZ_DAG_LU, .tiles = 100000},
+      {.shape = MZ_DAG_CHAIN, .tile_bytes = SIZE_MAX},
+      {.shape = (mz_dag_shape)99},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_dag *d = (mz_dag *)1;
+    int rc = mz_dag_generate(rt, &bad[i], &d);
+    cr_expect_eq(rc, MZ_EINVAL, "case %zu: got %s", i, mz_err_name(rc));
+    cr_expect_null(d, "case %zu", i);
+    cr_expect(strstr(mz_runtime_last_error(rt), "mz_dag_generate"), "case %zu: message '%s'", i,
+              mz_runtime_last_error(rt));
+    if (rc == MZ_OK) mz_dag_destroy(d);
+  }
+  /* In range still works. */
+  mz_dag *d = NULL;
+  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &(mz_dag_params){.shape = MZ_DAG_RANDOM, .nodes = 50, .out_degree = 1024}, &d));
+  mz_dag_destroy(d);
+  mz_runtime_destroy(rt);
+}
+
+static int nop_fn(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+
+/* Scalars, given or computed, that do not fit the parameter's type are
+ * refused instead of truncated. */
+Test(reliability, narrowed_scalars_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_buffer *big = test_buffer_1d(rt, MZ_U8, 300, NULL), *small = test_buffer_1d(rt, MZ_U8, 100, NULL);
+  mz_buffer *b2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_U8, 2, (size_t[]){3, 70000}, NULL, &b2));
+  struct {
+    const char *params;
+    mz_buffer *b;
+    int want;
+  } cases[] = {
+      {"in u8[] x, i8 n = sizeof(x)", big, MZ_ESHAPE},     {"in u8[] x, u8 n = sizeof(x)", big, MZ_ESHAPE},
+      {"in u8[] x, i8 n = sizeof(x)", small, MZ_OK},       {"in u8[] x, u16 n = heightof(x)", b2, MZ_ESHAPE},
+      {"in u8[] x, i16 n = heightof(x)", b2, MZ_ESHAPE},   {"in u8[] x, i32 n = heightof(x)", b2, MZ_OK},
+      {"in u8[] x, u8 n = widthof(x)", b2, MZ_OK},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mz_kernel *k = test_kernel(rt, "nop", cases[i].params, nop_fn, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_value(g, cases[i].b)}), NULL);
+    cr_expect_eq(mz_graph_status(g), cases[i].want, "'%s': got %s (%s)", cases[i].params,
+                 mz_err_name(mz_graph_status(g)), mz_graph_message(g));
+    if (cases[i].want) cr_expect(strstr(mz_graph_message(g), "does not fit"), "%s", mz_graph_message(g));
+    mz_graph_destroy(g);
+    mz_kernel_destroy(k);
+  }
+  /* Given scalars: out of the parameter's range, and negative to unsigned. */
+  struct {
+    const char *params;
+    int64_t v;
+    int want;
+  } given[] = {{"i8 a", 128, MZ_ESHAPE}, {"i8 a", -129, MZ_ESHAPE}, {"i8 a", -128, MZ_OK},
+               {"u8 a", -1, MZ_ESHAPE},  {"u16 a", 65536, MZ_ESHAPE}, {"u32 a", -5, MZ_ESHAPE},
+               {"i32 a", INT64_MAX, MZ_ESHAPE}, {"u64 a", -1, MZ_ESHAPE}, {"i64 a", INT64_MIN, MZ_OK}};
+  for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+    mz_kernel *k = test_kernel(rt, "nop", given[i].params, nop_fn, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_i64(g, given[i].v)}), NULL);
+    cr_expect_eq(mz_graph_status(g), given[i].want, "'%s' given %lld: got %s (%s)", given[i].params,
+                 (long long)given[i].v, mz_err_name(mz_graph_status(g)), mz_graph_message(g));
+    mz_graph_destroy(g);
+    mz_kernel_destroy(k);
+  }
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_kernel *k = test_kernel(rt, "nop", "u32 a", nop_fn, NULL);
+  mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_u64(g, UINT64_MAX)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_ESHAPE);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_buffer_release(big);
+  mz_buffer_release(small);
+  mz_buffer_release(b2);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- 4. parameter strings and shapes ---- */
+
+Test(reliability, param_syntax_errors_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  const char *bad[] = {"in f32[garbage] x", "in f32[4] x", "in f32[0] x", "in f32[ 1 2 ] x", "f32 a,",
+                       "f32 a, ", "in f32[] x,", "in f32[-1] x", "in f32[[]] x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_kernel *k = NULL;
+    int rc = mz_kernel_create(rt, &(mz_kernel_spec){.name = "k", .params = bad[i], .cpu = {.fn = nop_fn}}, &k);
+    cr_expect_eq(rc, MZ_EINVAL, "'%s' accepted", bad[i]);
+    cr_expect_null(k);
+    cr_expect_gt(strlen(mz_runtime_last_error(rt)), 0);
+    mz_kernel_destroy(k);
+  }
+  const char *good[] = {"in f32[] x", "in f32[ ] x", "in f32[2] x", "inout f32[3] y, u64 n = sizeof(y)"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    mz_kernel *k = NULL;
+    int rc = mz_kernel_create(rt, &(mz_kernel_spec){.name = "k", .params = good[i], .cpu = {.fn = nop_fn}}, &k);
+    cr_expect_eq(rc, MZ_OK, "'%s' refused: %s", good[i], mz_runtime_last_error(rt));
+    mz_kernel_destroy(k);
+  }
+  mz_runtime_destroy(rt);
+}
+
+Test(reliability, buffer_dims_must_match_kernel) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k2 = test_kernel(rt, "k2", "inout f32[2] m", nop_fn, NULL);
+  mz_buffer *v = test_buffer_1d(rt, MZ_F32, 16, NULL), *m = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){4, 4}, NULL, &m));
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_apply(g, k2, mz_zip(g, 1, (mz_op *[]){mz_value(g, v)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_ESHAPE);
+  cr_expect(strstr(mz_graph_message(g), "dims"), "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *a = mz_apply(g, k2, mz_zip(g, 1, (mz_op *[]){mz_value(g, m)}), NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, a, NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_OK);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(v);
+  mz_buffer_release(m);
+  mz_kernel_destroy(k2);
+  mz_runtime_destroy(rt);
+}
+
+/* Launch sizes no device can take are refused when the op is built (a
+ * huge global size ran for minutes on PoCL; CUDA truncated it). */
+Test(reliability, bad_launch_sizes_refused) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "nop", "inout f32[] v", nop_fn, NULL);
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, 16, NULL);
+  const mz_launch bad[] = {
+      {.ndim = 1, .global = {SIZE_MAX}},
+      {.ndim = 1, .global = {(size_t)1 << 32}},
+      {.ndim = 2, .global = {16, 0}},
+      {.ndim = 3, .global = {1 << 20, 1 << 20, 1}},
+      {.ndim = 3, .global = {1 << 16, 1 << 16, 1 << 16}},
+      {.ndim = 1, .global = {16}, .local = {SIZE_MAX}},
+      {.ndim = 0, .global = {16}},
+      {.ndim = 4, .global = {16}},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_apply(g, k, mz_value(g, b), &bad[i]);
+    cr_expect_eq(mz_graph_status(g), MZ_EINVAL, "case %zu: got %s", i, mz_err_name(mz_graph_status(g)));
+    mz_graph_destroy(g);
+  }
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_apply(g, k, mz_value(g, b), &(mz_launch){.ndim = 2, .global = {1 << 16, 1 << 16}, .local = {16, 16}});
+  cr_expect_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- 5. memory limits ---- */
+
+static int inc32_fn(const mz_call *c) {
+  int32_t *v = c->args[0].p;
+  for (size_t i = 0; v && i < c->shapes[0].count; i++) v[i] += 1;
+  return 0;
+}
+
+/* A limit smaller than one buffer fails the op that needs it with
+ * MZ_ENOMEM, under every policy, instead of waiting or running. */
+Test(reliability, memlimit_below_one_buffer_fails_enomem) {
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws"};
+  const char *limits[] = {"1K", "4095", "1"};
+  for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++)
+    for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+      setenv("MZ_LIMIT_SIM_MEM", limits[l], 1);
+      mz_runtime *rt = test_runtime("sim:dev*2");
+      unsetenv("MZ_LIMIT_SIM_MEM");
+      mz_kernel *k = test_kernel(rt, "inc", "inout i32[] v", inc32_fn, NULL);
+      mz_buffer *b = test_buffer_1d(rt, MZ_I32, 1024, NULL); /* 4 KiB */
+      mz_graph *g = NULL;
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+      mz_op *a = mz_apply(g, k, mz_value(g, b), NULL);
+      mz_future *f = NULL;
+      MZ_OK_OR_DIE(rt, mz_schedule(g, a, policies[p], &f));
+      int st = mz_future_wait_for(f, WAIT_NS);
+      cr_expect_eq(st, MZ_ENOMEM, "limit %s, %s: got %s (%s)", limits[l], policies[p], mz_err_name(st),
+                   mz_future_message(f));
+      mz_future_destroy(f);
+      mz_graph_destroy(g);
+      mz_buffer_release(b);
+      mz_kernel_destroy(k);
+      mz_runtime_destroy(rt);
+    }
+}
+
+/* MZ_LIMIT_* as the README documents it: bytes with K, M or G; anything
+ * else is refused by mz_runtime_create (a fraction read as no limit). */
+Test(reliability, limit_and_devices_env_parsing) {
+  const char *bad[] = {"0.5", "1e3", "0x10", " 64M", "+64M", "-1", "64Q", "0", "inf", "nan", "1.5K", "64M ",
+                       "99999999999999999999G", "17179869184G"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("MZ_LIMIT_SIM_MEM", bad[i], 1);
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:dev*1", .quiet = true}, &rt);
+    unsetenv("MZ_LIMIT_SIM_MEM");
+    cr_expect_eq(rc, MZ_EINVAL, "MZ_LIMIT_SIM_MEM='%s': got %s", bad[i], mz_err_name(rc));
+    mz_runtime_destroy(rt);
+  }
+  const char *good[] = {"64M", "64MB", "1", "16k", "2G"};
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    setenv("MZ_LIMIT_SIM_MEM", good[i], 1);
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:dev*1", .quiet = true}, &rt);
+    unsetenv("MZ_LIMIT_SIM_MEM");
+    cr_expect_eq(rc, MZ_OK, "MZ_LIMIT_SIM_MEM='%s': got %s", good[i], mz_err_name(rc));
+    mz_runtime_destroy(rt);
+  }
+  const char *baddev[] = {"cpu:+2", "cpu: 2", "cpu:0", "cpu:1025", "cpu:2x", "cpu:"};
+  for (size_t i = 0; i < sizeof baddev / sizeof baddev[0]; i++) {
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = baddev[i], .quiet = true}, &rt);
+    cr_expect_lt(rc, 0, "MZ_DEVICES='%s' accepted", baddev[i]);
+    mz_runtime_destroy(rt);
+  }
+}
