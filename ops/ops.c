@@ -49,7 +49,7 @@ static const struct op_desc {
     [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS"},
     [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS"},
     [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS"},
-    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, NULL, NULL},
+    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL},
     [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL},
     [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL},
     [OP_GEMM] = {"gemm",
@@ -134,13 +134,16 @@ static const char cl_rng_src[] =
     "  x[i] = sqrt(-2.0f * log(mz_u01f(r.v[0]))) * cos(6.2831853071795865f * mz_u01f(r.v[1]));\n}\n"
     "#endif\n";
 
-/* Fill and min/max: small kernels; min/max run on one work item (the
- * default launch is the shape of the 1-element result). */
+/* Fill, min/max, and sum where CLBlast is missing: small kernels; the
+ * reductions run on one work item (the default launch is the shape of the
+ * 1-element result). */
 static const char cl_small_src[] =
     "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n#endif\n"
     "__kernel void mz_fill(T v, __global T *x, ulong n) { ulong i = get_global_id(0); if (i < n) x[i] = v; }\n"
     "__kernel void mz_min(__global const T *x, __global T *r, ulong n) {\n"
     "  if (get_global_id(0)) return; T m = x[0]; for (ulong i = 1; i < n; i++) m = x[i] < m ? x[i] : m; r[0] = m; }\n"
+    "__kernel void mz_sum(__global const T *x, __global T *r, ulong n) {\n"
+    "  if (get_global_id(0)) return; T s = 0; for (ulong i = 0; i < n; i++) s += x[i]; r[0] = s; }\n"
     "__kernel void mz_max(__global const T *x, __global T *r, ulong n) {\n"
     "  if (get_global_id(0)) return; T m = x[0]; for (ulong i = 1; i < n; i++) m = x[i] > m ? x[i] : m; r[0] = m; }\n";
 
@@ -289,7 +292,8 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
     s.opencl.data = &mz__ocl_clblast[d->native];
   }
 #endif
-  if (d->entry && (id < OP_RNG_UNIFORM || MZ_HAVE_RANDOM123)) {
+  /* OpenCL C where CLBlast has no routine or is missing. */
+  if (d->entry && s.opencl.format == MZ_CODE_NONE && (id < OP_RNG_UNIFORM || MZ_HAVE_RANDOM123)) {
     bool rng = id >= OP_RNG_UNIFORM;
     snprintf(opts, sizeof opts, "%s%s", cl_types[t], rng ? " -I" MZ_RANDOM123_INCLUDE : "");
     s.opencl.format = MZ_CODE_SOURCE;

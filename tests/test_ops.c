@@ -276,6 +276,17 @@ Test(ops, builder_errors) {
   cr_assert_eq(mz_graph_status(g), MZ_EINVAL);
   mz_graph_destroy(g);
   cr_assert_null(mz_op_fill(NULL, NULL, 1));
+  if (!MZ_HAVE_OPENBLAS && !MZ_HAVE_CLBLAST) { /* no device can run gemm: says which libraries are missing */
+    mz_buffer *sq = NULL;
+    MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){4, 4}, NULL, &sq));
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op_gemm(g, MZ_NO_TRANS, MZ_NO_TRANS, 1, mz_value(g, sq), mz_value(g, sq), 0, mz_value(g, sq));
+    mz_buffer_release(sq);
+    cr_assert_eq(mz_graph_status(g), MZ_ENODEV, "%s", mz_graph_message(g));
+    cr_assert(strstr(mz_graph_message(g), "OpenBLAS") && strstr(mz_graph_message(g), "CLBlast"), "%s",
+              mz_graph_message(g));
+    mz_graph_destroy(g);
+  }
   mz_buffer_release(a);
   mz_buffer_release(b);
   mz_runtime_destroy(rt);
