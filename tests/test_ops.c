@@ -189,6 +189,42 @@ static void check_all(const char *devices) {
   if (!blas) cr_skip_test("BLAS ops skipped on %s: this build has no %s", devices, strncmp(devices, "opencl", 6) ? "OpenBLAS" : "CLBlast");
 }
 
+/* gemm on partition tiles: C and A cut into 3 row tiles, one gemm per tile. */
+static void check_gemm_tiles(const char *devices) {
+  if (!have_blas(devices)) cr_skip_test("this build has no BLAS for %s", devices);
+  mz_runtime *rt = ops_runtime(devices);
+  const size_t m = 30, n = 17, k = 11;
+  double *a = randv(m * k, 4), *bm = randv(k * n, 5), *c = randv(m * n, 6);
+  mz_buffer *A = buf_from(rt, MZ_F64, k, m, a), *B = buf_from(rt, MZ_F64, n, k, bm), *C = buf_from(rt, MZ_F64, n, m, c);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *pa = mz_partition(g, mz_value(g, A), 3), *pc = mz_partition(g, mz_value(g, C), 3);
+  mz_op *tiles[3];
+  for (unsigned i = 0; i < 3; i++)
+    tiles[i] = mz_op_gemm(g, MZ_NO_TRANS, MZ_NO_TRANS, 2.0, mz_unzip(g, pa, i), mz_value(g, B), 1.0, mz_unzip(g, pc, i));
+  mz_op *cc = mz_unpartition(g, mz_zip(g, 3, tiles));
+  mz_op *aa = mz_unpartition(g, pa);
+  run(rt, g, mz_join(g, 2, (mz_op *[]){cc, aa}));
+  double *got = buf_get(C);
+  for (size_t i = 0; i < m; i++)
+    for (size_t j = 0; j < n; j++) {
+      double s = 0;
+      for (size_t l = 0; l < k; l++) s += a[i * k + l] * bm[l * n + j];
+      near(got[i * n + j], 2.0 * s + c[i * n + j], (double)k, MZ_F64, "tiled gemm", i * n + j);
+    }
+  free(got);
+  free(a);
+  free(bm);
+  free(c);
+  mz_buffer_release(A);
+  mz_buffer_release(B);
+  mz_buffer_release(C);
+  mz_runtime_destroy(rt);
+}
+
+Test(ops, gemm_tiles_cpu) { check_gemm_tiles("cpu:2"); }
+Test(ops, gemm_tiles_opencl, .timeout = 300) { check_gemm_tiles("opencl"); }
+
 Test(ops, cpu) { check_all("cpu"); }
 Test(ops, opencl, .timeout = 600) { check_all("opencl:0"); }
 
