@@ -314,12 +314,17 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
   return k;
 }
 
-/* Apply op id to args (n of them), and return the written buffer's op. */
+/* Apply op id to args (n of them), and return the written buffer's op.
+ * The OpenCL C kernels index their buffers as 1-D arrays, so the launch is
+ * 1-D over the written buffer's elements whatever its shape (the default
+ * launch would follow a 2-D shape). */
 static mz_op *apply(mz_graph *g, const char *who, enum op_id id, mz_dtype t, unsigned n, mz_op *const args[]) {
   mz_kernel *k = make_kernel(g, who, id, t);
   if (!k) return MZ__LIVE(g, MZ__TAG_GRAPH) ? &g->error_op : NULL;
   mz_op *z = mz_zip(g, n, args);
-  mz_op *r = mz_apply(g, k, z, NULL);
+  const mz_buffer *w = args[ops[id].result]->u.value.buf;
+  mz_launch launch = {.ndim = 1, .global = {w->shape.count, 1, 1}};
+  mz_op *r = mz_apply(g, k, z, &launch);
   return mz_unzip(g, r, ops[id].result);
 }
 

@@ -327,3 +327,76 @@ Test(ops, builder_errors) {
   mz_buffer_release(b);
   mz_runtime_destroy(rt);
 }
+
+/* Every registered policy places a chain of canned ops on the CPU and an
+ * OpenCL device together (an op goes only where its library is). */
+Test(ops, every_policy_cpu_and_opencl, .timeout = 600) {
+  mz_runtime *rt = ops_runtime("cpu,opencl:0");
+  const size_t n = 64;
+  double *x = randv(n * n, 9);
+  for (unsigned p = 0; mz_policy_name(rt, p); p++) {
+    const char *name = mz_policy_name(rt, p);
+    mz_buffer *X = buf_from(rt, MZ_F32, n, n, x), *Y = buf_from(rt, MZ_F32, n, n, x), *R = buf_from(rt, MZ_F32, 1, 1, x);
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    /* y = 1; x = 2 x + y; y = x x^T (gemm, beta 0); r = sum(y). */
+    mz_op *y = mz_op_fill(g, mz_value(g, Y), 1.0);
+    mz_op *x1 = MZ_HAVE_OPENBLAS || MZ_HAVE_CLBLAST ? mz_op_axpy(g, 2.0, y, mz_value(g, X)) : mz_value(g, X);
+    mz_op *y2 = MZ_HAVE_OPENBLAS || MZ_HAVE_CLBLAST ? mz_op_gemm(g, MZ_NO_TRANS, MZ_TRANS, 1.0, x1, x1, 0.0, y) : y;
+    mz_op *r = mz_op_reduce(g, MZ_REDUCE_SUM, y2, mz_value(g, R));
+    cr_assert_eq(mz_graph_status(g), MZ_OK, "%s: %s", name, mz_graph_message(g));
+    mz_future *f = NULL;
+    MZ_OK_OR_DIE(rt, mz_schedule(g, r, name, &f));
+    int st = mz_future_wait(f);
+    cr_assert_eq(st, MZ_OK, "policy %s: %s: %s", name, mz_err_name(st), mz_future_message(f));
+    mz_future_destroy(f);
+    mz_graph_destroy(g);
+    double *got = buf_get(R), want = 0;
+    if (MZ_HAVE_OPENBLAS || MZ_HAVE_CLBLAST) {
+      double *xs = malloc(n * n * sizeof *xs), *ys = malloc(n * n * sizeof *ys);
+      for (size_t i = 0; i < n * n; i++) xs[i] = 2.0 * 1.0 + (float)x[i];
+      for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+          double s = 0;
+          for (size_t l = 0; l < n; l++) s += xs[i * n + l] * xs[j * n + l];
+          ys[i * n + j] = s;
+        }
+      want = kahan(ys, n * n);
+      free(xs);
+      free(ys);
+    } else {
+      want = (double)(n * n);
+    }
+    cr_expect(fabs(got[0] - want) <= 1e-4 * fabs(want), "policy %s: sum %.9g, expected %.9g", name, got[0], want);
+    free(got);
+    mz_buffer_release(X);
+    mz_buffer_release(Y);
+    mz_buffer_release(R);
+  }
+  free(x);
+  mz_runtime_destroy(rt);
+}
+
+/* The OpenCL C kernels cover a 2-D buffer whole (a 1-D launch over its
+ * elements, not the default 2-D one). */
+Test(ops, fill_and_rng_2d_opencl, .timeout = 300) {
+  mz_runtime *rt = ops_runtime("opencl:0");
+  const size_t w = 33, h = 7;
+  mz_buffer *b = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){w, h}, NULL, &b));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  run(rt, g, mz_op_fill(g, mz_value(g, b), 3.0));
+  double *got = buf_get(b);
+  for (size_t i = 0; i < w * h; i++) near(got[i], 3.0, 1, MZ_F32, "2-D fill", i);
+  free(got);
+  if (MZ_HAVE_RANDOM123) {
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    run(rt, g, mz_op_rng(g, mz_value(g, b), 5, MZ_RNG_UNIFORM));
+    got = buf_get(b);
+    for (size_t i = 0; i < w * h; i++) cr_assert(got[i] > 0 && got[i] < 1, "2-D rng [%zu] = %g", i, got[i]);
+    free(got);
+  }
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
