@@ -266,12 +266,32 @@ static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
   return op->u.value.buf;
 }
 
+/* k, when a device of the runtime can run it; otherwise NULL, with
+ * MZ_ENODEV on the graph and a message saying which library each device
+ * kind lacks (the executor would only say that no device can run it). */
+static mz_kernel *runnable(mz_graph *g, const char *who, enum op_id id, mz_kernel *k) {
+  mz_runtime *rt = g->rt;
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    struct mz_device *dev = rt->devs[d];
+    if (dev->kernels && dev->ops->can_run && dev->ops->can_run(dev, k)) return k;
+  }
+  const mz_kernel_spec *s = &k->spec;
+  fail(g, MZ_ENODEV, "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s)", who,
+       s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
+       ops[id].native >= 0 ? "CLBlast" : "an OpenCL C compiler",
+       s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built");
+  return NULL;
+}
+
 static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dtype t) {
   const struct op_desc *d = &ops[id];
   const char *tn = mz_dtype_name(t);
   char name[64], params[512];
   snprintf(name, sizeof name, "mz_%s_%s", d->name, tn);
   snprintf(params, sizeof params, d->params, tn, tn, tn, tn, tn);
+  /* One kernel per op and type and runtime: found in the runtime's list by
+   * its name and our op id and code (two threads may both miss and create
+   * one each; both stay valid until the runtime is destroyed). */
   mz_kernel *k = NULL;
   pthread_mutex_lock(&g->rt->lock);
   for (mz_kernel *it = g->rt->kernels; it && !k; it = it->next)
@@ -280,7 +300,7 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
          it->spec.opencl.data == (void *)cl_rng_src || it->spec.opencl.format == MZ__CODE_NATIVE))
       k = it;
   pthread_mutex_unlock(&g->rt->lock);
-  if (k) return k;
+  if (k) return runnable(g, who, id, k);
   mz_kernel_spec s = {.name = name, .params = params, .cpu.user = (void *)(intptr_t)id};
   if (cpu_has(id)) s.cpu.fn = cpu_op;
   static const char *const cl_types[MZ_DTYPE_COUNT] = {[MZ_F32] = "-DT=float", [MZ_F64] = "-DT=double -DIS_F64",
@@ -311,7 +331,7 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
     fail(g, rc, "%s: cannot create its kernel", who);
     return NULL;
   }
-  return k;
+  return runnable(g, who, id, k);
 }
 
 /* Apply op id to args (n of them), and return the written buffer's op.

@@ -400,3 +400,21 @@ Test(ops, fill_and_rng_2d_opencl, .timeout = 300) {
   mz_buffer_release(b);
   mz_runtime_destroy(rt);
 }
+
+/* An op that no device of the runtime can run fails at build time with
+ * MZ_ENODEV, naming the library: here gemm on OpenCL alone in a build
+ * without CLBlast (skipped where CLBlast is built: every op runs there). */
+Test(ops, enodev_names_the_library) {
+  if (MZ_HAVE_CLBLAST) cr_skip_test("this build has CLBlast: every op runs on OpenCL");
+  mz_runtime *rt = ops_runtime("opencl:0");
+  mz_buffer *sq = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){4, 4}, NULL, &sq));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op_gemm(g, MZ_NO_TRANS, MZ_NO_TRANS, 1, mz_value(g, sq), mz_value(g, sq), 0, mz_value(g, sq));
+  cr_assert_eq(mz_graph_status(g), MZ_ENODEV, "%s", mz_graph_message(g));
+  cr_assert(strstr(mz_graph_message(g), "CLBlast"), "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  mz_buffer_release(sq);
+  mz_runtime_destroy(rt);
+}
