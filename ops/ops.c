@@ -234,6 +234,12 @@ static bool cpu_has(enum op_id id) {
   return MZ_HAVE_RANDOM123;
 }
 
+/* Cost hints for devices that model costs (the simulator); other devices
+ * time the kernels and learn perf models as for any kernel. */
+static double gemm_flops(const mz_call *call) {
+  return 2.0 * (double)call->args[2].u64 * (double)call->args[3].u64 * (double)call->args[4].u64;
+}
+
 /* ---- builders ---- */
 
 static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -303,6 +309,9 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
   if (k) return runnable(g, who, id, k);
   mz_kernel_spec s = {.name = name, .params = params, .cpu.user = (void *)(intptr_t)id};
   if (cpu_has(id)) s.cpu.fn = cpu_op;
+  if (id == OP_GEMM) s.cost.flops = gemm_flops;
+  else s.cost.flops_per_elem = id == OP_AXPY || id == OP_DOT ? 2.0 : 1.0;
+  s.cost.bytes_per_elem = (double)mz_dtype_size(t) * (id == OP_AXPY || id == OP_DOT ? 3.0 : 2.0);
   static const char *const cl_types[MZ_DTYPE_COUNT] = {[MZ_F32] = "-DT=float", [MZ_F64] = "-DT=double -DIS_F64",
                                                        [MZ_U32] = "-DT=uint"};
   char opts[128];

@@ -418,3 +418,23 @@ Test(ops, enodev_names_the_library) {
   mz_buffer_release(sq);
   mz_runtime_destroy(rt);
 }
+
+/* Canned ops carry cost hints: simulated devices place and "run" them like
+ * any kernel (nothing computes there). */
+Test(ops, simulated_devices) {
+  if (!(MZ_HAVE_OPENBLAS || MZ_HAVE_CLBLAST) || !MZ_HAVE_RANDOM123) cr_skip_test("this build lacks BLAS or Random123");
+  mz_runtime *rt = test_runtime("sim:gpu*2@speed=20");
+  mz_buffer *a = NULL, *cb = NULL, *r = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F64, 2, (size_t[]){64, 64}, NULL, &a));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F64, 2, (size_t[]){64, 64}, NULL, &cb));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F64, 1, (size_t[]){1}, NULL, &r));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *x = mz_op_rng(g, mz_value(g, a), 1, MZ_RNG_NORMAL);
+  mz_op *c = mz_op_gemm(g, MZ_NO_TRANS, MZ_TRANS, 1, x, x, 0, mz_value(g, cb));
+  run(rt, g, mz_op_reduce(g, MZ_REDUCE_MAX, c, mz_value(g, r)));
+  mz_buffer_release(a);
+  mz_buffer_release(cb);
+  mz_buffer_release(r);
+  mz_runtime_destroy(rt);
+}
