@@ -12,6 +12,7 @@
 #include "maize/buffer.h"
 #include "maize/graph.h"
 #include "maize/future.h"
+#include "maize/ops.h"
 
 #define MAIZE_VERSION_MAJOR 0
 #define MAIZE_VERSION_MINOR 1

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "device_ops.h"
+#include "ops/native.h"
 
 #define OCL_DEFAULT_QUEUES 4u
 
@@ -67,6 +68,7 @@ struct ocl_dev {
 struct ocl_kernel {
   cl_program program;
   cl_kernel kernel;
+  const struct mz__ocl_native *native; /* a canned op's library call (ops/native.h), or NULL */
 };
 
 extern const struct mz__devtype mz__devtype_opencl;
@@ -362,6 +364,8 @@ static void ocl_destroy(struct mz_device *dev)
 static bool ocl_can_run(const struct mz_device *dev, const mz_kernel *k)
 {
   const mz_kernel_spec *s = mz__kernel_spec(k);
+  if (s && s->opencl.format == MZ__CODE_NATIVE)
+    return s->opencl.data != NULL;
   return s && (s->opencl.format == MZ_CODE_SOURCE || s->opencl.format == MZ_CODE_BINARY);
 }
 
@@ -393,6 +397,14 @@ static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, c
   const char *entry = code->entry ? code->entry : kname;
   *kdev = NULL;
   *log = NULL;
+  if (code->format == MZ__CODE_NATIVE) { /* nothing to build */
+    struct ocl_kernel *nk = calloc(1, sizeof *nk);
+    if (!nk)
+      return MZ_ENOMEM;
+    nk->native = code->data;
+    *kdev = nk;
+    return MZ_OK;
+  }
 
   char *data = NULL, *err_text = NULL;
   size_t size = 0;
@@ -461,6 +473,7 @@ static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, c
   }
   ok->program = program;
   ok->kernel = kernel;
+  ok->native = NULL;
   *kdev = ok;
   return MZ_OK;
 }
@@ -471,8 +484,10 @@ static void ocl_unprepare(struct mz_device *dev, void *kdev)
   struct ocl_kernel *ok = kdev;
   if (!ok)
     return;
-  clReleaseKernel(ok->kernel);
-  clReleaseProgram(ok->program);
+  if (ok->kernel)
+    clReleaseKernel(ok->kernel);
+  if (ok->program)
+    clReleaseProgram(ok->program);
   free(ok);
 }
 
@@ -714,7 +729,28 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
   }
 
   cl_event ev = NULL;
-  if (err == CL_SUCCESS && e->kernel) {
+  if (err == CL_SUCCESS && e->kernel && ((struct ocl_kernel *)e->kernel_dev)->native) {
+    /* A canned op: order the queue after the wait list, then the library
+     * enqueues its own commands (ops/native.h). */
+    const struct mz__ocl_native *nat = ((struct ocl_kernel *)e->kernel_dev)->native;
+    if (nw)
+      err = clEnqueueBarrierWithWaitList(cq, nw, waits, NULL);
+    if (err != CL_SUCCESS) {
+      *why = str_printf("clEnqueueBarrierWithWaitList refused: %s", cl_err_name(err));
+    } else {
+      nw = 0;
+      void *nev = NULL;
+      char *nwhy = NULL;
+      if (nat->enqueue(cq, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
+        err = CL_INVALID_OPERATION;
+        *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
+      } else if (nev) {
+        ev = nev;
+      } else {
+        err = clEnqueueMarkerWithWaitList(cq, 0, NULL, &ev);
+      }
+    }
+  } else if (err == CL_SUCCESS && e->kernel) {
     struct ocl_kernel *ok = e->kernel_dev;
     unsigned bad = 0;
     err = set_args(ok->kernel, e, &bad);

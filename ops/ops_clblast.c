@@ -1,0 +1,86 @@
+/* Canned operations on OpenCL devices through CLBlast's C API.  Each
+ * function reads the node's arguments in the parameter order that
+ * ops/ops.c gives its kernels and enqueues one CLBlast call on the node's
+ * in-order queue; see ops/native.h for the contract. */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <clblast_c.h>
+#include <stdlib.h>
+
+#include "native.h"
+
+
+static int status(CLBlastStatusCode st, const char *what, char **why) {
+  if (st == CLBlastSuccess) return 0;
+  *why = mz__ops_msg("CLBlast%s failed with status %d", what, (int)st);
+  return MZ_EKERNEL;
+}
+
+#define MEM(i) ((cl_mem)args[i].mem)
+#define F64(i) (args[i].dtype == MZ_F64)
+
+/* u32 ta, u32 tb, u64 m, u64 n, u64 k, T alpha, in A, u64 lda, in B, u64 ldb, T beta, inout C, u64 ldc */
+static int gemm(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  CLBlastTranspose ta = args[0].value.u32 ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = args[1].value.u32 ? CLBlastTransposeYes : CLBlastTransposeNo;
+  size_t m = args[2].value.u64, nn = args[3].value.u64, k = args[4].value.u64;
+  if (F64(11))
+    return status(CLBlastDgemm(CLBlastLayoutRowMajor, ta, tb, m, nn, k, args[5].value.f64, MEM(6), 0, args[7].value.u64,
+                               MEM(8), 0, args[9].value.u64, args[10].value.f64, MEM(11), 0, args[12].value.u64, &cq,
+                               (cl_event *)ev),
+                  "Dgemm", why);
+  return status(CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, m, nn, k, args[5].value.f32, MEM(6), 0, args[7].value.u64,
+                             MEM(8), 0, args[9].value.u64, args[10].value.f32, MEM(11), 0, args[12].value.u64, &cq,
+                             (cl_event *)ev),
+                "Sgemm", why);
+}
+
+/* in x, out y, u64 n */
+static int copy(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  size_t c = args[2].value.u64;
+  if (F64(0)) return status(CLBlastDcopy(c, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Dcopy", why);
+  return status(CLBlastScopy(c, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Scopy", why);
+}
+
+/* T alpha, inout x, u64 n */
+static int scal(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  size_t c = args[2].value.u64;
+  if (F64(1)) return status(CLBlastDscal(c, args[0].value.f64, MEM(1), 0, 1, &cq, (cl_event *)ev), "Dscal", why);
+  return status(CLBlastSscal(c, args[0].value.f32, MEM(1), 0, 1, &cq, (cl_event *)ev), "Sscal", why);
+}
+
+/* T alpha, in x, inout y, u64 n */
+static int axpy(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  size_t c = args[3].value.u64;
+  if (F64(1))
+    return status(CLBlastDaxpy(c, args[0].value.f64, MEM(1), 0, 1, MEM(2), 0, 1, &cq, (cl_event *)ev), "Daxpy", why);
+  return status(CLBlastSaxpy(c, args[0].value.f32, MEM(1), 0, 1, MEM(2), 0, 1, &cq, (cl_event *)ev), "Saxpy", why);
+}
+
+/* in x, in y, out r, u64 n */
+static int dot(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  size_t c = args[3].value.u64;
+  if (F64(0)) return status(CLBlastDdot(c, MEM(2), 0, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Ddot", why);
+  return status(CLBlastSdot(c, MEM(2), 0, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Sdot", why);
+}
+
+/* in x, out r, u64 n */
+static int sum(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  cl_command_queue cq = q;
+  size_t c = args[2].value.u64;
+  if (F64(0)) return status(CLBlastDsum(c, MEM(1), 0, MEM(0), 0, 1, &cq, (cl_event *)ev), "Dsum", why);
+  return status(CLBlastSsum(c, MEM(1), 0, MEM(0), 0, 1, &cq, (cl_event *)ev), "Ssum", why);
+}
+
+const struct mz__ocl_native mz__ocl_clblast[MZ__NAT_COUNT] = {
+    [MZ__NAT_GEMM] = {.library = "CLBlast", .enqueue = gemm},
+    [MZ__NAT_COPY] = {.library = "CLBlast", .enqueue = copy},
+    [MZ__NAT_SCAL] = {.library = "CLBlast", .enqueue = scal},
+    [MZ__NAT_AXPY] = {.library = "CLBlast", .enqueue = axpy},
+    [MZ__NAT_DOT] = {.library = "CLBlast", .enqueue = dot},
+    [MZ__NAT_SUM] = {.library = "CLBlast", .enqueue = sum},
+};
