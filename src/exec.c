@@ -338,6 +338,13 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     *why = "a node it depends on failed";
     return MZ_ECANCELED;
   }
+  /* Nor on an input whose last writer failed in an earlier run (issue 15):
+   * that writer is no predecessor, so pred_failed cannot say. */
+  for (unsigned a = 0; a < t->nacc; a++)
+    if ((t->acc[a].mode & 1) && atomic_load_explicit(&t->acc[a].buf->poison, memory_order_relaxed)) {
+      *why = "an input buffer's last writer failed (until mz_buffer_write replaces its data)";
+      return MZ_ECANCELED;
+    }
   if (t->kernel) {
     int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
     if (rc) {
