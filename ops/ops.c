@@ -245,7 +245,7 @@ static double gemm_flops(const mz_call *call) {
 static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL;
-  pthread_mutex_lock(&g->lock);
+  mz__ylock_lock(&g->lock);
   if (g->status == MZ_OK) {
     va_list ap;
     va_start(ap, fmt);
@@ -253,7 +253,7 @@ static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
     va_end(ap);
     g->status = code;
   }
-  pthread_mutex_unlock(&g->lock);
+  mz__ylock_unlock(&g->lock);
   return &g->error_op;
 }
 

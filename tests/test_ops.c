@@ -10,6 +10,8 @@
 #include "common.h"
 #include "mz_config.h"
 
+TestSuite(ops, .timeout = 300);
+
 static mz_runtime *ops_runtime(const char *devices) {
   mz_runtime *rt = NULL;
   int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt);

@@ -405,3 +405,55 @@ Test(reliability, limit_and_devices_env_parsing) {
     mz_runtime_destroy(rt);
   }
 }
+
+/* ---- poisoned buffers across graphs ---- */
+
+static int mix32_fn(const mz_call *c) {
+  const int32_t *x = c->args[0].p;
+  int32_t *y = c->args[1].p;
+  for (size_t i = 0; i < c->shapes[1].count; i++) y[i] += x[i];
+  return 0;
+}
+
+/* A buffer whose last writer failed is not read by a later graph as if
+ * fine: the reader is canceled (and poisons what it writes) until
+ * mz_buffer_write replaces the data. */
+Test(reliability, poisoned_buffer_cancels_later_readers) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  static const int one = 1;
+  mz_kernel *bad = test_kernel(rt, "bad", "inout i32[] v", ret_fn, (void *)&one);
+  mz_kernel *mix = test_kernel(rt, "mix", "in i32[] x, inout i32[] y", mix32_fn, NULL);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){1, 2, 3, 4});
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){0, 0, 0, 0});
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, mz_apply(g, bad, mz_value(g, a), NULL), NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_EKERNEL);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *m = mz_apply(g, mix, mz_zip(g, 2, (mz_op *[]){mz_value(g, a), mz_value(g, b)}), NULL);
+  MZ_OK_OR_DIE(rt, mz_schedule(g, m, NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_ECANCELED, "a later graph read the poisoned buffer as fine");
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  int32_t out[4];
+  cr_expect_lt(mz_buffer_read(b, out, sizeof out), 0, "b was computed from poisoned data");
+  /* mz_buffer_write clears it. */
+  MZ_OK_OR_DIE(rt, mz_buffer_write(a, (int32_t[]){1, 1, 1, 1}, 16));
+  MZ_OK_OR_DIE(rt, mz_buffer_write(b, (int32_t[]){0, 0, 0, 0}, 16));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  m = mz_apply(g, mix, mz_zip(g, 2, (mz_op *[]){mz_value(g, a), mz_value(g, b)}), NULL);
+  MZ_OK_OR_DIE(rt, mz_schedule(g, m, NULL, &f));
+  cr_expect_eq(mz_future_wait_for(f, WAIT_NS), MZ_OK);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  cr_expect_eq(out[3], 1);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(bad);
+  mz_kernel_destroy(mix);
+  mz_runtime_destroy(rt);
+}
