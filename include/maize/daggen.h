@@ -40,6 +40,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 #define MZ_DAG_MAXIN 12
 
 typedef enum mz_dag_shape {
@@ -87,6 +89,8 @@ int mz_dag_generate(mz_runtime *rt, const mz_dag_params *p, mz_dag **out) MZ_WUR
 /* Free the DAG, its graph and kernels.  Runs scheduled from it finish
  * normally.  NULL is a no-op. */
 void mz_dag_destroy(mz_dag *d);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }
