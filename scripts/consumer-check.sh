@@ -6,7 +6,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
-meson setup "$tmp/build" "$src" --prefix "$prefix" -Dtests=false >/dev/null
+meson setup "$tmp/build" "$src" --prefix "$prefix" -Dextras=disabled >/dev/null
 ninja -C "$tmp/build" >/dev/null
 meson install -C "$tmp/build" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name maize.pc -path '*pkgconfig*' | head -1)")/..
