@@ -134,7 +134,10 @@ int main(int argc, char **argv) {
     }
   }
   if (json) printf("\n  ]\n}\n");
-  else printf("\nperf models: %s\n", pmdir[0] ? pmdir : "not kept (MZ_PERFMODEL_DIR=off)");
+  else {
+    printf("\nperf models: %s\n", pmdir[0] ? pmdir : "not kept (MZ_PERFMODEL_DIR=off)");
+    if (pmdir[0] && mz__pm_print(stdout, pmdir) < 0) printf("  (none yet)\n");
+  }
   mz_runtime_destroy(rt);
   return 0;
 }
