@@ -13,9 +13,6 @@
 #include "maize/graph.h"
 #include "maize/future.h"
 #include "maize/ops.h"
-
-#define MAIZE_VERSION_MAJOR 0
-#define MAIZE_VERSION_MINOR 1
-#define MAIZE_VERSION_PATCH 0
+#include "maize/version.h"
 
 #endif

@@ -7,6 +7,9 @@ if [ "$(id -u)" != 0 ]; then
   exec sudo "$0" "$@"
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends $(grep -v '^#' "$(dirname "$0")/debian-packages.txt") >/dev/null
+# Wait (up to 10 minutes) for another apt or dpkg to let go of the lock
+# instead of failing at once.
+apt_opts=(-o DPkg::Lock::Timeout=600)
+apt-get "${apt_opts[@]}" update -qq
+apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends $(grep -v '^#' "$(dirname "$0")/debian-packages.txt") >/dev/null
 echo "maize: dependencies installed"

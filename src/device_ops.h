@@ -268,7 +268,13 @@ void mz__device_fail(struct mz_device *dev, int code, const char *why);
 /* Record an error message on the runtime (printf-style).  Returns code. */
 int mz__set_error(const mz_runtime *rt, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* A warning to stderr unless the runtime is quiet. */
+/* The one logger: a message at one of MZ_LOG's levels goes to stderr when
+ * the runtime's level (MZ_LOG, default warn) includes it and the runtime is
+ * not quiet (MZ_QUIET, mz_runtime_config.quiet: nothing at all, as before
+ * MZ_LOG).  rt may be NULL (then: warn). */
+enum mz__log_level { MZ__LOG_ERROR, MZ__LOG_WARN, MZ__LOG_INFO, MZ__LOG_DEBUG };
+void mz__log(const mz_runtime *rt, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* mz__log at MZ__LOG_WARN. */
 void mz__warn(const mz_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A monotonic clock in nanoseconds. */

@@ -343,6 +343,7 @@ struct mz_runtime {
   char policy_name[64];
   char *trace_path;
   bool quiet;
+  int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
   unsigned ndev, capdev;
   struct mz_device **devs;

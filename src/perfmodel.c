@@ -249,6 +249,16 @@ static int mkdirs(const char *dir) {
   return MZ_OK;
 }
 
+/* The folder a user named in MZ_PERFMODEL_DIR is created only if its parent
+ * exists (a typo must not build a tree from the filesystem's root); the
+ * default one under $XDG_CACHE_HOME or ~/.cache is created with its
+ * parents. */
+static int pm_mkdir(const char *dir) {
+  const char *env = getenv("MZ_PERFMODEL_DIR");
+  if (env && *env && !strcmp(env, dir)) return mkdir(dir, 0755) && errno != EEXIST ? MZ_EIO : MZ_OK;
+  return mkdirs(dir);
+}
+
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int mz__pm_print(FILE *out, const char *dir) {
@@ -452,7 +462,7 @@ static void entry_save(mz_runtime *rt, struct mz__perfmodel *pm, struct pm_entry
 void mz__perfmodel_destroy(mz_runtime *rt) {
   struct mz__perfmodel *pm = rt->pm;
   if (!pm) return;
-  bool dir_ok = pm->persist && mkdirs(pm->dir) == MZ_OK;
+  bool dir_ok = pm->persist && pm_mkdir(pm->dir) == MZ_OK;
   if (pm->persist && !dir_ok) mz__warn(rt, "perf models are not saved: cannot create '%s'", pm->dir);
   for (size_t i = 0; i < pm->cap; i++) {
     struct pm_entry *e = pm->tab[i];
@@ -876,7 +886,7 @@ int mz_sched_measure_links(const mz_sched *s) {
   pthread_mutex_lock(&pm->link_lock);
   int rc = MZ_OK;
   if (!atomic_load_explicit(&pm->links_settled, memory_order_relaxed)) {
-    bool changed = false, dir_ok = pm->persist && mkdirs(pm->dir) == MZ_OK;
+    bool changed = false, dir_ok = pm->persist && pm_mkdir(pm->dir) == MZ_OK;
     for (unsigned c = 0; c < pm->ncls; c++) {
       struct mz_device *d = pm->cls_dev[c];
       if (d->ops->host_memory || atomic_load(&d->dead)) continue;

@@ -247,6 +247,17 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(rt, &rc, 0, "MZ_SPIN_US", 50);
   rt->cfg.opencl_queues = env_uint(rt, &rc, rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
   rt->cfg.cuda_streams = env_uint(rt, &rc, rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
+  /* MZ_LOG=error|warn|info|debug; MZ_QUIET still silences everything. */
+  rt->log_level = MZ__LOG_WARN;
+  const char *lv = getenv("MZ_LOG");
+  if (lv && *lv) {
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    int found = -1;
+    for (int i = 0; i < 4; i++)
+      if (!strcmp(lv, names[i])) found = i;
+    if (found < 0 && !rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_LOG must be error, warn, info or debug, not '%s'", lv);
+    else if (found >= 0) rt->log_level = found;
+  }
   for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
   double watchdog_s = 0;
   if (!rc) rc = mz__watchdog_config(rt, &watchdog_s);
@@ -303,6 +314,8 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     runtime_free(rt);
     return rc;
   }
+  mz__log(rt, MZ__LOG_INFO, "runtime: %u device(s), %u queue(s), default policy %s", rt->ndev, rt->nq,
+          rt->policy_name);
   *out = rt;
   return MZ_OK;
 }

@@ -147,13 +147,26 @@ int mz__set_error(const mz_runtime *crt, int code, const char *fmt, ...) {
   return code;
 }
 
-void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
-  if (rt && rt->quiet) return;
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("maize: warning: ", stderr);
+static void log_v(const mz_runtime *rt, int level, const char *fmt, va_list ap) {
+  static const char *const prefix[] = {"error", "warning", "info", "debug"};
+  if (rt && (rt->quiet || level > rt->log_level)) return;
+  if (!rt && level > MZ__LOG_WARN) return;
+  fprintf(stderr, "maize: %s: ", prefix[level]);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
+}
+
+void mz__log(const mz_runtime *rt, int level, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_v(rt, level, fmt, ap);
+  va_end(ap);
+}
+
+void mz__warn(const mz_runtime *rt, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  log_v(rt, MZ__LOG_WARN, fmt, ap);
   va_end(ap);
 }
 

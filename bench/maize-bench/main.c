@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "maize/version.h"
 #include "mzb.h"
 
 static const struct {
@@ -16,7 +17,7 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: maize-bench <command> [options]   (maize-bench <command> --help)\n\ncommands:\n");
+  fprintf(f, "usage: maize-bench <command> [options]   (maize-bench <command> --help)\n       maize-bench --version\n\ncommands:\n");
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
 }
 
@@ -27,6 +28,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
     usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+    printf("maize-bench %s\n", mz_version());
     return 0;
   }
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -193,6 +194,8 @@ static int parse_args(int argc, char **argv) {
       o_svg = v;
     } else if (!strcmp(a, "--outdir")) {
       if (!*v) return bad("empty --outdir", v);
+      struct stat sb;
+      if (stat(v, &sb) || !S_ISDIR(sb.st_mode)) return bad("--outdir is not an existing folder:", v);
       o_outdir = v;
     } else {
       return bad("unknown option", a);
@@ -519,8 +522,10 @@ int mzb_metg_main(int argc, char **argv) {
     svg_path(path, sizeof path, pattern);
     if (ns) {
       int src = mzb_svg_lineplot(path, &plot, series, ns);
-      if (src)
+      if (src) {
         printf("plot: not written (%s): %s (%s)\n", path, mz_err_name(src), mz_strerror(src));
+        failed = 1; /* a plot asked for and not written is a failure: exit 1 */
+      }
       else
         printf("plot: %s\n", path);
     }

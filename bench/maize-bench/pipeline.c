@@ -22,6 +22,7 @@
  * examples/kernels when it is readable (else CUDA devices get no kernels,
  * as the output says). */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,7 +454,7 @@ static void usage(FILE *f) {
           "  --reps      runs per policy after a round-robin warm-up, the last\n"
           "              measured and drawn (default 2)\n"
           "  --outdir    where the files go (default ./maize-out)\n"
-          "  --quick     262144 floats, 8 tiles, 1 run (CI)\n");
+          "  --quick     262144 floats, 8 tiles, 1 run (CI), unless given\n");
 }
 
 static bool parse_size(const char *s, size_t *out) {
@@ -466,39 +467,49 @@ static bool parse_size(const char *s, size_t *out) {
   return true;
 }
 
+/* getopt_long: "--tiles 4" and "--tiles=4" both work; --quick gives the
+ * sizes that were not given explicitly, in whatever order the options come. */
 int mzb_pipeline_main(int argc, char **argv) {
   mzb_pipeline_opts o = {.elements = (size_t)1 << 22, .tiles = 16, .reps = 2};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},         {"quick", no_argument, NULL, 'q'},
+      {"devices", required_argument, NULL, 'd'}, {"policy", required_argument, NULL, 'p'},
+      {"outdir", required_argument, NULL, 'o'},  {"elements", required_argument, NULL, 'e'},
+      {"tiles", required_argument, NULL, 't'},   {"reps", required_argument, NULL, 'r'},
+      {NULL, 0, NULL, 0}};
+  bool quick = false, set_e = false, set_t = false, set_r = false;
+  int c;
+  optind = 0; /* glibc: 0 re-initialises getopt fully, so tests may call this again */
+  while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
     size_t num;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--quick")) {
-      o.elements = (size_t)1 << 18;
-      o.tiles = 8;
-      o.reps = 1;
-    } else if (!strcmp(a, "--devices") && v) {
-      o.devices = v, i++;
-    } else if (!strcmp(a, "--policy") && v) {
-      o.policy = v, i++;
-    } else if (!strcmp(a, "--outdir") && v) {
-      o.outdir = v, i++;
-    } else if ((!strcmp(a, "--elements") || !strcmp(a, "--tiles") || !strcmp(a, "--reps")) && v) {
-      if (!parse_size(v, &num) || (strcmp(a, "--elements") && num > 65536)) {
-        fprintf(stderr, "maize-bench pipeline: %s wants a positive number%s, not '%s'\n", a,
-                strcmp(a, "--elements") ? " up to 65536" : "", v);
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case 'q': quick = true; break;
+    case 'd': o.devices = optarg; break;
+    case 'p': o.policy = optarg; break;
+    case 'o': o.outdir = optarg; break;
+    case 'e': case 't': case 'r':
+      if (!parse_size(optarg, &num) || (c != 'e' && num > 65536)) {
+        fprintf(stderr, "maize-bench pipeline: --%s wants a positive number%s, not '%s'\n",
+                c == 'e' ? "elements" : c == 't' ? "tiles" : "reps", c != 'e' ? " up to 65536" : "", optarg);
         return 2;
       }
-      if (!strcmp(a, "--elements")) o.elements = num;
-      else if (!strcmp(a, "--tiles")) o.tiles = (unsigned)num;
-      else o.reps = (unsigned)num;
-      i++;
-    } else {
-      fprintf(stderr, "maize-bench pipeline: unknown option or missing value: '%s'\n", a);
-      usage(stderr);
-      return 2;
+      if (c == 'e') o.elements = num, set_e = true;
+      else if (c == 't') o.tiles = (unsigned)num, set_t = true;
+      else o.reps = (unsigned)num, set_r = true;
+      break;
+    default: usage(stderr); return 2;
     }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "maize-bench pipeline: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+  if (quick) {
+    if (!set_e) o.elements = (size_t)1 << 18;
+    if (!set_t) o.tiles = 8;
+    if (!set_r) o.reps = 1;
   }
   return mzb_pipeline_run(&o, stdout);
 }

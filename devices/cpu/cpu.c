@@ -13,6 +13,7 @@ struct cpu_dev {
   hwloc_topology_t topo;
   unsigned nworkers;
   hwloc_cpuset_t *sets; /* per worker: the core it is bound to */
+  bool nobind;          /* MZ_BIND=none: the workers are not pinned */
   uint8_t *dist;        /* [a * nworkers + b]: see cpu_queue_distance */
 };
 
@@ -159,7 +160,7 @@ static int cpu_queue_init(struct mz__queue *q) {
   if (!w) return MZ_ENOMEM;
   w->q = q;
   w->topo = cd->topo;
-  w->set = cd->sets ? cd->sets[q->local] : NULL;
+  w->set = cd->sets && !cd->nobind ? cd->sets[q->local] : NULL;
   w->spin_ns = (uint64_t)q->dev->rt->spin * 1000u;
   mz__mpsc_init(&w->inbox, &w->stub);
   mz__parker_init(&w->park);
@@ -279,7 +280,22 @@ static const struct mz__device_ops cpu_ops = {
 static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel) {
   struct cpu_dev *cd = calloc(1, sizeof *cd);
   if (!cd) return MZ_ENOMEM;
-  if (hwloc_topology_init(&cd->topo) || hwloc_topology_load(cd->topo)) {
+  /* MZ_BIND=core (the default) pins each worker to a core; none leaves the
+   * workers to the OS scheduler (a busy, shared machine). */
+  const char *bind = getenv("MZ_BIND");
+  if (bind && *bind && strcmp(bind, "core") && strcmp(bind, "none")) {
+    free(cd);
+    return mz__set_error(rt, MZ_EINVAL, "MZ_BIND must be 'none' or 'core', not '%s'", bind);
+  }
+  cd->nobind = bind && !strcmp(bind, "none");
+  /* DONT_CHANGE_BINDING: without it hwloc moves the calling thread across
+   * the cores while it reads them, which stalled runtime creation for
+   * seconds on a busy machine.  What hwloc finds is the same, so device
+   * names (and the perf-model files named after them) do not change. */
+  if (hwloc_topology_init(&cd->topo) ||
+      hwloc_topology_set_flags(cd->topo, HWLOC_TOPOLOGY_FLAG_DONT_CHANGE_BINDING) ||
+      hwloc_topology_load(cd->topo)) {
+    if (cd->topo) hwloc_topology_destroy(cd->topo);
     free(cd);
     return mz__set_error(rt, MZ_EDEVICE, "cpu: hwloc could not read the topology");
   }

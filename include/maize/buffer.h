@@ -14,6 +14,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 /* Create a buffer of ndim (1..3) dims, dims[0] fastest.  When data is not
  * NULL, count*size bytes are copied from it; otherwise the buffer is zeroed.
  * The caller holds one reference, dropped with mz_buffer_release().
@@ -50,6 +52,8 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) MZ_WUR;
 /* The shape and the size in bytes. */
 const mz_shape *mz_buffer_shape(const mz_buffer *b);
 size_t mz_buffer_bytes(const mz_buffer *b);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 #define MZ_DAG_MAXIN 12
 /* Bounds mz_dag_generate checks before any work (MZ_EINVAL beyond them):
  * nodes a set of parameters may give, a random DAG's mean out-degree, and
@@ -93,6 +95,8 @@ int mz_dag_generate(mz_runtime *rt, const mz_dag_params *p, mz_dag **out) MZ_WUR
 /* Free the DAG, its graph and kernels.  Runs scheduled from it finish
  * normally.  NULL is a no-op. */
 void mz_dag_destroy(mz_dag *d);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

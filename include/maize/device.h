@@ -11,6 +11,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 typedef enum mz_device_kind {
   MZ_DEVICE_CPU,
   MZ_DEVICE_OPENCL,
@@ -44,6 +46,8 @@ const char *mz_device_kind_name(mz_device_kind kind);
 
 /* True when the device has failed and takes no more work. */
 bool mz_device_is_dead(const mz_device *dev);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

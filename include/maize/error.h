@@ -6,9 +6,13 @@
 #ifndef MAIZE_ERROR_H
 #define MAIZE_ERROR_H
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+MZ_API_BEGIN
 
 #define MZ_ERRNO_MAP(X)                                                        \
   X(OK, 0, "success")                                                          \
@@ -46,6 +50,8 @@ const char *mz_strerror(int code);
 /* The code's name without its prefix's underscore, e.g. "MZ_EINVAL".  Never
  * NULL: an unknown code gives "MZ_EUNKNOWN".  The string is static. */
 const char *mz_err_name(int code);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 /* Schedule what root needs with the named policy (NULL: the runtime's
  * default).  Nodes already run or running in an earlier run of the same
  * graph are not run again.  On success *out is the future, freed by
@@ -136,6 +138,8 @@ int mz_future_stats(const mz_future *f, mz_run_stats *out);
  * the handle dangles and cannot be checked (README.md, "Handles that
  * cannot be checked"). */
 void mz_future_destroy(mz_future *f);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

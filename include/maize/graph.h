@@ -30,6 +30,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 /* Create an empty graph on rt.  Freed by mz_graph_destroy(). */
 int mz_graph_create(mz_runtime *rt, mz_graph **out) MZ_WUR;
 
@@ -124,6 +126,8 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles);
  * can close a cycle, which mz_schedule() rejects with MZ_ECYCLE.  Returns
  * MZ_OK or the graph's sticky error. */
 int mz_depend(mz_graph *g, mz_op *op, mz_op *after);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

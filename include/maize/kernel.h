@@ -34,6 +34,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 /* What an implementation receives for one call. */
 typedef struct mz_call {
   const mz_kernel *kernel;  /* NULL for a host node */
@@ -115,6 +117,8 @@ void mz_kernel_destroy(mz_kernel *k);
 /* The kernel's name and parameter count (computed parameters included). */
 const char *mz_kernel_name(const mz_kernel *k);
 unsigned mz_kernel_param_count(const mz_kernel *k);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 typedef enum mz_transpose { MZ_NO_TRANS = 0, MZ_TRANS = 1 } mz_transpose;
 
 typedef enum mz_reduce_kind { MZ_REDUCE_SUM = 0, MZ_REDUCE_MIN, MZ_REDUCE_MAX } mz_reduce_kind;
@@ -64,6 +66,8 @@ mz_op *mz_op_gemm(mz_graph *g, mz_transpose ta, mz_transpose tb, double alpha, m
  * log, sqrt and cos, whose last bit may differ between the CPU's libm and
  * an OpenCL device.  Result: buf. */
 mz_op *mz_op_rng(mz_graph *g, mz_op *buf, uint64_t seed, mz_rng_dist dist);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

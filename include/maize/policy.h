@@ -25,6 +25,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 #define MZ_POLICY_ABI 1
 
 /* Returned by select to be asked again once every predecessor of the
@@ -203,6 +205,8 @@ unsigned mz_sched_queue_distance(const mz_sched *s, unsigned a, unsigned b);
  * their expected times are equal, so a policy may compute them once per
  * class.  Classes are numbered from 0 in device order. */
 unsigned mz_sched_device_class(const mz_sched *s, unsigned dev);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 extern "C" {
 #endif
 
+MZ_API_BEGIN
+
 /* Settings for mz_runtime_create().  Zero or NULL fields take the default,
  * which is read from the environment where one is named. */
 typedef struct mz_runtime_config {
@@ -123,6 +125,8 @@ unsigned mz_runtime_queue_count(const mz_runtime *rt);
 /* Wait until every run scheduled on rt so far has finished.  Returns MZ_OK,
  * or MZ_EDEADLK when called from a runtime thread. */
 int mz_runtime_wait_idle(mz_runtime *rt);
+
+MZ_API_END
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+MZ_API_BEGIN
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MZ_WUR __attribute__((warn_unused_result))
@@ -69,6 +73,8 @@ typedef union mz_arg {
   float f32;
   double f64;
 } mz_arg;
+
+MZ_API_END
 
 #ifdef __cplusplus
 }
