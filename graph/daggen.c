@@ -344,7 +344,7 @@ static int gen_tiled(struct gen *G, const mz_dag_params *p, bool lu) {
   return rc;
 }
 
-/* Every numeric parameter is checked here, before any work (issue 15): a
+/* Every numeric parameter is checked here, before any work: a
  * huge width or degree ran for minutes, and 2 * out_degree - 1 wrapped at
  * 2^31.  The bounds keep a DAG under MZ_DAG_MAXNODES nodes. */
 static int check_params(mz_runtime *rt, const mz_dag_params *p) {

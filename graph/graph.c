@@ -391,7 +391,7 @@ static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
   if (!isf) d = from == MZ_U64 ? (double)u : (double)i;
   bool tof = to == MZ_F32 || to == MZ_F64;
   if (isf && !tof) return false; /* no silent float to integer truncation */
-  if (!tof) { /* nor integer narrowing (issue 15): the value must fit */
+  if (!tof) { /* nor integer narrowing: the value must fit */
     static const int64_t lo[] = {INT8_MIN, 0, INT16_MIN, 0, INT32_MIN, 0, INT64_MIN, 0};
     static const uint64_t hi[] = {INT8_MAX, UINT8_MAX, INT16_MAX, UINT16_MAX, INT32_MAX, UINT32_MAX, INT64_MAX, UINT64_MAX};
     if ((unsigned)to >= 8 || (from != MZ_U64 && i < 0 ? i < lo[to] : u > hi[to])) return false;

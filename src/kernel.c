@@ -109,7 +109,7 @@ static int parse_params(const char *text, struct mz__param **out, unsigned *nout
     bool is_buf = false;
     if (*s == '[') {
       /* "[]" any 1 to 3 dims, "[1]" to "[3]" exactly that many; anything
-       * else between the brackets is an error (issue 15: it was skipped). */
+       * else between the brackets is an error (it was skipped). */
       is_buf = true;
       s = skip_ws(s + 1);
       if (*s >= '1' && *s <= '3') p->ndim = (unsigned char)(*s++ - '0');

@@ -198,7 +198,7 @@ bool mz__parse_bytes(const char *s, uint64_t *out) {
 
 /* ---- launches ---- */
 
-/* Work sizes every device can take (issue 15): a zero or huge global size
+/* Work sizes every device can take: a zero or huge global size
  * made PoCL run for minutes, and CUDA's grid truncated it silently. */
 bool mz__launch_ok(const mz_launch *l) {
   uint64_t items = 1;
@@ -213,7 +213,7 @@ bool mz__launch_ok(const mz_launch *l) {
 /* ---- user-supplied paths ---- */
 
 /* Every read of a path a user gave (code specs, perf models) opens it here
- * (issue 15).  O_NONBLOCK keeps a FIFO with no writer from blocking the
+ *.  O_NONBLOCK keeps a FIFO with no writer from blocking the
  * open; fstat then refuses anything but a regular file (a FIFO, a device
  * such as /dev/zero that reads without end, a directory).  The flag is
  * cleared before reading so that reads of the regular file behave as

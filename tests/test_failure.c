@@ -126,7 +126,7 @@ Test(failure, kernel_failure_single_1, .timeout = 30) { check_failing_run("cpu:1
 
 Test(failure, other_codes, .timeout = 30) {
   static const int enomem = MZ_ENOMEM, positive = 3;
-  /* Any code a kernel returns is MZ_EKERNEL (issue 15), MZ_E* ones too. */
+  /* Any code a kernel returns is MZ_EKERNEL, MZ_E* ones too. */
   check_failing_run("cpu:2", "eager", &enomem, MZ_EKERNEL);
   check_failing_run("cpu:2", "eager", &positive, MZ_EKERNEL);
 }

@@ -23,7 +23,7 @@
 #include "mzb.h"
 #include "svg.h"
 
-/* Every test has a deadline (issue 15): one that hangs is reported by name
+/* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
 TestSuite(mzbench, .timeout = 120);
 

@@ -19,7 +19,7 @@
 #include "maize.h"
 #include "maize/policy.h"
 
-/* Every test has a deadline (issue 15): one that hangs is reported by name
+/* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
 TestSuite(opencl, .timeout = 300);
 

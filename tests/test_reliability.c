@@ -1,4 +1,4 @@
-/* test_reliability: regressions for the classes of issue 15, one mechanism
+/* test_reliability: regressions for the bad inputs an attacker found, one mechanism
  * each.  Kernel and host-function return codes: every nonzero value fails
  * the node with MZ_EKERNEL and keeps the code in the message, never read
  * as an instruction to the runtime (-1000 and below alias its internal

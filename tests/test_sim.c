@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every test has a deadline (issue 15): one that hangs is reported by name
+/* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
 TestSuite(sim, .timeout = 120);
 

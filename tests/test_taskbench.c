@@ -16,7 +16,7 @@
 #include "patterns.h"
 #include "tb_systems.h"
 
-/* Every test has a deadline (issue 15): one that hangs is reported by name
+/* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
 TestSuite(check, .timeout = 120);
 TestSuite(maize, .timeout = 240);

@@ -77,7 +77,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
                         .queue = w->q->index};
         int ret = fn(&call);
         /* The only place a kernel's or host function's return is read
-         * (issue 15): any nonzero value fails the node with MZ_EKERNEL and
+         *: any nonzero value fails the node with MZ_EKERNEL and
          * stays in the message only.  Passed on as a status, a user's code
          * would alias the runtime's internal ones (MZ__ERETRY, -1000 and
          * below, turn the node back to be placed again) or a wait's result. */
