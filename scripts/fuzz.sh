@@ -21,12 +21,12 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 build() {
   if [ ! -f "$bdir/build.ninja" ]; then
     CC=clang meson setup "$bdir" -Dwerror=true -Dtests=false -Dopencl=disabled -Dcuda=disabled \
-      -Dstarpu=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dstarpu=disabled -Dopenblas=disabled -Dclblast=disabled -Db_sanitize=address,undefined -Db_lundef=false \
       -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
   fi
   ninja -C "$bdir" -j"${JOBS:-2}" libmaize.a
   # shellcheck disable=SC2046
-  clang -std=c11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer $san -Iinclude \
+  clang -std=c11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer $san -Iinclude -I"$bdir/include" \
     tests/fuzz/fuzz_api.c "$bdir/libmaize.a" $(pkg-config --libs hwloc) -lpthread -ldl -lm \
     -o "$bdir/fuzz_api"
 }
