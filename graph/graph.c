@@ -74,15 +74,32 @@ const char *mz_graph_message(const mz_graph *g) {
 }
 size_t mz_graph_node_count(const mz_graph *g) { return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->nops : 0; }
 
-__attribute__((format(printf, 3, 4))) static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
+/* Record the first error (g->lock held). */
+static mz_op *vfail(mz_graph *g, int code, const char *fmt, va_list ap) {
   if (g->status == MZ_OK) {
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(g->message, sizeof g->message, fmt, ap);
-    va_end(ap);
     g->status = code;
   }
   return &g->error_op;
+}
+
+__attribute__((format(printf, 3, 4))) static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  mz_op *e = vfail(g, code, fmt, ap);
+  va_end(ap);
+  return e;
+}
+
+mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) {
+  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  mz__ylock_lock(&g->lock);
+  mz_op *e = vfail(g, code, fmt, ap);
+  mz__ylock_unlock(&g->lock);
+  va_end(ap);
+  return e;
 }
 
 /* A builder's common entry check: a usable graph, and ops of this graph.

@@ -242,31 +242,17 @@ static double gemm_flops(const mz_call *call) {
 
 /* ---- builders ---- */
 
-static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL;
-  mz__ylock_lock(&g->lock);
-  if (g->status == MZ_OK) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g->message, sizeof g->message, fmt, ap);
-    va_end(ap);
-    g->status = code;
-  }
-  mz__ylock_unlock(&g->lock);
-  return &g->error_op;
-}
 
 /* The buffer an op's result is, or NULL (the graph gets the error). */
 static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL;
   if (g->status) return NULL;
   if (!op) {
-    fail(g, MZ_EINVAL, "%s: NULL op", who);
+    mz__graph_fail(g, MZ_EINVAL, "%s: NULL op", who);
     return NULL;
   }
   if (op->g != g || op->kind != MZ__K_VALUE || !op->u.value.buf) {
-    fail(g, MZ_EINVAL, "%s: an argument is not a buffer of this graph", who);
+    mz__graph_fail(g, MZ_EINVAL, "%s: an argument is not a buffer of this graph", who);
     return NULL;
   }
   return op->u.value.buf;
@@ -282,7 +268,7 @@ static mz_kernel *runnable(mz_graph *g, const char *who, enum op_id id, mz_kerne
     if (dev->kernels && dev->ops->can_run && dev->ops->can_run(dev, k)) return k;
   }
   const mz_kernel_spec *s = &k->spec;
-  fail(g, MZ_ENODEV, "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s)", who,
+  mz__graph_fail(g, MZ_ENODEV, "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s)", who,
        s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
        ops[id].native >= 0 ? "CLBlast" : "an OpenCL C compiler",
        s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built");
@@ -331,13 +317,13 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
     s.opencl.entry = d->entry;
   }
   if (!s.cpu.fn && s.opencl.format == MZ_CODE_NONE) {
-    fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s", who, name,
+    mz__graph_fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s", who, name,
          d->cpu_lib ? d->cpu_lib : "?", d->native >= 0 ? " and without CLBlast (OpenCL)" : "");
     return NULL;
   }
   int rc = mz_kernel_create(g->rt, &s, &k);
   if (rc) {
-    fail(g, rc, "%s: cannot create its kernel", who);
+    mz__graph_fail(g, rc, "%s: cannot create its kernel", who);
     return NULL;
   }
   return runnable(g, who, id, k);
@@ -363,18 +349,18 @@ static mz_op *scalar(mz_graph *g, mz_dtype t, double v) {
 
 static bool is_float(mz_graph *g, const char *who, const mz_buffer *b) {
   if (b->shape.dtype == MZ_F32 || b->shape.dtype == MZ_F64) return true;
-  fail(g, MZ_ESHAPE, "%s: the buffer's type is %s; f32 or f64 needed", who, mz_dtype_name(b->shape.dtype));
+  mz__graph_fail(g, MZ_ESHAPE, "%s: the buffer's type is %s; f32 or f64 needed", who, mz_dtype_name(b->shape.dtype));
   return false;
 }
 
 static bool same(mz_graph *g, const char *who, const mz_buffer *a, const mz_buffer *b, bool count) {
   if (a->shape.dtype != b->shape.dtype) {
-    fail(g, MZ_ESHAPE, "%s: buffers of types %s and %s", who, mz_dtype_name(a->shape.dtype),
+    mz__graph_fail(g, MZ_ESHAPE, "%s: buffers of types %s and %s", who, mz_dtype_name(a->shape.dtype),
          mz_dtype_name(b->shape.dtype));
     return false;
   }
   if (count && a->shape.count != b->shape.count) {
-    fail(g, MZ_ESHAPE, "%s: buffers of %zu and %zu elements", who, a->shape.count, b->shape.count);
+    mz__graph_fail(g, MZ_ESHAPE, "%s: buffers of %zu and %zu elements", who, a->shape.count, b->shape.count);
     return false;
   }
   return true;
@@ -418,7 +404,7 @@ mz_op *mz_op_reduce(mz_graph *g, mz_reduce_kind kind, mz_op *x, mz_op *result) {
   const char *who = "mz_op_reduce";
   mz_buffer *bx = buffer_of(g, who, x), *br = buffer_of(g, who, result);
   if (!bx || !br || !is_float(g, who, bx) || !same(g, who, bx, br, false)) return ERR;
-  if ((unsigned)kind > MZ_REDUCE_MAX) return fail(g, MZ_EINVAL, "%s: unknown reduction %d", who, (int)kind);
+  if ((unsigned)kind > MZ_REDUCE_MAX) return mz__graph_fail(g, MZ_EINVAL, "%s: unknown reduction %d", who, (int)kind);
   enum op_id id = kind == MZ_REDUCE_SUM ? OP_SUM : kind == MZ_REDUCE_MIN ? OP_MIN : OP_MAX;
   return apply(g, who, id, bx->shape.dtype, 2, (mz_op *[]){x, result});
 }
@@ -430,13 +416,13 @@ mz_op *mz_op_gemm(mz_graph *g, mz_transpose ta, mz_transpose tb, double alpha, m
   if (!ba || !bb || !bc || !is_float(g, who, ba) || !same(g, who, ba, bb, false) || !same(g, who, ba, bc, false))
     return ERR;
   if (ba->shape.ndim > 2 || bb->shape.ndim > 2 || bc->shape.ndim > 2)
-    return fail(g, MZ_ESHAPE, "%s: matrices have 1 or 2 dimensions", who);
+    return mz__graph_fail(g, MZ_ESHAPE, "%s: matrices have 1 or 2 dimensions", who);
   /* Stored shapes: rows x cols = dims[1] x dims[0]. */
   size_t m = bc->shape.dims[1], n = bc->shape.dims[0];
   size_t am = ta ? ba->shape.dims[0] : ba->shape.dims[1], ak = ta ? ba->shape.dims[1] : ba->shape.dims[0];
   size_t bk = tb ? bb->shape.dims[0] : bb->shape.dims[1], bn = tb ? bb->shape.dims[1] : bb->shape.dims[0];
   if (am != m || bn != n || ak != bk)
-    return fail(g, MZ_ESHAPE, "%s: op(A) is %zu x %zu, op(B) %zu x %zu, C %zu x %zu", who, am, ak, bk, bn, m, n);
+    return mz__graph_fail(g, MZ_ESHAPE, "%s: op(A) is %zu x %zu, op(B) %zu x %zu, C %zu x %zu", who, am, ak, bk, bn, m, n);
   mz_dtype t = ba->shape.dtype;
   return apply(g, who, OP_GEMM, t, 13,
                (mz_op *[]){mz_u32(g, ta != MZ_NO_TRANS), mz_u32(g, tb != MZ_NO_TRANS), mz_u64(g, m), mz_u64(g, n),
@@ -450,9 +436,9 @@ mz_op *mz_op_rng(mz_graph *g, mz_op *buf, uint64_t seed, mz_rng_dist dist) {
   if (!b) return ERR;
   mz_dtype t = b->shape.dtype;
   if (dist == MZ_RNG_BITS ? t != MZ_U32 : (t != MZ_F32 && t != MZ_F64))
-    return fail(g, MZ_ESHAPE, "%s: a %s buffer for %s", who, mz_dtype_name(t),
+    return mz__graph_fail(g, MZ_ESHAPE, "%s: a %s buffer for %s", who, mz_dtype_name(t),
                 dist == MZ_RNG_BITS ? "bits (u32 needed)" : "a distribution (f32 or f64 needed)");
-  if ((unsigned)dist > MZ_RNG_BITS) return fail(g, MZ_EINVAL, "%s: unknown distribution %d", who, (int)dist);
+  if ((unsigned)dist > MZ_RNG_BITS) return mz__graph_fail(g, MZ_EINVAL, "%s: unknown distribution %d", who, (int)dist);
   /* A tile counts its elements from its offset in the parent, so that the
    * values never depend on the tiling. */
   uint64_t off = 0;

@@ -304,6 +304,10 @@ struct mz_graph {
   struct mz_graph *prev, *next;
 };
 void mz__graph_unref(mz_graph *g);
+/* Record a builder error on g as its sticky error (the first one wins) and
+ * return its error op; NULL for a graph that is not live.  Takes g->lock:
+ * for builders outside graph/graph.c (canned ops). */
+mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* g's record of b, or NULL when no op of g uses b.  g->lock is held. */
 struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b);
 /* Flatten op's value into leaves (values and scalars), appending to *v. */
