@@ -19,9 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlfcn.h>
+
 #include "devices/cuda/cuda_loader.h"
 #include "internal.h"
 #include "maize.h"
+#include "mzemu.h"
 
 /* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
@@ -31,9 +34,9 @@ extern const struct mz__devtype mz__devtype_cuda;
 
 /* ---- helpers ---- */
 
-/* Whether this machine has a CUDA driver and at least one GPU.  Loading
- * the driver in the test process itself is fine: each Criterion test runs
- * in its own process. */
+/* Whether the default CUDA driver (or the one MZ_CUDA_LIBRARY names) has
+ * at least one GPU.  Loading the driver in the test process itself is
+ * fine: each Criterion test runs in its own process. */
 static bool have_gpu(char *why, size_t len) {
   struct mz__cuda_api api;
   if (mz__cuda_load(NULL, &api, why, len) < 0) return false;
@@ -48,12 +51,92 @@ static bool have_gpu(char *why, size_t len) {
   return true;
 }
 
-#define NEED_GPU()                                                                    \
-  do {                                                                                \
-    char why_[512] = "";                                                              \
-    if (!have_gpu(why_, sizeof why_))                                                 \
-      cr_skip("no CUDA driver or GPU on this machine (%s)", why_);                    \
-  } while (0)
+/* The emulator's own calls (tests/cuda_emu/mzemu.h), found in the same
+ * instance of the library that the backend opens (dlopen of one path
+ * returns one handle).  emu.h is NULL when the tests run on a real GPU. */
+static struct {
+  void *h;
+  int (*register_kernel)(const char *, mzemu_kernel_fn);
+  void *(*device_ptr)(CUdeviceptr, size_t);
+  void (*get_stats)(mzemu_stats *);
+} emu;
+
+static void emu_open(void) {
+#ifdef MZ_CUDA_EMU_LIB
+  setenv("MZ_CUDA_LIBRARY", MZ_CUDA_EMU_LIB, 1);
+  emu.h = dlopen(MZ_CUDA_EMU_LIB, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(emu.h, "the CUDA emulator %s: %s", MZ_CUDA_EMU_LIB, dlerror());
+  void *p;
+#define EMU_SYM(field, name)                                   \
+  p = dlsym(emu.h, name);                                      \
+  cr_assert_not_null(p, "the emulator lacks %s", name);        \
+  memcpy(&emu.field, &p, sizeof p);
+  EMU_SYM(register_kernel, "mzemu_register_kernel")
+  EMU_SYM(device_ptr, "mzemu_device_ptr")
+  EMU_SYM(get_stats, "mzemu_get_stats")
+#undef EMU_SYM
+#endif
+}
+
+/* A CUDA driver for the GPU tests: a real GPU when there is one (or the
+ * driver MZ_CUDA_LIBRARY names), else the emulator; skips, saying why,
+ * when neither is there.  The emulator's configuration (MZ_CUDA_EMU) is
+ * read at the runtime's cuInit, so a test sets it after this. */
+static void need_cuda(void) {
+  char why[512] = "";
+  const char *lib = getenv("MZ_CUDA_LIBRARY");
+#ifdef MZ_CUDA_EMU_LIB
+  if (lib && !strcmp(lib, MZ_CUDA_EMU_LIB)) {
+    emu_open();
+    return;
+  }
+  if (!lib && !have_gpu(why, sizeof why)) {
+    emu_open();
+    return;
+  }
+#endif
+  if (!have_gpu(why, sizeof why)) cr_skip("no CUDA driver or GPU on this machine (%s)", why);
+  (void)lib;
+}
+
+/* Tests of what only the emulator can do (injected driver failures, its
+ * counts): always on the emulator, on a GPU machine too. */
+static void need_emu(void) {
+#ifdef MZ_CUDA_EMU_LIB
+  emu_open();
+#else
+  cr_skip("the CUDA driver emulator is not built");
+#endif
+}
+
+#define NEED_GPU() need_cuda()
+
+/* After a fault: the context's objects die with it (a real driver frees
+ * nothing after a sticky error), so only the rules are checked. */
+static void emu_check_rules(void) {
+  if (!emu.h) return;
+  mzemu_stats s;
+  emu.get_stats(&s);
+  cr_expect_eq(s.violations, 0, "driver rules broken: %llu", s.violations);
+}
+#define NEED_EMU() need_emu()
+
+/* On the emulator: nothing leaked into the driver and no rule broken,
+ * once the runtime is destroyed (the primary contexts are released). */
+static void emu_check_clean(void) {
+  if (!emu.h) return;
+  mzemu_stats s;
+  emu.get_stats(&s);
+  cr_log_info("emulator: %llu launches, %llu host functions (%llu dropped), copies %llu htod %llu dtoh %llu dtod "
+              "%llu peer, %llu event waits, %llu faults",
+              s.launches, s.host_funcs, s.host_funcs_dropped, s.copies_htod, s.copies_dtoh, s.copies_dtod,
+              s.copies_peer, s.event_waits, s.faults);
+  cr_expect_eq(s.violations, 0, "driver rules broken: %llu", s.violations);
+  cr_expect_eq(s.leaked_at_reset, 0, "objects left in a released context: %llu", s.leaked_at_reset);
+  cr_expect_eq(s.live_streams + s.live_events + s.live_modules + s.live_allocs + s.live_pinned, 0,
+               "alive after destroy: %llu streams, %llu events, %llu modules, %llu allocations, %llu pinned",
+               s.live_streams, s.live_events, s.live_modules, s.live_allocs, s.live_pinned);
+}
 
 static mz_runtime *runtime(const char *devices, const char *policy, unsigned streams) {
   mz_runtime_config cfg = {.devices = devices, .policy = policy, .cuda_streams = streams};
@@ -266,6 +349,7 @@ Test(cuda, ptx_error_is_ebuild_with_log) {
   mz_buffer_release(y);
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 Test(cuda, device_info) {
@@ -285,6 +369,7 @@ Test(cuda, device_info) {
   cr_assert_eq(strlen(info.pci_bus_id), 12, "bus id '%s'", info.pci_bus_id);
   cr_assert_eq(info.queues, 3);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 Test(cuda, saxpy) {
@@ -310,6 +395,7 @@ Test(cuda, saxpy) {
   mz_buffer_release(y);
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 static int host_add_one(const mz_call *call) {
@@ -356,6 +442,7 @@ Test(cuda, coherence_cpu_cuda) {
   mz_kernel_destroy(scale);
   mz_kernel_destroy(square);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 /* Diamonds spread over 4 streams by round-robin: every edge between two
@@ -402,6 +489,7 @@ Test(cuda, edges_between_streams) {
   mz_kernel_destroy(scale);
   mz_kernel_destroy(add);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 /* A chain on one stream: as many host callbacks as batches, not ops. */
@@ -427,6 +515,7 @@ Test(cuda, one_callback_per_batch) {
   mz_buffer_release(y);
   mz_kernel_destroy(scale);
   mz_runtime_destroy(rt);
+  emu_check_clean();
 }
 
 static const char trap_ptx[] =
@@ -460,4 +549,101 @@ Test(cuda, kernel_fault_kills_device) {
   mz_buffer_release(y);
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
+  emu_check_rules();
+}
+
+/* ---- driver failures, injected by the emulator ---- */
+
+/* A chain of n scale-by-2 ops on y (4099 floats, from fbuf), then a host
+ * node that adds one: returns the run's status; with want_ok, checks y. */
+static int chain_run(mz_runtime *rt, int n, bool want_ok) {
+  mz_kernel *scale = ptx_kernel(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  const size_t len = 4099;
+  mz_buffer *y = fbuf(rt, len, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *v = mz_value(g, y);
+  for (int i = 0; i < n; i++) v = mz_unzip(g, mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 2.0f), v}), NULL), 1);
+  v = mz_host(g, host_add_one, NULL, v);
+  int rc = run(g, v, NULL, NULL);
+  if (want_ok) {
+    cr_assert_eq(rc, MZ_OK, "%s", mz_err_name(rc));
+    float *h = malloc(len * sizeof *h);
+    cr_assert_eq(mz_buffer_read(y, h, len * sizeof *h), MZ_OK);
+    for (size_t i = 0; i < len; i++) {
+      float want = (1.0f + (float)(i % 7)) * (float)(1 << n) + 1.0f;
+      cr_assert_float_eq(h[i], want, 1e-3, "y[%zu] = %g, want %g", i, h[i], want);
+    }
+    free(h);
+  }
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(scale);
+  return rc;
+}
+
+/* The driver refuses device memory once: the core evicts, retries and the
+ * run ends well. */
+Test(cuda, emu_alloc_refused_once) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "fail=cuMemAlloc_v2@1:OUT_OF_MEMORY", 1);
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  int rc = chain_run(rt, 4, false);
+  cr_log_info("first run: %s", mz_err_name(rc));
+  cr_assert(rc == MZ_OK || rc == MZ_ENOMEM, "%s", mz_err_name(rc));
+  /* Either way the runtime is fine for the next run. */
+  chain_run(rt, 4, true);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+
+/* No pinned memory: transfers go from pageable memory, still correct. */
+Test(cuda, emu_no_pinned_memory) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "fail=cuMemHostAlloc@1:OUT_OF_MEMORY;fail=cuMemHostAlloc@2:OUT_OF_MEMORY", 1);
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  chain_run(rt, 5, true);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+
+/* A copy that faults on the device (reported later, as a real fault is):
+ * the run fails, the device is dead, nothing hangs, and the CPU still
+ * works. */
+Test(cuda, emu_copy_fault_kills_device) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "fail=cuMemcpyHtoDAsync_v2@1:ILLEGAL_ADDRESS", 1);
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  int rc = chain_run(rt, 3, false);
+  cr_assert_lt(rc, 0, "a faulting copy must fail its run");
+  cr_assert(mz_device_is_dead(first_cuda(rt)));
+  cr_assert_lt(chain_run(rt, 2, false), 0, "CUDA is dead and the kernels are CUDA-only");
+  mz_runtime_destroy(rt);
+  emu_check_rules();
+}
+
+/* A launch the driver refuses (not sticky): that node fails with
+ * MZ_EKERNEL, its dependents are canceled, the device lives on. */
+Test(cuda, emu_launch_refused) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "fail=cuLaunchKernel@2:LAUNCH_OUT_OF_RESOURCES", 1);
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  int rc = chain_run(rt, 4, false);
+  cr_assert_eq(rc, MZ_EKERNEL, "%s", mz_err_name(rc));
+  cr_assert_not(mz_device_is_dead(first_cuda(rt)));
+  chain_run(rt, 3, true);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+
+/* The completion callback cannot be enqueued: the device is beyond use,
+ * and the monitor completes its batches (nothing hangs). */
+Test(cuda, emu_host_func_refused) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "fail=cuLaunchHostFunc@1:INVALID_VALUE", 1);
+  mz_runtime *rt = runtime("cpu,cuda:0", NULL, 0);
+  cr_assert_lt(chain_run(rt, 3, false), 0);
+  cr_assert(mz_device_is_dead(first_cuda(rt)));
+  mz_runtime_destroy(rt);
+  emu_check_rules();
 }
