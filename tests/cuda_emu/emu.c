@@ -454,7 +454,7 @@ static CUresult do_copy(struct stream *s, struct op *o) {
     }
   }
   pthread_mutex_unlock(&G.lock);
-  if (o->ck == C_HTOD && !o->snapshot && G.cfg.strict && hash_bytes(src, o->bytes) != o->src_hash) {
+  if (o->ck == C_HTOD && !o->snapshot && hash_bytes(src, o->bytes) != o->src_hash) {
     pthread_mutex_lock(&G.lock);
     violation("cuMemcpyHtoDAsync of %zu bytes on a stream of device %d: its pinned source changed between the call and the copy",
               o->bytes, s->h.ctx->dev);
@@ -1453,7 +1453,7 @@ static CUresult copy_async(enum sym sym, const char *call, enum copykind ck, CUd
                      .src_h = src_h, .bytes = bytes};
     if (ck == C_HTOD) {
       if (pinned_find(src_h, bytes)) {
-        if (G.cfg.strict) o->src_hash = hash_bytes(src_h, bytes);
+        o->src_hash = hash_bytes(src_h, bytes);
       } else if (bytes) {
         /* The driver stages pageable memory before returning. */
         o->snapshot = malloc(bytes);
