@@ -955,3 +955,33 @@ Test(cuda, emulator_driver_semantics) {
   cr_assert_eq(api.MemFree(y), CUDA_SUCCESS);
   cr_assert_eq(api.DevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
 }
+
+/* CUDA nodes have times (measured at the host), so the device's busy time
+ * is counted and the perf models and policies see what a kernel cost. */
+Test(cuda, nodes_have_times) {
+  NEED_GPU();
+  mz_runtime *rt = runtime("cpu,cuda:0", "single", 1);
+  mz_kernel *scale = kernel_on(rt, K_SCALE, 2);
+  mz_buffer *y = fbuf(rt, 1 << 16, 1.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *v = mz_value(g, y);
+  for (int i = 0; i < 20; i++) v = mz_unzip(g, mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){mz_f32(g, 1.0f), v}), NULL), 1);
+  mz_future *f = NULL;
+  cr_assert_eq(mz_schedule(g, v, "single", &f), MZ_OK);
+  cr_assert_eq(mz_future_wait_for(f, 60ull * 1000000000ull), MZ_OK);
+  mz_run_stats st;
+  cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
+  mz_device_info info;
+  cr_assert_eq(mz_device_get_info(first_cuda(rt), &info), MZ_OK);
+  cr_assert_lt(info.index, st.ndevices);
+  cr_assert_gt(st.busy_ns[info.index], 0, "the CUDA device ran 20 kernels in no time");
+  cr_assert_leq(st.busy_ns[info.index], st.elapsed_ns * 2, "busy %llu ns in a run of %llu ns",
+                (unsigned long long)st.busy_ns[info.index], (unsigned long long)st.elapsed_ns);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}

@@ -181,6 +181,8 @@ struct cu_batch {
   struct cu_batch *prev, *next;
   struct cu_dev *d;
   struct mz__batch *b;
+  struct cu_queue *cq;
+  uint64_t t_submit;       /* mz__now_ns() before its first call */
   struct cu_chunk *chunks; /* staging used by the batch's transfers */
   bool linked;             /* in the in-flight list; whoever clears it completes the batch */
 };
@@ -223,6 +225,9 @@ struct cu_dev {
 
 struct cu_queue {
   CUstream stream;
+  /* When the stream's last completed batch ended (mz__now_ns), written by
+   * its host function: the next batch cannot have started earlier. */
+  _Atomic uint64_t last_end;
 };
 
 struct cu_grave {
@@ -429,6 +434,24 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   mz__batch_done(b);
 }
 
+/* Node times, measured at the host: a batch ran from the later of its
+ * submission and the end of the stream's previous batch until its host
+ * function; nodes of one batch share that time equally.  (cuEventElapsedTime
+ * would be finer, but it is a driver call, which a host function may not
+ * make.)  Without times the perf models would never learn a CUDA kernel,
+ * and the policies' done() would see zero. */
+static void batch_times(struct cu_batch *cb) {
+  uint64_t t1 = mz__now_ns(), t0 = atomic_load_explicit(&cb->cq->last_end, memory_order_relaxed);
+  if (t0 < cb->t_submit) t0 = cb->t_submit;
+  if (t0 > t1) t0 = t1;
+  atomic_store_explicit(&cb->cq->last_end, t1, memory_order_relaxed);
+  struct mz__batch *b = cb->b;
+  for (unsigned i = 0; i < b->n; i++) {
+    b->execs[i]->t_start = t0 + (t1 - t0) * i / b->n;
+    b->execs[i]->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
+  }
+}
+
 static void CUDA_CB host_done(void *user) {
   struct cu_batch *cb = user;
   struct cu_dev *d = cb->d;
@@ -444,6 +467,7 @@ static void CUDA_CB host_done(void *user) {
   /* When the monitor has already failed the batch, it owns it. */
   if (mine) {
     cu_in_host_fn = true;
+    batch_times(cb);
     batch_finish(cb, 0, NULL);
     cu_in_host_fn = false;
   }
@@ -1111,6 +1135,8 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
   if (!cb) return MZ_ENOMEM;
   cb->d = d;
   cb->b = b;
+  cb->cq = q->priv;
+  cb->t_submit = mz__now_ns();
   b->priv = cb;
   cu_current(d);
   CUresult r = CUDA_SUCCESS;
