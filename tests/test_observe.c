@@ -9,10 +9,10 @@
  * - On OpenCL (skipped without a device): copies into the device and reads
  *   back to the host are reported, measured, and add up to the run's
  *   statistics; so do the trace's transfer slices.
- * - The trace is written at each run's end: a child process that aborts
- *   after two runs leaves a valid trace with both. */
+ * - The trace is written at each run's end: a child process
+ *   (tests/trace_child.c) that aborts after two runs leaves a valid trace
+ *   with both. */
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,27 +326,6 @@ Test(observe, opencl_copies_and_reads_back_are_measured) {
 
 /* ---- the trace survives a crash after a run ---- */
 
-static void child_runs_then_aborts(const char *trace) {
-  struct rlimit no_core = {0, 0};
-  setrlimit(RLIMIT_CORE, &no_core);
-  mz_runtime *rt = NULL;
-  if (mz_runtime_create(&(mz_runtime_config){.devices = "cpu:2", .quiet = true, .trace = trace}, &rt)) _exit(3);
-  mz_kernel *k = NULL;
-  if (mz_kernel_create(rt, &(mz_kernel_spec){.name = "inc", .params = "inout f32[] y, u64 n = sizeof(y)", .cpu = {.fn = k_inc}},
-                       &k))
-    _exit(4);
-  mz_buffer *b = NULL;
-  mz_graph *g = NULL;
-  if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){64}, NULL, &b) || mz_graph_create(rt, &g)) _exit(5);
-  mz_op *root = mz_apply(g, k, mz_unzip(g, mz_apply(g, k, mz_value(g, b), NULL), 0), NULL);
-  for (int i = 0; i < 2; i++) {
-    mz_future *f = NULL;
-    if (mz_graph_run(g, root, NULL, &f) || mz_future_wait(f)) _exit(6);
-    mz_future_destroy(f);
-  }
-  abort(); /* no mz_runtime_destroy: what the trace holds was written at each run's end */
-}
-
 Test(observe, trace_written_at_each_run_end) {
   char trace[64];
   snprintf(trace, sizeof trace, "/tmp/mz-abort-%d.json", (int)getpid());
@@ -354,7 +333,10 @@ Test(observe, trace_written_at_each_run_end) {
   fflush(NULL);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
-  if (pid == 0) child_runs_then_aborts(trace);
+  if (pid == 0) {
+    execl(MZ_TRACE_CHILD, MZ_TRACE_CHILD, trace, (char *)NULL);
+    _exit(127);
+  }
   int ws = 0;
   cr_assert_eq(waitpid(pid, &ws, 0), pid);
   cr_assert(WIFSIGNALED(ws) && WTERMSIG(ws) == SIGABRT, "the child should abort, status %d", ws);
