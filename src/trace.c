@@ -65,6 +65,7 @@ struct mz__trace {
   size_t nxs, capxs;
   unsigned ntracks;      /* queues, then one "host reads" track per device */
   uint64_t *last_start, *last_end; /* per track, over what was written */
+  bool *named;           /* per device: its "host reads" track is named in the file */
 };
 
 /* ---- collecting (any thread) ---- */
@@ -154,9 +155,6 @@ static void write_header(struct mz__trace *tr) {
     for (unsigned q = 0; q < dev->nqueues; q++)
       fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"queue %u\"}}", d,
               dev->queues[q].index, dev->queues[q].index);
-    if (dev->memnode) /* reads the host made while planning this device's nodes */
-      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"host reads\"}}",
-              d, rt->nq + d);
   }
 }
 
@@ -310,6 +308,14 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
   for (size_t i = 0; i < ns; i++) {
     const struct slice *sl = &s[i];
     const struct tnode *e = &v[sl->node];
+    if (sl->tid >= rt->nq && !tr->named[sl->tid - rt->nq]) {
+      /* The device's "host reads" track (reads the host made while it
+       * planned this device's nodes), named when first used so that
+       * charts of runs without any show no empty track. */
+      tr->named[sl->tid - rt->nq] = true;
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"host reads\"}}",
+              sl->pid, sl->tid);
+    }
     if (sl->x >= 0) {
       const struct tx *x = &xs[sl->x];
       char name[160];
@@ -420,10 +426,12 @@ int mz__trace_open(mz_runtime *rt, const char *path) {
   tr->ntracks = rt->nq + rt->ndev;
   tr->last_start = calloc(tr->ntracks ? tr->ntracks : 1, sizeof *tr->last_start);
   tr->last_end = calloc(tr->ntracks ? tr->ntracks : 1, sizeof *tr->last_end);
-  if (!tr->path || !tr->last_start || !tr->last_end) {
+  tr->named = calloc(rt->ndev ? rt->ndev : 1, sizeof *tr->named);
+  if (!tr->path || !tr->last_start || !tr->last_end || !tr->named) {
     free(tr->path);
     free(tr->last_start);
     free(tr->last_end);
+    free(tr->named);
     free(tr);
     return MZ_ENOMEM;
   }
@@ -450,6 +458,7 @@ void mz__trace_close(mz_runtime *rt) {
   free(tr->xs);
   free(tr->last_start);
   free(tr->last_end);
+  free(tr->named);
   free(tr->path);
   free(tr);
   rt->trace = NULL;
