@@ -28,6 +28,7 @@ struct rec {
   _Atomic uint64_t xbytes, last_run;
   _Atomic int set_rc; /* mz_runtime_set_observer's answer from a callback */
   _Atomic unsigned measured, xfer_after_node, reads, copies_in;
+  _Atomic uint64_t read_end, copy_end, host_start, scale_start; /* the OpenCL test's order */
   mz_runtime *rt;     /* for the callback-side refusal */
   unsigned ndev, nq;
 };
@@ -37,6 +38,8 @@ static void rec_node(const mz_node_record *n, void *user) {
   if (n->start_ns > n->end_ns || n->device < 0 || (unsigned)n->device >= r->ndev || n->queue < 0 ||
       (unsigned)n->queue >= r->nq || !n->name)
     atomic_fetch_add(&r->bad_times, 1);
+  if (n->name && !strcmp(n->name, "host")) atomic_store(&r->host_start, n->start_ns);
+  if (n->name && !strcmp(n->name, "scale")) atomic_store(&r->scale_start, n->start_ns);
   atomic_fetch_add(&r->nodes, 1);
 }
 
@@ -48,6 +51,7 @@ static void rec_xfer(const mz_transfer_record *x, void *user) {
   if (x->measured && x->start_ns > x->end_ns) atomic_fetch_add(&r->bad_times, 1);
   if (x->dst_device < 0) atomic_fetch_add(&r->reads, 1);
   else atomic_fetch_add(&r->copies_in, 1);
+  if (x->measured) atomic_store(x->dst_device < 0 ? &r->read_end : &r->copy_end, x->end_ns);
 }
 
 static void rec_run_end(const mz_run_record *e, void *user) {
@@ -299,6 +303,11 @@ Test(observe, opencl_copies_and_reads_back_are_measured) {
   cr_expect_geq(atomic_load(&r.copies_in), 1);
   cr_expect_geq(atomic_load(&r.reads), 1, "the read back to the host is reported");
   cr_expect_eq(atomic_load(&r.measured), atomic_load(&r.xfers), "OpenCL copies and CPU reads are measured");
+  /* A copy runs before its node on the node's in-order queue; the CPU's
+   * read back runs on its worker before the host node starts. */
+  cr_expect_leq(atomic_load(&r.copy_end), atomic_load(&r.scale_start));
+  cr_expect_leq(atomic_load(&r.read_end), atomic_load(&r.host_start));
+  cr_expect_gt(atomic_load(&r.read_end), 0);
   const mz_node_timing *tv;
   size_t n;
   MZ_OK_OR_DIE(rt, mz_future_timings(f, &tv, &n));

@@ -50,11 +50,11 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
   uint64_t t0 = mz__now_ns();
   status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
-  /* The node starts after the reads of its stale inputs back into host
-   * memory that planning made (timed apart, as copies: exec->reads), so
-   * its time, its queue's busy time and its perf model are the function's
-   * alone; a failed plan keeps the time it took. */
-  e->t_start = status == MZ_OK ? mz__now_ns() : t0;
+  /* The node starts where the reads of its stale inputs back into host
+   * memory that planning made end (they are timed apart, as copies:
+   * exec->reads), so its time, its queue's busy time and its perf model
+   * are the function's alone; no second clock read on the common path. */
+  e->t_start = status == MZ_OK && e->nread ? e->reads[e->nread - 1].t_end : t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
