@@ -361,3 +361,46 @@ Test(observe, trace_written_at_each_run_end) {
   free(text);
   remove(trace);
 }
+
+/* Two runtimes tracing to one path at the same time: the second writes
+ * "<name>-2.json" instead of interleaving with the first. */
+Test(observe, concurrent_runtimes_do_not_share_a_trace_file) {
+  char path[64], alt[72];
+  snprintf(path, sizeof path, "/tmp/mz-two-%d.json", (int)getpid());
+  snprintf(alt, sizeof alt, "/tmp/mz-two-%d-2.json", (int)getpid());
+  remove(path);
+  remove(alt);
+  mz_runtime *rt[2];
+  mz_kernel *k[2];
+  mz_buffer *b[2];
+  mz_graph *g[2];
+  for (int i = 0; i < 2; i++) {
+    MZ_OK_OR_DIE(NULL, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true, .trace = path}, &rt[i]));
+    k[i] = test_kernel(rt[i], i ? "second" : "first", "inout f32[] y, u64 n = sizeof(y)", k_inc, NULL);
+    b[i] = test_buffer_1d(rt[i], MZ_F32, 16, NULL);
+    MZ_OK_OR_DIE(rt[i], mz_graph_create(rt[i], &g[i]));
+  }
+  /* Interleaved runs: each runtime appends after each of its runs. */
+  for (int rep = 0; rep < 2; rep++)
+    for (int i = 0; i < 2; i++) cr_assert_eq(test_run(g[i], mz_apply(g[i], k[i], mz_value(g[i], b[i]), NULL), NULL, NULL), MZ_OK);
+  for (int i = 0; i < 2; i++) {
+    mz_graph_destroy(g[i]);
+    mz_buffer_release(b[i]);
+    mz_kernel_destroy(k[i]);
+    mz_runtime_destroy(rt[i]);
+  }
+  const char *files[2] = {path, alt}, *names[2] = {"\"first\"", "\"second\""};
+  for (int i = 0; i < 2; i++) {
+    char *text = slurp(files[i]);
+    cr_assert_not_null(text, "no trace at %s", files[i]);
+    char err[200];
+    mzb_trace t;
+    cr_expect_eq(mzb_trace_parse(text, strlen(text), &t, err, sizeof err), 0, "%s: %s", files[i], err);
+    cr_expect_eq(t.nslices, 2, "%s: two runs of one node", files[i]);
+    mzb_trace_free(&t);
+    cr_expect_eq(count_in(text, names[i]), 2);
+    cr_expect_eq(count_in(text, names[1 - i]), 0, "%s holds the other runtime's nodes", files[i]);
+    free(text);
+    remove(files[i]);
+  }
+}
