@@ -132,8 +132,9 @@ void mz_buffer_release(mz_buffer *b) {
 const mz_shape *mz_buffer_shape(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? &b->shape : NULL; }
 size_t mz_buffer_bytes(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? b->bytes : 0; }
 
-int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
+int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
   mz_runtime *rt = b->rt;
+  if (rec) memset(rec, 0, sizeof *rec);
   mz__spin_lock(&b->lock);
   bool valid = b->copies[0].state != MZ__INVALID;
   mz__spin_unlock(&b->lock);
@@ -162,7 +163,9 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
       rc = MZ_EDEVICE; /* the only valid copy was on a device that died */
     } else {
       struct mz_device *dev = rt->mem_dev[src];
+      uint64_t t0 = rec ? mz__now_ns() : 0;
       rc = dev->ops->mem_read(dev, mem, b->host, b->bytes);
+      if (rec && rc == MZ_OK) *rec = (struct mz__xfer){.src_dev = dev, .bytes = b->bytes, .t_start = t0, .t_end = mz__now_ns()};
     }
     mz__spin_lock(&b->lock);
     if (rc == MZ_OK) {
@@ -203,7 +206,7 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   wait_hazards(b, false);
   int poison = atomic_load(&b->poison);
   if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
-  int rc = mz__buffer_fetch_host(b, NULL);
+  int rc = mz__buffer_fetch_host(b, NULL, NULL);
   if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
   memcpy(dst, b->host, bytes);
   return MZ_OK;

@@ -33,6 +33,15 @@ struct mz__xfer {
   struct mz_device *src_dev; /* source device of the same backend (a peer copy) */
   void *src;              /* source handle on src_dev */
   size_t bytes;
+  /* When the copy ran, in mz__now_ns time, for observers and the trace:
+   * set by a backend that measures its copies (OpenCL profiling events),
+   * left 0 by one that does not (the copy is then shown with its modelled
+   * length).  The core measures the reads into host memory it makes itself
+   * (struct mz__exec's reads) with the host clock. */
+  uint64_t t_start, t_end;
+  /* Backend scratch for the measurement (an OpenCL event), zeroed by the
+   * core when it plans the copy; the backend frees what it puts here. */
+  void *event;
 };
 
 /* One argument of a node as the device must bind it. */
@@ -56,6 +65,15 @@ struct mz__exec {
   const mz_launch *launch;    /* never NULL: the core fills the default */
   unsigned nxfer;
   struct mz__xfer *xfers;     /* transfers to make first, in order */
+  /* Reads back into host memory the core made itself while planning the
+   * node (synchronous mem_read calls: a CPU node's stale inputs, or the
+   * first leg of a copy between two backends), already done and timed;
+   * src_dev is the device read from.  Backends ignore them. */
+  unsigned nread;
+  struct mz__xfer *reads;
+  /* Someone observes this run (an mz_observer or the trace): a backend that
+   * can measure its transfers does so (it costs an event per copy). */
+  bool observed;
   unsigned nwait;
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;

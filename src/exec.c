@@ -299,7 +299,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       /* Across backends: through host memory.  The producer has finished,
        * since edges across backends are released on the host. */
       mz__spin_unlock(&b->lock);
-      int rc = mz__buffer_fetch_host(b, moved);
+      struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+      int rc = mz__buffer_fetch_host(b, moved, rec);
+      if (rec && rec->bytes) e->nread++;
       mz__spin_lock(&b->lock);
       if (rc) {
         *why = "cannot read a buffer back from its device";
@@ -331,6 +333,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   struct mz__exec *e = &t->exec;
   e->queue = Q;
   e->nxfer = 0;
+  e->nread = 0;
   e->status = 0;
   e->t_start = e->t_end = 0;
   /* A predecessor failed before this node reached its device (found
@@ -349,7 +352,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       return rc;
     }
   }
-  uint64_t moved = 0, fetched = 0;
+  uint64_t moved = 0;
   /* Device memory first, for every buffer, before any copy state changes:
    * a node that must wait for memory retries with nothing to undo. */
   for (unsigned a = 0; m && a < t->nacc; a++) {
@@ -393,7 +396,9 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        int rc = mz__buffer_fetch_host(b, &fetched);
+        struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+        int rc = mz__buffer_fetch_host(b, &moved, rec);
+        if (rec && rec->bytes) e->nread++;
         if (rc) {
           *why = "cannot read an input back from its device";
           return rc;
@@ -442,10 +447,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     }
     mz__spin_unlock(&b->lock);
   }
-  if (e->nxfer || fetched) {
-    atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + (fetched ? 1 : 0), memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->st_bytes, moved + fetched, memory_order_relaxed);
-  }
+  (void)moved; /* counted when the node finishes (see finish) */
   /* Arguments. */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
   for (unsigned i = 0; i < t->nparams; i++) {
@@ -655,7 +657,17 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
                                                                     memory_order_relaxed)) {
       }
     }
-    if (rt->tracing) mz__trace_task(rt, op);
+    /* Copies are counted here, from the exec, with the node's end: the
+     * statistics then count what observers and the trace are shown, once
+     * per node however often it was planned. */
+    if (e->nxfer | e->nread) {
+      uint64_t bytes = 0;
+      for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xfers[i].bytes;
+      for (unsigned i = 0; i < e->nread; i++) bytes += e->reads[i].bytes;
+      atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
+      atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
+    }
+    if (r->obs.n) mz__observe_node(r, op, status);
     if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* release pins, wake waiters */
       size_t nw = 0;
       mz_op **woken = mz__mem_unpin(e, &nw);

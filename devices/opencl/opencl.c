@@ -636,6 +636,25 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
 
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
+    /* The copies' times (see enqueue_exec), then their events go. */
+    for (unsigned k = 0; k < e->nxfer; k++) {
+      struct mz__xfer *x = &e->xfers[k];
+      if (!x->event)
+        continue;
+      cl_ulong t0 = 0, t1 = 0;
+      cl_int xst = CL_COMPLETE;
+      if (timed && e->status >= 0 &&
+          clGetEventInfo(x->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof xst, &xst, NULL) == CL_SUCCESS &&
+          xst == CL_COMPLETE &&
+          clGetEventProfilingInfo(x->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(x->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+          t0 && t1 >= t0) {
+        x->t_start = (uint64_t)t0 + offset;
+        x->t_end = (uint64_t)t1 + offset;
+      }
+      clReleaseEvent(x->event);
+      x->event = NULL;
+    }
     if (e->status < 0) { /* refused at enqueue time; its message is set */
       continue;
     }
@@ -698,7 +717,7 @@ static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad
  * gets the exec's last command's event.  On failure the message is in
  * *why (malloc'd), and e->event is a marker in the kernel's place when the
  * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
+static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, bool profiling, char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
@@ -715,12 +734,16 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
       waits[nw++] = e->waits[i]->event;
 
   cl_int err = CL_SUCCESS;
+  /* A copy gets an event only when someone observes the run and the queue
+   * keeps timestamps: batch_complete reads its times and releases it. */
+  bool timed = profiling && e->observed;
   for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
-    const struct mz__xfer *x = &e->xfers[i];
+    struct mz__xfer *x = &e->xfers[i];
+    cl_event *xev = timed ? (cl_event *)&x->event : NULL;
     if (x->src_host)
-      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, NULL);
+      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, xev);
     else
-      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, NULL);
+      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, xev);
     if (err != CL_SUCCESS)
       *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
                         x->bytes, cl_err_name(err));
@@ -798,7 +821,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(cq, e, &why);
+    cl_int err = enqueue_exec(cq, e, ocl_of(q->dev)->profiling, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
@@ -815,9 +838,15 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
     /* Nothing reached the queue: the core fails the batch itself.  Our
      * statuses and messages would be overwritten or leaked, so undo them. */
     for (unsigned i = 0; i < b->n; i++) {
-      free(b->execs[i]->message);
-      b->execs[i]->message = NULL;
-      b->execs[i]->status = 0;
+      struct mz__exec *e = b->execs[i];
+      free(e->message);
+      e->message = NULL;
+      e->status = 0;
+      for (unsigned k = 0; k < e->nxfer; k++)
+        if (e->xfers[k].event) {
+          clReleaseEvent(e->xfers[k].event);
+          e->xfers[k].event = NULL;
+        }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
   }

@@ -27,8 +27,13 @@ typedef struct mz_runtime_config {
   const char *devices;
   /* The default policy's name.  NULL: $MZ_POLICY, else "eager". */
   const char *policy;
-  /* Where to write a Chrome trace-event JSON file (Perfetto opens it) when
-   * the runtime is destroyed.  NULL: $MZ_TRACE, else no trace. */
+  /* Where to write a Chrome trace-event JSON file (Perfetto opens it).
+   * Each run is appended when it ends, before its future resolves, and the
+   * file is valid JSON after each run; a runtime that ran nothing writes
+   * an empty trace when destroyed.  A runtime that finds the file being
+   * written by another runtime (an advisory lock) writes "<name>-2.json"
+   * (-3, ...) instead and warns.  The trace is an observer of every run
+   * (maize/observer.h).  NULL: $MZ_TRACE, else no trace; "": no trace. */
   const char *trace;
   /* In-order queues per OpenCL device and streams per CUDA device.  0: the
    * default (4), or $MZ_OPENCL_QUEUES / $MZ_CUDA_STREAMS. */
@@ -95,7 +100,7 @@ typedef struct mz_runtime_config {
  * or a device index) dead after its k-th op.  See README.md. */
 int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) MZ_WUR;
 
-/* Wait for every run still in flight, write the trace if one was asked for,
+/* Wait for every run still in flight, close the trace if one was asked for,
  * stop the workers and free everything the runtime owns.  Buffers, kernels,
  * graphs and futures must be released first; those still alive are freed
  * here too and their handles become invalid.  NULL is a no-op, and so is a
