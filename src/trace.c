@@ -29,9 +29,12 @@
  * its track ended: clocks mapped from a device's (OpenCL) can be off by a
  * callback's latency from batch to batch, and viewers mis-nest slices that
  * overlap without nesting. */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -361,12 +364,52 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
   free(win);
 }
 
+/* Open the trace file for this runtime alone.  The file is written in
+ * place, run after run, so two runtimes writing one path at the same time
+ * (MZ_TRACE set for a program with several) would interleave into garbage:
+ * the first takes an advisory lock on the path and truncates it only then;
+ * a runtime that finds it locked writes "<name>-2.json" (or -3, ...) and
+ * says so.  The lock goes with the file at mz_runtime_destroy or exit. */
+static FILE *open_locked(struct mz__trace *tr) {
+  char alt[4096];
+  const char *base = tr->path, *path = base;
+  size_t len = strlen(base);
+  bool json = len > 5 && !strcmp(base + len - 5, ".json");
+  for (unsigned k = 1; k <= 64; k++) {
+    if (k > 1) {
+      snprintf(alt, sizeof alt, "%.*s-%u%s", (int)(json ? len - 5 : len), base, k, json ? ".json" : "");
+      path = alt;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+      close(fd);
+      continue;
+    }
+    FILE *f = ftruncate(fd, 0) ? NULL : fdopen(fd, "w");
+    if (!f) {
+      close(fd);
+      return NULL;
+    }
+    if (k > 1) {
+      mz__warn(tr->rt, "the trace '%s' is being written by another runtime; this one writes '%s'", tr->path, path);
+      char *p = strdup(path);
+      if (p) {
+        free(tr->path);
+        tr->path = p;
+      }
+    }
+    return f;
+  }
+  return NULL;
+}
+
 /* Append what is kept of run `run` (all runs: 0) and close the JSON again.
  * trace_lock held. */
 static void flush(struct mz__trace *tr, uint64_t run) {
   if (tr->failed) return;
   if (!tr->f) {
-    tr->f = fopen(tr->path, "w");
+    tr->f = open_locked(tr);
     if (!tr->f) {
       tr->failed = true;
       mz__warn(tr->rt, "cannot write the trace to '%s'", tr->path);

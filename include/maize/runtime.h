@@ -30,7 +30,9 @@ typedef struct mz_runtime_config {
   /* Where to write a Chrome trace-event JSON file (Perfetto opens it).
    * Each run is appended when it ends, before its future resolves, and the
    * file is valid JSON after each run; a runtime that ran nothing writes
-   * an empty trace when destroyed.  The trace is an observer of every run
+   * an empty trace when destroyed.  A runtime that finds the file being
+   * written by another runtime (an advisory lock) writes "<name>-2.json"
+   * (-3, ...) instead and warns.  The trace is an observer of every run
    * (maize/observer.h).  NULL: $MZ_TRACE, else no trace; "": no trace. */
   const char *trace;
   /* In-order queues per OpenCL device and streams per CUDA device.  0: the
