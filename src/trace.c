@@ -372,12 +372,12 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
  * says so.  The lock goes with the file at mz_runtime_destroy or exit. */
 static FILE *open_locked(struct mz__trace *tr) {
   char alt[4096];
-  const char *path = tr->path;
-  size_t len = strlen(path);
-  bool json = len > 5 && !strcmp(path + len - 5, ".json");
+  const char *base = tr->path, *path = base;
+  size_t len = strlen(base);
+  bool json = len > 5 && !strcmp(base + len - 5, ".json");
   for (unsigned k = 1; k <= 64; k++) {
     if (k > 1) {
-      snprintf(alt, sizeof alt, "%.*s-%u%s", (int)(json ? len - 5 : len), path, k, json ? ".json" : "");
+      snprintf(alt, sizeof alt, "%.*s-%u%s", (int)(json ? len - 5 : len), base, k, json ? ".json" : "");
       path = alt;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);

@@ -362,35 +362,39 @@ Test(observe, trace_written_at_each_run_end) {
   remove(trace);
 }
 
-/* Two runtimes tracing to one path at the same time: the second writes
- * "<name>-2.json" instead of interleaving with the first. */
+/* Three runtimes tracing to one path at the same time: the second and
+ * third write "<name>-2.json" and "<name>-3.json" instead of interleaving
+ * with the first. */
 Test(observe, concurrent_runtimes_do_not_share_a_trace_file) {
-  char path[64], alt[72];
-  snprintf(path, sizeof path, "/tmp/mz-two-%d.json", (int)getpid());
-  snprintf(alt, sizeof alt, "/tmp/mz-two-%d-2.json", (int)getpid());
-  remove(path);
-  remove(alt);
-  mz_runtime *rt[2];
-  mz_kernel *k[2];
-  mz_buffer *b[2];
-  mz_graph *g[2];
-  for (int i = 0; i < 2; i++) {
-    MZ_OK_OR_DIE(NULL, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true, .trace = path}, &rt[i]));
-    k[i] = test_kernel(rt[i], i ? "second" : "first", "inout f32[] y, u64 n = sizeof(y)", k_inc, NULL);
+  enum { R = 3 };
+  char files[R][80];
+  static const char *const names[R] = {"\"first\"", "\"second\"", "\"third\""};
+  snprintf(files[0], sizeof files[0], "/tmp/mz-three-%d.json", (int)getpid());
+  for (int i = 1; i < R; i++) snprintf(files[i], sizeof files[i], "/tmp/mz-three-%d-%d.json", (int)getpid(), i + 1);
+  for (int i = 0; i < R; i++) remove(files[i]);
+  mz_runtime *rt[R];
+  mz_kernel *k[R];
+  mz_buffer *b[R];
+  mz_graph *g[R];
+  for (int i = 0; i < R; i++) {
+    MZ_OK_OR_DIE(NULL, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true, .trace = files[0]}, &rt[i]));
+    char kn[16];
+    snprintf(kn, sizeof kn, "%.*s", (int)strlen(names[i]) - 2, names[i] + 1);
+    k[i] = test_kernel(rt[i], kn, "inout f32[] y, u64 n = sizeof(y)", k_inc, NULL);
     b[i] = test_buffer_1d(rt[i], MZ_F32, 16, NULL);
     MZ_OK_OR_DIE(rt[i], mz_graph_create(rt[i], &g[i]));
   }
   /* Interleaved runs: each runtime appends after each of its runs. */
   for (int rep = 0; rep < 2; rep++)
-    for (int i = 0; i < 2; i++) cr_assert_eq(test_run(g[i], mz_apply(g[i], k[i], mz_value(g[i], b[i]), NULL), NULL, NULL), MZ_OK);
-  for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < R; i++)
+      cr_assert_eq(test_run(g[i], mz_apply(g[i], k[i], mz_value(g[i], b[i]), NULL), NULL, NULL), MZ_OK);
+  for (int i = 0; i < R; i++) {
     mz_graph_destroy(g[i]);
     mz_buffer_release(b[i]);
     mz_kernel_destroy(k[i]);
     mz_runtime_destroy(rt[i]);
   }
-  const char *files[2] = {path, alt}, *names[2] = {"\"first\"", "\"second\""};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < R; i++) {
     char *text = slurp(files[i]);
     cr_assert_not_null(text, "no trace at %s", files[i]);
     char err[200];
@@ -398,8 +402,9 @@ Test(observe, concurrent_runtimes_do_not_share_a_trace_file) {
     cr_expect_eq(mzb_trace_parse(text, strlen(text), &t, err, sizeof err), 0, "%s: %s", files[i], err);
     cr_expect_eq(t.nslices, 2, "%s: two runs of one node", files[i]);
     mzb_trace_free(&t);
-    cr_expect_eq(count_in(text, names[i]), 2);
-    cr_expect_eq(count_in(text, names[1 - i]), 0, "%s holds the other runtime's nodes", files[i]);
+    for (int j = 0; j < R; j++)
+      cr_expect_eq(count_in(text, names[j]), i == j ? 2 : 0, "%s: %zu nodes of runtime %d", files[i],
+                   count_in(text, names[j]), j);
     free(text);
     remove(files[i]);
   }
