@@ -313,11 +313,15 @@ static void cu_fail(struct cu_dev *d, CUresult r, const char *where) {
     snprintf(d->fail_msg, sizeof d->fail_msg, "cuda device %d (%s): %s failed: %s", d->ordinal,
              d->dev->info.name ? d->dev->info.name : "?", where,
              mz__cuda_strerror(d->api, r, e, sizeof e));
+    /* Dead to the core before the monitor may complete a batch: a run
+     * that fails here must find the device dead when it returns, or a new
+     * run could still be placed on it (seen on the emulator, whose
+     * monitor won that race). */
+    mz__device_fail(d->dev, MZ_EDEVICE, d->fail_msg);
     atomic_store(&d->failed, true);
   }
   pthread_cond_broadcast(&d->cond);
   pthread_mutex_unlock(&d->lock);
-  if (first) mz__device_fail(d->dev, MZ_EDEVICE, d->fail_msg);
 }
 
 /* The maize code for a CUDA error that is not a device failure. */
