@@ -17,9 +17,12 @@
  * timed by the worker around the call.  OpenCL nodes and copies are timed
  * by the device's profiling events, mapped onto CLOCK_MONOTONIC when the
  * batch completes (within that callback's latency, some microseconds).
- * The CUDA backend does not time its nodes or copies yet: their times are
- * 0 and its copies have measured false (the trace then draws them with
- * the link model's length).  Simulated devices report their virtual clock
+ * CUDA nodes are timed at the host, per batch of nodes submitted together:
+ * from the later of the batch's submission and the end of the stream's
+ * previous batch, to its completion callback, shared equally by the
+ * batch's nodes (cuEventElapsedTime is a driver call, which the callback
+ * may not make).  CUDA copies are not measured (measured false: the trace
+ * draws them with the link model's length).  Simulated devices report their virtual clock
  * (virtual_clock is true); their copies are not measured either. */
 #ifndef MAIZE_OBSERVER_H
 #define MAIZE_OBSERVER_H
