@@ -69,6 +69,7 @@ struct ocl_kernel {
   cl_program program;
   cl_kernel kernel;
   const struct mz__ocl_native *native; /* a canned op's library call (ops/native.h), or NULL */
+  void *native_state;                  /* the library call's own data (plans), or NULL */
 };
 
 extern const struct mz__devtype mz__devtype_opencl;
@@ -474,6 +475,7 @@ static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, c
   ok->program = program;
   ok->kernel = kernel;
   ok->native = NULL;
+  ok->native_state = NULL;
   *kdev = ok;
   return MZ_OK;
 }
@@ -484,6 +486,8 @@ static void ocl_unprepare(struct mz_device *dev, void *kdev)
   struct ocl_kernel *ok = kdev;
   if (!ok)
     return;
+  if (ok->native && ok->native->state_free)
+    ok->native->state_free(ok->native_state);
   if (ok->kernel)
     clReleaseKernel(ok->kernel);
   if (ok->program)
@@ -732,7 +736,8 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
   if (err == CL_SUCCESS && e->kernel && ((struct ocl_kernel *)e->kernel_dev)->native) {
     /* A canned op: order the queue after the wait list, then the library
      * enqueues its own commands (ops/native.h). */
-    const struct mz__ocl_native *nat = ((struct ocl_kernel *)e->kernel_dev)->native;
+    struct ocl_kernel *nk = e->kernel_dev;
+    const struct mz__ocl_native *nat = nk->native;
     if (nw)
       err = clEnqueueBarrierWithWaitList(cq, nw, waits, NULL);
     if (err != CL_SUCCESS) {
@@ -741,7 +746,7 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
       nw = 0;
       void *nev = NULL;
       char *nwhy = NULL;
-      if (nat->enqueue(cq, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
+      if (nat->enqueue(cq, &nk->native_state, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
         err = CL_INVALID_OPERATION;
         *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
       } else if (nev) {
