@@ -12,8 +12,11 @@
 #include "fault.h"
 #include "internal.h"
 
-int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
-                   size_t offset, mz_buffer **out) {
+/* A new buffer: a tile of parent at offset, or over the user's memory
+ * (user), or with its own host memory, pinned when flags ask and a device
+ * can. */
+static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
+                      size_t offset, void *user, unsigned flags, mz_buffer **out) {
   *out = NULL;
   size_t es = mz_dtype_size(t);
   if (!es) return mz__set_error(rt, MZ_EINVAL, "buffer: unknown element type %d", (int)t);
@@ -59,10 +62,33 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
   if (parent) {
     b->parent = mz_buffer_retain(parent);
     b->host = (char *)parent->host + offset;
+    b->mem_flags = parent->mem_flags;
+  } else if (user) {
+    b->host = user;
+    b->mem_flags = MZ_BUFFER_WRAPPED | MZ_BUFFER_ZERO_COPY;
+  } else if (flags & MZ_BUFFER_PINNED) {
+    /* The first device that can pin; plain memory where none can. */
+    for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
+      struct mz_device *dev = rt->devs[d];
+      if (dev->ops->host_alloc && !atomic_load(&dev->dead) &&
+          dev->ops->host_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK)
+        b->pin_dev = dev;
+    }
+    b->mem_flags = flags & (b->pin_dev ? (MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY) : MZ_BUFFER_ZERO_COPY);
+    if (!b->pin_dev && posix_memalign(&b->host, 4096, (b->bytes + 63) & ~(size_t)63)) {
+      pthread_mutex_destroy(&b->fetch_lock);
+      free(copies);
+      free(b);
+      return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", sh.count * es);
+    }
+    b->host_owned = !b->pin_dev;
   } else {
-    /* 64-byte alignment suits vector loads and device DMA. */
+    b->mem_flags = flags;
+    /* 64-byte alignment suits vector loads and device DMA; a page, any
+     * device's base address alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN), so
+     * that a zero-copy buffer can be used in place. */
     size_t alloc = (b->bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&b->host, 64, alloc)) {
+    if (posix_memalign(&b->host, (flags & MZ_BUFFER_ZERO_COPY) ? 4096 : 64, alloc)) {
       size_t bytes = b->bytes;
       pthread_mutex_destroy(&b->fetch_lock);
       free(copies);
@@ -82,12 +108,33 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
   return MZ_OK;
 }
 
+int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
+                   size_t offset, mz_buffer **out) {
+  return buffer_new(rt, t, ndim, dims, parent, offset, NULL, 0, out);
+}
+
 int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
                      mz_buffer **out) {
+  return mz_buffer_create_ex(rt, dtype, ndim, dims, data, 0, out);
+}
+
+int mz_buffer_wrap(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], void *ptr, mz_buffer **out) {
+  if (out) *out = NULL;
+  if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out || !ptr)
+    return mz__set_error(rt, MZ_EINVAL, "mz_buffer_wrap: NULL argument or not a live runtime");
+  return buffer_new(rt, dtype, ndim, dims, NULL, 0, ptr, 0, out);
+}
+
+unsigned mz_buffer_memory(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? b->mem_flags : 0; }
+
+int mz_buffer_create_ex(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
+                        unsigned flags, mz_buffer **out) {
   if (out) *out = NULL;
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
     return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create: NULL argument or not a live runtime");
-  int rc = mz__buffer_new(rt, dtype, ndim, dims, NULL, 0, out);
+  if (flags & ~(unsigned)(MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY))
+    return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create_ex: unknown flags 0x%x", flags);
+  int rc = buffer_new(rt, dtype, ndim, dims, NULL, 0, NULL, flags, out);
   if (rc) return rc;
   if (data) memcpy((*out)->host, data, (*out)->bytes);
   else memset((*out)->host, 0, (*out)->bytes);
@@ -123,6 +170,7 @@ void mz_buffer_release(mz_buffer *b) {
   free(b->hz_readers);
   free(b->copies);
   if (b->host_owned) free(b->host);
+  if (b->pin_dev) b->pin_dev->ops->host_free(b->pin_dev, b->host, b->pin_handle);
   mz_buffer *parent = b->parent;
   b->tag = MZ__TAG_DEAD;
   free(b);
@@ -149,26 +197,27 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved) {
      * would read as garbage.  Its source is valid too, unless that was on
      * a device that died since: then no copy can be read. */
     unsigned src = 0;
-    for (unsigned m = 1; m < rt->nmem && !src; m++) {
+    for (unsigned m = 1; m < rt->nmem && !(src && b->copies[src].alias); m++) {
       const struct mz__copy *c = &b->copies[m];
       if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
       if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
         continue;
-      src = m;
+      if (!src || c->alias) src = m; /* a copy in host memory itself first: no bytes move */
     }
     void *mem = src ? b->copies[src].mem : NULL;
+    bool alias = src && b->copies[src].alias;
     mz__spin_unlock(&b->lock);
     if (!src) {
       rc = MZ_EDEVICE; /* the only valid copy was on a device that died */
     } else {
       struct mz_device *dev = rt->mem_dev[src];
-      rc = dev->ops->mem_read(dev, mem, b->host, b->bytes);
+      rc = alias ? dev->ops->mem_sync(dev, mem, b->bytes, true) : dev->ops->mem_read(dev, mem, b->host, b->bytes);
     }
     mz__spin_lock(&b->lock);
     if (rc == MZ_OK) {
       b->copies[0].state = MZ__SHARED;
       if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
-      if (moved) *moved += b->bytes;
+      if (moved && !alias) *moved += b->bytes;
     }
   }
   mz__spin_unlock(&b->lock);
@@ -205,7 +254,7 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
   int rc = mz__buffer_fetch_host(b, NULL);
   if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
-  memcpy(dst, b->host, bytes);
+  if (dst != b->host) memcpy(dst, b->host, bytes); /* a wrapped buffer read into its own memory */
   return MZ_OK;
 }
 
@@ -218,10 +267,42 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
     return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
   wait_hazards(b, true);
   mz__spin_lock(&b->lock);
-  memcpy(b->host, src, bytes);
+  if (src != b->host) memcpy(b->host, src, bytes); /* the user wrote a wrapped buffer's memory */
   b->copies[0].state = MZ__OWNER;
   for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
   atomic_store(&b->poison, 0);
   mz__spin_unlock(&b->lock);
+  return MZ_OK;
+}
+
+int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *alias) {
+  *alias = false;
+  if ((b->mem_flags & MZ_BUFFER_ZERO_COPY) && dev->ops->mem_wrap && dev->ops->mem_sync &&
+      dev->ops->mem_wrap(dev, b->host, b->bytes, mem) == MZ_OK) {
+    *alias = true;
+    return MZ_OK;
+  }
+  return dev->ops->mem_alloc(dev, b->bytes, mem);
+}
+
+int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
+                        const char **why) {
+  struct mz__copy *c = &b->copies[m];
+  if (c->state != MZ__INVALID) return MZ_OK;
+  /* The host copy first (from another device's copy when it is stale),
+   * then the device's view of it.  No command uses the device's buffer
+   * meanwhile: its copy is invalid, so every earlier user of it was ordered
+   * before the writer that invalidated it, and that writer before us. */
+  mz__spin_unlock(&b->lock);
+  int rc = mz__buffer_fetch_host(b, moved);
+  if (rc) *why = "cannot read a buffer back from its device";
+  else if ((rc = dev->ops->mem_sync(dev, c->mem, b->bytes, false)) != MZ_OK)
+    *why = "cannot make host memory visible to a device that shares it";
+  mz__spin_lock(&b->lock);
+  if (rc) return rc;
+  if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+  c->state = MZ__SHARED;
+  c->fetcher = NULL;
+  (void)rt;
   return MZ_OK;
 }

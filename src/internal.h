@@ -109,6 +109,10 @@ struct mz__copy {
    * evictions so far, and the last use for LRU order. */
   uint32_t pins, uses, evictions;
   uint64_t stamp;
+  /* This device copy is the host memory itself (mem_wrap, zero copy): it
+   * still has its own state, but making it valid from a valid host copy,
+   * or the host copy valid from it, is a mem_sync, never a transfer. */
+  bool alias;
 };
 
 struct mz_buffer {
@@ -119,6 +123,9 @@ struct mz_buffer {
   size_t bytes;
   void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
+  unsigned mem_flags;       /* MZ_BUFFER_* flags in effect (a tile inherits its parent's) */
+  struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */
+  void *pin_handle;
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
   mz__spin lock;            /* guards copies[] */
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
@@ -144,6 +151,16 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
  * when the host copy is invalid.  Adds the bytes read to *moved (may be
  * NULL).  Thread: any but a completion callback.  Locks: none held. */
 int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved);
+/* Allocate b's copy on dev: in place over the host copy (*alias set) when
+ * b is zero copy and dev can (mem_wrap), else with mem_alloc.  Thread: the
+ * planning thread of dev. */
+int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *alias);
+/* Make b's aliased copy on memory node m (device dev) valid for a read:
+ * from the host copy, made valid first if needed, with mem_sync; no bytes
+ * move unless the host copy had to be fetched from a device with its own
+ * memory (added to *moved).  Called and returns with b's spinlock held. */
+int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
+                        const char **why);
 
 /* ---- graph nodes (graph/graph.c) ---- */
 
