@@ -268,6 +268,17 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
   dev->info.numa_node = -1;
   dev->info.queues = nqueues;
   dev->info.unified_memory = unified;
+  size_t wg = 0;
+  cl_ulong local = 0;
+  cl_device_fp_config fp64 = 0;
+  clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetDeviceInfo(id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+  if (clGetDeviceInfo(id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL) != CL_SUCCESS)
+    fp64 = 0;
+  dev->info.max_work_group = wg;
+  dev->info.max_alloc = od->max_alloc;
+  dev->info.local_memory = local;
+  dev->info.fp64 = fp64 != 0;
   dev->kernels = true;
   return MZ_OK;
 }
