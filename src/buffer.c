@@ -61,6 +61,7 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
   pthread_mutex_init(&b->fetch_lock, NULL);
   if (parent) {
     b->parent = mz_buffer_retain(parent);
+    atomic_fetch_add(&parent->ntiles, 1);
     b->host = (char *)parent->host + offset;
     b->mem_flags = parent->mem_flags;
   } else if (user) {
@@ -174,6 +175,7 @@ void mz_buffer_release(mz_buffer *b) {
   mz_buffer *parent = b->parent;
   b->tag = MZ__TAG_DEAD;
   free(b);
+  if (parent) atomic_fetch_sub(&parent->ntiles, 1);
   mz_buffer_release(parent);
 }
 
@@ -242,6 +244,71 @@ static int wait_hazards(mz_buffer *b, bool all) {
   }
 }
 
+/* The live tiles of b, each with a reference the caller drops, or NULL
+ * (none, or no memory: *n is 0).  A tile whose last reference is being
+ * dropped right now is skipped: it is going away with its copies. */
+static mz_buffer **tiles_of(mz_buffer *b, unsigned *n) {
+  *n = 0;
+  if (!atomic_load(&b->ntiles)) return NULL;
+  mz_runtime *rt = b->rt;
+  pthread_mutex_lock(&rt->lock);
+  unsigned cap = atomic_load(&b->ntiles);
+  mz_buffer **v = malloc((cap ? cap : 1) * sizeof *v);
+  for (mz_buffer *t = rt->buffers; t && v && *n < cap; t = t->next) {
+    if (t->parent != b) continue;
+    int r = atomic_load(&t->refs);
+    while (r > 0 && !atomic_compare_exchange_weak(&t->refs, &r, r + 1)) {
+    }
+    if (r > 0) v[(*n)++] = t;
+  }
+  pthread_mutex_unlock(&rt->lock);
+  return v;
+}
+
+/* Bring the host copies of b's tiles up to date: the tiles alias b's host
+ * memory, and the latest data of a tile an op wrote on a device is in the
+ * tile's copy there until something fetches it (an unpartition does; a
+ * read before it must too).  Returns the first error. */
+static int fetch_tiles(mz_buffer *b) {
+  unsigned n;
+  mz_buffer **v = tiles_of(b, &n);
+  int rc = MZ_OK;
+  for (unsigned i = 0; i < n; i++) {
+    wait_hazards(v[i], false);
+    int poison = atomic_load(&v[i]->poison);
+    if (!rc && poison) rc = poison;
+    if (!rc) rc = mz__buffer_fetch_host(v[i], NULL);
+  }
+  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
+  free(v);
+  return rc;
+}
+
+/* After b's host memory was replaced: its tiles' device copies are stale,
+ * their host copies (the same bytes) the latest. */
+static void invalidate_tiles(mz_buffer *b) {
+  unsigned n;
+  mz_buffer **v = tiles_of(b, &n);
+  for (unsigned i = 0; i < n; i++) {
+    mz__spin_lock(&v[i]->lock);
+    v[i]->copies[0].state = MZ__OWNER;
+    for (unsigned m = 1; m < b->rt->nmem; m++) v[i]->copies[m].state = MZ__INVALID;
+    atomic_store(&v[i]->poison, 0);
+    mz__spin_unlock(&v[i]->lock);
+  }
+  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
+  free(v);
+}
+
+/* Wait for the ops of b's tiles that use them (all) or write them. */
+static void wait_tiles(mz_buffer *b, bool all) {
+  unsigned n;
+  mz_buffer **v = tiles_of(b, &n);
+  for (unsigned i = 0; i < n; i++) wait_hazards(v[i], all);
+  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
+  free(v);
+}
+
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
   if (!dst) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: NULL destination");
@@ -253,6 +320,7 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   int poison = atomic_load(&b->poison);
   if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
   int rc = mz__buffer_fetch_host(b, NULL);
+  if (!rc) rc = fetch_tiles(b); /* after the whole buffer: a tile's writes are newer */
   if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
   if (dst != b->host) memcpy(dst, b->host, bytes); /* a wrapped buffer read into its own memory */
   return MZ_OK;
@@ -266,12 +334,14 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
   if (mz__in_runtime_thread)
     return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
   wait_hazards(b, true);
+  wait_tiles(b, true);
   mz__spin_lock(&b->lock);
   if (src != b->host) memcpy(b->host, src, bytes); /* the user wrote a wrapped buffer's memory */
   b->copies[0].state = MZ__OWNER;
   for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
   atomic_store(&b->poison, 0);
   mz__spin_unlock(&b->lock);
+  invalidate_tiles(b);
   return MZ_OK;
 }
 

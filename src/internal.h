@@ -127,6 +127,7 @@ struct mz_buffer {
   struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */
   void *pin_handle;
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
+  _Atomic unsigned ntiles;  /* tiles of this buffer alive (they alias its host memory) */
   mz__spin lock;            /* guards copies[] */
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */

@@ -203,3 +203,32 @@ Test(memory, wrap_misaligned_copies, .timeout = 300) {
   mz_runtime_destroy(rt);
   free(raw);
 }
+
+/* Reading a partitioned buffer whose tile an OpenCL op wrote, before any
+ * mz_unpartition: the read gives the latest data (or refuses), never the
+ * stale host bytes. */
+Test(memory, read_partitioned_before_unpartition, .timeout = 300) {
+  mz_runtime *rt = runtime_or_skip("opencl:0");
+  mz_kernel *cpu, *cl;
+  kernels(rt, &cpu, &cl);
+  enum { N = 64 };
+  float init[N], got[N];
+  for (int i = 0; i < N; i++) init[i] = (float)i;
+  mz_buffer *b = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){N}, init, &b));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *p = mz_partition(g, mz_value(g, b), 2);
+  mz_op *t0 = mz_unzip(g, mz_apply(g, cl, mz_unzip(g, p, 0), NULL), 0);
+  cr_assert_eq(test_run(g, t0, NULL, NULL), MZ_OK);
+  int rc = mz_buffer_read(b, got, sizeof got);
+  if (rc == MZ_OK)
+    for (int i = 0; i < N; i++) cr_assert_eq(got[i], i < N / 2 ? 2.0f * init[i] : init[i], "[%d] %g", i, got[i]);
+  else
+    cr_assert_eq(rc, MZ_ESTATE, "%s", mz_err_name(rc));
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(cpu);
+  mz_kernel_destroy(cl);
+  mz_runtime_destroy(rt);
+}
