@@ -37,26 +37,31 @@ struct fft_state {
  * state, so they are counted here process-wide, the one global of this
  * file: the first state of any runtime sets clFFT up, the last one freed
  * tears it down.  (A program that also calls clFFT itself should set it up
- * itself first: its own clfftSetup keeps the repository alive.) */
-static pthread_mutex_t users_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned users;
+ * itself first: its own clfftSetup keeps the repository alive.)
+ *
+ * The same lock serializes every clFFT call maize makes: clFFT takes its
+ * repository lock and a plan's lock in opposite orders in clfftBakePlan
+ * and clfftDestroyPlan, so two devices' submission threads baking and
+ * freeing plans at once could deadlock inside the library.  The calls
+ * under it only enqueue (or compile a plan once), so holding it costs
+ * little. */
+static pthread_mutex_t clfft_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned users; /* guarded by clfft_lock */
 
+/* Called with clfft_lock held. */
 static clfftStatus user_add(void) {
   clfftStatus st = CLFFT_SUCCESS;
-  pthread_mutex_lock(&users_lock);
   if (users == 0) {
     clfftSetupData d = {.major = clfftVersionMajor, .minor = clfftVersionMinor, .patch = clfftVersionPatch};
     st = clfftSetup(&d);
   }
   if (st == CLFFT_SUCCESS) users++;
-  pthread_mutex_unlock(&users_lock);
   return st;
 }
 
+/* Called with clfft_lock held. */
 static void user_drop(void) {
-  pthread_mutex_lock(&users_lock);
   if (--users == 0) clfftTeardown();
-  pthread_mutex_unlock(&users_lock);
 }
 
 static int fail(clfftStatus st, const char *what, char **why) {
@@ -67,13 +72,16 @@ static int fail(clfftStatus st, const char *what, char **why) {
 static void state_free(void *p) {
   struct fft_state *s = p;
   if (!s) return;
+  pthread_mutex_lock(&clfft_lock);
   for (unsigned i = 0; i < FFT_PLANS; i++)
     if (s->plans[i].used) clfftDestroyPlan(&s->plans[i].plan);
-  free(s);
   user_drop();
+  pthread_mutex_unlock(&clfft_lock);
+  free(s);
 }
 
-/* A baked plan for these lengths in ctx, from the cache or made now. */
+/* A baked plan for these lengths in ctx, from the cache or made now.
+ * Called with clfft_lock held. */
 static int plan_for(struct fft_state *s, cl_context ctx, cl_command_queue cq, bool f64, unsigned rank,
                     const size_t len[2], size_t batch, clfftPlanHandle *out, char **why) {
   for (unsigned i = 0; i < FFT_PLANS; i++) {
@@ -108,8 +116,9 @@ static int plan_for(struct fft_state *s, cl_context ctx, cl_command_queue cq, bo
   return 0;
 }
 
-/* u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in x, out y */
-static int fft(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+/* u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in x, out y; with
+ * clfft_lock held. */
+static int fft_locked(void *q, void **state, const struct mz__xarg *args, void **ev, char **why) {
   cl_command_queue cq = q;
   if (!*state) {
     clfftStatus st = user_add();
@@ -134,6 +143,13 @@ static int fft(void *q, void **state, const struct mz__xarg *args, unsigned n, v
   clfftStatus st = clfftEnqueueTransform(h, args[0].value.u32 ? CLFFT_BACKWARD : CLFFT_FORWARD, 1, &cq, 0, NULL,
                                          (cl_event *)ev, &in, &out, NULL);
   return st == CLFFT_SUCCESS ? 0 : fail(st, "clfftEnqueueTransform", why);
+}
+
+static int fft(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+  pthread_mutex_lock(&clfft_lock);
+  int rc = fft_locked(q, state, args, ev, why);
+  pthread_mutex_unlock(&clfft_lock);
+  return rc;
 }
 
 const struct mz__ocl_native mz__ocl_clfft = {.library = "clFFT", .enqueue = fft, .state_free = state_free};
