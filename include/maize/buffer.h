@@ -82,7 +82,9 @@ void mz_buffer_release(mz_buffer *b);
 
 /* Copy the latest contents into dst (bytes must equal the buffer's size).
  * Blocks until every scheduled operation that writes the buffer has
- * finished, fetching the latest copy from its device if needed.
+ * finished, fetching the latest copy from its device if needed.  For a
+ * partitioned buffer this includes the ops on its tiles: the result holds
+ * what they wrote even before mz_unpartition runs.
  * Errors: MZ_EINVAL, MZ_EDEADLK (called from a runtime thread), or the
  * error of the operation that should have produced the data. */
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) MZ_WUR;
