@@ -67,6 +67,7 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
   } else if (user) {
     b->host = user;
     b->mem_flags = MZ_BUFFER_WRAPPED | MZ_BUFFER_ZERO_COPY;
+    atomic_fetch_add(&rt->nwrapped, 1);
   } else if (flags & MZ_BUFFER_PINNED) {
     /* The first device that can pin; plain memory where none can. */
     for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
@@ -172,6 +173,7 @@ void mz_buffer_release(mz_buffer *b) {
   free(b->copies);
   if (b->host_owned) free(b->host);
   if (b->pin_dev) b->pin_dev->ops->host_free(b->pin_dev, b->host, b->pin_handle);
+  if ((b->mem_flags & MZ_BUFFER_WRAPPED) && !b->parent) atomic_fetch_sub(&rt->nwrapped, 1);
   mz_buffer *parent = b->parent;
   b->tag = MZ__TAG_DEAD;
   free(b);

@@ -15,6 +15,7 @@ static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_
  * memory in place).  On the waiting thread, which may block. */
 static int sync_wrapped(struct mz__run *r) {
   int rc = MZ_OK;
+  if (!atomic_load_explicit(&r->rt->nwrapped, memory_order_relaxed)) return MZ_OK;
   for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
     const struct mz__task *t = r->tasks[i]->t;
     for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++)

@@ -383,6 +383,9 @@ struct mz_runtime {
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
   unsigned default_pol;
+  /* Wrapped buffers alive (mz_buffer_wrap): while there are none, waiting
+   * for a run skips looking for wrapped buffers to read back. */
+  _Atomic unsigned nwrapped;
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;
