@@ -53,9 +53,13 @@
  * each side).  The BENCH lines then say kernels=libs (kernels=hand
  * otherwise).  Needs a build with OpenBLAS and CLBlast.
  *
+ * --zero-copy: maize's tiles are MZ_BUFFER_ZERO_COPY buffers, which an
+ * OpenCL device that shares host memory (PoCL's) uses in place instead of
+ * copying (StarPU copies as always); the BENCH lines add mem=zero-copy.
+ *
  * Options: -t tiles per side, -s tile size (a multiple of 16), -r reps,
  * -w warm-ups, -d maize devices, --quick (2 x 2 tiles of 64, 1 rep, 3
- * warm-ups: the smoke test), --no-starpu, --libs. */
+ * warm-ups: the smoke test), --no-starpu, --libs, --zero-copy. */
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -83,6 +87,8 @@
 
 /* --libs: the libraries (OpenBLAS, CLBlast) instead of the shared kernels. */
 static bool use_libs;
+/* --zero-copy: maize's tiles in host memory that PoCL uses in place. */
+static bool zero_copy;
 
 #ifndef MZ_HETERO_GEMM_CL
 #error "MZ_HETERO_GEMM_CL must name bench/hetero_gemm.cl"
@@ -462,13 +468,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-starpu")) use_starpu = false;
     else if (!strcmp(argv[i], "--keep-models")) keep = true;
     else if (!strcmp(argv[i], "--libs")) use_libs = true;
+    else if (!strcmp(argv[i], "--zero-copy")) zero_copy = true;
     else if (!strcmp(argv[i], "--quick")) {
       t = 2;
       s = 64;
       reps = 1;
       warm = 3;
     } else {
-      fprintf(stderr, "usage: %s [-t tiles] [-s tile] [-r reps] [-w warmups] [-d devices] [--quick] [--no-starpu] [--keep-models] [--libs]\n",
+      fprintf(stderr, "usage: %s [-t tiles] [-s tile] [-r reps] [-w warmups] [-d devices] [--quick] [--no-starpu] [--keep-models] [--libs] [--zero-copy]\n",
               argv[0]);
       return 2;
     }
@@ -511,7 +518,8 @@ int main(int argc, char **argv) {
   struct problem p;
   problem_init(&p, t, s);
   double gflop = 2.0 * (double)t * s * (double)t * s * (double)t * s / 1e9;
-  const char *kernels = use_libs ? "libs" : "hand";
+  char kernels[48];
+  snprintf(kernels, sizeof kernels, "%s%s", use_libs ? "libs" : "hand", zero_copy ? " mem=zero-copy" : "");
   printf("kernels: %s\n", use_libs ? "OpenBLAS (CPU) and CLBlast (OpenCL): maize's mz_op_gemm, StarPU's codelet calling them"
                                      : "the shared hand-written CPU loop and OpenCL C kernel");
   printf("heterogeneous GEMM: %u x %u tiles of %u x %u floats (%u tile updates, %.2f GFLOP), median of %d after %d "
@@ -544,10 +552,11 @@ int main(int argc, char **argv) {
     m.b = calloc(nt, sizeof *m.b);
     m.c = calloc(nt, sizeof *m.c);
     if (!m.a || !m.b || !m.c) die("out of memory", -2);
+    unsigned fl = zero_copy ? MZ_BUFFER_ZERO_COPY : 0;
     for (size_t x = 0; x < nt; x++)
-      if (mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.a[x], &m.a[x]) ||
-          mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.b[x], &m.b[x]) ||
-          mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.zero, &m.c[x]))
+      if (mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.a[x], fl, &m.a[x]) ||
+          mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.b[x], fl, &m.b[x]) ||
+          mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.zero, fl, &m.c[x]))
         die("mz_buffer_create", -1);
     printf("%-14s %12s %10s %12s  %s\n", "system", "makespan_s", "GFLOP/s", "max_rel_err",
            "busy_s per maize device (last run)");
