@@ -367,14 +367,27 @@ int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_devi
    * before the writer that invalidated it, and that writer before us. */
   mz__spin_unlock(&b->lock);
   int rc = mz__buffer_fetch_host(b, moved);
-  if (rc) *why = "cannot read a buffer back from its device";
-  else if ((rc = dev->ops->mem_sync(dev, c->mem, b->bytes, false)) != MZ_OK)
+  if (rc) {
+    *why = "cannot read a buffer back from its device";
+    mz__spin_lock(&b->lock);
+    return rc;
+  }
+  /* One sync per invalidation: two readers on different queues may both
+   * find the copy invalid; the second waits here and finds it valid, so
+   * the buffer is never mapped while the first reader's kernel uses it. */
+  pthread_mutex_lock(&b->fetch_lock);
+  mz__spin_lock(&b->lock);
+  bool need = c->state == MZ__INVALID;
+  mz__spin_unlock(&b->lock);
+  if (need && (rc = dev->ops->mem_sync(dev, c->mem, b->bytes, false)) != MZ_OK)
     *why = "cannot make host memory visible to a device that shares it";
   mz__spin_lock(&b->lock);
-  if (rc) return rc;
-  if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
-  c->state = MZ__SHARED;
-  c->fetcher = NULL;
+  if (!rc && need) {
+    if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+    c->state = MZ__SHARED;
+    c->fetcher = NULL;
+  }
+  pthread_mutex_unlock(&b->fetch_lock);
   (void)rt;
-  return MZ_OK;
+  return rc;
 }

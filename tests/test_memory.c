@@ -4,7 +4,10 @@
  * on an OpenCL device that shares host memory (PoCL's CPU device: the run
  * statistics count no transfer, where a plain buffer moves its bytes), and
  * pinned host memory; the results are checked against the same chain on
- * plain buffers.  OpenCL tests are skipped, saying why, without PoCL. */
+ * plain buffers.  Also: two OpenCL devices sharing a zero-copy buffer under
+ * every policy, and a read of a partitioned buffer before mz_unpartition
+ * (it sees the tiles' writes).  OpenCL tests are skipped, saying why,
+ * without PoCL. */
 #include "common.h"
 
 TestSuite(memory, .timeout = 300);
@@ -230,5 +233,52 @@ Test(memory, read_partitioned_before_unpartition, .timeout = 300) {
   mz_buffer_release(b);
   mz_kernel_destroy(cpu);
   mz_kernel_destroy(cl);
+  mz_runtime_destroy(rt);
+}
+
+/* Two OpenCL devices (POCL_DEVICES="pthread pthread") and the CPU read one
+ * zero-copy buffer at once and write zero-copy results: no transfer, the
+ * right values, whatever the policy puts where. */
+Test(memory, zero_copy_shared_by_two_devices, .timeout = 300) {
+  mz_runtime *rt = runtime_or_skip("cpu,opencl");
+  if (mz_runtime_device_count(rt) < 3) {
+    mz_runtime_destroy(rt);
+    cr_skip_test("fewer than two OpenCL devices (set POCL_DEVICES=\"pthread pthread\")");
+  }
+  static const char src[] = "__kernel void twice(__global const float *x, __global float *y, ulong n) {\n"
+                            "  size_t i = get_global_id(0); if (i < n) y[i] = 2.0f * x[i]; }\n";
+  mz_kernel_spec s = {.name = "twice",
+                      .params = "in f32[] x, out f32[] y, u64 n = sizeof(x)",
+                      .opencl = {.format = MZ_CODE_SOURCE, .data = src, .entry = "twice"}};
+  mz_kernel *k = NULL;
+  MZ_OK_OR_DIE(rt, mz_kernel_create(rt, &s, &k));
+  enum { N = 1024, OUTS = 6 };
+  float init[N], got[N];
+  for (int i = 0; i < N; i++) init[i] = (float)i - 100.0f;
+  for (unsigned p = 0; mz_policy_name(rt, p); p++) {
+    mz_buffer *x = NULL, *y[OUTS];
+    MZ_OK_OR_DIE(rt, mz_buffer_create_ex(rt, MZ_F32, 1, (size_t[]){N}, init, MZ_BUFFER_ZERO_COPY, &x));
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *outs[OUTS];
+    for (int j = 0; j < OUTS; j++) {
+      MZ_OK_OR_DIE(rt, mz_buffer_create_ex(rt, MZ_F32, 1, (size_t[]){N}, NULL, MZ_BUFFER_ZERO_COPY, &y[j]));
+      outs[j] = mz_unzip(g, mz_apply(g, k, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y[j])}), NULL), 1);
+    }
+    mz_future *f = NULL;
+    cr_assert_eq(test_run(g, mz_join(g, OUTS, outs), mz_policy_name(rt, p), &f), MZ_OK, "%s", mz_policy_name(rt, p));
+    mz_run_stats st;
+    MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+    cr_assert_eq(st.transfers, 0, "policy %s: %llu transfers", mz_policy_name(rt, p), (unsigned long long)st.transfers);
+    mz_future_destroy(f);
+    mz_graph_destroy(g);
+    for (int j = 0; j < OUTS; j++) {
+      MZ_OK_OR_DIE(rt, mz_buffer_read(y[j], got, sizeof got));
+      for (int i = 0; i < N; i++) cr_assert_eq(got[i], 2.0f * init[i], "policy %s, y%d[%d] %g", mz_policy_name(rt, p), j, i, got[i]);
+      mz_buffer_release(y[j]);
+    }
+    mz_buffer_release(x);
+  }
+  mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
