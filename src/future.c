@@ -10,7 +10,8 @@
 static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }
 
 /* After a successful run, the user's memory of every wrapped buffer it
- * wrote holds the latest contents (mz_buffer_wrap's contract): read back
+ * wrote holds the latest contents (mz_buffer_wrap's contract; a buffer a
+ * later run also writes is left to that run's wait): read back
  * what a device with its own memory holds (a map where the device used the
  * memory in place).  On the waiting thread, which may block. */
 static int sync_wrapped(struct mz__run *r) {
@@ -18,9 +19,16 @@ static int sync_wrapped(struct mz__run *r) {
   if (!atomic_load_explicit(&r->rt->nwrapped, memory_order_relaxed)) return MZ_OK;
   for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
     const struct mz__task *t = r->tasks[i]->t;
-    for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++)
-      if ((t->acc[a].mode & 2) && (t->acc[a].buf->mem_flags & MZ_BUFFER_WRAPPED))
-        rc = mz__buffer_fetch_host(t->acc[a].buf, NULL);
+    for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      if (!(t->acc[a].mode & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;
+      /* Not while a later run writes it: that run's own wait reads it back,
+       * and fetching now could read a copy its writer is still filling. */
+      pthread_mutex_lock(&r->rt->lock);
+      bool later = b->last_writer != NULL;
+      pthread_mutex_unlock(&r->rt->lock);
+      if (!later) rc = mz__buffer_fetch_host(b, NULL);
+    }
   }
   return rc;
 }
