@@ -128,6 +128,32 @@ struct mz__device_ops {
   int (*mem_read)(struct mz_device *dev, void *mem, void *host, size_t bytes);
   int (*mem_write)(struct mz_device *dev, void *mem, const void *host, size_t bytes);
 
+  /* Memory kinds (optional, all may be NULL).
+   *
+   * mem_wrap: a device buffer that is the host memory at host itself, with
+   * no copy (OpenCL CL_MEM_USE_HOST_PTR on a device that shares host
+   * memory), for buffers that ask for zero copy.  MZ_ENOTSUP when this
+   * device cannot use that memory in place (not host-unified, or host not
+   * aligned as the device needs); the core then allocates as usual.  The
+   * handle is freed with mem_free; the host memory stays the caller's.
+   * Thread: as mem_alloc.
+   *
+   * mem_sync: make a wrapped buffer's two views agree, synchronously:
+   * to_host, what the device wrote becomes visible in host memory; else
+   * what the host wrote becomes visible to the device (on OpenCL a map and
+   * an unmap: no copy where the implementation uses the host memory in
+   * place, a copy where it does not, so correct either way).  Called only
+   * while no command uses the buffer.  Thread: any non-callback thread.
+   *
+   * host_alloc / host_free: page-locked host memory of bytes bytes for
+   * faster transfers (OpenCL CL_MEM_ALLOC_HOST_PTR, mapped for the
+   * memory's life); *handle is the backend's, given back to host_free.
+   * Thread: any non-callback thread. */
+  int (*mem_wrap)(struct mz_device *dev, void *host, size_t bytes, void **mem);
+  int (*mem_sync)(struct mz_device *dev, void *mem, size_t bytes, bool to_host);
+  int (*host_alloc)(struct mz_device *dev, size_t bytes, void **host, void **handle);
+  void (*host_free)(struct mz_device *dev, void *host, void *handle);
+
   /* Whether a node on queue q can wait on the device for a node already
    * submitted to queue p (another queue, same device or a peer device of
    * the same backend): same OpenCL context, CUDA events.  NULL: never. */

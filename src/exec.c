@@ -246,6 +246,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
                             uint64_t *moved, const char **why) {
   struct mz_device *dev = Q->dev;
   struct mz__copy *c = &b->copies[m];
+  if (c->alias) return mz__plan_alias_read(rt, b, m, dev, moved, why);
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
@@ -364,15 +365,19 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     if (have) continue;
     void *mem = NULL;
     const char *mwhy = NULL;
+    bool alias = false;
     int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem, &mwhy)
-                                                       : dev->ops->mem_alloc(dev, b->bytes, &mem);
+                                                       : mz__mem_alloc_kind(dev, b, &mem, &alias);
     if (rc) {
       *why = mwhy ? mwhy : "cannot allocate device memory for a buffer";
       return rc;
     }
     mz__spin_lock(&b->lock);
     bool lost_race = c->mem != NULL;
-    if (!lost_race) c->mem = mem;
+    if (!lost_race) {
+      c->mem = mem;
+      c->alias = alias;
+    }
     mz__spin_unlock(&b->lock);
     if (lost_race) {
       if (rt->ml) mz__mem_free(dev, b, mem);
@@ -426,8 +431,12 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         return rc;
       }
       mz__spin_lock(&b->lock);
-      if (c->mem) dev->ops->mem_free(dev, mem);
-      else c->mem = mem;
+      if (c->mem) {
+        dev->ops->mem_free(dev, mem);
+      } else {
+        c->mem = mem;
+        c->alias = false;
+      }
     }
     if (mode & 1) {
       int rc = plan_device_read(rt, b, m, e, Q, &moved, why);

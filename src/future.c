@@ -9,11 +9,40 @@
 /* NULL, a destroyed future or another kind of handle is refused. */
 static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }
 
+/* After a successful run, the user's memory of every wrapped buffer it
+ * wrote holds the latest contents (mz_buffer_wrap's contract; a buffer a
+ * later run also writes is left to that run's wait): read back
+ * what a device with its own memory holds (a map where the device used the
+ * memory in place).  On the waiting thread, which may block. */
+static int sync_wrapped(struct mz__run *r) {
+  int rc = MZ_OK;
+  if (!atomic_load_explicit(&r->rt->nwrapped, memory_order_relaxed)) return MZ_OK;
+  for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
+    const struct mz__task *t = r->tasks[i]->t;
+    for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      if (!(t->acc[a].mode & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;
+      /* Not while a later run writes it: that run's own wait reads it back,
+       * and fetching now could read a copy its writer is still filling. */
+      pthread_mutex_lock(&r->rt->lock);
+      bool later = b->last_writer != NULL;
+      pthread_mutex_unlock(&r->rt->lock);
+      if (!later) rc = mz__buffer_fetch_host(b, NULL, NULL);
+    }
+  }
+  return rc;
+}
+
 int mz_future_wait(mz_future *f) {
   if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait: called from a runtime thread; it would deadlock");
-  return mz__run_wait(&f->run, 0, false);
+  int st = mz__run_wait(&f->run, 0, false);
+  if (st == MZ_OK && !mz__in_runtime_thread) {
+    int rc = sync_wrapped(&f->run);
+    if (rc) return mz__set_error(f->run.rt, rc, "mz_future_wait: cannot read a wrapped buffer back into its memory");
+  }
+  return st;
 }
 
 int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
@@ -22,8 +51,12 @@ int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
   /* A deadline past ~146 years (UINT64_MAX as "forever") would
    * overflow the clock arithmetic and time out at once: wait untimed. */
-  if (timeout_ns >= (uint64_t)1 << 62) return mz__run_wait(&f->run, 0, false);
-  return mz__run_wait(&f->run, timeout_ns, true);
+  int st = timeout_ns >= (uint64_t)1 << 62 ? mz__run_wait(&f->run, 0, false) : mz__run_wait(&f->run, timeout_ns, true);
+  if (st == MZ_OK && !mz__in_runtime_thread) {
+    int rc = sync_wrapped(&f->run);
+    if (rc) return mz__set_error(f->run.rt, rc, "mz_future_wait_for: cannot read a wrapped buffer back into its memory");
+  }
+  return st;
 }
 
 int mz_future_poll(const mz_future *f) {

@@ -116,6 +116,10 @@ struct mz__copy {
    * evictions so far, and the last use for LRU order. */
   uint32_t pins, uses, evictions;
   uint64_t stamp;
+  /* This device copy is the host memory itself (mem_wrap, zero copy): it
+   * still has its own state, but making it valid from a valid host copy,
+   * or the host copy valid from it, is a mem_sync, never a transfer. */
+  bool alias;
 };
 
 struct mz_buffer {
@@ -126,7 +130,11 @@ struct mz_buffer {
   size_t bytes;
   void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
+  unsigned mem_flags;       /* MZ_BUFFER_* flags in effect (a tile inherits its parent's) */
+  struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */
+  void *pin_handle;
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
+  _Atomic unsigned ntiles;  /* tiles of this buffer alive (they alias its host memory) */
   mz__spin lock;            /* guards copies[] */
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */
@@ -154,6 +162,16 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
  * valid, or another reader fetched it meanwhile).  Thread: any but a
  * completion callback.  Locks: none held. */
 int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec);
+/* Allocate b's copy on dev: in place over the host copy (*alias set) when
+ * b is zero copy and dev can (mem_wrap), else with mem_alloc.  Thread: the
+ * planning thread of dev. */
+int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *alias);
+/* Make b's aliased copy on memory node m (device dev) valid for a read:
+ * from the host copy, made valid first if needed, with mem_sync; no bytes
+ * move unless the host copy had to be fetched from a device with its own
+ * memory (added to *moved).  Called and returns with b's spinlock held. */
+int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
+                        const char **why);
 
 /* ---- graph nodes (graph/graph.c) ---- */
 
@@ -359,6 +377,9 @@ struct mz_runtime {
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
   unsigned default_pol;
+  /* Wrapped buffers alive (mz_buffer_wrap): while there are none, waiting
+   * for a run skips looking for wrapped buffers to read back. */
+  _Atomic unsigned nwrapped;
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;

@@ -257,11 +257,16 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     else if (found >= 0) rt->log_level = found;
   }
   for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
+  for (unsigned i = 0; rt->cfg.policies && rt->cfg.policies[i] && !rc; i++)
+    rc = mz_policy_register(rt, rt->cfg.policies[i]);
   double watchdog_s = 0;
   if (!rc) rc = mz__watchdog_config(rt, &watchdog_s);
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
-    rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft)", pname);
+    rc = mz__set_error(rt, MZ_ENOENT,
+                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft; a policy of "
+                       "your own must be in mz_runtime_config.policies)",
+                       pname);
   if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);
   const char *tp = env_or(rt->cfg.trace, "MZ_TRACE", NULL);
   if (!rc) rc = discover_all(rt, env_or(rt->cfg.devices, "MZ_DEVICES", "all"));

@@ -363,6 +363,8 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
   int nnuma = hwloc_get_nbobjs_by_type(cd->topo, HWLOC_OBJ_NUMANODE);
   dev->info.numa_node = nnuma >= 1 ? 0 : -1;
   dev->info.unified_memory = true;
+  dev->info.max_alloc = dev->info.memory;
+  dev->info.fp64 = true;
   return 1;
 }
 

@@ -14,6 +14,8 @@ extern "C" {
 
 MZ_API_BEGIN
 
+struct mz_policy_ops;
+
 /* Settings for mz_runtime_create().  Zero or NULL fields take the default,
  * which is read from the environment where one is named. */
 typedef struct mz_runtime_config {
@@ -65,6 +67,12 @@ typedef struct mz_runtime_config {
    * callback it must not block on maize calls (they return MZ_EDEADLK). */
   void (*watchdog_fn)(const char *report, void *user);
   void *watchdog_user;
+  /* User policies (NULL-terminated array of ops tables, include/maize/policy.h)
+   * registered right after the shipped ones and before the default policy
+   * is chosen, so that policy or $MZ_POLICY may name one of them.  The
+   * tables must outlive the runtime.  NULL: none.  A table that
+   * mz_policy_register refuses fails creation with its error. */
+  const struct mz_policy_ops *const *policies;
 } mz_runtime_config;
 
 /* Create a runtime.  cfg may be NULL for all defaults.  On success *out
