@@ -269,6 +269,10 @@ Test(cuda, device_info) {
   cr_assert_gt(info.memory, 0);
   cr_assert_eq(strlen(info.pci_bus_id), 12, "bus id '%s'", info.pci_bus_id);
   cr_assert_eq(info.queues, 3);
+  cr_assert_geq(info.max_work_group, 512);
+  cr_assert_gt(info.local_memory, 0);
+  cr_assert_gt(info.max_alloc, 0);
+  cr_assert(info.fp64);
   mz_runtime_destroy(rt);
   emu_check_clean();
 }

@@ -751,6 +751,14 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
     v = 0;
     api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_INTEGRATED, d->cudev);
     info->unified_memory = v != 0;
+    v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->cudev);
+    info->max_work_group = v > 0 ? (size_t)v : 0;
+    v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, d->cudev);
+    info->local_memory = v > 0 ? (uint64_t)v : 0;
+    info->max_alloc = mem; /* one cuMemAlloc may take all of the device's memory */
+    info->fp64 = true;     /* every CUDA device since compute capability 1.3 */
     char bus[64] = "";
     unsigned dom = 0, b = 0, s = 0, f = 0;
     info->numa_node = -1;
