@@ -366,8 +366,17 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     void *mem = NULL;
     const char *mwhy = NULL;
     bool alias = false;
-    int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem, &mwhy)
-                                                       : mz__mem_alloc_kind(dev, b, &mem, &alias);
+    /* Zero copy takes no device memory: outside fault injection and caps
+     * it bypasses the memory-limit accounting. */
+    bool plain = !rt->faults && (!rt->ml || ((b->mem_flags & MZ_BUFFER_ZERO_COPY) && !mz__memlimit_capped(rt, dev)));
+    int rc = plain ? mz__mem_alloc_kind(dev, b, &mem, &alias) : mz__mem_alloc(e, dev, b, &mem, &mwhy);
+    if (rc == MZ_OK && plain && !alias && rt->ml) {
+      /* Not aliased after all (the device cannot wrap this memory): count
+       * it as any other copy. */
+      dev->ops->mem_free(dev, mem);
+      mem = NULL;
+      rc = mz__mem_alloc(e, dev, b, &mem, &mwhy);
+    }
     if (rc) {
       *why = mwhy ? mwhy : "cannot allocate device memory for a buffer";
       return rc;
@@ -380,7 +389,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     }
     mz__spin_unlock(&b->lock);
     if (lost_race) {
-      if (rt->ml) mz__mem_free(dev, b, mem);
+      if (rt->ml && !alias) mz__mem_free(dev, b, mem);
       else dev->ops->mem_free(dev, mem);
     }
   }

@@ -81,6 +81,10 @@ void mz__fault_revive(mz_runtime *rt, unsigned dev);
 /* Cap what maize allocates on every device of a kind (0: no cap).  The CPU
  * (host memory) is never capped: MZ_EINVAL. */
 int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes);
+/* Whether dev's memory is capped (a limit set for its kind).  OpenCL and
+ * CUDA devices always have the memory-limit machinery, to evict when they
+ * run out by themselves; only a cap turns zero copy off.  Thread: any. */
+bool mz__memlimit_capped(const mz_runtime *rt, const struct mz_device *dev);
 
 struct mz__mem_stats {
   uint64_t evictions;        /* device copies freed to make room */

@@ -77,6 +77,16 @@ int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes) {
   return MZ_OK;
 }
 
+bool mz__memlimit_capped(const mz_runtime *rt, const struct mz_device *dev) {
+  const struct mz__memlimit *ml = rt->ml;
+  if (!ml || dev->info.index >= ml->ndev) return false;
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  bool capped = md->limit != 0;
+  pthread_mutex_unlock(&md->m);
+  return capped;
+}
+
 void mz__memlimit_fini(mz_runtime *rt) {
   struct mz__memlimit *ml = rt->ml;
   if (!ml) return;
