@@ -39,7 +39,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 if [ $# -eq 0 ]; then
-  set -- errors graph hazards partition future failure policy runtime sim perfmodel rerun
+  set -- errors graph hazards partition future failure policy runtime sim perfmodel rerun dot
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -12,7 +12,8 @@
  * trace-event JSON: every "X" event has ph, ts, dur >= 0, pid, tid and
  * name, every flow start "s" has a finish "f" of the same id, and every
  * pid and tid used is named by "M" events; transfers between devices
- * appear as "transfer" slices with their bytes when OpenCL devices exist. */
+ * appear as "transfer" slices with their bytes when OpenCL devices exist;
+ * and that it writes the graph as DOT with every task placed. */
 #include <criterion/criterion.h>
 #include <maize.h>
 #include <math.h>
@@ -481,6 +482,17 @@ static void pipeline_and_check(const char *policy, const char *devices) {
   mzb_trace_free(&t);
   free(text);
   expect_wellformed(svg);
+  /* The graph of the measured run, every kernel task placed on a device. */
+  char dot[160];
+  snprintf(dot, sizeof dot, "%s/pipeline-%s.dot", dir, policy);
+  char *g = slurp(dot, &len);
+  cr_assert_not_null(g, "no graph at %s", dot);
+  cr_expect(strncmp(g, "digraph maize {", 15) == 0, "%s", g);
+  unsigned placed = 0;
+  for (const char *q = g; (q = strstr(q, ", queue ")) != NULL; q++) placed++;
+  cr_expect_eq(placed, 4 * 4 + 2 + 3 + 3, "16 kernel tasks, 2 host tasks, 3 partitions and 3 unpartitions placed:\n%s", g);
+  free(g);
+  remove(dot);
   remove(json);
   remove(svg);
   rmdir(dir);
