@@ -7,6 +7,7 @@
  * malformed input gives a message with the line and column and exit 1.
  * pipeline.c and the tests use the same reader (see mzb.h). */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -853,28 +854,45 @@ static void usage(FILE *f) {
           "  (args.run) of a trace that holds several; default all.\n");
 }
 
+/* getopt_long: "--svg OUT" and "--svg=OUT" both work; one positional
+ * argument, the trace file. */
 int mzb_trace_main(int argc, char **argv) {
   const char *in = NULL, *svg = NULL, *runs = "all";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
-      svg = argv[++i];
-    } else if (!strcmp(argv[i], "--run") && i + 1 < argc) {
-      runs = argv[++i];
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "maize-bench trace: unknown option or missing value: '%s'\n", argv[i]);
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                           {"svg", required_argument, NULL, 's'},
+                                           {"run", required_argument, NULL, 'r'},
+                                           {NULL, 0, NULL, 0}};
+  int c;
+  optind = 0; /* glibc: 0 re-initialises getopt fully */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case 's':
+      if (!*optarg) {
+        fprintf(stderr, "maize-bench trace: empty --svg path\n");
+        return 2;
+      }
+      svg = optarg;
+      break;
+    case 'r': runs = optarg; break;
+    case ':':
+      fprintf(stderr, "maize-bench trace: %s needs a value\n", argv[optind - 1]);
       usage(stderr);
       return 2;
-    } else if (!in) {
-      in = argv[i];
-    } else {
-      fprintf(stderr, "maize-bench trace: one trace file only ('%s' is extra)\n", argv[i]);
+    default:
+      fprintf(stderr, "maize-bench trace: unknown option '%s'\n", argv[optind - 1]);
+      usage(stderr);
       return 2;
     }
   }
+  if (optind < argc) in = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "maize-bench trace: one trace file only ('%s' is extra)\n", argv[optind]);
+    return 2;
+  }
   if (!in) {
+    fprintf(stderr, "maize-bench trace: which trace file?\n");
     usage(stderr);
     return 2;
   }
