@@ -508,7 +508,7 @@ int mzb_metg_main(int argc, char **argv) {
       }
       printf("\n");
     }
-    printf("METG(50%%) us:");
+    printf("METG(50%%) \xc2\xb5s:");
     for (int s = 0; s < NSYS; s++) {
       if (!res[pi][s].ran) continue;
       char b[32];
@@ -517,30 +517,42 @@ int mzb_metg_main(int argc, char **argv) {
     }
     printf("\n");
 
-    /* The plot. */
+    /* The plot: every system asked for, in the legend with its METG (a
+     * ring where its curve crosses 50%), or why it has none. */
     mzb_series series[NSYS];
-    size_t ns = 0;
-    for (int s = 0; s < NSYS; s++)
-      if (res[pi][s].n) {
-        series[ns].name = systems[s]->name;
-        series[ns].x = res[pi][s].gran;
-        series[ns].y = res[pi][s].eff;
-        series[ns].n = (size_t)res[pi][s].n;
-        ns++;
-      }
+    char notes[NSYS][64];
+    size_t ns = 0, npts = 0;
+    for (int s = 0; s < NSYS; s++) {
+      const sweep *sw = &res[pi][s];
+      if (!(o_sysmask & (1 << s))) continue;
+      series[ns] = (mzb_series){.name = systems[s]->name, .x = sw->gran, .y = sw->eff, .n = (size_t)sw->n,
+                                .note = notes[ns]};
+      if (!systems[s]->available)
+        snprintf(notes[ns], sizeof notes[ns], "not built");
+      else if (sw->failed)
+        snprintf(notes[ns], sizeof notes[ns], "failed (see the output)");
+      else if (!sw->n || sw->metg == -1)
+        snprintf(notes[ns], sizeof notes[ns], "never 50%% efficient");
+      else if (sw->n && sw->metg == sw->gran[sw->n - 1] && sw->eff[sw->n - 1] >= 0.5)
+        snprintf(notes[ns], sizeof notes[ns], "METG < %.3g \xc2\xb5s (finest point)", sw->metg);
+      else
+        snprintf(notes[ns], sizeof notes[ns], "METG %.3g \xc2\xb5s", sw->metg), series[ns].mark_x = sw->metg;
+      npts += (size_t)sw->n;
+      ns++;
+    }
     char title[160], path[1024];
     snprintf(title, sizeof title, "Task Bench %s, compute_bound, %ld steps x %ld, %ld workers", pattern, o_steps,
              width, o_workers);
     mzb_plot plot = {.title = title,
-                     .xlabel = "task granularity (us)",
-                     .ylabel = "efficiency",
+                     .xlabel = "task granularity (\xc2\xb5s per task per worker)",
+                     .ylabel = "efficiency (FLOP/s over the sweep's peak)",
                      .logx = 1,
                      .logy = 0,
                      .ymin = 0,
                      .ymax = 1.05,
                      .hline = 0.5};
     svg_path(path, sizeof path, pattern);
-    if (ns) {
+    if (npts) {
       int src = mzb_svg_lineplot(path, &plot, series, ns);
       if (src) {
         printf("plot: not written (%s): %s (%s)\n", path, mz_err_name(src), mz_strerror(src));
