@@ -34,7 +34,7 @@ static void usage(FILE *f) {
           "  %-18s output slots per point (default: steps; fewer reuse buffers)\n"
           "  %-18s worker threads (maize: devices cpu:N unless --devices)\n"
           "  %-18s print the dependencies of every task\n"
-          "\nmaize-bench options (--opt VALUE or --opt=VALUE):\n"
+          "\nmaize-bench options (--name VALUE or --name=VALUE):\n"
           "  --system S         maize (default), maize-rerun (the graph built once, then\n"
           "                     re-run with mz_graph_run), openmp, starpu or tbb\n"
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
