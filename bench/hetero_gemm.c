@@ -46,9 +46,20 @@
  *   BENCH hetero.gemm maize_s=<x> starpu_dmda_s=<y|na> ratio=<x/y|na>
  * where maize_s is the dmda figure.  Target: ratio <= 0.8.
  *
+ * --libs: the field's libraries instead of the shared kernels, on both
+ * sides: maize runs its canned mz_op_gemm (OpenBLAS on the CPU, CLBlast on
+ * OpenCL); StarPU's codelet calls cblas_sgemm and CLBlastSgemm on its
+ * worker's queue.  OpenBLAS runs one thread per call (one CPU worker on
+ * each side).  The BENCH lines then say kernels=libs (kernels=hand
+ * otherwise).  Needs a build with OpenBLAS and CLBlast.
+ *
+ * --zero-copy: maize's tiles are MZ_BUFFER_ZERO_COPY buffers, which an
+ * OpenCL device that shares host memory (PoCL's) uses in place instead of
+ * copying (StarPU copies as always); the BENCH lines add mem=zero-copy.
+ *
  * Options: -t tiles per side, -s tile size (a multiple of 16), -r reps,
  * -w warm-ups, -d maize devices, --quick (2 x 2 tiles of 64, 1 rep, 3
- * warm-ups: the smoke test), --no-starpu. */
+ * warm-ups: the smoke test), --no-starpu, --libs, --zero-copy. */
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>
@@ -66,6 +77,18 @@
 #ifdef MZ_HAVE_STARPU
 #include <starpu.h>
 #endif
+#ifdef MZ_BENCH_LIBS
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <cblas.h>
+#include <clblast_c.h>
+#endif
+
+/* --libs: the libraries (OpenBLAS, CLBlast) instead of the shared kernels. */
+static bool use_libs;
+/* --zero-copy: maize's tiles in host memory that PoCL uses in place. */
+static bool zero_copy;
 
 #ifndef MZ_HETERO_GEMM_CL
 #error "MZ_HETERO_GEMM_CL must name bench/hetero_gemm.cl"
@@ -211,6 +234,11 @@ static double maize_run(struct mz_side *m, struct problem *p, const char *policy
   for (unsigned k = 0; k < t; k++)
     for (unsigned i = 0; i < t; i++)
       for (unsigned j = 0; j < t; j++) {
+        if (use_libs) { /* the canned op: C += A B */
+          last[i * t + j] = mz_op_gemm(g, MZ_NO_TRANS, MZ_NO_TRANS, 1.0, mz_value(g, m->a[i * t + k]),
+                                       mz_value(g, m->b[k * t + j]), 1.0, mz_value(g, m->c[i * t + j]));
+          continue;
+        }
         mz_op *args = mz_zip(g, 3, (mz_op *[]){mz_value(g, m->a[i * t + k]), mz_value(g, m->b[k * t + j]),
                                                mz_value(g, m->c[i * t + j])});
         last[i * t + j] = mz_apply(g, m->k, args, &launch);
@@ -269,6 +297,47 @@ static void sp_gemm_opencl(void *buffers[], void *arg) {
 }
 
 static struct starpu_perfmodel sp_model = {.type = STARPU_HISTORY_BASED, .symbol = "mz_hetero_gemm"};
+
+#ifdef MZ_BENCH_LIBS
+/* --libs: the same libraries maize's canned gemm calls. */
+static void sp_blas_cpu(void *buffers[], void *arg) {
+  (void)arg;
+  int n = (int)STARPU_MATRIX_GET_NX(buffers[2]);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f,
+              (const float *)STARPU_MATRIX_GET_PTR(buffers[0]), (int)STARPU_MATRIX_GET_LD(buffers[0]),
+              (const float *)STARPU_MATRIX_GET_PTR(buffers[1]), (int)STARPU_MATRIX_GET_LD(buffers[1]), 1.0f,
+              (float *)STARPU_MATRIX_GET_PTR(buffers[2]), (int)STARPU_MATRIX_GET_LD(buffers[2]));
+}
+
+static void sp_blas_opencl(void *buffers[], void *arg) {
+  (void)arg;
+  size_t n = STARPU_MATRIX_GET_NX(buffers[2]);
+  cl_command_queue queue;
+  starpu_opencl_get_current_queue(&queue);
+  cl_event ev = NULL;
+  CLBlastStatusCode st = CLBlastSgemm(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f,
+      (cl_mem)STARPU_MATRIX_GET_DEV_HANDLE(buffers[0]), STARPU_MATRIX_GET_OFFSET(buffers[0]) / sizeof(float),
+      STARPU_MATRIX_GET_LD(buffers[0]), (cl_mem)STARPU_MATRIX_GET_DEV_HANDLE(buffers[1]),
+      STARPU_MATRIX_GET_OFFSET(buffers[1]) / sizeof(float), STARPU_MATRIX_GET_LD(buffers[1]), 1.0f,
+      (cl_mem)STARPU_MATRIX_GET_DEV_HANDLE(buffers[2]), STARPU_MATRIX_GET_OFFSET(buffers[2]) / sizeof(float),
+      STARPU_MATRIX_GET_LD(buffers[2]), &queue, &ev);
+  if (st != CLBlastSuccess) die("CLBlastSgemm", st);
+  clWaitForEvents(1, &ev);
+  clReleaseEvent(ev);
+}
+
+static struct starpu_perfmodel sp_blas_model = {.type = STARPU_HISTORY_BASED, .symbol = "mz_hetero_gemm_libs"};
+
+static struct starpu_codelet sp_blas_cl = {
+    .cpu_funcs = {sp_blas_cpu},
+    .opencl_funcs = {sp_blas_opencl},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_RW},
+    .model = &sp_blas_model,
+    .name = "gemm_tile_libs",
+};
+#endif
 
 static struct starpu_codelet sp_cl = {
     .cpu_funcs = {sp_gemm_cpu},
@@ -335,7 +404,11 @@ static double sp_run(struct sp_side *sp, struct problem *p) {
   for (unsigned k = 0; k < t; k++)
     for (unsigned i = 0; i < t; i++)
       for (unsigned j = 0; j < t; j++) {
-        int e = starpu_task_insert(&sp_cl, STARPU_R, sp->ha[i * t + k], STARPU_R, sp->hb[k * t + j], STARPU_RW,
+        struct starpu_codelet *cl = &sp_cl;
+#ifdef MZ_BENCH_LIBS
+        if (use_libs) cl = &sp_blas_cl;
+#endif
+        int e = starpu_task_insert(cl, STARPU_R, sp->ha[i * t + k], STARPU_R, sp->hb[k * t + j], STARPU_RW,
                                    sp->hc[i * t + j], 0);
         if (e) die("starpu_task_insert", e);
       }
@@ -391,6 +464,7 @@ int main(int argc, char **argv) {
       {"reps", required_argument, NULL, 'r'},   {"warmups", required_argument, NULL, 'w'},
       {"devices", required_argument, NULL, 'd'}, {"no-starpu", no_argument, NULL, 'S'},
       {"keep-models", no_argument, NULL, 'K'},  {"quick", no_argument, NULL, 'q'},
+      {"libs", no_argument, NULL, 'L'},         {"zero-copy", no_argument, NULL, 'Z'},
       {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
   const char *prog = "mz-bench-hetero-gemm";
   int opt;
@@ -417,6 +491,8 @@ int main(int argc, char **argv) {
     case 'd': devices = optarg; break;
     case 'S': use_starpu = false; break;
     case 'K': keep = true; break;
+    case 'L': use_libs = true; break;
+    case 'Z': zero_copy = true; break;
     case 'q':
       t = 2;
       s = 64;
@@ -425,7 +501,7 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       printf("usage: %s [-t|--tiles T] [-s|--tile-size S] [-r|--reps R] [-w|--warmups W] [-d|--devices S]\n"
-             "       [--quick] [--no-starpu] [--keep-models]\n", prog);
+             "       [--quick] [--no-starpu] [--keep-models] [--libs] [--zero-copy]\n", prog);
       return 0;
     default: return bench_arg_error(prog, opt, argv);
     }
@@ -435,6 +511,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hetero_gemm: tiles 1..64, tile size a multiple of 16, reps >= 1\n");
     return 2;
   }
+#ifdef MZ_BENCH_LIBS
+  if (use_libs) openblas_set_num_threads(1); /* one CPU worker on each side */
+#else
+  if (use_libs) {
+    printf("hetero_gemm: --libs needs a build with OpenBLAS and CLBlast; skipped\n");
+    return 0;
+  }
+#endif
   cl_source = bench_read_file(MZ_HETERO_GEMM_CL);
   if (!cl_source) die("cannot read " MZ_HETERO_GEMM_CL, -1);
   /* Private model directories, emptied first (unless --keep-models) so
@@ -461,6 +545,10 @@ int main(int argc, char **argv) {
   struct problem p;
   problem_init(&p, t, s);
   double gflop = 2.0 * (double)t * s * (double)t * s * (double)t * s / 1e9;
+  char kernels[48];
+  snprintf(kernels, sizeof kernels, "%s%s", use_libs ? "libs" : "hand", zero_copy ? " mem=zero-copy" : "");
+  printf("kernels: %s\n", use_libs ? "OpenBLAS (CPU) and CLBlast (OpenCL): maize's mz_op_gemm, StarPU's codelet calling them"
+                                     : "the shared hand-written CPU loop and OpenCL C kernel");
   printf("heterogeneous GEMM: %u x %u tiles of %u x %u floats (%u tile updates, %.2f GFLOP), median of %d after %d "
          "warm-ups\n",
          t, t, s, s, t * t * t, gflop, reps, warm);
@@ -491,10 +579,11 @@ int main(int argc, char **argv) {
     m.b = calloc(nt, sizeof *m.b);
     m.c = calloc(nt, sizeof *m.c);
     if (!m.a || !m.b || !m.c) die("out of memory", -2);
+    unsigned fl = zero_copy ? MZ_BUFFER_ZERO_COPY : 0;
     for (size_t x = 0; x < nt; x++)
-      if (mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.a[x], &m.a[x]) ||
-          mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.b[x], &m.b[x]) ||
-          mz_buffer_create(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.zero, &m.c[x]))
+      if (mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.a[x], fl, &m.a[x]) ||
+          mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.b[x], fl, &m.b[x]) ||
+          mz_buffer_create_ex(m.rt, MZ_F32, 2, (size_t[]){s, s}, p.zero, fl, &m.c[x]))
         die("mz_buffer_create", -1);
     printf("%-14s %12s %10s %12s  %s\n", "system", "makespan_s", "GFLOP/s", "max_rel_err",
            "busy_s per maize device (last run)");
@@ -568,7 +657,7 @@ int main(int argc, char **argv) {
       double med = v[reps / 2];
       printf("%-14s %12.4f %10.2f %12.2e  %.3f,%.3f%s\n", pol, med, gflop / med, err, last_busy[0], last_busy[1],
          err > 1e-4 ? "  WRONG" : "");
-      printf("BENCH hetero.gemm policy=%s makespan_s=%.4f\n", pol, med);
+      printf("BENCH hetero.gemm kernels=%s policy=%s makespan_s=%.4f\n", kernels, pol, med);
       if (err > 1e-4) rc = 1;
       if (!strcmp(pol, "dmda") && isnan(maize_dmda)) maize_dmda = med;
     }
@@ -590,7 +679,7 @@ int main(int argc, char **argv) {
   if (!isnan(maize_dmda)) snprintf(ms, sizeof ms, "%.4f", maize_dmda);
   if (!isnan(sp)) snprintf(ss, sizeof ss, "%.4f", sp);
   if (!isnan(maize_dmda) && !isnan(sp)) snprintf(rs, sizeof rs, "%.3f", maize_dmda / sp);
-  printf("BENCH hetero.gemm maize_s=%s starpu_dmda_s=%s ratio=%s\n", ms, ss, rs);
+  printf("BENCH hetero.gemm kernels=%s maize_s=%s starpu_dmda_s=%s ratio=%s\n", kernels, ms, ss, rs);
   problem_free(&p);
   free(cl_source);
   return rc ? 1 : 0;

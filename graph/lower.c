@@ -269,6 +269,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   uint64_t stamp = ++rt->touch_stamp;
   r->id = ++rt->next_run_id;
+  mz__observe_init(rt, r);
   /* 1. Closure, from the tasks the root names (a task, a tuple holding
    * tasks, values they produce). */
   if (!rc && lw) {
@@ -365,13 +366,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         rc = hz_push_reader(b, op);
       }
     }
-    /* The predecessor list and the exec's arrays (arguments, transfers, a
-     * wait per predecessor and per pending transfer) in one block. */
+    /* The predecessor list and the exec's arrays (arguments, transfers and
+     * reads into host memory, one of each per access at most, a wait per
+     * predecessor and per pending transfer) in one block. */
     t->npreds = 0;
     t->preds = NULL;
     if (rc) break;
     size_t pb = preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
-           xb = rt->nmem > 1 ? t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
+           xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
         wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
     pb = (pb + 15) & ~(size_t)15;
     ab = (ab + 15) & ~(size_t)15;
@@ -388,6 +390,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->npreds = (unsigned)preds.n;
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
     t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
+    t->exec.reads = xb ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;
   }
 
@@ -526,6 +529,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->exec.kernel = t->kernel;
     t->exec.host_fn = t->host_fn;
     t->exec.host_user = t->host_user;
+    /* No times or copies of an earlier run: a node canceled before it is
+     * planned must not report them (mz_future_timings, observers). */
+    t->exec.t_start = t->exec.t_end = 0;
+    t->exec.nxfer = t->exec.nread = 0;
+    t->exec.observed = r->obs.n > 0;
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {

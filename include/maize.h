@@ -12,6 +12,7 @@
 #include "maize/buffer.h"
 #include "maize/graph.h"
 #include "maize/future.h"
+#include "maize/observer.h"
 #include "maize/ops.h"
 #include "maize/version.h"
 

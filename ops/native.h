@@ -30,12 +30,21 @@ struct mz__ocl_native {
    * when the node's work has; *event may stay NULL, and the backend then
    * places a marker.  On failure it returns a negative MZ_E* code and a
    * malloc'd message in *why; nothing it enqueued is waited for. */
-  int (*enqueue)(void *queue, const struct mz__xarg *args, unsigned nargs, void **event, char **why);
+  int (*enqueue)(void *queue, void **state, const struct mz__xarg *args, unsigned nargs, void **event, char **why);
+  /* state: the implementation's own data for this kernel and device
+   * (*state is NULL at the first call; whatever enqueue stores there is
+   * kept for later calls on the same device, which come from the same
+   * submission thread, and is handed to state_free when the kernel's
+   * device copy is freed, before the device itself).  NULL state_free:
+   * the implementation keeps nothing. */
+  void (*state_free)(void *state);
 };
 
 /* The CLBlast implementations (ops/ops_clblast.c), when built with it. */
 enum mz__native_id { MZ__NAT_GEMM, MZ__NAT_COPY, MZ__NAT_SCAL, MZ__NAT_AXPY, MZ__NAT_DOT, MZ__NAT_SUM, MZ__NAT_COUNT };
 extern const struct mz__ocl_native mz__ocl_clblast[MZ__NAT_COUNT];
+/* The FFT through clFFT (ops/ops_clfft.c), when built with it. */
+extern const struct mz__ocl_native mz__ocl_clfft;
 
 /* A malloc'd printf-formatted message (NULL when out of memory). */
 char *mz__ops_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,12 +1,14 @@
 /* Canned operations: the graph builders of include/maize/ops.h, their CPU
- * implementations (OpenBLAS where BLAS has the op, plain C otherwise) and
- * their OpenCL C kernels (fill, min/max, rng); the CLBlast implementations
- * are in ops_clblast.c.
+ * implementations (OpenBLAS where BLAS has the op, FFTW for the FFT, plain
+ * C otherwise) and their OpenCL C kernels (fill, min/max, rng); the CLBlast
+ * implementations are in ops_clblast.c, the clFFT one in ops_clfft.c.
  *
  * Each op and type has one kernel per runtime, created at its first use
  * and found again in the runtime's kernel list (by name and by being one
  * of ours); the runtime frees it at its destruction. */
+#include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,9 @@
 #if MZ_HAVE_RANDOM123
 #include <Random123/philox.h>
 #endif
+#if MZ_HAVE_FFTW
+#include <fftw3.h>
+#endif
 
 char *mz__ops_msg(const char *fmt, ...) {
   char buf[512];
@@ -31,7 +36,7 @@ char *mz__ops_msg(const char *fmt, ...) {
   return strdup(buf);
 }
 
-enum op_id { OP_FILL, OP_COPY, OP_SCAL, OP_AXPY, OP_DOT, OP_SUM, OP_MIN, OP_MAX, OP_GEMM, OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_RNG_BITS, OP_COUNT };
+enum op_id { OP_FILL, OP_COPY, OP_SCAL, OP_AXPY, OP_DOT, OP_SUM, OP_MIN, OP_MAX, OP_GEMM, OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_RNG_BITS, OP_FFT, OP_COUNT };
 
 /* Per op: its name, its parameter list (%s is the element type), the index
  * of the buffer it writes, the CLBlast routine or the OpenCL C entry, and
@@ -40,28 +45,31 @@ static const struct op_desc {
   const char *name;
   const char *params;
   unsigned result;
-  int native;        /* enum mz__native_id, or -1 */
+  int native;        /* enum mz__native_id (CLBlast), or -1 */
   const char *entry; /* OpenCL C entry, or NULL */
   const char *cpu_lib;
+  const char *cl_lib; /* the OpenCL library it needs (NULL: an OpenCL C compiler) */
 } ops[OP_COUNT] = {
     [OP_FILL] = {"fill", "%s v, out %s[] x, u64 n = sizeof(x)", 1, -1, "mz_fill", NULL},
-    [OP_COPY] = {"copy", "in %s[] x, out %s[] y, u64 n = sizeof(x)", 1, MZ__NAT_COPY, NULL, "OpenBLAS"},
-    [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS"},
-    [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS"},
-    [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS"},
+    [OP_COPY] = {"copy", "in %s[] x, out %s[] y, u64 n = sizeof(x)", 1, MZ__NAT_COPY, NULL, "OpenBLAS", "CLBlast"},
+    [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS", "CLBlast"},
+    [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS", "CLBlast"},
+    [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS", "CLBlast"},
     [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL},
     [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL},
     [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL},
     [OP_GEMM] = {"gemm",
                  "u32 ta, u32 tb, u64 m, u64 n, u64 k, %s alpha, in %s[] A, u64 lda, in %s[] B, u64 ldb, %s beta, "
                  "inout %s[] C, u64 ldc",
-                 11, MZ__NAT_GEMM, NULL, "OpenBLAS"},
+                 11, MZ__NAT_GEMM, NULL, "OpenBLAS", "CLBlast"},
     [OP_RNG_UNIFORM] = {"rng_uniform", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_uniform",
                         "Random123"},
     [OP_RNG_NORMAL] = {"rng_normal", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_normal",
                        "Random123"},
     [OP_RNG_BITS] = {"rng_bits", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_bits",
                      "Random123"},
+    [OP_FFT] = {"fft", "u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in %s[] x, out %s[] y", 6, -1, NULL, "FFTW",
+                "clFFT"},
 };
 
 /* ---- random numbers: the same text compiled as C here and as OpenCL C ----
@@ -152,6 +160,57 @@ static const char cl_small_src[] =
 #define P(i) (call->args[i].p)
 #define N(i) (call->args[i].u64)
 
+#if MZ_HAVE_FFTW
+/* FFTW's planner is process-wide state and not thread safe (only
+ * fftw_execute is), so plan creation and destruction take this lock, as
+ * FFTW's manual asks; it guards FFTW's state, not maize's, which is why it
+ * is the one process-wide lock of the canned ops. */
+static pthread_mutex_t fftw_planner = PTHREAD_MUTEX_INITIALIZER;
+
+/* u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in x, out y.  One
+ * FFTW_ESTIMATE plan per call, made on the call's own arrays: estimating
+ * costs microseconds and never touches the data, and a plan made on these
+ * pointers suits their alignment. */
+static int cpu_fft(const mz_call *call) {
+  bool inv = call->args[0].u32 != 0, f64 = call->shapes[5].dtype == MZ_F64;
+  unsigned rank = call->args[1].u32;
+  int n0 = (int)N(2), n1 = (int)N(3), batch = (int)N(4);
+  int dims[2] = {n1, n0}; /* slowest first: rows, then columns */
+  int dist = rank == 2 ? n0 * n1 : n0;
+  int sign = inv ? FFTW_BACKWARD : FFTW_FORWARD;
+  size_t total = (size_t)dist * (size_t)batch;
+  const int *n = rank == 2 ? dims : dims + 1;
+  if (f64) {
+    pthread_mutex_lock(&fftw_planner);
+    fftw_plan p = fftw_plan_many_dft((int)rank, n, batch, P(5), NULL, 1, dist, P(6), NULL, 1, dist, sign, FFTW_ESTIMATE);
+    pthread_mutex_unlock(&fftw_planner);
+    if (!p) return MZ_EKERNEL;
+    fftw_execute(p);
+    pthread_mutex_lock(&fftw_planner);
+    fftw_destroy_plan(p);
+    pthread_mutex_unlock(&fftw_planner);
+    if (inv) {
+      double s = 1.0 / dist, *y = P(6);
+      for (size_t i = 0; i < 2 * total; i++) y[i] *= s;
+    }
+  } else {
+    pthread_mutex_lock(&fftw_planner);
+    fftwf_plan p = fftwf_plan_many_dft((int)rank, n, batch, P(5), NULL, 1, dist, P(6), NULL, 1, dist, sign, FFTW_ESTIMATE);
+    pthread_mutex_unlock(&fftw_planner);
+    if (!p) return MZ_EKERNEL;
+    fftwf_execute(p);
+    pthread_mutex_lock(&fftw_planner);
+    fftwf_destroy_plan(p);
+    pthread_mutex_unlock(&fftw_planner);
+    if (inv) {
+      float s = 1.0f / (float)dist, *y = P(6);
+      for (size_t i = 0; i < 2 * total; i++) y[i] *= s;
+    }
+  }
+  return MZ_OK;
+}
+#endif
+
 static int cpu_minmax(const mz_call *call, bool is_max) {
   size_t n = N(2);
   if (call->shapes[0].dtype == MZ_F32) {
@@ -222,6 +281,9 @@ static int cpu_op(const mz_call *call) {
   case OP_RNG_NORMAL:
   case OP_RNG_BITS: return cpu_rng(call, id);
 #endif
+#if MZ_HAVE_FFTW
+  case OP_FFT: return cpu_fft(call);
+#endif
   default: return MZ_ENOTSUP;
   }
 }
@@ -231,13 +293,33 @@ static bool cpu_has(enum op_id id) {
   const char *lib = ops[id].cpu_lib;
   if (!lib) return true;
   if (!strcmp(lib, "OpenBLAS")) return MZ_HAVE_OPENBLAS;
+  if (!strcmp(lib, "FFTW")) return MZ_HAVE_FFTW;
   return MZ_HAVE_RANDOM123;
+}
+
+/* The OpenCL library implementation of id, or NULL where it has none or
+ * this build lacks its library. */
+static const struct mz__ocl_native *native_of(enum op_id id) {
+#if MZ_HAVE_CLFFT
+  if (id == OP_FFT) return &mz__ocl_clfft;
+#endif
+#if MZ_HAVE_CLBLAST
+  if (ops[id].native >= 0) return &mz__ocl_clblast[ops[id].native];
+#endif
+  (void)id;
+  return NULL;
 }
 
 /* Cost hints for devices that model costs (the simulator); other devices
  * time the kernels and learn perf models as for any kernel. */
 static double gemm_flops(const mz_call *call) {
   return 2.0 * (double)call->args[2].u64 * (double)call->args[3].u64 * (double)call->args[4].u64;
+}
+
+/* 5 N log2 N per transform of N points, the usual count for an FFT. */
+static double fft_flops(const mz_call *call) {
+  double n = (double)call->args[2].u64 * (double)(call->args[1].u32 == 2 ? call->args[3].u64 : 1);
+  return 5.0 * n * log2(n > 1 ? n : 2) * (double)call->args[4].u64;
 }
 
 /* ---- builders ---- */
@@ -270,7 +352,7 @@ static mz_kernel *runnable(mz_graph *g, const char *who, enum op_id id, mz_kerne
   const mz_kernel_spec *s = &k->spec;
   mz__graph_fail(g, MZ_ENODEV, "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s)", who,
        s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
-       ops[id].native >= 0 ? "CLBlast" : "an OpenCL C compiler",
+       ops[id].cl_lib ? ops[id].cl_lib : "an OpenCL C compiler",
        s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built");
   return NULL;
 }
@@ -296,17 +378,17 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
   mz_kernel_spec s = {.name = name, .params = params, .cpu.user = (void *)(intptr_t)id};
   if (cpu_has(id)) s.cpu.fn = cpu_op;
   if (id == OP_GEMM) s.cost.flops = gemm_flops;
+  else if (id == OP_FFT) s.cost.flops = fft_flops;
   else s.cost.flops_per_elem = id == OP_AXPY || id == OP_DOT ? 2.0 : 1.0;
   s.cost.bytes_per_elem = (double)mz_dtype_size(t) * (id == OP_AXPY || id == OP_DOT ? 3.0 : 2.0);
   static const char *const cl_types[MZ_DTYPE_COUNT] = {[MZ_F32] = "-DT=float", [MZ_F64] = "-DT=double -DIS_F64",
                                                        [MZ_U32] = "-DT=uint"};
   char opts[128];
-#if MZ_HAVE_CLBLAST
-  if (d->native >= 0) {
+  const struct mz__ocl_native *nat = native_of(id);
+  if (nat) {
     s.opencl.format = MZ__CODE_NATIVE;
-    s.opencl.data = &mz__ocl_clblast[d->native];
+    s.opencl.data = nat;
   }
-#endif
   /* OpenCL C where CLBlast has no routine or is missing. */
   if (d->entry && s.opencl.format == MZ_CODE_NONE && (id < OP_RNG_UNIFORM || MZ_HAVE_RANDOM123)) {
     bool rng = id >= OP_RNG_UNIFORM;
@@ -317,8 +399,9 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
     s.opencl.entry = d->entry;
   }
   if (!s.cpu.fn && s.opencl.format == MZ_CODE_NONE) {
-    mz__graph_fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s", who, name,
-         d->cpu_lib ? d->cpu_lib : "?", d->native >= 0 ? " and without CLBlast (OpenCL)" : "");
+    mz__graph_fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s%s%s", who, name,
+         d->cpu_lib ? d->cpu_lib : "?", d->cl_lib ? " and without " : "", d->cl_lib ? d->cl_lib : "",
+         d->cl_lib ? " (OpenCL)" : "");
     return NULL;
   }
   int rc = mz_kernel_create(g->rt, &s, &k);
@@ -445,4 +528,29 @@ mz_op *mz_op_rng(mz_graph *g, mz_op *buf, uint64_t seed, mz_rng_dist dist) {
   if (b->parent) off = (uint64_t)((char *)b->host - (char *)b->parent->host) / mz_dtype_size(t);
   enum op_id id = dist == MZ_RNG_UNIFORM ? OP_RNG_UNIFORM : dist == MZ_RNG_NORMAL ? OP_RNG_NORMAL : OP_RNG_BITS;
   return apply(g, who, id, t, 3, (mz_op *[]){mz_u64(g, seed), mz_u64(g, off), buf});
+}
+
+mz_op *mz_op_fft(mz_graph *g, unsigned rank, mz_fft_direction dir, mz_op *x, mz_op *y) {
+  const char *who = "mz_op_fft";
+  mz_buffer *bx = buffer_of(g, who, x), *by = buffer_of(g, who, y);
+  if (!bx || !by || !is_float(g, who, bx) || !same(g, who, bx, by, true)) return ERR;
+  if (rank != 1 && rank != 2) return mz__graph_fail(g, MZ_EINVAL, "%s: rank %u; 1 or 2 supported", who, rank);
+  if (dir != MZ_FFT_FORWARD && dir != MZ_FFT_INVERSE)
+    return mz__graph_fail(g, MZ_EINVAL, "%s: unknown direction %d", who, (int)dir);
+  if (bx == by || bx->parent == by || by->parent == bx || (bx->parent && bx->parent == by->parent && bx->host == by->host))
+    return mz__graph_fail(g, MZ_EINVAL, "%s: x and y are the same memory; the transform is out of place", who);
+  const mz_shape *s = &bx->shape;
+  for (unsigned d = 0; d < 3; d++)
+    if (s->dims[d] != by->shape.dims[d])
+      return mz__graph_fail(g, MZ_ESHAPE, "%s: x is %zu x %zu x %zu, y %zu x %zu x %zu", who, s->dims[0], s->dims[1],
+                            s->dims[2], by->shape.dims[0], by->shape.dims[1], by->shape.dims[2]);
+  if (s->dims[0] % 2)
+    return mz__graph_fail(g, MZ_ESHAPE, "%s: dims[0] is %zu; interleaved complex numbers need an even width", who,
+                          s->dims[0]);
+  /* FFTW takes int sizes. */
+  if (s->count / 2 > INT_MAX) return mz__graph_fail(g, MZ_ESHAPE, "%s: %zu complex numbers; at most %d", who, s->count / 2, INT_MAX);
+  size_t n0 = s->dims[0] / 2, n1 = rank == 2 ? s->dims[1] : 1, batch = s->count / 2 / (n0 * n1);
+  return apply(g, who, OP_FFT, s->dtype, 7,
+               (mz_op *[]){mz_u32(g, dir == MZ_FFT_INVERSE), mz_u32(g, rank), mz_u64(g, n0), mz_u64(g, n1),
+                           mz_u64(g, batch), x, y});
 }

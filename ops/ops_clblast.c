@@ -19,7 +19,7 @@ static int status(CLBlastStatusCode st, const char *what, char **why) {
 #define F64(i) (args[i].dtype == MZ_F64)
 
 /* u32 ta, u32 tb, u64 m, u64 n, u64 k, T alpha, in A, u64 lda, in B, u64 ldb, T beta, inout C, u64 ldc */
-static int gemm(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int gemm(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   CLBlastTranspose ta = args[0].value.u32 ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = args[1].value.u32 ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -36,7 +36,7 @@ static int gemm(void *q, const struct mz__xarg *args, unsigned n, void **ev, cha
 }
 
 /* in x, out y, u64 n */
-static int copy(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int copy(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   size_t c = args[2].value.u64;
   if (F64(0)) return status(CLBlastDcopy(c, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Dcopy", why);
@@ -44,7 +44,7 @@ static int copy(void *q, const struct mz__xarg *args, unsigned n, void **ev, cha
 }
 
 /* T alpha, inout x, u64 n */
-static int scal(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int scal(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   size_t c = args[2].value.u64;
   if (F64(1)) return status(CLBlastDscal(c, args[0].value.f64, MEM(1), 0, 1, &cq, (cl_event *)ev), "Dscal", why);
@@ -52,7 +52,7 @@ static int scal(void *q, const struct mz__xarg *args, unsigned n, void **ev, cha
 }
 
 /* T alpha, in x, inout y, u64 n */
-static int axpy(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int axpy(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   size_t c = args[3].value.u64;
   if (F64(1))
@@ -61,7 +61,7 @@ static int axpy(void *q, const struct mz__xarg *args, unsigned n, void **ev, cha
 }
 
 /* in x, in y, out r, u64 n */
-static int dot(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int dot(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   size_t c = args[3].value.u64;
   if (F64(0)) return status(CLBlastDdot(c, MEM(2), 0, MEM(0), 0, 1, MEM(1), 0, 1, &cq, (cl_event *)ev), "Ddot", why);
@@ -69,7 +69,7 @@ static int dot(void *q, const struct mz__xarg *args, unsigned n, void **ev, char
 }
 
 /* in x, out r, u64 n */
-static int sum(void *q, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
+static int sum(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) {
   cl_command_queue cq = q;
   size_t c = args[2].value.u64;
   if (F64(0)) return status(CLBlastDsum(c, MEM(1), 0, MEM(0), 0, 1, &cq, (cl_event *)ev), "Dsum", why);

@@ -21,7 +21,7 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 build() {
   if [ ! -f "$bdir/build.ninja" ]; then
     CC=clang meson setup "$bdir" -Dwerror=true -Dtests=false -Dopencl=disabled -Dcuda=disabled \
-      -Dstarpu=disabled -Dopenblas=disabled -Dclblast=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+      -Dstarpu=disabled -Dopenblas=disabled -Dclblast=disabled -Dfftw=disabled -Dclfft=disabled -Db_sanitize=address,undefined -Db_lundef=false \
       -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" >/dev/null
   fi
   ninja -C "$bdir" -j"${JOBS:-2}" libmaize.a

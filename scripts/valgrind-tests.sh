@@ -40,6 +40,8 @@ build=${1:-build}
 shift || true
 if [ $# -eq 0 ]; then
   set -- errors graph hazards partition future failure policy runtime sim perfmodel rerun dot
+  # The CUDA backend, on the driver emulator where there is no GPU.
+  [ -x "$build/tests/test_cuda" ] && set -- "$@" cuda
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -33,6 +33,15 @@ struct mz__xfer {
   struct mz_device *src_dev; /* source device of the same backend (a peer copy) */
   void *src;              /* source handle on src_dev */
   size_t bytes;
+  /* When the copy ran, in mz__now_ns time, for observers and the trace:
+   * set by a backend that measures its copies (OpenCL profiling events),
+   * left 0 by one that does not (the copy is then shown with its modelled
+   * length).  The core measures the reads into host memory it makes itself
+   * (struct mz__exec's reads) with the host clock. */
+  uint64_t t_start, t_end;
+  /* Backend scratch for the measurement (an OpenCL event), zeroed by the
+   * core when it plans the copy; the backend frees what it puts here. */
+  void *event;
 };
 
 /* One argument of a node as the device must bind it. */
@@ -56,6 +65,15 @@ struct mz__exec {
   const mz_launch *launch;    /* never NULL: the core fills the default */
   unsigned nxfer;
   struct mz__xfer *xfers;     /* transfers to make first, in order */
+  /* Reads back into host memory the core made itself while planning the
+   * node (synchronous mem_read calls: a CPU node's stale inputs, or the
+   * first leg of a copy between two backends), already done and timed;
+   * src_dev is the device read from.  Backends ignore them. */
+  unsigned nread;
+  struct mz__xfer *reads;
+  /* Someone observes this run (an mz_observer or the trace): a backend that
+   * can measure its transfers does so (it costs an event per copy). */
+  bool observed;
   unsigned nwait;
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;
@@ -109,6 +127,32 @@ struct mz__device_ops {
   void (*mem_free)(struct mz_device *dev, void *mem);
   int (*mem_read)(struct mz_device *dev, void *mem, void *host, size_t bytes);
   int (*mem_write)(struct mz_device *dev, void *mem, const void *host, size_t bytes);
+
+  /* Memory kinds (optional, all may be NULL).
+   *
+   * mem_wrap: a device buffer that is the host memory at host itself, with
+   * no copy (OpenCL CL_MEM_USE_HOST_PTR on a device that shares host
+   * memory), for buffers that ask for zero copy.  MZ_ENOTSUP when this
+   * device cannot use that memory in place (not host-unified, or host not
+   * aligned as the device needs); the core then allocates as usual.  The
+   * handle is freed with mem_free; the host memory stays the caller's.
+   * Thread: as mem_alloc.
+   *
+   * mem_sync: make a wrapped buffer's two views agree, synchronously:
+   * to_host, what the device wrote becomes visible in host memory; else
+   * what the host wrote becomes visible to the device (on OpenCL a map and
+   * an unmap: no copy where the implementation uses the host memory in
+   * place, a copy where it does not, so correct either way).  Called only
+   * while no command uses the buffer.  Thread: any non-callback thread.
+   *
+   * host_alloc / host_free: page-locked host memory of bytes bytes for
+   * faster transfers (OpenCL CL_MEM_ALLOC_HOST_PTR, mapped for the
+   * memory's life); *handle is the backend's, given back to host_free.
+   * Thread: any non-callback thread. */
+  int (*mem_wrap)(struct mz_device *dev, void *host, size_t bytes, void **mem);
+  int (*mem_sync)(struct mz_device *dev, void *mem, size_t bytes, bool to_host);
+  int (*host_alloc)(struct mz_device *dev, size_t bytes, void **host, void **handle);
+  void (*host_free)(struct mz_device *dev, void *host, void *handle);
 
   /* Whether a node on queue q can wait on the device for a node already
    * submitted to queue p (another queue, same device or a peer device of

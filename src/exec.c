@@ -246,6 +246,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
                             uint64_t *moved, const char **why) {
   struct mz_device *dev = Q->dev;
   struct mz__copy *c = &b->copies[m];
+  if (c->alias) return mz__plan_alias_read(rt, b, m, dev, moved, why);
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
@@ -299,7 +300,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       /* Across backends: through host memory.  The producer has finished,
        * since edges across backends are released on the host. */
       mz__spin_unlock(&b->lock);
-      int rc = mz__buffer_fetch_host(b, moved);
+      struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+      int rc = mz__buffer_fetch_host(b, moved, rec);
+      if (rec && rec->bytes) e->nread++;
       mz__spin_lock(&b->lock);
       if (rc) {
         *why = "cannot read a buffer back from its device";
@@ -331,6 +334,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   struct mz__exec *e = &t->exec;
   e->queue = Q;
   e->nxfer = 0;
+  e->nread = 0;
   e->status = 0;
   e->t_start = e->t_end = 0;
   /* A predecessor failed before this node reached its device (found
@@ -349,7 +353,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       return rc;
     }
   }
-  uint64_t moved = 0, fetched = 0;
+  uint64_t moved = 0;
   /* Device memory first, for every buffer, before any copy state changes:
    * a node that must wait for memory retries with nothing to undo. */
   for (unsigned a = 0; m && a < t->nacc; a++) {
@@ -361,15 +365,19 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     if (have) continue;
     void *mem = NULL;
     const char *mwhy = NULL;
+    bool alias = false;
     int rc = __builtin_expect(rt->faults || rt->ml, 0) ? mz__mem_alloc(e, dev, b, &mem, &mwhy)
-                                                       : dev->ops->mem_alloc(dev, b->bytes, &mem);
+                                                       : mz__mem_alloc_kind(dev, b, &mem, &alias);
     if (rc) {
       *why = mwhy ? mwhy : "cannot allocate device memory for a buffer";
       return rc;
     }
     mz__spin_lock(&b->lock);
     bool lost_race = c->mem != NULL;
-    if (!lost_race) c->mem = mem;
+    if (!lost_race) {
+      c->mem = mem;
+      c->alias = alias;
+    }
     mz__spin_unlock(&b->lock);
     if (lost_race) {
       if (rt->ml) mz__mem_free(dev, b, mem);
@@ -393,7 +401,9 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        int rc = mz__buffer_fetch_host(b, &fetched);
+        struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+        int rc = mz__buffer_fetch_host(b, &moved, rec);
+        if (rec && rec->bytes) e->nread++;
         if (rc) {
           *why = "cannot read an input back from its device";
           return rc;
@@ -421,8 +431,12 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         return rc;
       }
       mz__spin_lock(&b->lock);
-      if (c->mem) dev->ops->mem_free(dev, mem);
-      else c->mem = mem;
+      if (c->mem) {
+        dev->ops->mem_free(dev, mem);
+      } else {
+        c->mem = mem;
+        c->alias = false;
+      }
     }
     if (mode & 1) {
       int rc = plan_device_read(rt, b, m, e, Q, &moved, why);
@@ -442,10 +456,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     }
     mz__spin_unlock(&b->lock);
   }
-  if (e->nxfer || fetched) {
-    atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + (fetched ? 1 : 0), memory_order_relaxed);
-    atomic_fetch_add_explicit(&r->st_bytes, moved + fetched, memory_order_relaxed);
-  }
+  (void)moved; /* counted when the node finishes (see finish) */
   /* Arguments. */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
   for (unsigned i = 0; i < t->nparams; i++) {
@@ -655,7 +666,17 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
                                                                     memory_order_relaxed)) {
       }
     }
-    if (rt->tracing) mz__trace_task(rt, op);
+    /* Copies are counted here, from the exec, with the node's end: the
+     * statistics then count what observers and the trace are shown, once
+     * per node however often it was planned. */
+    if (e->nxfer | e->nread) {
+      uint64_t bytes = 0;
+      for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xfers[i].bytes;
+      for (unsigned i = 0; i < e->nread; i++) bytes += e->reads[i].bytes;
+      atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
+      atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
+    }
+    if (r->obs.n) mz__observe_node(r, op, status);
     if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* release pins, wake waiters */
       size_t nw = 0;
       mz_op **woken = mz__mem_unpin(e, &nw);

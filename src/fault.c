@@ -191,14 +191,27 @@ int mz__fault_init(mz_runtime *rt) {
       {MZ_DEVICE_CUDA, "MZ_LIMIT_CUDA_MEM"},
       {MZ_DEVICE_SIM, "MZ_LIMIT_SIM_MEM"},
   };
+  bool set[sizeof lim / sizeof *lim] = {false};
   for (unsigned i = 0; i < sizeof lim / sizeof *lim && !rc; i++) {
     const char *v = getenv(lim[i].var);
     if (!v || !*v) continue;
+    set[i] = true;
     uint64_t bytes = 0;
     if (!mz__parse_bytes(v, &bytes))
       return mz__set_error(rt, MZ_EINVAL, "%s: cannot read '%s' (bytes from 1, with K, M or G: 64M)", lim[i].var, v);
     rc = mz__memlimit_set(rt, lim[i].kind, bytes);
   }
+  /* A GPU's memory runs out without any limit set: the device's own
+   * MZ_ENOMEM must then evict or wait as under a limit, which needs the
+   * residency and pins of the memory-limit code from the first copy on.
+   * So devices that own their memory get it, unlimited (the CPU queues'
+   * path is unchanged; simulated devices keep no data). */
+  for (unsigned i = 0; i < 2 && !rc; i++) /* lim[0], lim[1]: OpenCL, CUDA */
+    for (unsigned d = 0; d < rt->ndev && !set[i] && !rc; d++)
+      if (rt->devs[d]->memnode && rt->devs[d]->info.kind == lim[i].kind) {
+        rc = mz__memlimit_set(rt, lim[i].kind, 0);
+        set[i] = true;
+      }
   return rc;
 }
 

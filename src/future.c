@@ -9,11 +9,40 @@
 /* NULL, a destroyed future or another kind of handle is refused. */
 static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }
 
+/* After a successful run, the user's memory of every wrapped buffer it
+ * wrote holds the latest contents (mz_buffer_wrap's contract; a buffer a
+ * later run also writes is left to that run's wait): read back
+ * what a device with its own memory holds (a map where the device used the
+ * memory in place).  On the waiting thread, which may block. */
+static int sync_wrapped(struct mz__run *r) {
+  int rc = MZ_OK;
+  if (!atomic_load_explicit(&r->rt->nwrapped, memory_order_relaxed)) return MZ_OK;
+  for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
+    const struct mz__task *t = r->tasks[i]->t;
+    for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++) {
+      mz_buffer *b = t->acc[a].buf;
+      if (!(t->acc[a].mode & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;
+      /* Not while a later run writes it: that run's own wait reads it back,
+       * and fetching now could read a copy its writer is still filling. */
+      pthread_mutex_lock(&r->rt->lock);
+      bool later = b->last_writer != NULL;
+      pthread_mutex_unlock(&r->rt->lock);
+      if (!later) rc = mz__buffer_fetch_host(b, NULL, NULL);
+    }
+  }
+  return rc;
+}
+
 int mz_future_wait(mz_future *f) {
   if (!live(f)) return MZ_EINVAL;
   if (mz__in_runtime_thread && !atomic_load(&f->run.done))
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait: called from a runtime thread; it would deadlock");
-  return mz__run_wait(&f->run, 0, false);
+  int st = mz__run_wait(&f->run, 0, false);
+  if (st == MZ_OK && !mz__in_runtime_thread) {
+    int rc = sync_wrapped(&f->run);
+    if (rc) return mz__set_error(f->run.rt, rc, "mz_future_wait: cannot read a wrapped buffer back into its memory");
+  }
+  return st;
 }
 
 int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
@@ -22,8 +51,12 @@ int mz_future_wait_for(mz_future *f, uint64_t timeout_ns) {
     return mz__set_error(f->run.rt, MZ_EDEADLK, "mz_future_wait_for: called from a runtime thread; it would deadlock");
   /* A deadline past ~146 years (UINT64_MAX as "forever") would
    * overflow the clock arithmetic and time out at once: wait untimed. */
-  if (timeout_ns >= (uint64_t)1 << 62) return mz__run_wait(&f->run, 0, false);
-  return mz__run_wait(&f->run, timeout_ns, true);
+  int st = timeout_ns >= (uint64_t)1 << 62 ? mz__run_wait(&f->run, 0, false) : mz__run_wait(&f->run, timeout_ns, true);
+  if (st == MZ_OK && !mz__in_runtime_thread) {
+    int rc = sync_wrapped(&f->run);
+    if (rc) return mz__set_error(f->run.rt, rc, "mz_future_wait_for: cannot read a wrapped buffer back into its memory");
+  }
+  return st;
 }
 
 int mz_future_poll(const mz_future *f) {
@@ -89,10 +122,7 @@ mz_buffer *mz_future_result(const mz_future *f, unsigned i) {
   return leaf->kind == MZ__K_VALUE ? leaf->u.value.buf : NULL;
 }
 
-int mz_future_stats(const mz_future *f, mz_run_stats *out) {
-  if (!live(f) || !out) return MZ_EINVAL;
-  const struct mz__run *r = &f->run;
-  if (!atomic_load(&r->done)) return MZ_EAGAIN;
+void mz__run_stats(const struct mz__run *r, mz_run_stats *out) {
   memset(out, 0, sizeof *out);
   out->ops = atomic_load(&r->st_ops);
   out->batches = atomic_load(&r->st_batches);
@@ -105,6 +135,13 @@ int mz_future_stats(const mz_future *f, mz_run_stats *out) {
   out->busy_ns = (const uint64_t *)r->busy;
   uint64_t v1 = atomic_load(&r->v1);
   out->virtual_ns = v1 > r->v0 ? v1 - r->v0 : 0;
+}
+
+int mz_future_stats(const mz_future *f, mz_run_stats *out) {
+  if (!live(f) || !out) return MZ_EINVAL;
+  const struct mz__run *r = &f->run;
+  if (!atomic_load(&r->done)) return MZ_EAGAIN;
+  mz__run_stats(r, out);
   return MZ_OK;
 }
 

@@ -31,6 +31,13 @@
 #define MZ__MAX_POLICIES 32
 
 #include "util.h"
+
+/* The observers of a run: at most the trace's and the user's (src/observe.c). */
+struct mz__observers {
+  unsigned n;
+  mz_observer v[2];
+};
+
 #include "run.h"
 
 /* ---- handle tags ----
@@ -109,6 +116,10 @@ struct mz__copy {
    * evictions so far, and the last use for LRU order. */
   uint32_t pins, uses, evictions;
   uint64_t stamp;
+  /* This device copy is the host memory itself (mem_wrap, zero copy): it
+   * still has its own state, but making it valid from a valid host copy,
+   * or the host copy valid from it, is a mem_sync, never a transfer. */
+  bool alias;
 };
 
 struct mz_buffer {
@@ -119,7 +130,11 @@ struct mz_buffer {
   size_t bytes;
   void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
+  unsigned mem_flags;       /* MZ_BUFFER_* flags in effect (a tile inherits its parent's) */
+  struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */
+  void *pin_handle;
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
+  _Atomic unsigned ntiles;  /* tiles of this buffer alive (they alias its host memory) */
   mz__spin lock;            /* guards copies[] */
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */
@@ -142,8 +157,21 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
                    size_t offset, mz_buffer **out);
 /* Bring the host copy up to date: a blocking read from a valid device copy
  * when the host copy is invalid.  Adds the bytes read to *moved (may be
- * NULL).  Thread: any but a completion callback.  Locks: none held. */
-int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved);
+ * NULL).  rec (may be NULL) describes the read this call made, timed with
+ * the host clock, or has bytes 0 when it made none (the host copy was
+ * valid, or another reader fetched it meanwhile).  Thread: any but a
+ * completion callback.  Locks: none held. */
+int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec);
+/* Allocate b's copy on dev: in place over the host copy (*alias set) when
+ * b is zero copy and dev can (mem_wrap), else with mem_alloc.  Thread: the
+ * planning thread of dev. */
+int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *alias);
+/* Make b's aliased copy on memory node m (device dev) valid for a read:
+ * from the host copy, made valid first if needed, with mem_sync; no bytes
+ * move unless the host copy had to be fetched from a device with its own
+ * memory (added to *moved).  Called and returns with b's spinlock held. */
+int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
+                        const char **why);
 
 /* ---- graph nodes (graph/graph.c) ---- */
 
@@ -330,26 +358,10 @@ void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU wo
 
 struct mz_sched { mz_runtime *rt; };
 
-/* One transfer made before a traced node (src/trace.c). */
-struct mz__trace_xfer {
-  uint64_t bytes;
-  int src_dev; /* device index of the source, -1 for host memory */
-};
-
-struct mz__trace_ev {
-  uint64_t t0, t1, run, id;
-  unsigned queue;
-  const char *name;
-  uint32_t npred, nxfer;
-  uint64_t *preds;             /* one block: preds, then xfers, then the name */
-  struct mz__trace_xfer *xfers;
-};
-
 struct mz_runtime {
   uint32_t tag;                 /* MZ__TAG_RUNTIME */
   mz_runtime_config cfg;
   char policy_name[64];
-  char *trace_path;
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
@@ -369,6 +381,9 @@ struct mz_runtime {
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
   unsigned default_pol;
+  /* Wrapped buffers alive (mz_buffer_wrap): while there are none, waiting
+   * for a run skips looking for wrapped buffers to read back. */
+  _Atomic unsigned nwrapped;
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;
@@ -378,11 +393,14 @@ struct mz_runtime {
   mz_kernel *kernels;
   mz_buffer *buffers;
   mz_graph *graphs;
-  /* trace */
+  /* trace (src/trace.c): an observer of every run, registered at creation */
   bool tracing;
   pthread_mutex_t trace_lock;
-  struct mz__trace_ev *tev;
-  size_t ntev, captev;
+  struct mz__trace *trace;
+  /* The user's observer (mz_runtime_set_observer), guarded by rt->lock:
+   * runs copy it when they are made. */
+  mz_observer user_obs;
+  bool user_obs_set;
   bool destroying;
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
@@ -398,9 +416,23 @@ int mz__policy_find(mz_runtime *rt, const char *name, unsigned *idx);
 int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
-/* Trace (src/trace.c). */
-void mz__trace_task(mz_runtime *rt, struct mz_op *op);
-int mz__trace_write(mz_runtime *rt, const char *path);
+/* Trace (src/trace.c).  open runs at mz_runtime_create once the devices
+ * are known and sets rt->trace and rt->tracing; its observer (trace_observer)
+ * then writes each run to the file when the run ends; close writes what is
+ * left (a file with no run at all) and frees it.  Thread: create's and
+ * destroy's. */
+int mz__trace_open(mz_runtime *rt, const char *path);
+mz_observer mz__trace_observer(mz_runtime *rt);
+void mz__trace_close(mz_runtime *rt);
+
+/* Observers (src/observe.c).  init copies the runtime's observers into a
+ * new run (rt->lock held).  node reports a finished node that reached a
+ * queue, with its transfers (from finish(), any thread, no lock held);
+ * run_end reports the run's end (from mz__run_complete, before the future
+ * resolves, no lock held). */
+void mz__observe_init(mz_runtime *rt, struct mz__run *r);
+void mz__observe_node(struct mz__run *r, struct mz_op *op, int status);
+void mz__observe_run_end(struct mz__run *r);
 
 /* Performance models and the runtime clock (src/perfmodel.c).
  * create runs once the devices are known; destroy saves what was learned

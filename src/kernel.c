@@ -236,8 +236,11 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
   size_t sl = slen(spec->name) + slen(spec->params) + slen(spec->opencl.path) + slen(spec->opencl.options) +
               slen(spec->opencl.entry) + slen(spec->cuda.path) + slen(spec->cuda.options) + slen(spec->cuda.entry);
   char *strs = malloc(sl ? sl : 1);
-  void **prep = calloc(64, sizeof *prep);
-  int *pst = calloc(64, sizeof *pst);
+  /* One slot per device of the runtime (the device list is fixed once the
+   * runtime exists). */
+  size_t nslots = rt->ndev ? rt->ndev : 1;
+  void **prep = calloc(nslots, sizeof *prep);
+  int *pst = calloc(nslots, sizeof *pst);
   if (!k || !strs || !prep || !pst) {
     free(k);
     free(strs);
@@ -278,7 +281,7 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
 
 static void kernel_free(mz_kernel *k) {
   mz_runtime *rt = k->rt;
-  for (unsigned d = 0; d < rt->ndev && d < 64; d++) {
+  for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     if (k->prepared[d] && dev->ops->unprepare) dev->ops->unprepare(dev, k->prepared[d]);
   }
@@ -316,7 +319,7 @@ int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **
   if (log) *log = NULL;
   unsigned d = dev->info.index;
   if (!dev->ops->prepare) return MZ_OK; /* no slot needed (CPU, sim): any device index is fine */
-  if (d >= 64) return MZ_ERANGE;
+  if (d >= k->rt->ndev || k->rt->devs[d] != dev) return MZ_EINVAL; /* not a device of this kernel's runtime */
   /* The fast path: prepared already (published with release below). */
   if (__atomic_load_n(&k->prep_status[d], __ATOMIC_ACQUIRE) == 1) {
     *kdev = k->prepared[d];
@@ -341,4 +344,44 @@ int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **
   *kdev = k->prepared[d];
   pthread_mutex_unlock(&k->lock);
   return rc;
+}
+
+int mz_kernel_build(mz_kernel *k, const mz_device *dev, char **log) {
+  if (log) *log = NULL;
+  if (!MZ__LIVE(k, MZ__TAG_KERNEL)) return MZ_EINVAL;
+  mz_runtime *rt = k->rt;
+  if (dev && (dev->rt != rt || dev->info.index >= rt->ndev || rt->devs[dev->info.index] != dev))
+    return mz__set_error(rt, MZ_EINVAL, "mz_kernel_build: the device is not one of this kernel's runtime");
+  if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_kernel_build: called from a runtime thread");
+  int first = MZ_OK;
+  char *text = NULL;
+  size_t len = 0;
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    struct mz_device *dv = rt->devs[d];
+    if (dev && dv != dev) continue;
+    if (!dv->kernels || !dv->ops->can_run || !dv->ops->can_run(dv, k)) {
+      if (dev) return mz__set_error(rt, MZ_ENOTSUP, "mz_kernel_build: kernel '%s' has no code for %s", k->spec.name, dv->info.name);
+      continue;
+    }
+    void *kdev = NULL;
+    char *blog = NULL;
+    int rc = mz__kernel_prepare(k, dv, &kdev, &blog);
+    if (rc != MZ_OK) {
+      if (!first) first = rc;
+      const char *body = blog ? blog : mz_strerror(rc);
+      size_t add = strlen(dv->info.name) + strlen(body) + 32;
+      char *t = realloc(text, len + add);
+      if (t) {
+        text = t;
+        len += (size_t)snprintf(text + len, add, "%s%s: %s", len ? "\n" : "", dv->info.name, body);
+      }
+    }
+    free(blog);
+  }
+  if (first) {
+    mz__set_error(rt, first, "mz_kernel_build: kernel '%s': %s", k->spec.name, text ? text : mz_strerror(first));
+    if (log) *log = text;
+    else free(text);
+  }
+  return first;
 }

@@ -97,13 +97,19 @@ void mz__reaper_stop(mz_runtime *rt) {
 static void run_idle(mz_runtime *rt) {
   pthread_mutex_lock(&rt->lock);
   rt->nruns--;
-  if (!rt->nruns) pthread_cond_broadcast(&rt->idle);
+  /* Every run's end, not only the last: mz_runtime_set_observer waits for
+   * particular runs. */
+  pthread_cond_broadcast(&rt->idle);
   pthread_mutex_unlock(&rt->lock);
 }
 
 void mz__run_complete(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   r->t1 = mz__now_ns();
+  /* Before the future resolves, so that a program that stops right after
+   * its wait keeps the trace of this run; and while the run is still in
+   * rt->runs, which mz_runtime_set_observer waits on. */
+  if (r->obs.n) mz__observe_run_end(r);
   bool device_work = false;
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
@@ -194,6 +200,7 @@ void mz__run_unref(struct mz__run *r) {
   pthread_mutex_unlock(&rt->lock);
   r->tag = MZ__TAG_DEAD;
   if (r->efd >= 0) close(r->efd);
+  free(r->timings);
   mz__graph_unref(r->g);
   for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);
   free(r->gheld);

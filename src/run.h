@@ -57,6 +57,13 @@ struct mz__run {
   _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;
   _Atomic uint64_t *busy;     /* per device */
   uint64_t t0, t1;
+  /* The observers the run reports to (the trace's, then the user's),
+   * copied from the runtime when the run is made (src/observe.c). */
+  struct mz__observers obs;
+  /* mz_future_timings' snapshot, taken on its first call under rt->lock;
+   * NULL until then.  Freed with the run. */
+  struct mz_node_timing *timings;
+  size_t ntimings;
   struct mz__run *prev, *next;  /* rt->runs */
   /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
    * that mz_runtime_destroy frees the futures the user did not. */
@@ -68,6 +75,9 @@ struct mz__run {
 };
 
 struct mz_future { struct mz__run run; };
+
+/* The statistics of a finished run, as mz_future_stats reports them (src/future.c). */
+void mz__run_stats(const struct mz__run *r, mz_run_stats *out);
 
 /* The end of a run (src/run.c).  complete: the run's last task finished;
  * called once, by the thread that finished it (a worker, a submission or

@@ -213,12 +213,10 @@ static void runtime_free(mz_runtime *rt) {
   }
   for (unsigned i = 0; i < rt->npol; i++)
     if (rt->pol_ready[i] && rt->pol[i]->fini) rt->pol[i]->fini(rt->pol_state[i]);
-  for (size_t i = 0; i < rt->ntev; i++) free(rt->tev[i].preds);
-  free(rt->tev);
+  mz__trace_close(rt); /* NULL-safe; a creation that failed wrote none */
   free(rt->devs);
   free(rt->queues);
   free(rt->mem_dev);
-  free(rt->trace_path);
   pthread_mutex_destroy(&rt->lock);
   pthread_cond_destroy(&rt->idle);
   pthread_mutex_destroy(&rt->errlock);
@@ -259,17 +257,18 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     else if (found >= 0) rt->log_level = found;
   }
   for (unsigned i = 0; mz__builtin_policies[i] && !rc; i++) rc = mz_policy_register(rt, mz__builtin_policies[i]);
+  for (unsigned i = 0; rt->cfg.policies && rt->cfg.policies[i] && !rc; i++)
+    rc = mz_policy_register(rt, rt->cfg.policies[i]);
   double watchdog_s = 0;
   if (!rc) rc = mz__watchdog_config(rt, &watchdog_s);
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
-    rc = mz__set_error(rt, MZ_ENOENT, "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft)", pname);
+    rc = mz__set_error(rt, MZ_ENOENT,
+                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft; a policy of "
+                       "your own must be in mz_runtime_config.policies)",
+                       pname);
   if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);
   const char *tp = env_or(rt->cfg.trace, "MZ_TRACE", NULL);
-  if (!rc && tp) {
-    rt->trace_path = strdup(tp);
-    rt->tracing = rt->trace_path != NULL;
-  }
   if (!rc) rc = discover_all(rt, env_or(rt->cfg.devices, "MZ_DEVICES", "all"));
   /* Memory nodes and the runtime-wide queue numbering. */
   if (!rc) {
@@ -309,6 +308,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   }
   if (!rc) rc = mz__reaper_start(rt);
   if (!rc) rc = mz__perfmodel_create(rt);
+  if (!rc && tp && *tp) rc = mz__trace_open(rt, tp);
   if (rc) {
     if (!rt->quiet) fprintf(stderr, "maize: mz_runtime_create: %s (%s)\n", rt->errmsg, mz_err_name(rc));
     runtime_free(rt);
@@ -331,10 +331,7 @@ void mz_runtime_destroy(mz_runtime *rt) {
   rt->destroying = true;
   while (rt->nruns) pthread_cond_wait(&rt->idle, &rt->lock);
   pthread_mutex_unlock(&rt->lock);
-  if (rt->tracing && rt->trace_path) {
-    int rc = mz__trace_write(rt, rt->trace_path);
-    if (rc) mz__warn(rt, "could not write the trace to '%s': %s", rt->trace_path, mz_strerror(rc));
-  }
+  mz__trace_close(rt); /* each run was written when it ended; a runtime that ran nothing writes an empty trace */
   runtime_free(rt);
 }
 

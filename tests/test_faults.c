@@ -26,6 +26,9 @@
 #include <time.h>
 
 #include "fault.h"
+#ifdef MZ_CUDA_EMU_LIB
+#include "cuda_kernels.h"
+#endif
 
 /* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
@@ -73,6 +76,9 @@ static int wr_cpu(const mz_call *c) {
 
 static mz_kernel *kernel(mz_runtime *rt, const char *name, const char *entry, void *user) {
   mz_kernel_spec spec = {.name = name, .opencl = {.format = MZ_CODE_SOURCE, .data = cl_src, .entry = entry}};
+#ifdef MZ_CUDA_EMU_LIB
+  spec.cuda = (mz_code_spec){.format = MZ_CODE_PTX, .data = mz_test_ptx, .entry = entry};
+#endif
   if (!strcmp(entry, "mixk")) { /* not "mix": an OpenCL C built-in */
     spec.params = "u32 id, in u32[] a, in u32[] b, out u32[] o, u64 n = sizeof(o)";
     spec.cpu.fn = mix_cpu;
@@ -107,9 +113,21 @@ static int pin_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
 static const struct mz_policy_ops pin_policy = {
     .abi = MZ_POLICY_ABI, .name = "pin", .description = "test placement by name", .select = pin_select};
 
-/* A runtime on devices, or NULL when they do not exist here (no OpenCL). */
+/* A runtime on devices, or NULL when they do not exist here (no OpenCL,
+ * no CUDA driver: CUDA runs on the emulator, with two devices, when there
+ * is no GPU). */
 static mz_runtime *open_rt(const char *devices) {
   setenv("MZ_PERFMODEL_DIR", "off", 1);
+  if (strstr(devices, "cuda")) {
+#ifdef MZ_CUDA_EMU_LIB
+    char why[512];
+    if (!cuda_driver_here(why, sizeof why)) return NULL;
+    setenv("MZ_CUDA_EMU", "devices=2", 0);
+    mz_test_emu_kernels();
+#else
+    return NULL;
+#endif
+  }
   mz_runtime *rt = NULL;
   int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt);
   if (rc == MZ_ENODEV) return NULL;
@@ -122,7 +140,7 @@ static mz_runtime *open_rt(const char *devices) {
   do {                                                                                                \
     if (!(rt))                                                                                        \
       cr_skip_test("no device for '%s' here (OpenCL needs pocl-opencl-icd and "                        \
-                   "POCL_DEVICES=\"pthread pthread\")",                                               \
+                   "POCL_DEVICES=\"pthread pthread\"; CUDA needs cuda.h at build time)",                   \
                    devices);                                                                          \
   } while (0)
 
@@ -259,6 +277,18 @@ Test(faults, each_kind_opencl, .timeout = 120) {
   mz_runtime_destroy(rt);
 }
 
+Test(faults, each_kind_cuda, .timeout = 120) {
+  mz_runtime *rt = open_rt("cuda:0");
+  NEED(rt, "cuda:0");
+  mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
+  for (unsigned k = 0; k < MZ__FAULT_KINDS; k++)
+    kind_case(rt, k, want_code[k], inc, inc, 3, true, k != MZ__FAULT_ENQUEUE);
+  mz_runtime_destroy(rt);
+#ifdef MZ_CUDA_EMU_LIB
+  emu_check_clean();
+#endif
+}
+
 /* ---- dead devices ---- */
 
 /* Independent nodes reading host inputs, all pinned to the first non-CPU
@@ -355,6 +385,7 @@ Test(faults, dead_sim_moves_work, .timeout = 60) { dead_moves("sim:dev*2", "sim0
 Test(faults, dead_sim_without_copy_fails_cleanly, .timeout = 60) { dead_no_copy("sim:dev*2"); }
 Test(faults, dead_cpu_moves_work, .timeout = 60) { dead_moves("cpu:2;sim:dev", "cpu0", false); }
 Test(faults, dead_opencl_moves_work, .timeout = 120) { dead_moves("opencl", "cl0", true); }
+Test(faults, dead_cuda_moves_work, .timeout = 120) { dead_moves("cpu,cuda", "cuda0", true); }
 Test(faults, dead_opencl_without_copy_fails_cleanly, .timeout = 120) {
   mz_runtime *rt = open_rt("opencl");
   NEED(rt, "opencl");
@@ -478,6 +509,7 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
 
 Test(faults, memlimit_sweep_sim, .timeout = 120) { limit_sweep("sim:dev*2", MZ_DEVICE_SIM, 1024, false); }
 Test(faults, memlimit_sweep_opencl, .timeout = 300) { limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true); }
+Test(faults, memlimit_sweep_cuda, .timeout = 300) { limit_sweep("cuda", MZ_DEVICE_CUDA, 16384, true); }
 
 Test(faults, memlimit_env, .timeout = 60) {
   setenv("MZ_LIMIT_SIM_MEM", "16K", 1);
@@ -729,15 +761,16 @@ Test(faults, random_runs, .timeout = 600) {
   uint64_t base = 0x6d61697a65ull; /* "maize" */
   e = getenv("MZ_FAULT_SEED");
   if (e && *e) base = strtoull(e, NULL, 0);
-  struct rtenv envs[3];
+  struct rtenv envs[4];
   env_open(&envs[0], "cpu:2;sim:dev*2", false, MZ_DEVICE_SIM);
   env_open(&envs[1], "sim:gpu*3", false, MZ_DEVICE_SIM);
   env_open(&envs[2], "cpu:1,opencl", true, MZ_DEVICE_OPENCL);
+  env_open(&envs[3], "cpu:1,cuda", true, MZ_DEVICE_CUDA);
   unsigned first = 0; /* MZ_FAULT_FIRST=i: start at run i (to replay a failing seed) */
   e = getenv("MZ_FAULT_FIRST");
   if (e && *e) first = (unsigned)atoi(e);
   struct tally tl = {0};
-  unsigned opencl_runs = 0;
+  unsigned opencl_runs = 0, cuda_runs = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (unsigned i = first; i < first + total; i++) {
@@ -746,6 +779,9 @@ Test(faults, random_runs, .timeout = 600) {
     if (i % 10 == 9 && envs[2].rt) {
       ok = random_run(&envs[2], seed, &tl);
       opencl_runs++;
+    } else if (i % 10 == 7 && envs[3].rt) {
+      ok = random_run(&envs[3], seed, &tl);
+      cuda_runs++;
     } else if (i % 5 == 4) {
       ok = random_dag_run(&envs[1], seed, &tl);
     } else {
@@ -756,7 +792,7 @@ Test(faults, random_runs, .timeout = 600) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
   struct mz__mem_stats ms = {0};
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     struct mz__mem_stats m1;
     mz__mem_stats(envs[i].rt, &m1);
     ms.evictions += m1.evictions;
@@ -764,14 +800,17 @@ Test(faults, random_runs, .timeout = 600) {
     if (m1.max_copy_evictions > ms.max_copy_evictions) ms.max_copy_evictions = m1.max_copy_evictions;
   }
   printf("faults: %u runs, %u hangs, %u futures resolved, %u results checked correct (%u runs with a fault "
-         "fired, %u with failed nodes, %u on OpenCL%s, %u under a memory limit: %" PRIu64 " evictions, %" PRIu64
+         "fired, %u with failed nodes, %u on OpenCL%s, %u on CUDA%s, %u under a memory limit: %" PRIu64 " evictions, %" PRIu64
          " waits, at most %" PRIu64 " of one copy; seeds %#" PRIx64 "+%u..%u, %.1f s)\n",
          tl.runs, tl.hangs, tl.resolved, tl.checked, tl.fired, tl.failed_runs, opencl_runs, 
-         envs[2].rt ? "" : ": no OpenCL device", tl.limited, ms.evictions, ms.waits, ms.max_copy_evictions, base,
+         envs[2].rt ? "" : ": no OpenCL device", cuda_runs, envs[3].rt ? "" : ": no CUDA driver", tl.limited, ms.evictions, ms.waits, ms.max_copy_evictions, base,
          first, first + total - 1, secs);
   fflush(stdout);
   cr_expect_eq(tl.resolved, tl.futures);
   cr_expect_eq(tl.hangs, 0);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (envs[i].rt) mz_runtime_destroy(envs[i].rt);
+#ifdef MZ_CUDA_EMU_LIB
+  emu_check_rules();
+#endif
 }

@@ -527,7 +527,7 @@ static void check_perfetto_rules(const mzb_json *root, size_t *ntransfers, bool 
         (*ntransfers)++;
         const mzb_json *b = mzb_json_get(mzb_json_get(e, "args"), "bytes");
         cr_expect(b && b->type == MZB_JNUM && b->u.num > 0, "transfer %u has no bytes", i);
-        cr_expect(!strncmp(nm->u.str, "copy ", 5), "transfer named '%s'", nm->u.str);
+        cr_expect(!strncmp(nm->u.str, "copy ", 5) || !strncmp(nm->u.str, "read ", 5), "transfer named '%s'", nm->u.str);
       }
     } else if (!strcmp(ph, "s") || !strcmp(ph, "f")) {
       const mzb_json *id = mzb_json_get(e, "id"), *cat = mzb_json_get(e, "cat"), *nm = mzb_json_get(e, "name");
@@ -551,6 +551,35 @@ static void check_perfetto_rules(const mzb_json *root, size_t *ntransfers, bool 
     cr_expect(flows[k].starts == 1 && flows[k].finishes == 1, "flow %s: %d starts, %d finishes", flows[k].key,
               flows[k].starts, flows[k].finishes);
   free(flows);
+}
+
+static int by_track_ts(const void *a, const void *b) {
+  const mzb_slice *x = a, *y = b;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+  return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Viewers nest the slices of one track by time: a slice that starts inside
+ * another must end inside it too, or it is drawn wrong.  maize's slices
+ * never overlap at all (times in whole nanoseconds). */
+static void expect_no_misnesting(const mzb_trace *t) {
+  mzb_slice *v = malloc((t->nslices + 1) * sizeof *v);
+  cr_assert_not_null(v);
+  memcpy(v, t->slices, t->nslices * sizeof *v);
+  qsort(v, t->nslices, sizeof *v, by_track_ts);
+  size_t bad = 0;
+  for (size_t i = 1; i < t->nslices; i++) {
+    if (v[i].pid != v[i - 1].pid || v[i].tid != v[i - 1].tid) continue;
+    long long end = llround((v[i - 1].ts + v[i - 1].dur) * 1000), start = llround(v[i].ts * 1000);
+    if (end > start) {
+      if (!bad) cr_log_error("'%s' ends %lld ns into '%s' on track %u/%u", v[i - 1].name, end - start, v[i].name,
+                             v[i].pid, v[i].tid);
+      bad++;
+    }
+  }
+  cr_expect_eq(bad, 0, "%zu of %zu slices overlap the next one on their track", bad, t->nslices);
+  free(v);
 }
 
 static void pipeline_and_check(const char *policy, const char *devices) {
@@ -583,6 +612,7 @@ static void pipeline_and_check(const char *policy, const char *devices) {
   cr_assert_eq(mzb_trace_parse(text, len, &t, err, sizeof err), 0, "%s", err);
   cr_expect_eq(t.flow_unmatched + t.unnamed_pids + t.unnamed_tids + t.negative_dur, 0);
   cr_expect_geq(t.last_run, 1);
+  expect_no_misnesting(&t);
   mzb_trace_free(&t);
   free(text);
   expect_wellformed(svg);
@@ -629,3 +659,8 @@ Test(mzbench, pipeline_refuses_bad_options) {
   cr_expect_eq(mzb_pipeline_run(&o, devnull), 1);
   fclose(devnull);
 }
+
+/* heft moves tiles between the CPU and both OpenCL devices, with reads back
+ * to the host: the chart's copies must add up to the table's (checked by
+ * mzb_pipeline_run itself, which fails otherwise). */
+Test(mzbench, pipeline_trace_agrees_with_statistics_under_heft, .timeout = 300) { pipeline_and_check("heft", NULL); }

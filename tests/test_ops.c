@@ -3,7 +3,8 @@
  * reference computed here (gemm against a naive product with transposes,
  * alpha and beta; sums against a Kahan sum), in f32 and f64; the RNG bit
  * for bit across the CPU, OpenCL and 1 vs 4 tiles; and the builders'
- * errors.  OpenCL tests are skipped, saying why, without an OpenCL device;
+ * errors; the FFT (1-D batched and 2-D, forward and inverse) against a
+ * naive double-precision DFT.  OpenCL tests are skipped, saying why, without an OpenCL device;
  * an op whose library this build lacks is skipped likewise. */
 #include <math.h>
 
@@ -293,6 +294,129 @@ Test(ops, rng_bits_u32, .timeout = 300) { check_rng(MZ_U32, MZ_RNG_BITS); }
 Test(ops, rng_normal_f32, .timeout = 300) { check_rng(MZ_F32, MZ_RNG_NORMAL); }
 Test(ops, rng_normal_f64, .timeout = 300) { check_rng(MZ_F64, MZ_RNG_NORMAL); }
 
+/* ---- FFT ---- */
+
+/* The naive DFT of x (interleaved complex, batch transforms of rows x cols
+ * points each) in double precision, the inverse scaled by 1/N. */
+static double *naive_dft(const double *x, size_t cols, size_t rows, size_t batch, bool inverse) {
+  size_t np = cols * rows;
+  double *y = calloc(2 * np * batch, sizeof *y);
+  double sg = inverse ? 1.0 : -1.0;
+  for (size_t b = 0; b < batch; b++)
+    for (size_t kr = 0; kr < rows; kr++)
+      for (size_t kc = 0; kc < cols; kc++) {
+        double re = 0, im = 0;
+        for (size_t jr = 0; jr < rows; jr++)
+          for (size_t jc = 0; jc < cols; jc++) {
+            /* the phase reduced modulo 1 first, so it stays exact for large products */
+            double ph = (double)((kr * jr) % rows) / (double)rows + (double)((kc * jc) % cols) / (double)cols;
+            double a = sg * 2.0 * M_PI * ph, xr = x[2 * (b * np + jr * cols + jc)], xi = x[2 * (b * np + jr * cols + jc) + 1];
+            re += xr * cos(a) - xi * sin(a);
+            im += xr * sin(a) + xi * cos(a);
+          }
+        size_t o = 2 * (b * np + kr * cols + kc);
+        y[o] = inverse ? re / (double)np : re;
+        y[o + 1] = inverse ? im / (double)np : im;
+      }
+  return y;
+}
+
+/* A transform of a buffer of w x h x d elements (w even: w/2 complex
+ * numbers per row) on devices, forward then inverse, each against the
+ * naive DFT. */
+static void check_fft_on(mz_runtime *rt, mz_dtype t, unsigned rank, size_t w, size_t h, size_t d) {
+  size_t n = w * h * d, cols = w / 2, rows = rank == 2 ? h : 1, batch = n / 2 / (cols * rows);
+  double *x = randv(n, 11 + (unsigned)rank);
+  mz_buffer *X = NULL, *Y = NULL, *Z = NULL;
+  char *tmp = malloc(n * 8);
+  for (size_t i = 0; i < n; i++) {
+    if (t == MZ_F32) ((float *)tmp)[i] = (float)x[i];
+    else ((double *)tmp)[i] = x[i];
+  }
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, t, 3, (size_t[]){w, h, d}, tmp, &X));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, t, 3, (size_t[]){w, h, d}, NULL, &Y));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, t, 3, (size_t[]){w, h, d}, NULL, &Z));
+  free(tmp);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *y = mz_op_fft(g, rank, MZ_FFT_FORWARD, mz_value(g, X), mz_value(g, Y));
+  mz_op *z = mz_op_fft(g, rank, MZ_FFT_INVERSE, y, mz_value(g, Z));
+  run(rt, g, z);
+  /* Forward against the DFT of x; inverse against the inverse DFT of what
+   * the forward gave, and against x itself. */
+  double *want = naive_dft(x, cols, rows, batch, false), *got = buf_get(Y);
+  double scale = (double)(cols * rows);
+  char what[64];
+  snprintf(what, sizeof what, "fft rank %u %zu x %zu x %zu forward", rank, w, h, d);
+  for (size_t i = 0; i < n; i++) near(got[i], want[i], 4 * scale, t, what, i);
+  double *back = naive_dft(got, cols, rows, batch, true), *got2 = buf_get(Z);
+  snprintf(what, sizeof what, "fft rank %u %zu x %zu x %zu inverse", rank, w, h, d);
+  for (size_t i = 0; i < n; i++) {
+    near(got2[i], back[i], 4, t, what, i);
+    near(got2[i], t == MZ_F32 ? (double)(float)x[i] : x[i], 4, t, what, i);
+  }
+  free(want);
+  free(got);
+  free(back);
+  free(got2);
+  free(x);
+  mz_buffer_release(X);
+  mz_buffer_release(Y);
+  mz_buffer_release(Z);
+}
+
+static void check_fft(const char *devices) {
+  bool cl = strncmp(devices, "opencl", 6) == 0;
+  if (cl ? !MZ_HAVE_CLFFT : !MZ_HAVE_FFTW) cr_skip_test("this build has no %s", cl ? "clFFT" : "FFTW");
+  mz_runtime *rt = ops_runtime(devices);
+  for (int f = 0; f < 2; f++) {
+    mz_dtype t = f ? MZ_F64 : MZ_F32;
+    check_fft_on(rt, t, 1, 2 * 48, 3, 1);  /* 3 transforms of 48 = 2^4 * 3 points */
+    check_fft_on(rt, t, 1, 2 * 7, 1, 1);   /* one of 7 */
+    check_fft_on(rt, t, 2, 2 * 20, 12, 1); /* 12 x 20 */
+    check_fft_on(rt, t, 2, 2 * 8, 6, 2);   /* two planes of 6 x 8 */
+  }
+  mz_runtime_destroy(rt);
+}
+
+Test(ops, fft_cpu) { check_fft("cpu"); }
+Test(ops, fft_opencl, .timeout = 600) { check_fft("opencl:0"); }
+
+/* The FFT's builder refuses a bad shape, rank, direction and overlap. */
+Test(ops, fft_builder_errors) {
+  mz_runtime *rt = test_runtime("cpu");
+  mz_buffer *a = NULL, *b = NULL, *odd = NULL, *odd2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){8, 4}, NULL, &a));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){8, 4}, NULL, &b));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){7, 4}, NULL, &odd));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 2, (size_t[]){7, 4}, NULL, &odd2));
+  struct {
+    unsigned rank;
+    int dir;
+    mz_buffer *x, *y;
+    int want;
+  } cases[] = {
+      {1, MZ_FFT_FORWARD, a, a, MZ_EINVAL},   {3, MZ_FFT_FORWARD, a, b, MZ_EINVAL}, {0, MZ_FFT_FORWARD, a, b, MZ_EINVAL},
+      {1, 0, a, b, MZ_EINVAL},                {1, MZ_FFT_FORWARD, odd, odd2, MZ_ESHAPE},
+      {1, MZ_FFT_FORWARD, a, odd, MZ_ESHAPE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *r = mz_op_fft(g, cases[i].rank, (mz_fft_direction)cases[i].dir, mz_value(g, cases[i].x), mz_value(g, cases[i].y));
+    cr_assert_not_null(r);
+    cr_assert_eq(mz_graph_status(g), cases[i].want, "case %zu: %s: %s", i, mz_err_name(mz_graph_status(g)),
+                 mz_graph_message(g));
+    mz_graph_destroy(g);
+  }
+  cr_assert_null(mz_op_fft(NULL, 1, MZ_FFT_FORWARD, NULL, NULL));
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_buffer_release(odd);
+  mz_buffer_release(odd2);
+  mz_runtime_destroy(rt);
+}
+
 /* Builders keep a sticky error instead of crashing. */
 Test(ops, builder_errors) {
   mz_runtime *rt = test_runtime("cpu");
@@ -438,5 +562,24 @@ Test(ops, simulated_devices) {
   mz_buffer_release(a);
   mz_buffer_release(cb);
   mz_buffer_release(r);
+  mz_runtime_destroy(rt);
+}
+
+/* The FFT on OpenCL alone in a build without clFFT: MZ_ENODEV naming it
+ * (skipped where clFFT is built). */
+Test(ops, fft_enodev_names_the_library) {
+  if (MZ_HAVE_CLFFT) cr_skip_test("this build has clFFT: the FFT runs on OpenCL");
+  mz_runtime *rt = ops_runtime("opencl:0");
+  mz_buffer *a = NULL, *b = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){8}, NULL, &a));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){8}, NULL, &b));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op_fft(g, 1, MZ_FFT_FORWARD, mz_value(g, a), mz_value(g, b));
+  cr_assert_eq(mz_graph_status(g), MZ_ENODEV, "%s", mz_graph_message(g));
+  cr_assert(strstr(mz_graph_message(g), "clFFT"), "%s", mz_graph_message(g));
+  mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
   mz_runtime_destroy(rt);
 }

@@ -32,6 +32,7 @@ Test(runtime, device_inspection, .timeout = 30) {
   cr_expect_eq(info.index, 0);
   cr_assert_not_null(info.name);
   cr_expect_gt(strlen(info.name), 0);
+  cr_expect_neq(info.name[strlen(info.name) - 1], ' ', "the CPU's name '%s' ends in a blank", info.name);
   cr_expect_not_null(info.vendor);
   cr_expect_not_null(info.version);
   cr_expect_gt(info.memory, 0);

@@ -16,8 +16,9 @@
  * devices, reads back to the host for the CPU and the host stages).
  *
  * Each policy runs in a runtime of its own, so its trace (the runtime
- * config's .trace, written when the runtime is destroyed) holds only its
- * runs; the Gantt chart shows the last run.  Kernels: the CPU functions
+ * config's .trace, written as each run ends) holds only its runs; the
+ * Gantt chart shows the last run, and its copies must add up to the
+ * table's transfers and bytes (checked: a mismatch fails the command).  Kernels: the CPU functions
  * below, the OpenCL C of examples/kernels/kernels.cl (from the source tree
  * when it is readable, else the copy compiled in), and the PTX of
  * examples/kernels when it is readable (else CUDA devices get no kernels,
@@ -420,6 +421,20 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
       fprintf(stderr, "maize-bench pipeline: %s: the trace breaks Perfetto's rules (%zu negative durations, "
                       "%zu unmatched flows, %zu unnamed pids, %zu unnamed tids)\n",
               pol, t.negative_dur, t.flow_unmatched, t.unnamed_pids, t.unnamed_tids);
+      failures++;
+    }
+    /* The trace shows each copy the statistics count, with its bytes: the
+     * table and the chart must tell the same story. */
+    size_t tx = 0;
+    uint64_t tb = 0;
+    for (size_t i = 0; i < t.nslices; i++)
+      if (t.slices[i].transfer && t.slices[i].run == t.last_run) tx++, tb += t.slices[i].bytes;
+    if (tx != res.st.transfers || tb != res.st.bytes_moved) {
+      fprintf(stderr,
+              "maize-bench pipeline: %s: the trace shows %zu transfers, %llu bytes in run %lld; the statistics count "
+              "%llu, %llu bytes\n",
+              pol, tx, (unsigned long long)tb, (long long)t.last_run, (unsigned long long)res.st.transfers,
+              (unsigned long long)res.st.bytes_moved);
       failures++;
     }
     char title[256];

@@ -181,6 +181,8 @@ struct cu_batch {
   struct cu_batch *prev, *next;
   struct cu_dev *d;
   struct mz__batch *b;
+  struct cu_queue *cq;
+  uint64_t t_submit;       /* mz__now_ns() before its first call */
   struct cu_chunk *chunks; /* staging used by the batch's transfers */
   bool linked;             /* in the in-flight list; whoever clears it completes the batch */
 };
@@ -223,6 +225,9 @@ struct cu_dev {
 
 struct cu_queue {
   CUstream stream;
+  /* When the stream's last completed batch ended (mz__now_ns), written by
+   * its host function: the next batch cannot have started earlier. */
+  _Atomic uint64_t last_end;
 };
 
 struct cu_grave {
@@ -308,11 +313,15 @@ static void cu_fail(struct cu_dev *d, CUresult r, const char *where) {
     snprintf(d->fail_msg, sizeof d->fail_msg, "cuda device %d (%s): %s failed: %s", d->ordinal,
              d->dev->info.name ? d->dev->info.name : "?", where,
              mz__cuda_strerror(d->api, r, e, sizeof e));
+    /* Dead to the core before the monitor may complete a batch: a run
+     * that fails here must find the device dead when it returns, or a new
+     * run could still be placed on it (seen on the emulator, whose
+     * monitor won that race). */
+    mz__device_fail(d->dev, MZ_EDEVICE, d->fail_msg);
     atomic_store(&d->failed, true);
   }
   pthread_cond_broadcast(&d->cond);
   pthread_mutex_unlock(&d->lock);
-  if (first) mz__device_fail(d->dev, MZ_EDEVICE, d->fail_msg);
 }
 
 /* The maize code for a CUDA error that is not a device failure. */
@@ -429,6 +438,24 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   mz__batch_done(b);
 }
 
+/* Node times, measured at the host: a batch ran from the later of its
+ * submission and the end of the stream's previous batch until its host
+ * function; nodes of one batch share that time equally.  (cuEventElapsedTime
+ * would be finer, but it is a driver call, which a host function may not
+ * make.)  Without times the perf models would never learn a CUDA kernel,
+ * and the policies' done() would see zero. */
+static void batch_times(struct cu_batch *cb) {
+  uint64_t t1 = mz__now_ns(), t0 = atomic_load_explicit(&cb->cq->last_end, memory_order_relaxed);
+  if (t0 < cb->t_submit) t0 = cb->t_submit;
+  if (t0 > t1) t0 = t1;
+  atomic_store_explicit(&cb->cq->last_end, t1, memory_order_relaxed);
+  struct mz__batch *b = cb->b;
+  for (unsigned i = 0; i < b->n; i++) {
+    b->execs[i]->t_start = t0 + (t1 - t0) * i / b->n;
+    b->execs[i]->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
+  }
+}
+
 static void CUDA_CB host_done(void *user) {
   struct cu_batch *cb = user;
   struct cu_dev *d = cb->d;
@@ -444,6 +471,7 @@ static void CUDA_CB host_done(void *user) {
   /* When the monitor has already failed the batch, it owns it. */
   if (mine) {
     cu_in_host_fn = true;
+    batch_times(cb);
     batch_finish(cb, 0, NULL);
     cu_in_host_fn = false;
   }
@@ -723,6 +751,14 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
     v = 0;
     api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_INTEGRATED, d->cudev);
     info->unified_memory = v != 0;
+    v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, d->cudev);
+    info->max_work_group = v > 0 ? (size_t)v : 0;
+    v = 0;
+    api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, d->cudev);
+    info->local_memory = v > 0 ? (uint64_t)v : 0;
+    info->max_alloc = mem; /* one cuMemAlloc may take all of the device's memory */
+    info->fp64 = true;     /* every CUDA device since compute capability 1.3 */
     char bus[64] = "";
     unsigned dom = 0, b = 0, s = 0, f = 0;
     info->numa_node = -1;
@@ -1111,6 +1147,8 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
   if (!cb) return MZ_ENOMEM;
   cb->d = d;
   cb->b = b;
+  cb->cq = q->priv;
+  cb->t_submit = mz__now_ns();
   b->priv = cb;
   cu_current(d);
   CUresult r = CUDA_SUCCESS;

@@ -58,6 +58,7 @@ struct ocl_dev {
   cl_command_queue io;       /* for the synchronous mem_read and mem_write */
   cl_ulong max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_ulong global_mem;       /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  cl_uint base_align;        /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
   _Atomic uint64_t allocated; /* bytes of live buffers from mem_alloc */
   bool unified;              /* CL_DEVICE_HOST_UNIFIED_MEMORY */
   bool use_map;              /* mem_read/mem_write go through map/unmap */
@@ -69,6 +70,7 @@ struct ocl_kernel {
   cl_program program;
   cl_kernel kernel;
   const struct mz__ocl_native *native; /* a canned op's library call (ops/native.h), or NULL */
+  void *native_state;                  /* the library call's own data (plans), or NULL */
 };
 
 extern const struct mz__devtype mz__devtype_opencl;
@@ -226,6 +228,9 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
   clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof od->global_mem, &od->global_mem, NULL);
   clGetDeviceInfo(id, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof od->max_alloc, &od->max_alloc, NULL);
   clGetDeviceInfo(id, CL_DEVICE_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+  cl_uint align_bits = 0;
+  clGetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
+  od->base_align = align_bits >= 8 ? align_bits / 8 : 1;
   od->unified = unified;
   od->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
   /* Synchronous transfers through map/unmap are opt-in (MZ_OPENCL_MAP=1,
@@ -263,6 +268,17 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
   dev->info.numa_node = -1;
   dev->info.queues = nqueues;
   dev->info.unified_memory = unified;
+  size_t wg = 0;
+  cl_ulong local = 0;
+  cl_device_fp_config fp64 = 0;
+  clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+  clGetDeviceInfo(id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+  if (clGetDeviceInfo(id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL) != CL_SUCCESS)
+    fp64 = 0;
+  dev->info.max_work_group = wg;
+  dev->info.max_alloc = od->max_alloc;
+  dev->info.local_memory = local;
+  dev->info.fp64 = fp64 != 0;
   dev->kernels = true;
   return MZ_OK;
 }
@@ -474,6 +490,7 @@ static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, c
   ok->program = program;
   ok->kernel = kernel;
   ok->native = NULL;
+  ok->native_state = NULL;
   *kdev = ok;
   return MZ_OK;
 }
@@ -484,6 +501,8 @@ static void ocl_unprepare(struct mz_device *dev, void *kdev)
   struct ocl_kernel *ok = kdev;
   if (!ok)
     return;
+  if (ok->native && ok->native->state_free)
+    ok->native->state_free(ok->native_state);
   if (ok->kernel)
     clReleaseKernel(ok->kernel);
   if (ok->program)
@@ -589,6 +608,78 @@ static int ocl_mem_write(struct mz_device *dev, void *mem, const void *host, siz
   return MZ_OK;
 }
 
+/* Zero copy: a buffer over host memory itself (CL_MEM_USE_HOST_PTR), only
+ * on a device that shares host memory and only for memory aligned as the
+ * device wants its buffers, where implementations (PoCL's CPU devices) use
+ * the pointer in place; elsewhere the implementation might keep a copy of
+ * its own, so the core allocates as usual.  Accounted like mem_alloc. */
+static int ocl_mem_wrap(struct mz_device *dev, void *host, size_t bytes, void **mem)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  *mem = NULL;
+  if (!od->unified || !bytes || (uintptr_t)host % od->base_align || bytes > od->max_alloc)
+    return MZ_ENOTSUP;
+  cl_int err;
+  cl_mem m = clCreateBuffer(od->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, host, &err);
+  if (!m)
+    return MZ_ENOTSUP;
+  atomic_fetch_add(&od->allocated, bytes);
+  *mem = m;
+  return MZ_OK;
+}
+
+/* A map and an unmap on the I/O queue, waited for: the OpenCL way to hand
+ * a CL_MEM_USE_HOST_PTR buffer between host and device.  In place (no
+ * copy) where the implementation uses the host memory directly. */
+static int ocl_mem_sync(struct mz_device *dev, void *mem, size_t bytes, bool to_host)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  cl_int err;
+  void *p = clEnqueueMapBuffer(od->io, mem, CL_TRUE, to_host ? CL_MAP_READ : CL_MAP_WRITE_INVALIDATE_REGION, 0,
+                               bytes, 0, NULL, NULL, &err);
+  if (p) {
+    cl_event ev = NULL;
+    err = clEnqueueUnmapMemObject(od->io, mem, p, 0, NULL, &ev);
+    if (err == CL_SUCCESS) {
+      err = clWaitForEvents(1, &ev);
+      clReleaseEvent(ev);
+    }
+  }
+  if (err != CL_SUCCESS)
+    return mz__set_error(dev->rt, MZ_EDEVICE, "opencl %s: map/unmap of a zero-copy buffer: %s", dev->info.name,
+                         cl_err_name(err));
+  return MZ_OK;
+}
+
+/* Pinned host memory: a CL_MEM_ALLOC_HOST_PTR buffer, mapped for its whole
+ * life (the implementation's page-locked staging memory, where it has any). */
+static int ocl_host_alloc(struct mz_device *dev, size_t bytes, void **host, void **handle)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  cl_int err;
+  if (!bytes || bytes > od->max_alloc)
+    return MZ_ENOTSUP;
+  cl_mem m = clCreateBuffer(od->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+  if (!m)
+    return MZ_ENOMEM;
+  void *p = clEnqueueMapBuffer(od->io, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, NULL, NULL, &err);
+  if (!p) {
+    clReleaseMemObject(m);
+    return MZ_ENOMEM;
+  }
+  *host = p;
+  *handle = m;
+  return MZ_OK;
+}
+
+static void ocl_host_free(struct mz_device *dev, void *host, void *handle)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  if (clEnqueueUnmapMemObject(od->io, handle, host, 0, NULL, NULL) == CL_SUCCESS)
+    clFinish(od->io);
+  clReleaseMemObject(handle);
+}
+
 /* Two OpenCL devices can order and copy on the device when they share a
  * context, that is, when they are devices of one platform. */
 static bool same_context(const struct mz_device *a, const struct mz_device *b)
@@ -636,6 +727,25 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
 
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
+    /* The copies' times (see enqueue_exec), then their events go. */
+    for (unsigned k = 0; k < e->nxfer; k++) {
+      struct mz__xfer *x = &e->xfers[k];
+      if (!x->event)
+        continue;
+      cl_ulong t0 = 0, t1 = 0;
+      cl_int xst = CL_COMPLETE;
+      if (timed && e->status >= 0 &&
+          clGetEventInfo(x->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof xst, &xst, NULL) == CL_SUCCESS &&
+          xst == CL_COMPLETE &&
+          clGetEventProfilingInfo(x->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(x->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+          t0 && t1 >= t0) {
+        x->t_start = (uint64_t)t0 + offset;
+        x->t_end = (uint64_t)t1 + offset;
+      }
+      clReleaseEvent(x->event);
+      x->event = NULL;
+    }
     if (e->status < 0) { /* refused at enqueue time; its message is set */
       continue;
     }
@@ -698,7 +808,7 @@ static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad
  * gets the exec's last command's event.  On failure the message is in
  * *why (malloc'd), and e->event is a marker in the kernel's place when the
  * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
+static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, bool profiling, char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
@@ -715,12 +825,16 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
       waits[nw++] = e->waits[i]->event;
 
   cl_int err = CL_SUCCESS;
+  /* A copy gets an event only when someone observes the run and the queue
+   * keeps timestamps: batch_complete reads its times and releases it. */
+  bool timed = profiling && e->observed;
   for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
-    const struct mz__xfer *x = &e->xfers[i];
+    struct mz__xfer *x = &e->xfers[i];
+    cl_event *xev = timed ? (cl_event *)&x->event : NULL;
     if (x->src_host)
-      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, NULL);
+      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, xev);
     else
-      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, NULL);
+      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, xev);
     if (err != CL_SUCCESS)
       *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
                         x->bytes, cl_err_name(err));
@@ -732,7 +846,8 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
   if (err == CL_SUCCESS && e->kernel && ((struct ocl_kernel *)e->kernel_dev)->native) {
     /* A canned op: order the queue after the wait list, then the library
      * enqueues its own commands (ops/native.h). */
-    const struct mz__ocl_native *nat = ((struct ocl_kernel *)e->kernel_dev)->native;
+    struct ocl_kernel *nk = e->kernel_dev;
+    const struct mz__ocl_native *nat = nk->native;
     if (nw)
       err = clEnqueueBarrierWithWaitList(cq, nw, waits, NULL);
     if (err != CL_SUCCESS) {
@@ -741,7 +856,7 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, char **why)
       nw = 0;
       void *nev = NULL;
       char *nwhy = NULL;
-      if (nat->enqueue(cq, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
+      if (nat->enqueue(cq, &nk->native_state, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
         err = CL_INVALID_OPERATION;
         *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
       } else if (nev) {
@@ -798,7 +913,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(cq, e, &why);
+    cl_int err = enqueue_exec(cq, e, ocl_of(q->dev)->profiling, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
@@ -815,9 +930,15 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
     /* Nothing reached the queue: the core fails the batch itself.  Our
      * statuses and messages would be overwritten or leaked, so undo them. */
     for (unsigned i = 0; i < b->n; i++) {
-      free(b->execs[i]->message);
-      b->execs[i]->message = NULL;
-      b->execs[i]->status = 0;
+      struct mz__exec *e = b->execs[i];
+      free(e->message);
+      e->message = NULL;
+      e->status = 0;
+      for (unsigned k = 0; k < e->nxfer; k++)
+        if (e->xfers[k].event) {
+          clReleaseEvent(e->xfers[k].event);
+          e->xfers[k].event = NULL;
+        }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
   }
@@ -879,6 +1000,10 @@ static const struct mz__device_ops ocl_ops = {
   .prepare = ocl_prepare,
   .unprepare = ocl_unprepare,
   .mem_alloc = ocl_mem_alloc,
+  .mem_wrap = ocl_mem_wrap,
+  .mem_sync = ocl_mem_sync,
+  .host_alloc = ocl_host_alloc,
+  .host_free = ocl_host_free,
   .mem_free = ocl_mem_free,
   .mem_read = ocl_mem_read,
   .mem_write = ocl_mem_write,

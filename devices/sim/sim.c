@@ -567,6 +567,8 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     dev->info.vendor = dev->vendor_buf;
     dev->info.version = dev->version_buf;
     dev->info.memory = c.mem;
+    dev->info.max_alloc = c.mem;
+    dev->info.fp64 = true;
     dev->info.compute_units = 1;
     added++;
   }

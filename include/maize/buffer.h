@@ -32,6 +32,49 @@ MZ_API_BEGIN
 int mz_buffer_create(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[],
                      const void *data, mz_buffer **out) MZ_WUR;
 
+/* Memory kinds, as flags of mz_buffer_create_ex (and what
+ * mz_buffer_memory reports). */
+enum {
+  /* Page-locked host memory, given by the first device that can (OpenCL:
+   * a CL_MEM_ALLOC_HOST_PTR buffer, mapped for the buffer's life), so that
+   * transfers to and from devices need no staging copy.  Where no device
+   * can, plain memory (mz_buffer_memory then lacks the flag). */
+  MZ_BUFFER_PINNED = 1u << 0,
+  /* Zero copy: a device that shares host memory (PoCL's CPU device, an
+   * integrated GPU: device info unified_memory) uses the host copy itself
+   * (OpenCL CL_MEM_USE_HOST_PTR) instead of a copy of its own, so running
+   * there moves no bytes (the run statistics count no transfer).  Other
+   * devices copy as usual.  Not with memory limits or fault injection on
+   * (mz_runtime_config): those runtimes copy. */
+  MZ_BUFFER_ZERO_COPY = 1u << 1,
+  /* The host memory is the user's (mz_buffer_wrap); reported only. */
+  MZ_BUFFER_WRAPPED = 1u << 2,
+};
+
+/* mz_buffer_create with memory flags (MZ_BUFFER_PINNED, MZ_BUFFER_ZERO_COPY,
+ * or both; 0 is mz_buffer_create).  Errors: those of mz_buffer_create, and
+ * MZ_EINVAL for an unknown flag. */
+int mz_buffer_create_ex(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
+                        unsigned flags, mz_buffer **out) MZ_WUR;
+
+/* A buffer over the user's memory, without a copy: ptr (count*size bytes)
+ * becomes the buffer's host copy, with its current contents, and is never
+ * freed by maize; it must stay valid until the last reference is released.
+ * The buffer is zero copy (MZ_BUFFER_ZERO_COPY): devices that share host
+ * memory use ptr in place.  While a run that uses the buffer is in flight
+ * the user must not touch ptr.  ptr holds the latest contents again after
+ * mz_buffer_read (dst may be ptr itself: nothing is copied) or after
+ * mz_future_wait returns for a run that wrote the buffer (a run observed
+ * only through poll, a callback or the file descriptor: call
+ * mz_buffer_read).  After writing ptr directly, call mz_buffer_write(b,
+ * ptr, bytes) so that device copies are dropped (nothing is copied).
+ * Errors: those of mz_buffer_create; MZ_EINVAL for a NULL ptr. */
+int mz_buffer_wrap(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], void *ptr,
+                   mz_buffer **out) MZ_WUR;
+
+/* The MZ_BUFFER_* flags in effect for b (0 for plain memory or a bad handle). */
+unsigned mz_buffer_memory(const mz_buffer *b);
+
 /* Add and drop a reference.  The last release frees every copy.  NULL is a
  * no-op for both. */
 mz_buffer *mz_buffer_retain(mz_buffer *b);
@@ -39,7 +82,9 @@ void mz_buffer_release(mz_buffer *b);
 
 /* Copy the latest contents into dst (bytes must equal the buffer's size).
  * Blocks until every scheduled operation that writes the buffer has
- * finished, fetching the latest copy from its device if needed.
+ * finished, fetching the latest copy from its device if needed.  For a
+ * partitioned buffer this includes the ops on its tiles: the result holds
+ * what they wrote even before mz_unpartition runs.
  * Errors: MZ_EINVAL, MZ_EDEADLK (called from a runtime thread), or the
  * error of the operation that should have produced the data. */
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) MZ_WUR;

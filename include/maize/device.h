@@ -36,6 +36,12 @@ typedef struct mz_device_info {
   bool unified_memory;     /* shares host memory (CPU, PoCL, integrated GPUs) */
   int cc_major, cc_minor;  /* CUDA compute capability, 0 elsewhere */
   char pci_bus_id[32];     /* "0000:17:00.0", "" if unknown */
+  /* Limits for kernel writers; 0 where unknown or not meaningful (the CPU
+   * has no work-groups; the CUDA backend does not report them yet). */
+  size_t max_work_group;   /* work items per work-group (OpenCL CL_DEVICE_MAX_WORK_GROUP_SIZE) */
+  uint64_t max_alloc;      /* bytes of the largest single buffer */
+  uint64_t local_memory;   /* bytes of local memory per work-group (OpenCL __local) */
+  bool fp64;               /* device code may use double precision */
 } mz_device_info;
 
 /* Fill *info for dev.  Returns MZ_OK or MZ_EINVAL on NULL arguments. */

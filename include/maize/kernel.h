@@ -108,6 +108,19 @@ typedef struct mz_kernel_spec {
  * freed by mz_kernel_destroy() (or by the runtime at its destruction). */
 int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out) MZ_WUR;
 
+/* Build (or load) the kernel's device code now instead of at its first run:
+ * for dev, or for every device of the runtime that has code for it when dev
+ * is NULL (CPU and simulated devices need no build and always succeed).
+ * The result is kept: a later run uses it, and a failed build fails that
+ * device's nodes with the same error.  On failure *log (when log is not
+ * NULL) receives a malloc'd text, freed with free(), holding each failing
+ * device's name and its build log; on success *log is NULL.
+ * Returns MZ_OK, MZ_EBUILD (a compile error), MZ_EIO (a missing code file),
+ * MZ_ENOTSUP (dev has no code for this kernel), MZ_EINVAL (a bad handle, a
+ * device of another runtime, a destroyed kernel) or MZ_EDEADLK (called from
+ * a runtime thread).  Thread: any user thread; blocks while it compiles. */
+int mz_kernel_build(mz_kernel *k, const mz_device *dev, char **log) MZ_WUR;
+
 /* Free a kernel.  Graphs that use it keep it alive until they are
  * destroyed and their runs have finished.  NULL is a no-op, and so is a
  * second destroy while a graph still holds the kernel; mz_apply() refuses

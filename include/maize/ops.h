@@ -1,8 +1,10 @@
 /* maize: canned operations.
  *
  * Built-in graph builders for the common numerical operations, run on the
- * field's libraries: OpenBLAS on the CPU, CLBlast on OpenCL devices, and
- * Random123's Philox for random numbers.  Each builder adds one apply node
+ * field's libraries: OpenBLAS on the CPU, CLBlast on OpenCL devices, FFTW
+ * on the CPU and clFFT on OpenCL devices for Fourier transforms, and
+ * Random123's Philox for random numbers.  (CUDA devices run none of them
+ * yet: cuBLAS and cuFFT are not loaded.)  Each builder adds one apply node
  * to the graph, like mz_apply() with a kernel maize provides, so canned ops
  * compose with the combinators, take part in buffer hazards, and are placed
  * by any policy.  Each returns the op whose result is the buffer it writes
@@ -16,7 +18,7 @@
  * columns, dims[1] the number of rows.
  *
  * Which device can run an op depends on the libraries maize was built with
- * (meson features openblas, clblast, random123).  An op with no
+ * (meson features openblas, clblast, fftw, clfft, random123).  An op with no
  * implementation at all fails at build time with MZ_ENODEV and a message
  * naming the missing libraries; one that only some device kinds can run is
  * placed there by the policy. */
@@ -66,6 +68,22 @@ mz_op *mz_op_gemm(mz_graph *g, mz_transpose ta, mz_transpose tb, double alpha, m
  * log, sqrt and cos, whose last bit may differ between the CPU's libm and
  * an OpenCL device.  Result: buf. */
 mz_op *mz_op_rng(mz_graph *g, mz_op *buf, uint64_t seed, mz_rng_dist dist);
+
+typedef enum mz_fft_direction { MZ_FFT_FORWARD = -1, MZ_FFT_INVERSE = 1 } mz_fft_direction;
+
+/* y = the discrete Fourier transform of x, out of place.  x and y are f32
+ * or f64 buffers of the same shape holding interleaved complex numbers
+ * (real, imaginary): a row of dims[0] elements is dims[0] / 2 complex
+ * numbers, so dims[0] must be even.  rank 1: one transform of length
+ * dims[0] / 2 per row (dims[1] * dims[2] of them); rank 2: one transform
+ * of dims[1] rows x dims[0] / 2 columns per plane (dims[2] of them).
+ * Forward: y[k] = sum_j x[j] exp(-2 pi i jk / N).  Inverse: exp(+...) and
+ * scaled by 1 / N (N the points of one transform), so that the inverse of
+ * the forward transform gives x back.  x and y must not overlap
+ * (MZ_EINVAL).  On OpenCL (clFFT) the lengths must have no prime factor
+ * above 13, else the node fails when it runs; FFTW takes any length.
+ * Result: y. */
+mz_op *mz_op_fft(mz_graph *g, unsigned rank, mz_fft_direction dir, mz_op *x, mz_op *y);
 
 MZ_API_END
 

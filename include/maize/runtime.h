@@ -14,6 +14,8 @@ extern "C" {
 
 MZ_API_BEGIN
 
+struct mz_policy_ops;
+
 /* Settings for mz_runtime_create().  Zero or NULL fields take the default,
  * which is read from the environment where one is named. */
 typedef struct mz_runtime_config {
@@ -27,8 +29,13 @@ typedef struct mz_runtime_config {
   const char *devices;
   /* The default policy's name.  NULL: $MZ_POLICY, else "eager". */
   const char *policy;
-  /* Where to write a Chrome trace-event JSON file (Perfetto opens it) when
-   * the runtime is destroyed.  NULL: $MZ_TRACE, else no trace. */
+  /* Where to write a Chrome trace-event JSON file (Perfetto opens it).
+   * Each run is appended when it ends, before its future resolves, and the
+   * file is valid JSON after each run; a runtime that ran nothing writes
+   * an empty trace when destroyed.  A runtime that finds the file being
+   * written by another runtime (an advisory lock) writes "<name>-2.json"
+   * (-3, ...) instead and warns.  The trace is an observer of every run
+   * (maize/observer.h).  NULL: $MZ_TRACE, else no trace; "": no trace. */
   const char *trace;
   /* In-order queues per OpenCL device and streams per CUDA device.  0: the
    * default (4), or $MZ_OPENCL_QUEUES / $MZ_CUDA_STREAMS. */
@@ -60,6 +67,12 @@ typedef struct mz_runtime_config {
    * callback it must not block on maize calls (they return MZ_EDEADLK). */
   void (*watchdog_fn)(const char *report, void *user);
   void *watchdog_user;
+  /* User policies (NULL-terminated array of ops tables, include/maize/policy.h)
+   * registered right after the shipped ones and before the default policy
+   * is chosen, so that policy or $MZ_POLICY may name one of them.  The
+   * tables must outlive the runtime.  NULL: none.  A table that
+   * mz_policy_register refuses fails creation with its error. */
+  const struct mz_policy_ops *const *policies;
 } mz_runtime_config;
 
 /* Create a runtime.  cfg may be NULL for all defaults.  On success *out
@@ -95,7 +108,7 @@ typedef struct mz_runtime_config {
  * or a device index) dead after its k-th op.  See README.md. */
 int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) MZ_WUR;
 
-/* Wait for every run still in flight, write the trace if one was asked for,
+/* Wait for every run still in flight, close the trace if one was asked for,
  * stop the workers and free everything the runtime owns.  Buffers, kernels,
  * graphs and futures must be released first; those still alive are freed
  * here too and their handles become invalid.  NULL is a no-op, and so is a

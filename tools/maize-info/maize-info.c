@@ -111,6 +111,8 @@ int main(int argc, char **argv) {
              (unsigned long long)d.memory, d.compute_units, d.numa_node, d.queues, d.first_queue,
              d.unified_memory ? "true" : "false", d.cc_major, d.cc_minor);
       json_str(d.pci_bus_id);
+      printf(", \"max_work_group\": %zu, \"max_alloc\": %llu, \"local_memory\": %llu, \"fp64\": %s", d.max_work_group,
+             (unsigned long long)d.max_alloc, (unsigned long long)d.local_memory, d.fp64 ? "true" : "false");
       printf(", \"dead\": %s}", mz_device_is_dead(mz_runtime_device(rt, i)) ? "true" : "false");
     } else {
       printf("  %u  %-7s %s (%s%s%s)\n", d.index, mz_device_kind_name(d.kind), nb, d.vendor ? d.vendor : "",
@@ -120,6 +122,9 @@ int main(int argc, char **argv) {
              d.numa_node);
       if (d.cc_major) printf(", compute capability %d.%d", d.cc_major, d.cc_minor);
       if (d.pci_bus_id[0]) printf(", PCI %s", d.pci_bus_id);
+      printf("\n       largest buffer %.1f GiB, %s", (double)d.max_alloc / (1u << 30), d.fp64 ? "fp64" : "no fp64");
+      if (d.max_work_group) printf(", work-groups up to %zu, %llu KiB local memory", d.max_work_group,
+                                   (unsigned long long)(d.local_memory >> 10));
       printf("\n");
     }
   }
