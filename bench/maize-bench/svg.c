@@ -469,17 +469,20 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
     fputs("</title></path>\n", f);
     const char *label = spans[i].label ? spans[i].label : "";
     double room = xb - xa - 4;
-    if (*label && room > 12) {
-      /* The whole label, else its part before ':' ("run 2"), else nothing. */
+    if (*label && room > 5) {
+      /* The whole label, else its part before ':' ("run 2"), else that
+       * without "run " ("2"), else nothing. */
       char buf[160];
+      const char *show = buf;
       snprintf(buf, sizeof buf, "%s", label);
-      if (text_px(buf) > room) {
+      if (text_px(show) > room) {
         char *colon = strchr(buf, ':');
         if (colon) *colon = 0;
       }
-      if (text_px(buf) <= room) {
+      if (text_px(show) > room && !strncmp(show, "run ", 4)) show += 4;
+      if (text_px(show) <= room) {
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">", (xa + xb) / 2, by - 4);
-        mzb_xml_escape(f, buf);
+        mzb_xml_escape(f, show);
         fputs("</text>\n", f);
       }
     }
