@@ -139,18 +139,31 @@ static double maize_run(struct mz_side *m, int n, double *build_ns, mz_run_stats
 
 int main(int argc, char **argv) {
   int n = 10000, reps = 5;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick")) n = 1000, reps = 1;
-    else {
-      fprintf(stderr, "usage: %s [-n N] [-r reps] [--quick]\n", argv[0]);
-      return 2;
+  static const struct option longopts[] = {{"kernels", required_argument, NULL, 'n'},
+                                            {"reps", required_argument, NULL, 'r'},
+                                            {"quick", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-cuda-chain";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":n:r:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'n':
+      if (!bench_arg_long(prog, "-n", optarg, 1, 10000000, &num)) return 2;
+      n = (int)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, MAX_REPS, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 'q': n = 1000, reps = 1; break;
+    case 'h': printf("usage: %s [-n|--kernels N] [-r|--reps R] [--quick]\n", prog); return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
-  if (n < 1) n = 1;
-  if (reps < 1) reps = 1;
-  if (reps > MAX_REPS) reps = MAX_REPS;
+  if (bench_arg_rest(prog, argc, argv)) return 2;
 
   struct mz__cuda_api api_s, *api = &api_s;
   char why[512];

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_util.h"
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -36,20 +37,38 @@ static int cmp_u64(const void *a, const void *b) {
 int main(int argc, char **argv) {
   unsigned W = 2, T = 1000, R = 5;
   const char *devices = "cpu:2";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-w") && i + 1 < argc) W = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-t") && i + 1 < argc) T = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--devices") && i + 1 < argc) devices = argv[++i];
-    else {
-      fprintf(stderr, "usage: %s [-w width] [-t steps] [-r repetitions] [--devices S]\n", argv[0]);
-      return 2;
+  static const struct option longopts[] = {{"width", required_argument, NULL, 'w'},
+                                            {"steps", required_argument, NULL, 't'},
+                                            {"reps", required_argument, NULL, 'r'},
+                                            {"devices", required_argument, NULL, 'd'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-dispatch";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":w:t:r:d:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'w':
+      if (!bench_arg_long(prog, "-w", optarg, 1, 4096, &num)) return 2;
+      W = (unsigned)num;
+      break;
+    case 't':
+      if (!bench_arg_long(prog, "-t", optarg, 1, 100000000, &num)) return 2;
+      T = (unsigned)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, 100, &num)) return 2;
+      R = (unsigned)num;
+      break;
+    case 'd': devices = optarg; break;
+    case 'h':
+      printf("usage: %s [-w|--width W] [-t|--steps T] [-r|--reps R] [-d|--devices S]\n", prog);
+      return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
-  if (!W || !T || !R || W > 4096 || R > 100) {
-    fprintf(stderr, "%s: width 1..4096, steps >= 1, repetitions 1..100\n", argv[0]);
-    return 2;
-  }
+  if (bench_arg_rest(prog, argc, argv)) return 2;
   mz_runtime *rt;
   mz_runtime_config cfg = {.devices = devices};
   if (mz_runtime_create(&cfg, &rt)) return 1;

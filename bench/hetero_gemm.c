@@ -459,27 +459,54 @@ int main(int argc, char **argv) {
   int reps = 5, warm = 6;
   bool use_starpu = true, keep = false;
   const char *devices = "cpu:1,opencl:0";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-t") && i + 1 < argc) t = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-s") && i + 1 < argc) s = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-w") && i + 1 < argc) warm = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-d") && i + 1 < argc) devices = argv[++i];
-    else if (!strcmp(argv[i], "--no-starpu")) use_starpu = false;
-    else if (!strcmp(argv[i], "--keep-models")) keep = true;
-    else if (!strcmp(argv[i], "--libs")) use_libs = true;
-    else if (!strcmp(argv[i], "--zero-copy")) zero_copy = true;
-    else if (!strcmp(argv[i], "--quick")) {
+  static const struct option longopts[] = {
+      {"tiles", required_argument, NULL, 't'},  {"tile-size", required_argument, NULL, 's'},
+      {"reps", required_argument, NULL, 'r'},   {"warmups", required_argument, NULL, 'w'},
+      {"devices", required_argument, NULL, 'd'}, {"no-starpu", no_argument, NULL, 'S'},
+      {"keep-models", no_argument, NULL, 'K'},  {"quick", no_argument, NULL, 'q'},
+      {"libs", no_argument, NULL, 'L'},         {"zero-copy", no_argument, NULL, 'Z'},
+      {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-hetero-gemm";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":t:s:r:w:d:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 't':
+      if (!bench_arg_long(prog, "-t", optarg, 1, 64, &num)) return 2;
+      t = (unsigned)num;
+      break;
+    case 's':
+      if (!bench_arg_long(prog, "-s", optarg, 16, 1 << 14, &num)) return 2;
+      s = (unsigned)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, 1000, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 'w':
+      if (!bench_arg_long(prog, "-w", optarg, 0, 1000, &num)) return 2;
+      warm = (int)num;
+      break;
+    case 'd': devices = optarg; break;
+    case 'S': use_starpu = false; break;
+    case 'K': keep = true; break;
+    case 'L': use_libs = true; break;
+    case 'Z': zero_copy = true; break;
+    case 'q':
       t = 2;
       s = 64;
       reps = 1;
       warm = 3;
-    } else {
-      fprintf(stderr, "usage: %s [-t tiles] [-s tile] [-r reps] [-w warmups] [-d devices] [--quick] [--no-starpu] [--keep-models] [--libs] [--zero-copy]\n",
-              argv[0]);
-      return 2;
+      break;
+    case 'h':
+      printf("usage: %s [-t|--tiles T] [-s|--tile-size S] [-r|--reps R] [-w|--warmups W] [-d|--devices S]\n"
+             "       [--quick] [--no-starpu] [--keep-models] [--libs] [--zero-copy]\n", prog);
+      return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
+  if (bench_arg_rest(prog, argc, argv)) return 2;
   if (t < 1 || t > 64 || s < 16 || s % 16 || reps < 1 || warm < 0) {
     fprintf(stderr, "hetero_gemm: tiles 1..64, tile size a multiple of 16, reps >= 1\n");
     return 2;

@@ -18,6 +18,7 @@
 
 #include "maize.h"
 #include "maize/policy.h"
+#include "bench_util.h"
 
 #ifndef MZ_KERNELS_CL
 #error "MZ_KERNELS_CL must name examples/kernels/kernels.cl"
@@ -136,23 +137,40 @@ int main(int argc, char **argv)
   unsigned tiles = 16;
   int reps = 5;
   size_t w = 1024, h = 2048;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-d") && i + 1 < argc)
-      devices = argv[++i];
-    else if (!strcmp(argv[i], "-t") && i + 1 < argc)
-      tiles = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r") && i + 1 < argc)
-      reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick")) {
+  static const struct option longopts[] = {{"devices", required_argument, NULL, 'd'},
+                                            {"tiles", required_argument, NULL, 't'},
+                                            {"reps", required_argument, NULL, 'r'},
+                                            {"quick", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-hetero-pipeline";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":d:t:r:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'd': devices = optarg; break;
+    case 't':
+      if (!bench_arg_long(prog, "-t", optarg, 1, 4096, &num)) return 2;
+      tiles = (unsigned)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, 1000, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 'q':
       h = 256;
       reps = 2;
-    } else {
-      fprintf(stderr, "usage: %s [-d devices] [-t tiles] [-r reps] [--quick]\n", argv[0]);
-      return 2;
+      break;
+    case 'h': printf("usage: %s [-d|--devices S] [-t|--tiles T] [-r|--reps R] [--quick]\n", prog); return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
-  if (tiles < 1 || tiles > h || reps < 1)
+  if (bench_arg_rest(prog, argc, argv)) return 2;
+  if (tiles > h) {
+    fprintf(stderr, "%s: at most %zu tiles\n", prog, h);
     return 2;
+  }
 
   mz_runtime_config cfg = { .devices = devices };
   mz_runtime *rt;

@@ -332,21 +332,34 @@ static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *cons
 int main(int argc, char **argv)
 {
   int n = 10000, reps = 5;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-n") && i + 1 < argc)
-      n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "-r") && i + 1 < argc)
-      reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--quick")) {
+  static const struct option longopts[] = {{"kernels", required_argument, NULL, 'n'},
+                                            {"reps", required_argument, NULL, 'r'},
+                                            {"quick", no_argument, NULL, 'q'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-opencl-chain";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":n:r:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'n':
+      if (!bench_arg_long(prog, "-n", optarg, 64, 10000000, &num)) return 2;
+      n = (int)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, 1000, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 'q':
       n = 1000;
       reps = 2;
-    } else {
-      fprintf(stderr, "usage: %s [-n kernels] [-r repetitions] [--quick]\n", argv[0]);
-      return 2;
+      break;
+    case 'h': printf("usage: %s [-n|--kernels N] [-r|--reps R] [--quick]\n", prog); return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
-  if (n < 64 || reps < 1)
-    return 2;
+  if (bench_arg_rest(prog, argc, argv)) return 2;
   cl_uint np = 0;
   if (clGetPlatformIDs(0, NULL, &np) != CL_SUCCESS || np == 0) {
     printf("no OpenCL platform: nothing to measure\n");

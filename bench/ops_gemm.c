@@ -24,6 +24,7 @@
 #if MZ_HAVE_CLBLAST
 #define CL_TARGET_OPENCL_VERSION 120
 #include <clblast_c.h>
+#include "bench_util.h"
 #endif
 
 static double now_ms(void) {
@@ -161,12 +162,30 @@ int main(int argc, char **argv) {
   int reps = 7;
   size_t sizes[16] = {256, 512, 1024};
   int ns = 3, given = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (given < 16) sizes[given++] = (size_t)strtoull(argv[i], NULL, 10);
+  static const struct option longopts[] = {{"reps", required_argument, NULL, 'r'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-ops-gemm";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":r:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, 1000, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 'h': printf("usage: %s [-r|--reps R] [N ...]   (square sizes, at most 16; default 256 512 1024)\n", prog);
+      return 0;
+    default: return bench_arg_error(prog, opt, argv);
+    }
+  }
+  for (; optind < argc; optind++) {
+    if (given == 16) return bench_arg_rest(prog, argc, argv);
+    if (!bench_arg_long(prog, "a size", argv[optind], 1, 16384, &num)) return 2;
+    sizes[given++] = (size_t)num;
   }
   if (given) ns = given;
-  if (reps < 1) reps = 1;
   for (int i = 0; i < ns; i++) {
     if (MZ_HAVE_OPENBLAS) bench_size("cpu", sizes[i], reps);
     else printf("BENCH ops.gemm device=cpu skipped=1 (built without OpenBLAS)\n");

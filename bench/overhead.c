@@ -50,6 +50,7 @@
 #endif
 #ifdef MZ_HAVE_STARPU
 #include <starpu.h>
+#include "bench_util.h"
 #endif
 
 #define MAX_REPS 101
@@ -426,58 +427,54 @@ static void fmt_ratio(char *out, size_t size, double a, double b) {
 
 int main(int argc, char **argv) {
   int only = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-n") && i + 1 < argc) {
-      char *end;
-      errno = 0;
-      unsigned long long v = strtoull(argv[++i], &end, 10);
-      if (errno || *end || v == 0 || v > 100000000ull) {
-        fprintf(stderr, "mz-bench-overhead: bad -n '%s'\n", argv[i]);
-        return 2;
-      }
-      n_tasks = (size_t)v;
-    } else if (!strcmp(a, "-r") && i + 1 < argc) {
-      int v = atoi(argv[++i]);
-      if (v < 1 || v > MAX_REPS) {
-        fprintf(stderr, "mz-bench-overhead: -r must be 1..%d\n", MAX_REPS);
-        return 2;
-      }
-      reps = v;
-    } else if (!strcmp(a, "--shape") && i + 1 < argc) {
-      const char *f = argv[++i];
-      if (!strcmp(f, "independent"))
+  static const struct option longopts[] = {
+      {"tasks", required_argument, NULL, 'n'},   {"reps", required_argument, NULL, 'r'},
+      {"shape", required_argument, NULL, 's'},   {"indep-buffers", no_argument, NULL, 'b'},
+      {"quick", no_argument, NULL, 'q'},         {"only", required_argument, NULL, 'o'},
+      {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-overhead";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":n:r:h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'n':
+      if (!bench_arg_long(prog, "-n", optarg, 1, 100000000, &num)) return 2;
+      n_tasks = (size_t)num;
+      break;
+    case 'r':
+      if (!bench_arg_long(prog, "-r", optarg, 1, MAX_REPS, &num)) return 2;
+      reps = (int)num;
+      break;
+    case 's':
+      if (!strcmp(optarg, "independent"))
         shapes_mask = 1;
-      else if (!strcmp(f, "chain"))
+      else if (!strcmp(optarg, "chain"))
         shapes_mask = 2;
       else {
-        fprintf(stderr, "mz-bench-overhead: unknown shape '%s'\n", f);
+        fprintf(stderr, "mz-bench-overhead: unknown shape '%s'\n", optarg);
         return 2;
       }
-    } else if (!strcmp(a, "--indep-buffers")) {
-      indep_buffers = 1;
-    } else if (!strcmp(a, "--quick")) {
-      n_tasks = 20000;
-    } else if (!strcmp(a, "--only") && i + 1 < argc) {
-      const char *f = argv[++i];
-      if (!strcmp(f, "maize"))
+      break;
+    case 'b': indep_buffers = 1; break;
+    case 'q': n_tasks = 20000; break;
+    case 'o':
+      if (!strcmp(optarg, "maize"))
         only |= FW_MAIZE;
-      else if (!strcmp(f, "openmp"))
+      else if (!strcmp(optarg, "openmp"))
         only |= FW_OPENMP;
-      else if (!strcmp(f, "starpu"))
+      else if (!strcmp(optarg, "starpu"))
         only |= FW_STARPU;
       else {
-        fprintf(stderr, "mz-bench-overhead: unknown framework '%s'\n", f);
+        fprintf(stderr, "mz-bench-overhead: unknown framework '%s'\n", optarg);
         return 2;
       }
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else {
-      usage(stderr);
-      return 2;
+      break;
+    case 'h': usage(stdout); return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
+  if (bench_arg_rest(prog, argc, argv)) return 2;
   if (!only) only = FW_ALL;
 
 #ifdef MZ_HAVE_STARPU

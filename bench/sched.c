@@ -30,6 +30,7 @@
 #include "maize.h"
 #include "maize/daggen.h"
 #include "maize/policy.h"
+#include "bench_util.h"
 
 extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
     mz_policy_dmda, mz_policy_heft;
@@ -198,18 +199,41 @@ int main(int argc, char **argv) {
   int only_plat = -1, only_size = 0;
   double only_ccr = NAN;
   const char *only_pol = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--seeds") && i + 1 < argc) seeds = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--platform") && i + 1 < argc) only_plat = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--nodes") && i + 1 < argc) only_size = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--ccr") && i + 1 < argc) only_ccr = atof(argv[++i]);
-    else if (!strcmp(argv[i], "--policy") && i + 1 < argc) only_pol = argv[++i];
-    else {
-      fprintf(stderr, "usage: %s [--quick] [--seeds N]\n", argv[0]);
-      return 2;
+  static const struct option longopts[] = {
+      {"quick", no_argument, NULL, 'q'},          {"seeds", required_argument, NULL, 's'},
+      {"platform", required_argument, NULL, 'p'}, {"nodes", required_argument, NULL, 'n'},
+      {"ccr", required_argument, NULL, 'c'},      {"policy", required_argument, NULL, 'P'},
+      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+  const char *prog = "mz-bench-sched";
+  int opt;
+  long num;
+  opterr = 0;
+  while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (opt) {
+    case 'q': quick = true; break;
+    case 's':
+      if (!bench_arg_long(prog, "--seeds", optarg, 1, 1000, &num)) return 2;
+      seeds = (unsigned)num;
+      break;
+    case 'p':
+      if (!bench_arg_long(prog, "--platform", optarg, 0, 1000, &num)) return 2;
+      only_plat = (int)num;
+      break;
+    case 'n':
+      if (!bench_arg_long(prog, "--nodes", optarg, 1, 10000000, &num)) return 2;
+      only_size = (int)num;
+      break;
+    case 'c':
+      if (!bench_arg_double(prog, "--ccr", optarg, -1e9, 1e9, &only_ccr)) return 2;
+      break;
+    case 'P': only_pol = optarg; break;
+    case 'h':
+      printf("usage: %s [--quick] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P]\n", prog);
+      return 0;
+    default: return bench_arg_error(prog, opt, argv);
     }
   }
+  if (bench_arg_rest(prog, argc, argv)) return 2;
   if (quick) seeds = 1;
   setenv("MZ_PERFMODEL_DIR", "off", 0);
   calibrate();

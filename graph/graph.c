@@ -356,6 +356,7 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   } while (0)
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
+  t->nbdata = n;
   for (unsigned i = 0; i < t->nacc; i++) {
     struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
     if (!e) return MZ_ENOMEM;

@@ -241,6 +241,10 @@ struct mz__task {
   struct mz__batch b1;        /* a batch of this task alone (inline devices) */
   struct mz__exec *b1e[1];
   uint8_t color;
+  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
+   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
+   * apart).  Sits in the padding before launch: no bigger task. */
+  uint32_t nbdata;
   mz_launch launch;
   /* run state */
   struct mz__run *run;

@@ -261,7 +261,18 @@ static int pm_mkdir(const char *dir) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-int mz__pm_print(FILE *out, const char *dir) {
+/* One printed line of the models' table. */
+struct pm_row {
+  char kernel[MZ__PM_NAMELEN], device[MZ__PM_NAMELEN];
+  double bytes, mean, sd;
+  unsigned long long n;
+};
+
+static bool pm_match(const char *name, const char *filter) { return !filter || !*filter || strstr(name, filter); }
+
+int mz__pm_print(FILE *out, const char *dir) { return mz__pm_print_filtered(out, dir, NULL, NULL); }
+
+int mz__pm_print_filtered(FILE *out, const char *dir, const char *kernel, const char *device) {
   DIR *d = opendir(dir);
   if (!d) return MZ_EIO;
   char **names = NULL;
@@ -280,9 +291,12 @@ int mz__pm_print(FILE *out, const char *dir) {
     if (names[n]) n++;
   }
   closedir(d);
-  qsort(names, n, sizeof *names, by_name);
-  fprintf(out, "%-24s %-24s %12s %8s %12s %12s\n", "kernel", "device", "bytes", "count", "mean_us", "stddev_us");
-  int models = 0;
+  if (n) qsort(names, n, sizeof *names, by_name);
+  /* Read the rows first, so the columns are as wide as their longest
+   * names (device names such as PoCL's run past any fixed width). */
+  struct pm_row *rows = NULL;
+  size_t nrows = 0, caprows = 0;
+  int wk = (int)strlen("kernel"), wd = (int)strlen("device"), models = 0;
   for (size_t i = 0; i < n; i++) {
     char path[4400], err[160];
     size_t l = strlen(names[i]);
@@ -290,33 +304,68 @@ int mz__pm_print(FILE *out, const char *dir) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     struct mz__pm_file f;
     if (mz__pm_read(path, &f, err, sizeof err)) {
-      fprintf(out, "# %s: ignored (%s)\n", names[i], err);
-    } else {
+      if (!kernel && !device) fprintf(out, "# %s: ignored (%s)\n", names[i], err);
+      continue;
+    }
+    if (pm_match(f.kernel, kernel) && pm_match(f.device, device)) {
       models++;
       for (unsigned k = 0; k < f.nb; k++) {
-        const struct mz__pm_stat *s = &f.b[k].s;
-        double sd = s->n > 1 ? sqrt(s->m2 / (double)(s->n - 1)) : 0;
-        fprintf(out, "%-24s %-24s %12.0f %8llu %12.3f %12.3f\n", f.kernel, f.device, s->bytes, (unsigned long long)s->n,
-                s->mean / 1e3, sd / 1e3);
+        if (nrows == caprows) {
+          caprows = caprows ? 2 * caprows : 64;
+          struct pm_row *v = realloc(rows, caprows * sizeof *v);
+          if (!v) break;
+          rows = v;
+        }
+        const struct mz__pm_stat *st = &f.b[k].s;
+        struct pm_row *r = &rows[nrows++];
+        snprintf(r->kernel, sizeof r->kernel, "%s", f.kernel);
+        snprintf(r->device, sizeof r->device, "%s", f.device);
+        r->bytes = st->bytes;
+        r->n = (unsigned long long)st->n;
+        r->mean = st->mean;
+        r->sd = st->n > 1 ? sqrt(st->m2 / (double)(st->n - 1)) : 0;
+        if ((int)strlen(r->kernel) > wk) wk = (int)strlen(r->kernel);
+        if ((int)strlen(r->device) > wd) wd = (int)strlen(r->device);
       }
-      mz__pm_file_free(&f);
     }
+    mz__pm_file_free(&f);
   }
-  /* Links (transfer costs), after the models. */
-  bool head = false;
-  for (size_t i = 0; i < n; i++) {
-    char path[4400], err[160], src[MZ__PM_NAMELEN], dst[MZ__PM_NAMELEN];
+  fprintf(out, "%-*s  %-*s %12s %8s %12s %12s\n", wk, "kernel", wd, "device", "bytes", "count", "mean_us", "stddev_us");
+  for (size_t i = 0; i < nrows; i++)
+    fprintf(out, "%-*s  %-*s %12.0f %8llu %12.3f %12.3f\n", wk, rows[i].kernel, wd, rows[i].device, rows[i].bytes,
+            rows[i].n, rows[i].mean / 1e3, rows[i].sd / 1e3);
+  free(rows);
+  /* Links (transfer costs), after the models; a device filter keeps the
+   * links with that device at either end, a kernel filter none. */
+  struct link_row {
+    char src[MZ__PM_NAMELEN], dst[MZ__PM_NAMELEN];
+    double lat, pb;
+  } *links = NULL;
+  size_t nlinks = 0;
+  int ws = (int)strlen("link from"), wt = (int)strlen("to");
+  for (size_t i = 0; i < n && !(kernel && *kernel); i++) {
+    char path[4400], err[160];
     size_t l = strlen(names[i]);
     if (l < 5 || strcmp(names[i] + l - 5, ".link")) continue;
-    if (!head) fprintf(out, "\n%-32s %-32s %12s %12s\n", "link from", "to", "latency_us", "GB/s");
-    head = true;
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    double lat, pb;
-    if (mz__link_read(path, src, dst, sizeof src, &lat, &pb, err, sizeof err))
-      fprintf(out, "# %s: ignored (%s)\n", names[i], err);
-    else
-      fprintf(out, "%-32s %-32s %12.3f %12.3f\n", src, dst, lat / 1e3, pb > 0 ? 1.0 / pb : INFINITY);
+    struct link_row lr;
+    if (mz__link_read(path, lr.src, lr.dst, sizeof lr.src, &lr.lat, &lr.pb, err, sizeof err)) {
+      if (!device) fprintf(out, "# %s: ignored (%s)\n", names[i], err);
+      continue;
+    }
+    if (device && *device && !strstr(lr.src, device) && !strstr(lr.dst, device)) continue;
+    struct link_row *v = realloc(links, (nlinks + 1) * sizeof *v);
+    if (!v) break;
+    links = v;
+    links[nlinks++] = lr;
+    if ((int)strlen(lr.src) > ws) ws = (int)strlen(lr.src);
+    if ((int)strlen(lr.dst) > wt) wt = (int)strlen(lr.dst);
   }
+  if (nlinks) fprintf(out, "\n%-*s  %-*s %12s %12s\n", ws, "link from", wt, "to", "latency_us", "GB/s");
+  for (size_t i = 0; i < nlinks; i++)
+    fprintf(out, "%-*s  %-*s %12.3f %12.3f\n", ws, links[i].src, wt, links[i].dst, links[i].lat / 1e3,
+            links[i].pb > 0 ? 1.0 / links[i].pb : INFINITY);
+  free(links);
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   return models;

@@ -74,9 +74,14 @@ char *mz__pm_dir(char *buf, size_t cap);
 void mz__pm_path(char *buf, size_t cap, const char *dir, const char *kernel, const char *device);
 
 /* Print every model in dir as a table, then every link file (transfer
- * costs) as a second one.  Returns the number of models, or a negative
- * code when dir cannot be read. */
+ * costs) as a second one, each column as wide as its longest name.
+ * Returns the number of models, or a negative code when dir cannot be
+ * read.  The filtered form prints only the models whose kernel and device
+ * names contain kernel and device (NULL or "": any), and the links with
+ * that device at either end (none when a kernel is asked for); files that
+ * cannot be read are then not listed. */
 int mz__pm_print(FILE *out, const char *dir);
+int mz__pm_print_filtered(FILE *out, const char *dir, const char *kernel, const char *device);
 
 /* Link files (transfer costs, src/perfmodel.c): "<src>@<dst>.link" in the
  * model directory, "host" naming host memory:

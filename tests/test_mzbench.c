@@ -12,7 +12,8 @@
  * trace-event JSON: every "X" event has ph, ts, dur >= 0, pid, tid and
  * name, every flow start "s" has a finish "f" of the same id, and every
  * pid and tid used is named by "M" events; transfers between devices
- * appear as "transfer" slices with their bytes when OpenCL devices exist. */
+ * appear as "transfer" slices with their bytes when OpenCL devices exist;
+ * and that it writes the graph as DOT with every task placed. */
 #include <criterion/criterion.h>
 #include <maize.h>
 #include <math.h>
@@ -201,10 +202,34 @@ Test(mzbench, lineplot_is_wellformed_with_hostile_names) {
   tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/plot.svg", dir);
   double x[] = {1e2, 1e3, 1e4, 1e5}, y1[] = {0.1, 0.4, 0.8, 0.95}, y2[] = {0.05, 0.2, NAN, 0.9};
-  mzb_series s[] = {{HOSTILE, x, y1, 4}, {"maize & <friends>", x, y2, 4}};
+  /* Points out of x order (joined sorted), a mark on the 0.5 line, a note,
+   * and a series without points (its legend entry only). */
+  double xu[] = {1e4, 1e2, 1e5, 1e3};
+  mzb_series s[] = {{HOSTILE, xu, y1, 4, 3e3, HOSTILE}, {"maize & <friends>", x, y2, 4, 0, NULL},
+                    {"starpu", NULL, NULL, 0, 0, "failed"}};
   mzb_plot p = {.title = HOSTILE, .xlabel = HOSTILE, .ylabel = "efficiency \"%\"", .logx = 1, .hline = 0.5};
-  cr_assert_eq(mzb_svg_lineplot(path, &p, s, 2), MZ_OK);
+  cr_assert_eq(mzb_svg_lineplot(path, &p, s, 3), MZ_OK);
   expect_wellformed(path);
+  size_t len;
+  char *text = slurp(path, &len);
+  cr_assert_not_null(text);
+  /* Every polyline runs left to right. */
+  unsigned nlines = 0;
+  for (const char *q = text; (q = strstr(q, "points=\"")) != NULL; nlines++) {
+    q += 8;
+    double px, py, last = -INFINITY;
+    int used;
+    while (sscanf(q, "%lf,%lf %n", &px, &py, &used) == 2) {
+      cr_expect_geq(px, last, "polyline %u: x goes back, %g after %g", nlines, px, last);
+      last = px;
+      q += used;
+    }
+  }
+  cr_expect_eq(nlines, 3);
+  cr_expect(strstr(text, "stroke-width=\"2.5\"") != NULL, "the METG mark");
+  cr_expect(strstr(text, ">starpu</text>") != NULL && strstr(text, ">failed</text>") != NULL,
+            "a series without points is in the legend");
+  free(text);
   /* Log y, fixed range, no series. */
   mzb_plot q = {.title = "empty", .logy = 1, .ymin = 0.01, .ymax = 10};
   cr_assert_eq(mzb_svg_lineplot(path, &q, NULL, 0), MZ_OK);
@@ -229,14 +254,18 @@ Test(mzbench, gantt_is_wellformed_with_hostile_names) {
       {2000, 2500, 1, "copy host\xe2\x86\x92opencl 1", "copy & more", 1},
       {2500, 2500, 2, "zero", NULL, 0},
   };
-  cr_assert_eq(mzb_svg_gantt(path, HOSTILE, rows, 3, ops, 4), MZ_OK);
+  const mzb_gantt_span spans[] = {{0, 1000, HOSTILE}, {500, 2500, "run 2: makespan 2 \xc2\xb5s"}};
+  cr_assert_eq(mzb_svg_gantt(path, HOSTILE, rows, 3, ops, 4, spans, 2), MZ_OK);
   expect_wellformed(path);
-  cr_assert_eq(mzb_svg_gantt(path, "empty", NULL, 0, NULL, 0), MZ_OK);
+  cr_assert_eq(mzb_svg_gantt(path, "empty", NULL, 0, NULL, 0, NULL, 0), MZ_OK);
   expect_wellformed(path);
   mzb_gantt_op bad_row = {0, 1, 7, "x", "x", 0}, backwards = {5, 1, 0, "x", "x", 0};
-  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, &bad_row, 1), MZ_EINVAL);
-  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, &backwards, 1), MZ_EINVAL);
-  cr_expect_eq(mzb_svg_gantt("/nonexistent-dir/g.svg", "t", rows, 3, ops, 4), MZ_EIO);
+  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, &bad_row, 1, NULL, 0), MZ_EINVAL);
+  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, &backwards, 1, NULL, 0), MZ_EINVAL);
+  const mzb_gantt_span bad_span = {5, 1, "backwards"};
+  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, ops, 4, &bad_span, 1), MZ_EINVAL);
+  cr_expect_eq(mzb_svg_gantt(path, "t", rows, 3, ops, 4, NULL, 1), MZ_EINVAL);
+  cr_expect_eq(mzb_svg_gantt("/nonexistent-dir/g.svg", "t", rows, 3, ops, 4, NULL, 0), MZ_EIO);
   remove(path);
   rmdir(dir);
 }
@@ -257,7 +286,7 @@ Test(mzbench, gantt_of_100k_ops_stays_small, .timeout = 60) {
   }
   /* One op much longer than the rest, so some bars are wide and some merge. */
   ops[0].t1 = 5000000;
-  cr_assert_eq(mzb_svg_gantt(path, "100k ops", rows, ROWS, ops, N), MZ_OK);
+  cr_assert_eq(mzb_svg_gantt(path, "100k ops", rows, ROWS, ops, N, NULL, 0), MZ_OK);
   size_t len = 0;
   char *s = slurp(path, &len);
   cr_assert_not_null(s);
@@ -266,6 +295,82 @@ Test(mzbench, gantt_of_100k_ops_stays_small, .timeout = 60) {
   free(s);
   free(ops);
   remove(path);
+  rmdir(dir);
+}
+
+/* ---- maize-bench trace: runs marked, its own output name ---- */
+
+Test(mzbench, trace_marks_runs_and_keeps_its_own_name, .timeout = 60) {
+  const char *doc =
+      "{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"cpu 0: x\"}},"
+      "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"queue 0\"}},"
+      "{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"k\",\"pid\":0,\"tid\":0,\"ts\":10,\"dur\":100,\"args\":{\"run\":1}},"
+      "{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"k\",\"pid\":0,\"tid\":0,\"ts\":120,\"dur\":30,\"args\":{\"run\":1}},"
+      "{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"copy\",\"pid\":0,\"tid\":0,\"ts\":400,\"dur\":0.01,"
+      "\"args\":{\"bytes\":64,\"run\":2}},"
+      "{\"ph\":\"X\",\"cat\":\"task\",\"name\":\"k\",\"pid\":0,\"tid\":0,\"ts\":401,\"dur\":2000,\"args\":{\"run\":2}}]}";
+  char dir[64], json[128], mine[160], theirs[160];
+  tmpdir(dir, sizeof dir);
+  snprintf(json, sizeof json, "%s/t.json", dir);
+  snprintf(mine, sizeof mine, "%s/t.gantt.svg", dir);
+  snprintf(theirs, sizeof theirs, "%s/t.svg", dir);
+  FILE *f = fopen(json, "w");
+  cr_assert_not_null(f);
+  fputs(doc, f);
+  fclose(f);
+  /* The runs and their extents. */
+  mzb_trace t;
+  char err[300];
+  cr_assert_eq(mzb_trace_load(json, &t, err, sizeof err), 0, "%s", err);
+  mzb_trace_run runs[4];
+  cr_assert_eq(mzb_trace_runs(&t, -1, runs, 4), 2);
+  cr_expect(runs[0].run == 1 && runs[0].t0 == 10 && runs[0].t1 == 150);
+  cr_expect(runs[1].run == 2 && runs[1].t0 == 400 && runs[1].t1 == 2401);
+  cr_expect_eq(mzb_trace_runs(&t, 2, runs, 4), 1);
+  cr_expect_eq(mzb_trace_runs(&t, 7, runs, 4), 0);
+  mzb_trace_free(&t);
+  /* The command: FILE.gantt.svg, never FILE.svg; a title without the
+   * folders; each run bracketed with its makespan; the copy drawn. */
+  FILE *pipe_chart = fopen(theirs, "w");
+  cr_assert_not_null(pipe_chart);
+  fputs("pipeline's chart", pipe_chart);
+  fclose(pipe_chart);
+  FILE *saved = stdout;
+  stdout = fopen("/dev/null", "w");
+  char *argv[] = {"trace", json, NULL};
+  int rc = mzb_trace_main(2, argv);
+  char *argv_bad[] = {"trace", json, "--run=7", NULL};
+  int rc_bad = mzb_trace_main(3, argv_bad);
+  char *argv_one[] = {"trace", "--run", "last", json, NULL};
+  fclose(stdout);
+  stdout = saved;
+  cr_expect_eq(rc, 0);
+  cr_expect_eq(rc_bad, 2, "a run the trace lacks");
+  size_t len;
+  char *text = slurp(theirs, &len);
+  cr_expect(text && !strcmp(text, "pipeline's chart"), "maize-bench trace overwrote FILE.svg");
+  free(text);
+  expect_wellformed(mine);
+  text = slurp(mine, &len);
+  cr_assert_not_null(text);
+  cr_expect(strstr(text, "maize trace t.json: 2 run(s), 1 device(s), 1 queue(s)") != NULL, "title");
+  cr_expect(strstr(text, dir) == NULL, "the folder is not in the chart");
+  cr_expect(strstr(text, "run 1: makespan 140.0 \xc2\xb5s") != NULL, "run 1's bracket");
+  cr_expect(strstr(text, "run 2: makespan 2.00 ms") != NULL, "run 2's bracket");
+  cr_expect(strstr(text, "fill=\"#222222\"><title>copy, 64 bytes") != NULL, "the copy is drawn");
+  free(text);
+  stdout = fopen("/dev/null", "w");
+  rc = mzb_trace_main(4, argv_one);
+  fclose(stdout);
+  stdout = saved;
+  cr_expect_eq(rc, 0);
+  text = slurp(mine, &len);
+  cr_assert_not_null(text);
+  cr_expect(strstr(text, "run 2 of 2") != NULL && strstr(text, "run 1: makespan") == NULL, "--run last");
+  free(text);
+  remove(mine);
+  remove(theirs);
+  remove(json);
   rmdir(dir);
 }
 
@@ -511,6 +616,21 @@ static void pipeline_and_check(const char *policy, const char *devices) {
   mzb_trace_free(&t);
   free(text);
   expect_wellformed(svg);
+  char *chart = slurp(svg, &len);
+  cr_assert_not_null(chart);
+  cr_expect(strstr(chart, ": makespan ") != NULL, "the run's makespan is marked");
+  free(chart);
+  /* The graph of the measured run, every kernel task placed on a device. */
+  char dot[160];
+  snprintf(dot, sizeof dot, "%s/pipeline-%s.dot", dir, policy);
+  char *g = slurp(dot, &len);
+  cr_assert_not_null(g, "no graph at %s", dot);
+  cr_expect(strncmp(g, "digraph maize {", 15) == 0, "%s", g);
+  unsigned placed = 0;
+  for (const char *q = g; (q = strstr(q, ", queue ")) != NULL; q++) placed++;
+  cr_expect_eq(placed, 4 * 4 + 2 + 3 + 3, "16 kernel tasks, 2 host tasks, 3 partitions and 3 unpartitions placed:\n%s", g);
+  free(g);
+  remove(dot);
   remove(json);
   remove(svg);
   rmdir(dir);

@@ -230,6 +230,18 @@ Test(perfmodel, table) {
   fclose(out);
   cr_expect(strstr(buf, "touch") && strstr(buf, "sim-d"), "%s", buf);
   free(buf);
+  /* Filters: a kernel or device name part keeps its models, another none;
+   * the columns stay aligned with the header. */
+  buf = NULL;
+  out = open_memstream(&buf, &len);
+  cr_assert_eq(mz__pm_print_filtered(out, dir, "tou", "sim"), 1);
+  cr_assert_eq(mz__pm_print_filtered(out, dir, "no-such-kernel", NULL), 0);
+  cr_assert_eq(mz__pm_print_filtered(out, dir, NULL, "no-such-device"), 0);
+  fclose(out);
+  const char *row = strstr(buf, "\ntouch");
+  cr_assert_not_null(row, "%s", buf);
+  cr_expect_eq(strstr(buf, "device") - buf, strstr(row + 1, "sim-d") - (row + 1), "device column aligned:\n%s", buf);
+  free(buf);
 }
 
 /* ---- transfer costs: links measured once per device pair and cached ---- */

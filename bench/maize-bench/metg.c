@@ -25,6 +25,7 @@
  * times mz_graph_run of it.)
  * See TASKBENCH.md. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,13 +77,14 @@ static void usage(FILE *f) {
           "usage: maize-bench metg [--pattern P]... [--steps N] [--workers N] [--width W] [-r N]\n"
           "                        [--systems maize,openmp,starpu,maize-rerun,tbb] [--devices S] [--policy P]\n"
           "                        [--coarse-us US] [--max-iter N] [--svg PATH] [--outdir DIR] [--quick]\n"
-          "                        [--sequential]\n"
+          "                        [--sequential] [--help]\n"
+          "  Options take their value as '--steps 50' or '--steps=50'.\n"
           "  --pattern P   Task Bench pattern, may repeat or be a comma list (default:\n"
           "                stencil_1d,nearest,spread,fft,tree; nearest has radix 5)\n"
           "  --steps N     timesteps (default 1000)\n"
           "  --workers N   workers of every system (default 2)\n"
           "  --width W     graph width (default: the workers)\n"
-          "  -r N          runs per point, the median is used (default 3)\n"
+          "  -r, --reps N  runs per point, the median is used (default 3)\n"
           "  --systems L   systems to run (default: all that are built)\n"
           "  --devices S   maize devices (default cpu:<workers>); --policy P maize policy\n"
           "  --chunk N     maize: schedule every N tasks while building (default 64; 0: one run)\n"
@@ -127,51 +129,63 @@ static int add_patterns(const char *list) {
   return 0;
 }
 
+/* getopt_long: "--steps 50" and "--steps=50" both work, options may come
+ * in any order, and anything that is not an option is refused.  Returns
+ * an exit status (0 after --help, 2 for a usage error) or -1 to go on. */
 static int parse_args(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long x;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--quick")) {
-      o_quick = 1;
-      continue;
-    } else if (!strcmp(a, "--sequential")) {
-      o_sequential = 1;
-      continue;
-    }
-    static const char *const valued[] = {"--pattern", "--steps",    "--workers", "--width",   "-r",
-                                         "--coarse-us", "--max-iter", "--systems", "--devices", "--policy",
-                                         "--svg",     "--outdir",   "--chunk"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
-    if (!known) return bad("unknown option", a);
-    if (!v) return bad("missing value for", a);
-    i++;
-    if (!strcmp(a, "--pattern")) {
+  enum { O_PATTERN = 256, O_STEPS, O_WORKERS, O_WIDTH, O_COARSE, O_MAXITER, O_SYSTEMS, O_DEVICES, O_POLICY, O_SVG,
+         O_OUTDIR, O_CHUNK, O_QUICK, O_SEQ };
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},           {"reps", required_argument, NULL, 'r'},
+      {"pattern", required_argument, NULL, O_PATTERN}, {"steps", required_argument, NULL, O_STEPS},
+      {"workers", required_argument, NULL, O_WORKERS}, {"width", required_argument, NULL, O_WIDTH},
+      {"coarse-us", required_argument, NULL, O_COARSE}, {"max-iter", required_argument, NULL, O_MAXITER},
+      {"systems", required_argument, NULL, O_SYSTEMS}, {"devices", required_argument, NULL, O_DEVICES},
+      {"policy", required_argument, NULL, O_POLICY},   {"svg", required_argument, NULL, O_SVG},
+      {"outdir", required_argument, NULL, O_OUTDIR},   {"chunk", required_argument, NULL, O_CHUNK},
+      {"quick", no_argument, NULL, O_QUICK},           {"sequential", no_argument, NULL, O_SEQ},
+      {NULL, 0, NULL, 0}};
+  int c;
+  long x;
+  optind = 0; /* glibc: 0 re-initialises getopt fully */
+  opterr = 0; /* the messages below name the command */
+  while ((c = getopt_long(argc, argv, ":hr:", longopts, NULL)) != -1) {
+    const char *v = optarg;
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case O_QUICK: o_quick = 1; break;
+    case O_SEQ: o_sequential = 1; break;
+    case O_PATTERN:
       if (add_patterns(v)) return bad("unknown pattern (or too many) in", v);
-    } else if (!strcmp(a, "--steps")) {
+      break;
+    case O_STEPS:
       if (parse_pos_long(v, 1L << 27, &o_steps)) return bad("--steps must be 1..2^27, not", v);
-    } else if (!strcmp(a, "--workers")) {
+      break;
+    case O_WORKERS:
       if (parse_pos_long(v, 1024, &o_workers)) return bad("--workers must be 1..1024, not", v);
-    } else if (!strcmp(a, "--width")) {
+      break;
+    case O_WIDTH:
       if (parse_pos_long(v, 1L << 20, &o_width)) return bad("--width must be 1..2^20, not", v);
-    } else if (!strcmp(a, "-r")) {
+      break;
+    case 'r':
       if (parse_pos_long(v, MAX_REPS, &x)) return bad("-r must be 1..101, not", v);
       o_reps = (int)x;
-    } else if (!strcmp(a, "--coarse-us")) {
+      break;
+    case O_COARSE: {
       char *end;
       errno = 0;
       double d = strtod(v, &end);
       if (errno || end == v || *end || !(d > 0 && d <= 1e7)) return bad("--coarse-us must be in (0, 1e7], not", v);
       o_coarse_us = d;
-    } else if (!strcmp(a, "--max-iter")) {
+      break;
+    }
+    case O_MAXITER:
       if (parse_pos_long(v, 1L << 40, &o_max_iter)) return bad("--max-iter must be 1..2^40, not", v);
-    } else if (!strcmp(a, "--systems")) {
+      break;
+    case O_SYSTEMS: {
       o_sysmask = 0;
       char tmp[128];
+      if (strlen(v) >= sizeof tmp) return bad("--systems list too long:", v);
       snprintf(tmp, sizeof tmp, "%s", v);
       for (char *tok = strtok(tmp, ","); tok; tok = strtok(NULL, ",")) {
         int found = 0;
@@ -182,25 +196,31 @@ static int parse_args(int argc, char **argv) {
           }
         if (!found) return bad("unknown system (maize, openmp, starpu, maize-rerun, tbb) in", v);
       }
-    } else if (!strcmp(a, "--chunk")) {
+      if (!o_sysmask) return bad("--systems names no system:", v);
+      break;
+    }
+    case O_CHUNK:
       if (!strcmp(v, "0")) o_chunk = -1;
       else if (parse_pos_long(v, 1L << 30, &o_chunk)) return bad("--chunk must be 0..2^30, not", v);
-    } else if (!strcmp(a, "--devices")) {
-      o_devices = v;
-    } else if (!strcmp(a, "--policy")) {
-      o_policy = v;
-    } else if (!strcmp(a, "--svg")) {
+      break;
+    case O_DEVICES: o_devices = v; break;
+    case O_POLICY: o_policy = v; break;
+    case O_SVG:
       if (!*v) return bad("empty --svg path", v);
       o_svg = v;
-    } else if (!strcmp(a, "--outdir")) {
+      break;
+    case O_OUTDIR: {
       if (!*v) return bad("empty --outdir", v);
       struct stat sb;
       if (stat(v, &sb) || !S_ISDIR(sb.st_mode)) return bad("--outdir is not an existing folder:", v);
       o_outdir = v;
-    } else {
-      return bad("unknown option", a);
+      break;
+    }
+    case ':': return bad("missing value for", argv[optind - 1]);
+    default: return bad("unknown option", argv[optind - 1]);
     }
   }
+  if (optind < argc) return bad("unexpected argument", argv[optind]);
   return -1; /* go on */
 }
 
@@ -488,7 +508,7 @@ int mzb_metg_main(int argc, char **argv) {
       }
       printf("\n");
     }
-    printf("METG(50%%) us:");
+    printf("METG(50%%) \xc2\xb5s:");
     for (int s = 0; s < NSYS; s++) {
       if (!res[pi][s].ran) continue;
       char b[32];
@@ -497,30 +517,42 @@ int mzb_metg_main(int argc, char **argv) {
     }
     printf("\n");
 
-    /* The plot. */
+    /* The plot: every system asked for, in the legend with its METG (a
+     * ring where its curve crosses 50%), or why it has none. */
     mzb_series series[NSYS];
-    size_t ns = 0;
-    for (int s = 0; s < NSYS; s++)
-      if (res[pi][s].n) {
-        series[ns].name = systems[s]->name;
-        series[ns].x = res[pi][s].gran;
-        series[ns].y = res[pi][s].eff;
-        series[ns].n = (size_t)res[pi][s].n;
-        ns++;
-      }
+    char notes[NSYS][64];
+    size_t ns = 0, npts = 0;
+    for (int s = 0; s < NSYS; s++) {
+      const sweep *sw = &res[pi][s];
+      if (!(o_sysmask & (1 << s))) continue;
+      series[ns] = (mzb_series){.name = systems[s]->name, .x = sw->gran, .y = sw->eff, .n = (size_t)sw->n,
+                                .note = notes[ns]};
+      if (!systems[s]->available)
+        snprintf(notes[ns], sizeof notes[ns], "not built");
+      else if (sw->failed)
+        snprintf(notes[ns], sizeof notes[ns], "failed (see the output)");
+      else if (!sw->n || sw->metg == -1)
+        snprintf(notes[ns], sizeof notes[ns], "never 50%% efficient");
+      else if (sw->n && sw->metg == sw->gran[sw->n - 1] && sw->eff[sw->n - 1] >= 0.5)
+        snprintf(notes[ns], sizeof notes[ns], "METG < %.3g \xc2\xb5s (finest point)", sw->metg);
+      else
+        snprintf(notes[ns], sizeof notes[ns], "METG %.3g \xc2\xb5s", sw->metg), series[ns].mark_x = sw->metg;
+      npts += (size_t)sw->n;
+      ns++;
+    }
     char title[160], path[1024];
     snprintf(title, sizeof title, "Task Bench %s, compute_bound, %ld steps x %ld, %ld workers", pattern, o_steps,
              width, o_workers);
     mzb_plot plot = {.title = title,
-                     .xlabel = "task granularity (us)",
-                     .ylabel = "efficiency",
+                     .xlabel = "task granularity (\xc2\xb5s per task per worker)",
+                     .ylabel = "efficiency (FLOP/s over the sweep's peak)",
                      .logx = 1,
                      .logy = 0,
                      .ymin = 0,
                      .ymax = 1.05,
                      .hline = 0.5};
     svg_path(path, sizeof path, pattern);
-    if (ns) {
+    if (npts) {
       int src = mzb_svg_lineplot(path, &plot, series, ns);
       if (src) {
         printf("plot: not written (%s): %s (%s)\n", path, mz_err_name(src), mz_strerror(src));

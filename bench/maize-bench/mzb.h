@@ -94,8 +94,18 @@ int mzb_trace_load(const char *path, mzb_trace *t, char *err, size_t errcap);
 int mzb_trace_parse(const char *text, size_t len, mzb_trace *t, char *err, size_t errcap);
 void mzb_trace_free(mzb_trace *t);
 
+/* The runs in the trace (args.run; `run` >= 0: that one only), in
+ * increasing number, each with its first start and last end (us): up to
+ * cap into out; returns how many there are (0 also on ENOMEM). */
+typedef struct mzb_trace_run {
+  int64_t run;
+  double t0, t1;
+} mzb_trace_run;
+size_t mzb_trace_runs(const mzb_trace *t, int64_t run, mzb_trace_run *out, size_t cap);
+
 /* The Gantt chart of the trace's slices of run `run` (-1: all runs) into
- * svg_path.  Returns 0 or a negative MZ_E* code. */
+ * svg_path, each run's extent marked (dashed boundaries and a bracket
+ * labelled with its makespan).  Returns 0 or a negative MZ_E* code. */
 int mzb_trace_svg(const mzb_trace *t, int64_t run, const char *title, const char *svg_path);
 
 /* The text summary of run `run` (-1: all): makespan, per device and queue

@@ -1,6 +1,7 @@
 /* maize-bench pipeline: the README's main job.  A multi-stage pipeline on
  * every device found, once per shipped policy, verified against a CPU
- * reference, with a table, a Perfetto trace and a Gantt chart per policy.
+ * reference, with a table, a Perfetto trace, a Gantt chart and the graph as
+ * Graphviz DOT (mz_graph_dump_dot, with the device of each task) per policy.
  *
  *   host fill:   x[i] = (i % 1000) / 1000, y[i] = 1 + (i % 7) / 4
  *   partition x, y and z into tiles; per tile, on any device:
@@ -182,8 +183,10 @@ struct result {
   struct verdict v;
 };
 
+/* dot: where to write the graph as Graphviz DOT after the run, with the
+ * device each task ran on (NULL: nowhere). */
 static int run_once(mz_runtime *rt, const struct kernels *ks, const char *policy, const struct ref *ref,
-                    unsigned tiles, struct result *res) {
+                    unsigned tiles, struct result *res, const char *dot) {
   size_t n = ref->n;
   memset(res, 0, sizeof *res);
   res->v.ref = ref;
@@ -230,6 +233,10 @@ static int run_once(mz_runtime *rt, const struct kernels *ks, const char *policy
     res->st.busy_ns = res->busy;
   }
   rc = res->status;
+  if (dot && mz_graph_dump_dot_file(g, dot)) {
+    snprintf(res->message, sizeof res->message, "%s", mz_runtime_last_error(rt));
+    if (!rc) rc = MZ_EIO;
+  }
 out:
   if (rc && !res->message[0]) snprintf(res->message, sizeof res->message, "%s", mz_strerror(rc));
   mz_future_destroy(f);
@@ -339,7 +346,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
   fprintf(out, "\n%-12s %11s %6s %9s %9s %9s %10s  %s\n", "policy", "makespan", "ops", "transfers", "MB moved",
           "callbacks", "result", "busy ms per device");
   int failures = 0;
-  char (*paths)[2][4096] = calloc(npol ? npol : 1, sizeof *paths);
+  char (*paths)[3][4096] = calloc(npol ? npol : 1, sizeof *paths);
   char (*bench)[512] = calloc(npol ? npol : 1, sizeof *bench); /* the BENCH lines, printed last */
   if (!paths || !bench) failures++;
   for (unsigned p = 0; paths && bench && p < npol; p++) {
@@ -347,6 +354,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     if (!pol || (o->policy && strcmp(pol, o->policy))) continue;
     snprintf(paths[p][0], sizeof paths[p][0], "%s/pipeline-%s.json", outdir, pol);
     snprintf(paths[p][1], sizeof paths[p][1], "%s/pipeline-%s.svg", outdir, pol);
+    snprintf(paths[p][2], sizeof paths[p][2], "%s/pipeline-%s.dot", outdir, pol);
     cfg.trace = paths[p][0];
     cfg.quiet = true;
     if ((rc = mz_runtime_create(&cfg, &rt))) {
@@ -363,11 +371,11 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
      * (nearly) everywhere, so the measured run shows the policy rather
      * than compilers. */
     if (!rc && warm_policy) {
-      rc = run_once(rt, &ks, warm_policy, &ref, tiles, &res);
+      rc = run_once(rt, &ks, warm_policy, &ref, tiles, &res, NULL);
       if (!rc && res.v.bad) rc = MZ_EKERNEL;
     }
     for (unsigned r = 0; !rc && r < reps; r++) {
-      rc = run_once(rt, &ks, pol, &ref, tiles, &res);
+      rc = run_once(rt, &ks, pol, &ref, tiles, &res, r + 1 == reps ? paths[p][2] : NULL);
       if (!rc && res.v.bad) rc = MZ_EKERNEL;
     }
     for (int i = 0; i < 4; i++) mz_kernel_destroy(ks.k[i]);
@@ -440,9 +448,11 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     mzb_trace_free(&t);
   }
   if (paths) {
-    fprintf(out, "\nPerfetto traces (open at https://ui.perfetto.dev) and Gantt charts of the last run:\n");
+    fprintf(out, "\nPerfetto traces (open at https://ui.perfetto.dev), Gantt charts of the last run, and its graph "
+                 "(Graphviz: dot -Tsvg FILE.dot):\n");
     for (unsigned p = 0; p < npol; p++)
-      if (paths[p][0][0]) fprintf(out, "  %s  %s\n", paths[p][0], paths[p][1][0] ? paths[p][1] : "(no chart)");
+      if (paths[p][0][0])
+        fprintf(out, "  %s  %s  %s\n", paths[p][0], paths[p][1][0] ? paths[p][1] : "(no chart)", paths[p][2]);
     fprintf(out, "Summary of one: maize-bench trace %s/pipeline-<policy>.json --run last\n", outdir);
   }
   fprintf(out, "%s\n", failures ? "SOME POLICIES FAILED" : "every policy matched the CPU reference");
@@ -461,7 +471,8 @@ static void usage(FILE *f) {
           "                            [--reps R] [--outdir DIR] [--quick]\n"
           "  Runs a tiled multi-device pipeline (4 kernels per tile, 2 host stages)\n"
           "  once per policy, checks it against a CPU reference, prints a table and\n"
-          "  writes DIR/pipeline-<policy>.json (Perfetto) and .svg (Gantt chart).\n"
+          "  writes DIR/pipeline-<policy>.json (Perfetto), .svg (Gantt chart) and\n"
+          "  .dot (the graph, each task with the device it ran on; dot -Tsvg).\n"
           "  --devices   MZ_DEVICES syntax (default: $MZ_DEVICES, else all)\n"
           "  --policy    one policy (default: every registered policy)\n"
           "  --elements  floats per buffer (default 4194304)\n"

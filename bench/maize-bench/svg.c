@@ -73,6 +73,14 @@ static void fmt_num(char *buf, size_t cap, double v) {
 
 /* ---- line plots ---- */
 
+struct xy {
+  double x, y;
+};
+static int cmp_xy(const void *a, const void *b) {
+  const struct xy *p = a, *q = b;
+  return (p->x > q->x) - (p->x < q->x);
+}
+
 #define LP_W 800
 #define LP_H 500
 #define LP_L 80  /* margins */
@@ -154,36 +162,74 @@ int mzb_svg_lineplot(const char *path, const mzb_plot *plot, const mzb_series *s
       fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n",
               LP_L, PY(hv), LP_L + pw, PY(hv));
   }
-  /* Series: a polyline through the drawable points, markers with tooltips. */
+  /* Series: a polyline through the drawable points in increasing x (a
+   * sweep measured coarse to fine, or noisy, would otherwise zigzag),
+   * markers with tooltips, the mark on the hline, and a legend entry even
+   * for a series without points. */
+  size_t maxn = 0;
+  for (size_t s = 0; s < nseries; s++)
+    if (series[s].n > maxn) maxn = series[s].n;
+  struct xy *pts = malloc((maxn ? maxn : 1) * sizeof *pts);
+  if (!pts) {
+    fclose(f);
+    remove(tmp);
+    return MZ_ENOMEM;
+  }
   for (size_t s = 0; s < nseries; s++) {
     const char *col = palette[s % NPALETTE];
-    fprintf(f, "<g><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+    size_t np = 0;
     for (size_t i = 0; i < series[s].n; i++) {
       double x = series[s].x[i], y = series[s].y[i];
       if (!isfinite(x) || !isfinite(y) || (plot->logx && x <= 0) || (plot->logy && y <= 0)) continue;
-      double tx = plot->logx ? log10(x) : x, ty = plot->logy ? log10(y) : y;
+      pts[np++] = (struct xy){x, y};
+    }
+    qsort(pts, np, sizeof *pts, cmp_xy);
+    fprintf(f, "<g><polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", col);
+    for (size_t i = 0; i < np; i++) {
+      double tx = plot->logx ? log10(pts[i].x) : pts[i].x, ty = plot->logy ? log10(pts[i].y) : pts[i].y;
       ty = fmin(fmax(ty, y0), y1);
       fprintf(f, "%.1f,%.1f ", PX(tx), PY(ty));
     }
     fputs("\"/>\n", f);
-    for (size_t i = 0; i < series[s].n; i++) {
-      double x = series[s].x[i], y = series[s].y[i];
-      if (!isfinite(x) || !isfinite(y) || (plot->logx && x <= 0) || (plot->logy && y <= 0)) continue;
-      double tx = plot->logx ? log10(x) : x, ty = plot->logy ? log10(y) : y;
+    for (size_t i = 0; i < np; i++) {
+      double tx = plot->logx ? log10(pts[i].x) : pts[i].x, ty = plot->logy ? log10(pts[i].y) : pts[i].y;
       ty = fmin(fmax(ty, y0), y1);
       fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>", PX(tx), PY(ty), col);
       mzb_xml_escape(f, series[s].name);
-      fprintf(f, ": (%g, %g)</title></circle>\n", x, y);
+      fprintf(f, ": (%g, %g)</title></circle>\n", pts[i].x, pts[i].y);
+    }
+    double mx = series[s].mark_x;
+    if (mx > 0 && isfinite(mx) && plot->hline > 0) {
+      double tx = plot->logx ? log10(mx) : mx, hv = plot->logy ? log10(plot->hline) : plot->hline;
+      if (tx >= x0 && tx <= x1 && hv >= y0 && hv <= y1) {
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%g\" stroke=\"%s\" stroke-width=\"1.5\" "
+                   "stroke-dasharray=\"2 3\"/>\n",
+                PX(tx), PY(hv), PX(tx), LP_T + ph, col);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"white\" stroke=\"%s\" stroke-width=\"2.5\"><title>",
+                PX(tx), PY(hv), col);
+        mzb_xml_escape(f, series[s].name);
+        if (series[s].note) {
+          fputs(": ", f);
+          mzb_xml_escape(f, series[s].note);
+        }
+        fputs("</title></circle>\n", f);
+      }
     }
     fputs("</g>\n", f);
-    /* Legend entry. */
-    double ly = LP_T + 10 + 20.0 * (double)s;
+    /* Legend entry: the name, and the note on a second line. */
+    double ly = LP_T + 10 + 34.0 * (double)s;
     fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"%s\" stroke-width=\"2\"/>", LP_W - LP_R + 15.0,
             ly, LP_W - LP_R + 40.0, ly, col);
     fprintf(f, "<text x=\"%g\" y=\"%g\">", LP_W - LP_R + 46.0, ly + 4);
     mzb_xml_escape(f, series[s].name);
     fputs("</text>\n", f);
+    if (series[s].note && *series[s].note) {
+      fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"11\" fill=\"#444\">", LP_W - LP_R + 46.0, ly + 18);
+      mzb_xml_escape(f, series[s].note);
+      fputs("</text>\n", f);
+    }
   }
+  free(pts);
   fputs("</svg>\n", f);
 #undef PX
 #undef PY
@@ -195,9 +241,10 @@ int mzb_svg_lineplot(const char *path, const mzb_plot *plot, const mzb_series *s
 #define GT_L 230 /* room for row names */
 #define GT_PW 1000
 #define GT_R 20
-#define GT_T 50
+#define GT_T 66 /* the title, then the spans' brackets */
 #define GT_ROWH 22
 #define GT_MINPX 2.0 /* bars narrower than this are merged with their neighbours, up to this width */
+#define GT_XFER_FILL "#222222"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
@@ -249,43 +296,52 @@ struct pending {
 
 static void fmt_time(char *buf, size_t cap, uint64_t ns) {
   if (ns >= 10000000) snprintf(buf, cap, "%.2f ms", (double)ns / 1e6);
-  else if (ns >= 10000) snprintf(buf, cap, "%.1f us", (double)ns / 1e3);
+  else if (ns >= 10000) snprintf(buf, cap, "%.1f \xc2\xb5s", (double)ns / 1e3);
   else snprintf(buf, cap, "%llu ns", (unsigned long long)ns);
 }
 
+/* Write the pending bar at row top y.  Kernels fill the row; transfers
+ * (the second pass) are a dark strip in its lower half, on top, at least
+ * GT_MINPX wide, so a copy never hides under or inside a kernel's bar. */
 static void flush_bar(FILE *f, struct pending *p, const mzb_gantt_op *ops, const char *const *kinds, size_t nk,
                       double y) {
   if (!p->live) return;
   const mzb_gantt_op *o = &ops[p->count > 1 ? p->longest : p->first];
-  double w = p->x1 - p->x0;
+  double w = p->x1 - p->x0, h = GT_ROWH - 6;
   if (w < 0.5) w = 0.5;
   const char *fill;
-  if (o->is_transfer) fill = "#d8d8d8";
-  else fill = palette[kind_index(kinds, nk, o->kind ? o->kind : "") % NPALETTE];
+  if (p->transfer) {
+    fill = GT_XFER_FILL;
+    if (w < GT_MINPX) w = GT_MINPX;
+    y += h / 2;
+    h /= 2;
+  } else {
+    fill = palette[kind_index(kinds, nk, o->kind ? o->kind : "") % NPALETTE];
+  }
   char d[64];
-  fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\"", p->x0, y, w, GT_ROWH - 6, fill);
-  if (p->transfer) fputs(" stroke=\"#333\" stroke-width=\"0.5\"", f);
-  fputs("><title>", f);
+  fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%g\" fill=\"%s\"><title>", p->x0, y, w, h, fill);
   if (p->count == 1) {
     mzb_xml_escape(f, o->label && *o->label ? o->label : o->kind);
     fmt_time(d, sizeof d, p->t1 - p->t0);
     fprintf(f, " (%s)", d);
   } else {
     fmt_time(d, sizeof d, p->busy);
-    fprintf(f, "%zu ops merged (each under %g pixels), %s busy%s; longest: ", p->count, GT_MINPX, d,
-            p->mixed ? ", several kinds" : "");
+    fprintf(f, "%zu %s merged (each under %g pixels), %s busy%s; longest: ", p->count,
+            p->transfer ? "transfers" : "ops", GT_MINPX, d, p->mixed ? ", several kinds" : "");
     mzb_xml_escape(f, o->kind);
   }
   fputs("</title></rect>\n", f);
-  if (o->is_transfer)
-    fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"url(#hatch)\" pointer-events=\"none\"/>\n",
-            p->x0, y, w, GT_ROWH - 6);
   p->live = false;
 }
 
+/* Width in pixels of text at font-size 11, roughly (sans-serif). */
+static double text_px(const char *s) { return 6.2 * (double)strlen(s); }
+
 int mzb_svg_gantt(const char *path, const char *title, const char *const *row_names, size_t nrows,
-                  const mzb_gantt_op *ops, size_t nops) {
-  if (!path || (nrows && !row_names) || (nops && !ops)) return MZ_EINVAL;
+                  const mzb_gantt_op *ops, size_t nops, const mzb_gantt_span *spans, size_t nspans) {
+  if (!path || (nrows && !row_names) || (nops && !ops) || (nspans && !spans)) return MZ_EINVAL;
+  for (size_t i = 0; i < nspans; i++)
+    if (spans[i].t1 < spans[i].t0) return MZ_EINVAL;
   for (size_t i = 0; i < nops; i++)
     if (ops[i].row >= nrows || ops[i].t1 < ops[i].t0) return MZ_EINVAL;
   uint64_t t0 = UINT64_MAX, t1 = 0;
@@ -304,7 +360,7 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
   int rc = MZ_ENOMEM;
   if (!order || !kinds) goto out;
   size_t nk = 0;
-  /* Transfers are drawn alike (hatched), whatever their names. */
+  /* Transfers are drawn alike (a dark strip), whatever their names. */
   size_t nnt = 0;
   for (size_t i = 0; i < nops; i++)
     if (!ops[i].is_transfer) kinds[nnt++] = ops[i].kind ? ops[i].kind : "";
@@ -337,12 +393,9 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
           "font-family=\"sans-serif\" font-size=\"12\">\n"
-          "<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-          "patternTransform=\"rotate(45)\"><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#222\" "
-          "stroke-width=\"2\"/></pattern></defs>\n"
           "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
           W, H, W, H);
-  fprintf(f, "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2);
+  fprintf(f, "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">", W / 2);
   mzb_xml_escape(f, title);
   fputs("</text>\n", f);
   /* Rows: alternate shading and names. */
@@ -369,35 +422,71 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
    * GT_MINPX of the pending bar's end joins it while the pending bar is
    * under GT_MINPX wide, so the file stays bounded by about rows x width /
    * GT_MINPX bars whatever the op count.  A merged bar takes the colour of
-   * its longest op and says in its tooltip how many it holds. */
-  struct pending p = {0};
-  unsigned row = 0;
-  for (size_t j = 0; j < nops; j++) {
-    const mzb_gantt_op *o = &ops[order[j].i];
-    if (o->row != row) {
+   * its longest op and says in its tooltip how many it holds.  Kernels
+   * first, then transfers on top (merged only with transfers). */
+  for (int pass = 0; pass < 2; pass++) {
+    struct pending p = {0};
+    unsigned row = 0;
+    for (size_t j = 0; j < nops; j++) {
+      const mzb_gantt_op *o = &ops[order[j].i];
+      if ((o->is_transfer != 0) != (pass == 1)) continue;
+      if (o->row != row) {
+        flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
+        row = o->row;
+      }
+      double x0 = GT_L + (double)(o->t0 - t0) / (double)span * pw;
+      double x1 = GT_L + (double)(o->t1 - t0) / (double)span * pw;
+      bool tiny = x1 - x0 < GT_MINPX;
+      if (p.live && tiny && x0 - p.x1 < GT_MINPX && p.x1 - p.x0 < GT_MINPX) {
+        if (o->t1 - o->t0 > ops[p.longest].t1 - ops[p.longest].t0) p.longest = order[j].i;
+        if (x1 > p.x1) p.x1 = x1;
+        if (o->t1 > p.t1) p.t1 = o->t1;
+        p.busy += o->t1 - o->t0;
+        p.count++;
+        if (strcmp(o->kind ? o->kind : "", ops[p.first].kind ? ops[p.first].kind : "")) p.mixed = true;
+        continue;
+      }
       flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
-      row = o->row;
-    }
-    double x0 = GT_L + (double)(o->t0 - t0) / (double)span * pw;
-    double x1 = GT_L + (double)(o->t1 - t0) / (double)span * pw;
-    bool tiny = x1 - x0 < GT_MINPX;
-    if (p.live && tiny && x0 - p.x1 < GT_MINPX && p.x1 - p.x0 < GT_MINPX) {
-      if (o->t1 - o->t0 > ops[p.longest].t1 - ops[p.longest].t0) p.longest = order[j].i;
-      if (x1 > p.x1) p.x1 = x1;
-      if (o->t1 > p.t1) p.t1 = o->t1;
-      p.busy += o->t1 - o->t0;
-      p.count++;
-      if (strcmp(o->kind ? o->kind : "", ops[p.first].kind ? ops[p.first].kind : "") ||
-          (o->is_transfer != 0) != p.transfer)
-        p.mixed = true;
-      p.transfer = p.transfer && o->is_transfer;
-      continue;
+      p = (struct pending){.live = true, .x0 = x0, .x1 = x1, .t0 = o->t0, .t1 = o->t1, .busy = o->t1 - o->t0,
+                           .first = order[j].i, .longest = order[j].i, .count = 1, .transfer = pass == 1};
     }
     flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
-    p = (struct pending){.live = true, .x0 = x0, .x1 = x1, .t0 = o->t0, .t1 = o->t1, .busy = o->t1 - o->t0,
-                         .first = order[j].i, .longest = order[j].i, .count = 1, .transfer = o->is_transfer != 0};
   }
-  flush_bar(f, &p, ops, kinds, nk, GT_T + row * GT_ROWH + 3.0);
+  /* Spans (runs): dashed boundaries across the rows and a labelled
+   * bracket above them; the label shrinks to what fits (the full text
+   * stays in the tooltip). */
+  for (size_t i = 0; i < nspans; i++) {
+    uint64_t a = spans[i].t0 < t0 ? t0 : spans[i].t0, b = spans[i].t1 > t1 ? t1 : spans[i].t1;
+    if (b < a) continue;
+    double xa = GT_L + (double)(a - t0) / (double)span * pw, xb = GT_L + (double)(b - t0) / (double)span * pw;
+    int by = GT_T - 14;
+    fprintf(f, "<g stroke=\"#555\" stroke-dasharray=\"4 3\"><line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>"
+               "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/></g>\n",
+            xa, by, xa, GT_T + ph, xb, by, xb, GT_T + ph);
+    fprintf(f, "<path d=\"M%.1f %d V%d H%.1f V%d\" fill=\"none\" stroke=\"#333\" stroke-width=\"1.5\"><title>", xa,
+            by + 6, by, xb, by + 6);
+    mzb_xml_escape(f, spans[i].label);
+    fputs("</title></path>\n", f);
+    const char *label = spans[i].label ? spans[i].label : "";
+    double room = xb - xa - 4;
+    if (*label && room > 5) {
+      /* The whole label, else its part before ':' ("run 2"), else that
+       * without "run " ("2"), else nothing. */
+      char buf[160];
+      const char *show = buf;
+      snprintf(buf, sizeof buf, "%s", label);
+      if (text_px(show) > room) {
+        char *colon = strchr(buf, ':');
+        if (colon) *colon = 0;
+      }
+      if (text_px(show) > room && !strncmp(show, "run ", 4)) show += 4;
+      if (text_px(show) <= room) {
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">", (xa + xb) / 2, by - 4);
+        mzb_xml_escape(f, show);
+        fputs("</text>\n", f);
+      }
+    }
+  }
   /* Legend: the kinds with the most time, then transfers and merged bars. */
   if (nk) qsort(ks, nk, sizeof *ks, cmp_kind_total);
   int ly = GT_T + ph + 56;
@@ -412,9 +501,9 @@ int mzb_svg_gantt(const char *path, const char *title, const char *const *row_na
       fputs("</text>\n", f);
     } else if (k == nlegend && any_transfer) {
       fprintf(f,
-              "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"12\" fill=\"url(#hatch)\" stroke=\"#333\"/>"
-              "<text x=\"%d\" y=\"%d\">transfer (hatched)</text>\n",
-              lx, yy - 10, lx + 20, yy);
+              "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"6\" fill=\"" GT_XFER_FILL "\"/>"
+              "<text x=\"%d\" y=\"%d\">transfer (dark strip)</text>\n",
+              lx, yy - 4, lx + 20, yy);
     } else {
       fprintf(f, "<text x=\"%d\" y=\"%d\">+%zu more kinds</text>\n", lx, yy, nk - nlegend);
     }

@@ -4,6 +4,7 @@
  * systems in tb_maize.c, peer_openmp.c and peer_starpu.c.  See
  * TASKBENCH.md. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,12 @@ static void usage(FILE *f) {
           "  %-18s output slots per point (default: steps; fewer reuse buffers)\n"
           "  %-18s worker threads (maize: devices cpu:N unless --devices)\n"
           "  %-18s print the dependencies of every task\n"
-          "\nmaize-bench options:\n"
+          "\nmaize-bench options (--name VALUE or --name=VALUE):\n"
           "  --system S         maize (default), maize-rerun (the graph built once, then\n"
           "                     re-run with mz_graph_run), openmp, starpu or tbb\n"
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
-          "  -r N               run N times and report the median (default 1)\n"
+          "  -r, --reps N       run N times and report the median (default 1)\n"
           "  --breakdown        maize: print build, mz_schedule and wait time per task (stderr)\n"
           "  --chunk N          maize: schedule every N tasks while building (default 64; 0: one run at the end)\n"
           "\ndependence patterns:",
@@ -54,6 +55,85 @@ static void usage(FILE *f) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+/* Task Bench's own flags (-steps 4: one dash, the value apart, as its
+ * scripts write them) are taken out first by tb_app_parse; what is left
+ * goes through getopt_long, so "--devices cpu:2" and "--devices=cpu:2"
+ * both work and anything unknown is refused. */
+static int parse_rest(int nrest, char **rest, const char *prog, tb_sys_opts *opts, const tb_system **sys, int *reps) {
+  enum { O_DEVICES = 256, O_POLICY, O_SYSTEM, O_CHUNK, O_BREAKDOWN };
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},           {"reps", required_argument, NULL, 'r'},
+      {"devices", required_argument, NULL, O_DEVICES}, {"policy", required_argument, NULL, O_POLICY},
+      {"system", required_argument, NULL, O_SYSTEM},   {"chunk", required_argument, NULL, O_CHUNK},
+      {"breakdown", no_argument, NULL, O_BREAKDOWN},   {NULL, 0, NULL, 0}};
+  char **av = calloc((size_t)nrest + 2, sizeof *av);
+  if (!av) return 1;
+  av[0] = (char *)prog;
+  for (int i = 0; i < nrest; i++) av[i + 1] = rest[i];
+  int ac = nrest + 1, c, ret = -1;
+  optind = 0; /* glibc: 0 re-initialises getopt fully */
+  opterr = 0;
+  while (ret < 0 && (c = getopt_long(ac, av, ":hr:", longopts, NULL)) != -1) {
+    const char *v = optarg;
+    char *end;
+    long x;
+    switch (c) {
+    case 'h': usage(stdout); ret = 0; break;
+    case O_DEVICES: opts->devices = v; break;
+    case O_POLICY: opts->policy = v; break;
+    case O_BREAKDOWN: opts->breakdown = 1; break;
+    case O_CHUNK:
+      errno = 0;
+      x = strtol(v, &end, 10);
+      if (errno || *end || end == v || x < 0 || x > (1L << 30)) {
+        fprintf(stderr, "maize-bench taskbench: --chunk must be 0..2^30, not '%s'\n", v);
+        ret = 2;
+      }
+      opts->chunk = x ? x : -1;
+      break;
+    case 'r':
+      errno = 0;
+      x = strtol(v, &end, 10);
+      if (errno || *end || end == v || x < 1 || x > 101) {
+        fprintf(stderr, "maize-bench taskbench: -r must be 1..101, not '%s'\n", v);
+        ret = 2;
+      }
+      *reps = (int)x;
+      break;
+    case O_SYSTEM:
+      if (!strcmp(v, "maize"))
+        *sys = &tb_system_maize;
+      else if (!strcmp(v, "openmp"))
+        *sys = &tb_system_openmp;
+      else if (!strcmp(v, "starpu"))
+        *sys = &tb_system_starpu;
+      else if (!strcmp(v, "tbb"))
+        *sys = &tb_system_tbb;
+      else if (!strcmp(v, "maize-rerun"))
+        *sys = &tb_system_maize_rerun;
+      else {
+        fprintf(stderr, "maize-bench taskbench: unknown system '%s' (maize, openmp, starpu, tbb, maize-rerun)\n", v);
+        ret = 2;
+      }
+      break;
+    case ':':
+      fprintf(stderr, "maize-bench taskbench: %s needs a value\n", av[optind - 1]);
+      ret = 2;
+      break;
+    default:
+      fprintf(stderr, "maize-bench taskbench: unknown option '%s' (maize-bench taskbench -h)\n", av[optind - 1]);
+      ret = 2;
+      break;
+    }
+  }
+  if (ret < 0 && optind < ac) {
+    fprintf(stderr, "maize-bench taskbench: unexpected argument '%s' (maize-bench taskbench -h)\n", av[optind]);
+    ret = 2;
+  }
+  free(av);
+  return ret;
 }
 
 int mzb_taskbench_main(int argc, char **argv) {
@@ -77,67 +157,9 @@ int mzb_taskbench_main(int argc, char **argv) {
   opts.workers = app.workers;
   const tb_system *sys = &tb_system_maize;
   int reps = 1;
-  for (int i = 0; i < nrest; i++) {
-    const char *a = rest[i];
-    const char *v = i + 1 < nrest ? rest[i + 1] : NULL;
-    if (!strcmp(a, "--devices") || !strcmp(a, "--policy") || !strcmp(a, "--system") || !strcmp(a, "-r") ||
-        !strcmp(a, "--chunk")) {
-      if (!v) {
-        fprintf(stderr, "maize-bench taskbench: %s needs a value\n", a);
-        free(rest);
-        return 2;
-      }
-      i++;
-      if (!strcmp(a, "--chunk")) {
-        char *end;
-        errno = 0;
-        long c = strtol(v, &end, 10);
-        if (errno || *end || end == v || c < 0 || c > (1L << 30)) {
-          fprintf(stderr, "maize-bench taskbench: --chunk must be 0..2^30, not '%s'\n", v);
-          free(rest);
-          return 2;
-        }
-        opts.chunk = c ? c : -1;
-      } else if (!strcmp(a, "--devices")) {
-        opts.devices = v;
-      } else if (!strcmp(a, "--policy")) {
-        opts.policy = v;
-      } else if (!strcmp(a, "--system")) {
-        if (!strcmp(v, "maize"))
-          sys = &tb_system_maize;
-        else if (!strcmp(v, "openmp"))
-          sys = &tb_system_openmp;
-        else if (!strcmp(v, "starpu"))
-          sys = &tb_system_starpu;
-        else if (!strcmp(v, "tbb"))
-          sys = &tb_system_tbb;
-        else if (!strcmp(v, "maize-rerun"))
-          sys = &tb_system_maize_rerun;
-        else {
-          fprintf(stderr, "maize-bench taskbench: unknown system '%s' (maize, openmp, starpu, tbb, maize-rerun)\n", v);
-          free(rest);
-          return 2;
-        }
-      } else {
-        char *end;
-        errno = 0;
-        long r = strtol(v, &end, 10);
-        if (errno || *end || end == v || r < 1 || r > 101) {
-          fprintf(stderr, "maize-bench taskbench: -r must be 1..101, not '%s'\n", v);
-          free(rest);
-          return 2;
-        }
-        reps = (int)r;
-      }
-    } else if (!strcmp(a, "--breakdown")) {
-      opts.breakdown = 1;
-    } else {
-      fprintf(stderr, "maize-bench taskbench: unknown option '%s' (maize-bench taskbench -h)\n", a);
-      free(rest);
-      return 2;
-    }
-  }
+  int prc = parse_rest(nrest, rest, argv[0], &opts, &sys, &reps);
   free(rest);
+  if (prc >= 0) return prc;
   if (!sys->available) {
     char e2[256];
     void *st;

@@ -7,6 +7,7 @@
  * malformed input gives a message with the line and column and exit 1.
  * pipeline.c and the tests use the same reader (see mzb.h). */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -720,12 +721,49 @@ static size_t track_of(const mzb_trace *t, unsigned pid, unsigned tid) {
 
 static bool in_run(const mzb_slice *s, int64_t run) { return run < 0 || s->run == run; }
 
+static void fmt_dur_us(char *buf, size_t cap, double us) {
+  if (us >= 1000) snprintf(buf, cap, "%.2f ms", us / 1e3);
+  else snprintf(buf, cap, "%.1f \xc2\xb5s", us);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+size_t mzb_trace_runs(const mzb_trace *t, int64_t run, mzb_trace_run *out, size_t cap) {
+  int64_t *ids = malloc((t->nslices ? t->nslices : 1) * sizeof *ids);
+  if (!ids) return 0;
+  size_t n = 0, m = 0;
+  for (size_t i = 0; i < t->nslices; i++)
+    if (t->slices[i].run >= 0 && in_run(&t->slices[i], run)) ids[n++] = t->slices[i].run;
+  if (n) qsort(ids, n, sizeof *ids, cmp_i64);
+  for (size_t i = 0; i < n; i++)
+    if (!m || ids[m - 1] != ids[i]) ids[m++] = ids[i];
+  for (size_t k = 0; k < m && k < cap; k++) out[k] = (mzb_trace_run){.run = ids[k], .t0 = INFINITY, .t1 = -INFINITY};
+  for (size_t i = 0; i < t->nslices; i++) {
+    const mzb_slice *s = &t->slices[i];
+    if (s->run < 0 || !in_run(s, run)) continue;
+    int64_t *hit = bsearch(&s->run, ids, m, sizeof *ids, cmp_i64);
+    size_t k = (size_t)(hit - ids);
+    if (k >= cap) continue;
+    out[k].t0 = fmin(out[k].t0, s->ts);
+    out[k].t1 = fmax(out[k].t1, s->ts + (s->dur > 0 ? s->dur : 0));
+  }
+  free(ids);
+  return m;
+}
+
 int mzb_trace_svg(const mzb_trace *t, int64_t run, const char *title, const char *svg_path) {
   mzb_gantt_op *ops = malloc((t->nslices ? t->nslices : 1) * sizeof *ops);
   const char **rows = malloc((t->ntracks ? t->ntracks : 1) * sizeof *rows);
   char (*labels)[160] = malloc((t->nslices ? t->nslices : 1) * sizeof *labels);
+  /* At most one run per slice. */
+  mzb_trace_run *runs = malloc((t->nslices ? t->nslices : 1) * sizeof *runs);
+  mzb_gantt_span *spans = malloc((t->nslices ? t->nslices : 1) * sizeof *spans);
+  char (*slabels)[96] = malloc((t->nslices ? t->nslices : 1) * sizeof *slabels);
   int rc = MZ_ENOMEM;
-  if (ops && rows && labels) {
+  if (ops && rows && labels && runs && spans && slabels) {
     size_t n = 0;
     for (size_t i = 0; i < t->ntracks; i++) rows[i] = t->tracks[i].name;
     for (size_t i = 0; i < t->nslices; i++) {
@@ -741,11 +779,24 @@ int mzb_trace_svg(const mzb_trace *t, int64_t run, const char *title, const char
                               .kind = s->name, .label = labels[n], .is_transfer = s->transfer};
       n++;
     }
-    rc = mzb_svg_gantt(svg_path, title, rows, t->ntracks, ops, n);
+    /* Each run's extent, marked with its makespan (first start to last
+     * end of its slices, as mz_run_stats.elapsed_ns nearly is). */
+    size_t nr = mzb_trace_runs(t, run, runs, t->nslices);
+    for (size_t k = 0; k < nr; k++) {
+      char d[48];
+      fmt_dur_us(d, sizeof d, runs[k].t1 - runs[k].t0);
+      snprintf(slabels[k], sizeof slabels[k], "run %lld: makespan %s", (long long)runs[k].run, d);
+      double a = runs[k].t0 > 0 ? runs[k].t0 * 1000.0 : 0, b = runs[k].t1 * 1000.0;
+      spans[k] = (mzb_gantt_span){.t0 = (uint64_t)a, .t1 = (uint64_t)(b > a ? b : a), .label = slabels[k]};
+    }
+    rc = mzb_svg_gantt(svg_path, title, rows, t->ntracks, ops, n, spans, nr);
   }
   free(ops);
   free(rows);
   free(labels);
+  free(runs);
+  free(spans);
+  free(slabels);
   return rc;
 }
 
@@ -848,35 +899,67 @@ void mzb_trace_summary(const mzb_trace *t, int64_t run, FILE *out) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: maize-bench trace FILE.json [--svg OUT.svg] [--run N|last|all]\n"
-          "  Reads an MZ_TRACE file, prints a summary and writes a Gantt chart\n"
-          "  (default: FILE.svg, FILE's .json replaced).  --run picks one run\n"
-          "  (args.run) of a trace that holds several; default all.\n");
+          "  Reads an MZ_TRACE file, prints a summary and writes a Gantt chart,\n"
+          "  each run's extent and makespan marked (default: FILE.gantt.svg,\n"
+          "  FILE's .json dropped).  --run picks one run (args.run) of a trace\n"
+          "  that holds several; default all.\n");
 }
 
+/* getopt_long: "--svg OUT" and "--svg=OUT" both work; one positional
+ * argument, the trace file. */
 int mzb_trace_main(int argc, char **argv) {
   const char *in = NULL, *svg = NULL, *runs = "all";
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
-      svg = argv[++i];
-    } else if (!strcmp(argv[i], "--run") && i + 1 < argc) {
-      runs = argv[++i];
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      fprintf(stderr, "maize-bench trace: unknown option or missing value: '%s'\n", argv[i]);
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                           {"svg", required_argument, NULL, 's'},
+                                           {"run", required_argument, NULL, 'r'},
+                                           {NULL, 0, NULL, 0}};
+  int c;
+  optind = 0; /* glibc: 0 re-initialises getopt fully */
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'h': usage(stdout); return 0;
+    case 's':
+      if (!*optarg) {
+        fprintf(stderr, "maize-bench trace: empty --svg path\n");
+        return 2;
+      }
+      svg = optarg;
+      break;
+    case 'r': runs = optarg; break;
+    case ':':
+      fprintf(stderr, "maize-bench trace: %s needs a value\n", argv[optind - 1]);
       usage(stderr);
       return 2;
-    } else if (!in) {
-      in = argv[i];
-    } else {
-      fprintf(stderr, "maize-bench trace: one trace file only ('%s' is extra)\n", argv[i]);
+    default:
+      fprintf(stderr, "maize-bench trace: unknown option '%s'\n", argv[optind - 1]);
+      usage(stderr);
       return 2;
     }
   }
+  if (optind < argc) in = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "maize-bench trace: one trace file only ('%s' is extra)\n", argv[optind]);
+    return 2;
+  }
   if (!in) {
+    fprintf(stderr, "maize-bench trace: which trace file?\n");
     usage(stderr);
     return 2;
+  }
+  /* The run: checked as text before the file is read, and against the
+   * runs the trace holds after. */
+  int64_t run = -1;
+  bool last = !strcmp(runs, "last");
+  if (!last && strcmp(runs, "all")) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(runs, &end, 10);
+    if (errno || end == runs || *end || v < 0) {
+      fprintf(stderr, "maize-bench trace: --run wants a run number, 'last' or 'all', not '%s'\n", runs);
+      return 2;
+    }
+    run = v;
   }
   char err[600];
   mzb_trace t;
@@ -884,36 +967,44 @@ int mzb_trace_main(int argc, char **argv) {
     fprintf(stderr, "maize-bench trace: %s\n", err);
     return 1;
   }
-  int64_t run = -1;
-  if (!strcmp(runs, "last")) {
-    run = t.last_run;
-  } else if (strcmp(runs, "all")) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(runs, &end, 10);
-    if (errno || *end || v < 0) {
-      fprintf(stderr, "maize-bench trace: --run wants a run number, 'last' or 'all', not '%s'\n", runs);
-      mzb_trace_free(&t);
-      return 2;
-    }
-    run = v;
+  if (last) run = t.last_run; /* -1 (all) when the trace names no run */
+  mzb_trace_run one;
+  if (run >= 0 && mzb_trace_runs(&t, run, &one, 1) == 0) {
+    fprintf(stderr, "maize-bench trace: %s holds no run %lld (runs up to %lld)\n", in, (long long)run,
+            (long long)t.last_run);
+    mzb_trace_free(&t);
+    return 2;
   }
+  /* The chart's default name is FILE.gantt.svg (FILE's .json dropped),
+   * never FILE.svg: maize-bench pipeline writes its own chart there. */
   char def[4096];
   if (!svg) {
     size_t l = strlen(in);
     if (l > 5 && !strcmp(in + l - 5, ".json")) l -= 5;
-    if (l + 5 > sizeof def) {
+    if (l + sizeof ".gantt.svg" > sizeof def) {
       fprintf(stderr, "maize-bench trace: path too long\n");
       mzb_trace_free(&t);
       return 1;
     }
     memcpy(def, in, l);
-    strcpy(def + l, ".svg");
+    strcpy(def + l, ".gantt.svg");
     svg = def;
   }
+  /* The title says what is drawn; the file's name without its folders. */
+  const char *base = strrchr(in, '/') ? strrchr(in, '/') + 1 : in;
+  size_t nruns = mzb_trace_runs(&t, -1, &one, 1);
+  unsigned ndev = 0;
+  for (size_t r = 0; r < t.ntracks; r++) ndev += !r || t.tracks[r - 1].pid != t.tracks[r].pid;
+  char title[512];
+  if (run >= 0)
+    snprintf(title, sizeof title, "maize trace %.200s: run %lld of %zu, %u device(s), %zu queue(s)", base,
+             (long long)run, nruns, ndev, t.ntracks);
+  else
+    snprintf(title, sizeof title, "maize trace %.200s: %zu run(s), %u device(s), %zu queue(s)", base, nruns, ndev,
+             t.ntracks);
   printf("trace %s\n", in);
   mzb_trace_summary(&t, run, stdout);
-  int rc = mzb_trace_svg(&t, run, in, svg);
+  int rc = mzb_trace_svg(&t, run, title, svg);
   if (rc) {
     fprintf(stderr, "maize-bench trace: cannot write '%s': %s\n", svg, mz_strerror(rc));
     mzb_trace_free(&t);

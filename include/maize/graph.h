@@ -23,6 +23,8 @@
 #ifndef MAIZE_GRAPH_H
 #define MAIZE_GRAPH_H
 
+#include <stdio.h>
+
 #include "kernel.h"
 #include "types.h"
 
@@ -126,6 +128,35 @@ mz_op *mz_unpartition(mz_graph *g, mz_op *tiles);
  * can close a cycle, which mz_schedule() rejects with MZ_ECYCLE.  Returns
  * MZ_OK or the graph's sticky error. */
 int mz_depend(mz_graph *g, mz_op *op, mz_op *after);
+
+/* Write g as a Graphviz DOT digraph ("dot -Tsvg" draws it), as Taskflow's
+ * dump and StarPU's dag.dot do.  Nodes are the tasks (apply, host,
+ * partition, unpartition), labelled with their kernel's name and node id
+ * and filled with one colour per kernel.  Edges come in three kinds: data
+ * (solid: the task uses a value the other produced), hazard (dashed red,
+ * labelled RAW, WAR or WAW: the orderings of buffer accesses in build
+ * order, as mz_schedule() derives them when every task runs; drawn only
+ * where no data or explicit edge already orders the pair) and explicit
+ * (dotted blue: mz_depend()).  A task that ran says the device (index,
+ * kind, name) and queue it ran on in its last run; a failed one is
+ * outlined in red with its error name; one never scheduled is grey.  A
+ * graph with a sticky error is drawn as built, the error in its label.
+ *
+ * Waits first for the runs of g in flight to end, as mz_graph_run() does,
+ * so a dump after mz_future_wait() shows that run's placements.  On a
+ * runtime thread (a host task, a future callback), where waiting could
+ * deadlock, it does not wait: with a run of g in flight, placements are
+ * left out and the graph's label says so.  Any thread; takes g's lock
+ * while it reads the graph (builders on other threads wait meanwhile),
+ * never while writing to f.  f is not closed.
+ * Returns MZ_OK; MZ_EINVAL for a NULL, destroyed or wrong-kind graph or a
+ * NULL f; MZ_ENOMEM; MZ_EIO when writing fails (part of the text may have
+ * been written).  Messages in mz_runtime_last_error(). */
+int mz_graph_dump_dot(mz_graph *g, FILE *f);
+
+/* The same, into the file at path (created or truncated).  MZ_EIO when it
+ * cannot be opened or written (a partial file may be left). */
+int mz_graph_dump_dot_file(mz_graph *g, const char *path);
 
 MZ_API_END
 

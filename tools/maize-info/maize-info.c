@@ -1,7 +1,8 @@
 /* maize-info: what maize sees on this machine (StarPU's
  * starpu_machine_display, clinfo, lstopo): the version, the devices with
- * their capabilities, queues and memory, the policies with their
- * descriptions, and where the perf models are kept.  --json prints the same
+ * their capabilities, queues and memory, the OpenCL ICD loader, drivers
+ * and platforms and the CUDA driver library found (libs.c), the policies
+ * with their descriptions, and where the perf models are kept.  --json prints the same
  * as one JSON object for scripts.  Devices come from $MZ_DEVICES (as any
  * runtime's do), else from every device found. */
 #include <getopt.h>
@@ -13,6 +14,7 @@
 #include <maize/policy.h>
 
 #include "internal.h"
+#include "libs.h"
 #include "perfmodel.h"
 
 static void json_str(const char *s) {
@@ -43,8 +45,8 @@ static const char *describe(const char *name) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: maize-info [--json]\n"
-             "  list the devices maize finds (or $MZ_DEVICES selects), the policies and\n"
-             "  where the perf models are kept\n"
+             "  list the devices maize finds (or $MZ_DEVICES selects), the OpenCL and\n"
+             "  CUDA libraries found, the policies and where the perf models are kept\n"
              "  -j, --json     one JSON object instead of text\n"
              "  -h, --help     this text\n"
              "  -V, --version  the maize version\n");
@@ -77,6 +79,8 @@ int main(int argc, char **argv) {
   char pmdir[4096], nb[256];
   mz__pm_dir(pmdir, sizeof pmdir);
   unsigned nd = mz_runtime_device_count(rt);
+  static struct mzi_libs libs; /* large: off the stack */
+  mzi_libs_read(&libs);
   if (json) {
     printf("{\n  \"version\": ");
     json_str(mz_version());
@@ -124,8 +128,14 @@ int main(int argc, char **argv) {
       printf("\n");
     }
   }
-  if (json) printf("\n  ],\n  \"policies\": [");
-  else printf("\npolicies (default %s):\n", mz_runtime_policy(rt));
+  if (json) {
+    printf("\n  ],\n");
+    mzi_libs_json(stdout, &libs);
+    printf(",\n  \"policies\": [");
+  } else {
+    mzi_libs_text(stdout, &libs);
+    printf("\npolicies (default %s):\n", mz_runtime_policy(rt));
+  }
   const char *pn;
   for (unsigned i = 0; (pn = mz_policy_name(rt, i)); i++) {
     if (json) {
