@@ -197,7 +197,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
   int rc = MZ_OK;
   mz__spin_lock(&b->lock);
   if (b->copies[0].state == MZ__INVALID) {
-    /* Issue 7: not from a dead device, and not from a copy whose transfer
+    /* Not from a dead device, and not from a copy whose transfer
      * in may not have run yet (another device's reader planned it): it
      * would read as garbage.  Its source is valid too, unless that was on
      * a device that died since: then no copy can be read. */

@@ -90,7 +90,7 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   return dev->kernels && dev->ops->can_run(dev, k);
 }
 
-/* Issue 7: the queue the plan or the policy named is on a dead device, or
+/* Dead devices: the queue the plan or the policy named is on a dead device, or
  * the node was taken back from one: the capable queue with the shortest
  * backlog (the first on ties), else MZ_EDEVICE. */
 static int fallback(mz_runtime *rt, mz_op *op, const char **why) {
@@ -277,7 +277,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     x->src_host = b->host;
   } else {
     unsigned src = 0;
-    /* Issue 7: not a dead device's copy, nor one whose own transfer in may
+    /* Not a dead device's copy, nor one whose own transfer in may
      * not have run yet (see mz__buffer_fetch_host). */
     for (unsigned k = 1; k < rt->nmem && !src; k++) {
       const struct mz__copy *ck = &b->copies[k];
@@ -487,7 +487,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   return MZ_OK;
 }
 
-/* Issue 7: faults, memory limits and dead devices are checked first (one
+/* Faults, memory limits and dead devices are checked first (one
  * predictable branch when all are off), and a plan that fails leaves no
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {

@@ -405,7 +405,7 @@ struct mz_runtime {
   struct mz__reaper *reaper;
   struct mz__perfmodel *pm;     /* performance models (src/perfmodel.c); NULL until created */
   struct mz__watchdog *watchdog; /* src/watchdog.c; NULL unless asked for */
-  /* Issue 7 (src/fault.c, src/memlimit.c, src/fault.h): injected faults
+  /* Faults and memory limits (src/fault.c, src/memlimit.c, src/fault.h): injected faults
    * and device memory limits; NULL when off, which the hot path tests. */
   struct mz__faults *faults;
   struct mz__memlimit *ml;
