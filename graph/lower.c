@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (p->t->mark != run_stamp && atomic_load(&p->t->state) == MZ__T_DONE) {
-    if (p->t->status < 0) atomic_store(&op->t->pred_failed, true);
+    if (p->t->status < 0 && mz__fail_reaches(p, op)) atomic_store(&op->t->pred_failed, true);
     return MZ_OK;
   }
   return vpush(out, p);
@@ -559,7 +559,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         } else {
           nfail++;
         }
-      } else if (p->t->status < 0) {
+      } else if (p->t->status < 0 && mz__fail_reaches(p, op)) {
         atomic_store(&t->pred_failed, true);
       }
       mz__spin_unlock(&p->t->lock);

@@ -57,6 +57,20 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w);
 
 /* ---- messages ---- */
 
+bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
+  const struct mz__task *pt = p->t, *st = s->t;
+  for (unsigned i = 0; i < st->nbpreds; i++)
+    if (st->bpreds[i] == p) return true;
+  for (unsigned i = 0; i < st->nxpreds; i++)
+    if (st->xpreds[i] == p) return true;
+  for (unsigned i = 0; i < st->nacc; i++) {
+    if (!(st->acc[i].mode & 1)) continue;
+    for (unsigned j = 0; j < pt->nacc; j++)
+      if ((pt->acc[j].mode & 2) && pt->acc[j].buf == st->acc[i].buf) return true;
+  }
+  return false;
+}
+
 void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail) {
   mz__spin_lock(&r->msg_lock);
   int expected = 0;
@@ -682,8 +696,10 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
    * a successor placed in between could run and report success while this
    * thread was preempted before marking it. */
   if (status < 0)
-    for (unsigned i = 0; i < t->succs.n; i++)
-      atomic_store_explicit(&t->succs.v[i]->t->pred_failed, true, memory_order_release);
+    for (unsigned i = 0; i < t->succs.n; i++) {
+      mz_op *s = t->succs.v[i];
+      if (s->t->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
+    }
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
   /* The backlog drops only after DONE is published, with release: a thread

@@ -318,6 +318,13 @@ int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 void mz__run_start(struct mz__run *r);
 void mz__task_finish(struct mz_op *op, int status);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
+/* Whether the failure of p, a task of another run (in flight or done),
+ * cancels s: p is a build-time predecessor of s (an argument's producer,
+ * the previous writer of what s reads, an mz_depend edge), or s reads a
+ * buffer p writes.  A hazard edge alone (s overwrites what p read or
+ * wrote) only orders them, so the outcome does not depend on whether p's
+ * run is still in flight when s is scheduled. */
+bool mz__fail_reaches(const struct mz_op *p, const struct mz_op *s);
 int mz__proxy_start(struct mz_device *dev);
 void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */
 void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU workers are joined) */

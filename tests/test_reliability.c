@@ -457,3 +457,87 @@ Test(reliability, poisoned_buffer_cancels_later_readers) {
   mz_kernel_destroy(mix);
   mz_runtime_destroy(rt);
 }
+
+/* ---- failures across runs: the same whether the failed run is still in
+ * flight or finished ---- */
+
+static int gated_fail_fn(const mz_call *c) {
+  _Atomic int *gate = c->user;
+  (void)test_wait_flag(gate, 20000);
+  return 1;
+}
+
+static int set7_fn(const mz_call *c) {
+  int32_t *a = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) a[i] = 7;
+  return 0;
+}
+
+enum cross_case { CROSS_WAR, CROSS_WAW, CROSS_RAW };
+
+/* Run A: an op that reads x and writes a, and fails.  Run B, scheduled
+ * while A is in flight or after it ended: overwrites x (write after read:
+ * runs), writes a whole (write after write: runs), or reads a (read after
+ * write: canceled, and what it writes is poisoned). */
+static void cross_run_case(bool in_flight, enum cross_case which) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  _Atomic int gate = 0;
+  mz_kernel *fail = test_kernel(rt, "gated_fail", "in i32[] x, inout i32[] a", gated_fail_fn, (void *)&gate);
+  mz_kernel *inc = test_kernel(rt, "inc", "inout i32[] v", inc32_fn, NULL);
+  mz_kernel *set = test_kernel(rt, "set7", "out i32[] v", set7_fn, NULL);
+  mz_kernel *mix = test_kernel(rt, "mix", "in i32[] x, inout i32[] y", mix32_fn, NULL);
+  mz_buffer *x = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){1, 2, 3, 4});
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){0, 0, 0, 0});
+  mz_buffer *y = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){0, 0, 0, 0});
+  mz_graph *ga = NULL, *gb = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &ga));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &gb));
+  mz_future *fa = NULL, *fb = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(ga, mz_apply(ga, fail, mz_zip(ga, 2, (mz_op *[]){mz_value(ga, x), mz_value(ga, a)}), NULL),
+                               NULL, &fa));
+  if (!in_flight) {
+    atomic_store(&gate, 1);
+    cr_assert_eq(mz_future_wait_for(fa, WAIT_NS), MZ_EKERNEL);
+  }
+  mz_op *b = which == CROSS_WAR   ? mz_apply(gb, inc, mz_value(gb, x), NULL)
+             : which == CROSS_WAW ? mz_apply(gb, set, mz_value(gb, a), NULL)
+                                  : mz_apply(gb, mix, mz_zip(gb, 2, (mz_op *[]){mz_value(gb, a), mz_value(gb, y)}), NULL);
+  MZ_OK_OR_DIE(rt, mz_schedule(gb, b, NULL, &fb));
+  atomic_store(&gate, 1);
+  const char *order = in_flight ? "run A in flight" : "run A finished";
+  cr_expect_eq(mz_future_wait_for(fa, WAIT_NS), MZ_EKERNEL, "%s", order);
+  int st = mz_future_wait_for(fb, WAIT_NS);
+  int32_t out[4];
+  if (which == CROSS_WAR) {
+    cr_expect_eq(st, MZ_OK, "%s: overwriting what a failed op read: %s", order, mz_err_name(st));
+    MZ_OK_OR_DIE(rt, mz_buffer_read(x, out, sizeof out));
+    cr_expect_eq(out[3], 5, "%s", order);
+    cr_expect_lt(mz_buffer_read(a, out, sizeof out), 0, "%s", order);
+  } else if (which == CROSS_WAW) {
+    cr_expect_eq(st, MZ_OK, "%s: writing whole what a failed op wrote: %s", order, mz_err_name(st));
+    MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+    cr_expect_eq(out[0], 7, "%s", order);
+  } else {
+    cr_expect_eq(st, MZ_ECANCELED, "%s: reading what a failed op wrote: %s", order, mz_err_name(st));
+    cr_expect_eq(mz_buffer_read(y, out, sizeof out), MZ_ECANCELED, "%s", order);
+  }
+  mz_future_destroy(fa);
+  mz_future_destroy(fb);
+  mz_graph_destroy(ga);
+  mz_graph_destroy(gb);
+  mz_buffer_release(x);
+  mz_buffer_release(a);
+  mz_buffer_release(y);
+  mz_kernel_destroy(fail);
+  mz_kernel_destroy(inc);
+  mz_kernel_destroy(set);
+  mz_kernel_destroy(mix);
+  mz_runtime_destroy(rt);
+}
+
+Test(reliability, cross_run_war_in_flight) { cross_run_case(true, CROSS_WAR); }
+Test(reliability, cross_run_war_finished) { cross_run_case(false, CROSS_WAR); }
+Test(reliability, cross_run_waw_in_flight) { cross_run_case(true, CROSS_WAW); }
+Test(reliability, cross_run_waw_finished) { cross_run_case(false, CROSS_WAW); }
+Test(reliability, cross_run_raw_in_flight) { cross_run_case(true, CROSS_RAW); }
+Test(reliability, cross_run_raw_finished) { cross_run_case(false, CROSS_RAW); }
