@@ -216,7 +216,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   void *pstate;
   int rc = mz__policy_instance(rt, pol, &pstate);
-  if (rc) return mz__set_error(rt, rc, "%s: policy '%s' failed to start", who, rt->pol[pol]->name);
+  if (rc)
+    return mz__set_error(rt, mz__policy_code(rc), "%s: policy '%s' failed to start: its init returned %d (%s)", who,
+                         rt->pol[pol]->name, rc, mz_err_name(rc));
 
   struct mz_future *f = calloc(1, sizeof *f);
   if (!f) return mz__set_error(rt, MZ_ENOMEM, "%s: out of memory", who);
@@ -592,7 +594,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
     if (rc < 0) {
       /* The run is committed; fail every task so the future resolves. */
-      mz__fail_message(r, NULL, rc, "the policy's plan failed");
+      char why[160];
+      snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
+      mz__fail_message(r, NULL, mz__policy_code(rc), why);
     }
   }
   mz__run_start(r);

@@ -399,6 +399,10 @@ struct mz_runtime {
 /* Policy plumbing (src/policy.c). */
 int mz__policy_find(mz_runtime *rt, const char *name, unsigned *idx);
 int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
+/* The code a failed init or plan fails with: rc when it is an MZ_E* error
+ * code, else MZ_EPOLICY (a policy's own value is never passed on as a
+ * status nobody can name). */
+int mz__policy_code(int rc);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c). */

@@ -541,3 +541,106 @@ Test(reliability, cross_run_waw_in_flight) { cross_run_case(true, CROSS_WAW); }
 Test(reliability, cross_run_waw_finished) { cross_run_case(false, CROSS_WAW); }
 Test(reliability, cross_run_raw_in_flight) { cross_run_case(true, CROSS_RAW); }
 Test(reliability, cross_run_raw_finished) { cross_run_case(false, CROSS_RAW); }
+
+/* ---- a policy whose init or plan fails ---- */
+
+static int pol_select0(void *st, const mz_sched *s, mz_task *t, bool ready) {
+  (void)st, (void)s, (void)t, (void)ready;
+  return 0;
+}
+#define INIT_RETURNING(fn, v)                        \
+  static int fn(const mz_sched *s, void **state) {   \
+    (void)s, (void)state;                            \
+    return (v);                                      \
+  }
+INIT_RETURNING(init_enomem, MZ_ENOMEM)
+INIT_RETURNING(init_one, 1)
+INIT_RETURNING(init_defer, MZ_POLICY_DEFER)
+INIT_RETURNING(init_intmin, INT_MIN)
+#define PLAN_RETURNING(fn, v)                                                      \
+  static int fn(void *st, const mz_sched *s, mz_task *const tasks[], size_t n) { \
+    (void)st, (void)s, (void)tasks, (void)n;                                       \
+    return (v);                                                                    \
+  }
+PLAN_RETURNING(plan_einval, MZ_EINVAL)
+PLAN_RETURNING(plan_defer, MZ_POLICY_DEFER)
+PLAN_RETURNING(plan_intmin, INT_MIN)
+PLAN_RETURNING(plan_minus_one_thousand_and_two, -1002)
+
+static const struct {
+  struct mz_policy_ops ops;
+  int returned, want; /* what init or plan returns, what the caller gets */
+} bad_policies[] = {
+    {{MZ_POLICY_ABI, "init-enomem", NULL, init_enomem, NULL, NULL, pol_select0, NULL}, MZ_ENOMEM, MZ_ENOMEM},
+    {{MZ_POLICY_ABI, "init-one", NULL, init_one, NULL, NULL, pol_select0, NULL}, 1, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-defer", NULL, init_defer, NULL, NULL, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-intmin", NULL, init_intmin, NULL, NULL, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-einval", NULL, NULL, NULL, plan_einval, pol_select0, NULL}, MZ_EINVAL, MZ_EINVAL},
+    {{MZ_POLICY_ABI, "plan-defer", NULL, NULL, NULL, plan_defer, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-intmin", NULL, NULL, NULL, plan_intmin, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-m1002", NULL, NULL, NULL, plan_minus_one_thousand_and_two, pol_select0, NULL}, -1002,
+     MZ_EPOLICY},
+};
+
+static int count_fn(const mz_call *c) {
+  atomic_fetch_add((_Atomic int *)c->user, 1);
+  return 0;
+}
+
+/* policy.h: a failing init fails the mz_schedule that first uses the
+ * policy (no future); a failing plan fails the run (the future resolves
+ * with the code) and no node starts.  Either way the code is the one
+ * returned when it is an MZ_E* code, MZ_EPOLICY otherwise, and the message
+ * names the policy and the value. */
+Test(reliability, policy_init_and_plan_errors_reported) {
+  for (size_t i = 0; i < sizeof bad_policies / sizeof bad_policies[0]; i++) {
+    const struct mz_policy_ops *ops = &bad_policies[i].ops;
+    int want = bad_policies[i].want;
+    mz_runtime *rt = test_runtime("cpu:2");
+    MZ_OK_OR_DIE(rt, mz_policy_register(rt, ops));
+    _Atomic int ran = 0;
+    mz_kernel *k = test_kernel(rt, "count", "inout i32[] v", count_fn, (void *)&ran);
+    mz_buffer *b = test_buffer_1d(rt, MZ_I32, 4, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *root = mz_apply(g, k, mz_value(g, b), NULL);
+    char num[32];
+    snprintf(num, sizeof num, "%d", bad_policies[i].returned);
+    for (int round = 0; round < 2; round++) { /* and again: init is retried, plan runs each time */
+      mz_future *f = NULL;
+      int rc = mz_schedule(g, root, ops->name, &f);
+      const char *msg;
+      if (ops->init) {
+        cr_expect_eq(rc, want, "%s: mz_schedule gave %s", ops->name, mz_err_name(rc));
+        cr_expect_null(f, "%s: a future after a failed init", ops->name);
+        msg = mz_runtime_last_error(rt);
+      } else {
+        cr_assert_eq(rc, MZ_OK, "%s: %s", ops->name, mz_runtime_last_error(rt));
+        rc = mz_future_wait_for(f, WAIT_NS);
+        cr_expect_eq(rc, want, "%s: the run gave %s", ops->name, mz_err_name(rc));
+        msg = mz_future_message(f);
+      }
+      cr_expect(msg && strstr(msg, ops->name), "%s: the message '%s' does not name the policy", ops->name,
+                msg ? msg : "");
+      cr_expect(msg && strstr(msg, num), "%s: the message '%s' lacks the value %s", ops->name, msg ? msg : "", num);
+      mz_future_destroy(f);
+      if (round == 0) {
+        mz_graph_destroy(g);
+        MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+        root = mz_apply(g, k, mz_value(g, b), NULL);
+      }
+    }
+    cr_expect_eq(atomic_load(&ran), 0, "%s: a node ran", ops->name);
+    /* The runtime still works with another policy (on data written anew:
+     * a failed plan cancels the nodes, and b's canceled writer poisons it). */
+    MZ_OK_OR_DIE(rt, mz_buffer_write(b, (int32_t[]){0, 0, 0, 0}, 16));
+    mz_graph_destroy(g);
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    MZ_OK_OR_DIE(rt, test_run(g, mz_apply(g, k, mz_value(g, b), NULL), "eager", NULL));
+    cr_expect_eq(atomic_load(&ran), 1);
+    mz_graph_destroy(g);
+    mz_buffer_release(b);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
+}
