@@ -11,7 +11,10 @@
 #include <limits.h>
 #include <math.h>
 #include <maize/daggen.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -643,4 +646,91 @@ Test(reliability, policy_init_and_plan_errors_reported) {
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
   }
+}
+
+/* ---- runtime creation never moves the calling thread ---- */
+
+/* hwloc binds threads through sched_setaffinity: this definition stands in
+ * for libc's (the executable's symbol comes first), counts the calls that
+ * move the watched thread, and does the call. */
+static _Atomic pid_t watched_tid;
+static _Atomic int watched_moves;
+
+int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask) {
+  pid_t self = (pid_t)syscall(SYS_gettid), target = pid ? pid : self;
+  if (target == atomic_load(&watched_tid)) atomic_fetch_add(&watched_moves, 1);
+  return (int)syscall(SYS_sched_setaffinity, pid, size, mask);
+}
+
+static _Atomic int spin_stop;
+
+static void *spin_main(void *arg) {
+  (void)arg;
+  volatile unsigned long x = 0;
+  while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) x++;
+  return NULL;
+}
+
+struct create_job {
+  _Atomic int done;
+  int rc;
+  mz_runtime *rt;
+  cpu_set_t before, after;
+  int moves;
+};
+
+static void *create_main(void *arg) {
+  struct create_job *j = arg;
+  sched_getaffinity(0, sizeof j->before, &j->before);
+  atomic_store(&watched_moves, 0);
+  atomic_store(&watched_tid, (pid_t)syscall(SYS_gettid));
+  j->rc = mz_runtime_create(&(mz_runtime_config){.devices = "cpu", .quiet = true}, &j->rt);
+  atomic_store(&watched_tid, 0);
+  j->moves = atomic_load(&watched_moves);
+  sched_getaffinity(0, sizeof j->after, &j->after);
+  atomic_store(&j->done, 1);
+  return NULL;
+}
+
+/* mz_runtime_create with every CPU kept busy by spinning threads: it must
+ * not bind the calling thread (hwloc, unless told not to, moves it across
+ * every core to read them, which stalled creation for 17 to 123 s on a
+ * busy machine), its affinity mask is the same after, and it completes
+ * within a bound that only a stall reaches.  Twice: with the caller free
+ * to run anywhere, and pinned to one CPU. */
+Test(reliability, runtime_create_leaves_the_caller_in_place, .timeout = 120) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) ncpu = 1;
+  pthread_t spin[64];
+  long nspin = ncpu < 64 ? ncpu : 64;
+  atomic_store(&spin_stop, 0);
+  for (long i = 0; i < nspin; i++) cr_assert_eq(pthread_create(&spin[i], NULL, spin_main, NULL), 0);
+  for (int pinned = 0; pinned < 2; pinned++) {
+    struct create_job j = {0};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (pinned) {
+      cpu_set_t all, one;
+      sched_getaffinity(0, sizeof all, &all);
+      CPU_ZERO(&one);
+      for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+        if (CPU_ISSET(c, &all)) {
+          CPU_SET(c, &one); /* the last allowed CPU: not where worker 0 goes */
+          break;
+        }
+      pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, &attr, create_main, &j), 0);
+    pthread_attr_destroy(&attr);
+    bool done = test_wait_flag(&j.done, 60000);
+    cr_assert(done, "HANG: mz_runtime_create did not return in 60 s with the CPUs busy (pinned %d)", pinned);
+    pthread_join(th, NULL);
+    cr_expect_eq(j.rc, MZ_OK, "%s", mz_err_name(j.rc));
+    cr_expect_eq(j.moves, 0, "mz_runtime_create bound the calling thread %d times (pinned %d)", j.moves, pinned);
+    cr_expect(CPU_EQUAL(&j.before, &j.after), "the calling thread's affinity changed (pinned %d)", pinned);
+    mz_runtime_destroy(j.rt);
+  }
+  atomic_store(&spin_stop, 1);
+  for (long i = 0; i < nspin; i++) pthread_join(spin[i], NULL);
 }
