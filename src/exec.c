@@ -169,6 +169,32 @@ static int choose(mz_op *op, bool ready, const char **why) {
 
 static void submit(mz_op *op, unsigned q, struct work *w);
 
+/* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
+ * uses. */
+static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
+  for (unsigned a = 0; a < t->nacc; a++) {
+    const mz_buffer *b = t->acc[a].buf;
+    for (unsigned j = 0; j < p->nacc; j++) {
+      const mz_buffer *c = p->acc[j].buf;
+      if ((b->parent && c == b->parent) || (c->parent && c->parent == b)) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether t uses a tile or a partitioned buffer that an unfinished
+ * predecessor uses the other side of. */
+static bool alias_wait(const struct mz__task *t) {
+  bool alias = false;
+  for (unsigned a = 0; a < t->nacc && !alias; a++)
+    alias = t->acc[a].buf->parent || atomic_load_explicit(&t->acc[a].buf->has_tiles, memory_order_relaxed);
+  for (unsigned i = 0; alias && i < t->npreds; i++) {
+    const struct mz__task *p = t->preds[i]->t;
+    if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
+  }
+  return false;
+}
+
 static void release_gate(mz_op *op, struct work *w) {
   if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
 }
@@ -184,6 +210,17 @@ static void place(mz_op *op, struct work *w) {
     return;
   }
   bool ready = atomic_load_explicit(&t->unfin, memory_order_acquire) == 1;
+  /* A buffer and its tiles share memory but not copies: the sync before
+   * the access (mz__alias_sync, when the node is planned) reads the other
+   * side's latest copy, so the nodes that wrote it must have run.  The
+   * queue is chosen then too (tiles placed now would all follow the
+   * partition's queue). */
+  if (__builtin_expect(!ready && alias_wait(t), 0)) {
+    t->deferred = true;
+    t->host_wait = true;
+    release_gate(op, w);
+    return;
+  }
   const char *why = NULL;
   int q = choose(op, ready, &why);
   if (q == MZ_POLICY_DEFER) {
@@ -395,6 +432,15 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   for (unsigned a = 0; (rt->nmem > 1 || rt->faults) && a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
+    /* A tile, or a buffer a tile was written into: the other side's latest
+     * copy first (one relaxed load for other buffers). */
+    if (__builtin_expect(b->parent != NULL || atomic_load_explicit(&b->tiles_dirty, memory_order_relaxed), 0)) {
+      int rc = mz__alias_sync(b);
+      if (rc) {
+        *why = "cannot bring a partitioned buffer and its tiles up to date";
+        return rc;
+      }
+    }
     if (!m) {
       if (__builtin_expect(rt->faults != NULL, 0)) { /* the CPU's transfer and allocation faults */
         if ((mode & 1) && mz__fault_host_transfer(rt, b)) {
@@ -421,6 +467,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
         b->copies[0].state = MZ__OWNER;
         mz__spin_unlock(&b->lock);
+        mz__alias_wrote(b);
       }
       continue;
     }
@@ -455,6 +502,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       c->state = MZ__OWNER;
     }
     mz__spin_unlock(&b->lock);
+    if (mode & 2) mz__alias_wrote(b);
   }
   if (e->nxfer || fetched) {
     atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + (fetched ? 1 : 0), memory_order_relaxed);

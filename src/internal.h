@@ -136,10 +136,30 @@ struct mz_buffer {
   struct mz_op **hz_readers;
   unsigned hz_nreaders, hz_capreaders;
   struct mz_buffer *prev, *next; /* rt->buffers */
+  /* Partitions.  A tile's host memory is part of its parent's, but each
+   * has its own copies elsewhere, so a write through one leaves the other's
+   * copies behind: tiles_dirty (a tile was written since the parent's
+   * copies were brought up to date) and tiles_stale (the parent was
+   * written since its tiles' copies were) say which, and mz__alias_sync
+   * brings the side about to be used up to date first.  Never both set.
+   * On the parent, guarded by its alias_lock: the live tiles. */
+  pthread_mutex_t alias_lock;
+  mz_buffer **tiles;
+  unsigned ntiles, captiles;
+  _Atomic bool tiles_dirty, tiles_stale;
+  _Atomic bool has_tiles; /* set once a tile of it is made: the fast check */
 };
 
 int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
                    size_t offset, mz_buffer **out);
+/* Before an access of b, a partitioned buffer or a tile: bring b's copies
+ * up to date from the other side (the tiles' latest copies gathered into
+ * the parent's host memory, or the parent's latest copy into host memory
+ * for its tiles).  Thread: any but a completion callback.  Locks: none
+ * held.  Returns MZ_OK or the error of a read back. */
+int mz__alias_sync(mz_buffer *b);
+/* After an access wrote b: the other side's copies are behind. */
+void mz__alias_wrote(mz_buffer *b);
 /* Bring the host copy up to date: a blocking read from a valid device copy
  * when the host copy is invalid.  Adds the bytes read to *moved (may be
  * NULL).  Thread: any but a completion callback.  Locks: none held. */
