@@ -276,6 +276,12 @@ void mz__alias_wrote(mz_buffer *b) {
   }
 }
 
+void mz__alias_clear_tiles_poison(mz_buffer *b) {
+  pthread_mutex_lock(&b->alias_lock);
+  for (unsigned i = 0; i < b->ntiles; i++) atomic_store(&b->tiles[i]->poison, 0);
+  pthread_mutex_unlock(&b->alias_lock);
+}
+
 /* Wait for the runs that hold buf's last writer (and, when all is set, its
  * readers) to finish.  Takes references on the runs under rt->lock. */
 static int wait_hazards(mz_buffer *b, bool all) {

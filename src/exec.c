@@ -735,7 +735,14 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     }
   }
   for (unsigned a = 0; a < t->nacc; a++)
-    if (t->acc[a].mode & 2) atomic_store_explicit(&t->acc[a].buf->poison, status < 0 ? status : 0, memory_order_relaxed);
+    if (t->acc[a].mode & 2) {
+      mz_buffer *b = t->acc[a].buf;
+      atomic_store_explicit(&b->poison, status < 0 ? status : 0, memory_order_relaxed);
+      /* Written whole: a failure of a tile's earlier writer no longer
+       * shows through it (mz_buffer_read of b checks its tiles too). */
+      if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
+        mz__alias_clear_tiles_poison(b);
+    }
   mz__spin_lock(&t->lock);
   t->status = status;
   /* A failure marks the successors before DONE is published: a thread that

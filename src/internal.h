@@ -160,6 +160,8 @@ int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[
 int mz__alias_sync(mz_buffer *b);
 /* After an access wrote b: the other side's copies are behind. */
 void mz__alias_wrote(mz_buffer *b);
+/* b was written whole without error: clear its tiles' poison. */
+void mz__alias_clear_tiles_poison(mz_buffer *b);
 /* Bring the host copy up to date: a blocking read from a valid device copy
  * when the host copy is invalid.  Adds the bytes read to *moved (may be
  * NULL).  Thread: any but a completion callback.  Locks: none held. */

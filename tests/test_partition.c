@@ -319,3 +319,39 @@ Test(partition, parent_waits_for_tiles_in_flight, .timeout = 60) {
     mz_runtime_destroy(rt);
   }
 }
+
+static int fail_tile_fn(const mz_call *c) {
+  (void)c;
+  return 1;
+}
+
+static int set9_fn(const mz_call *c) {
+  int32_t *t = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) t[i] = 9;
+  return 0;
+}
+
+/* A tile's failed writer shows through the parent (mz_buffer_read gives
+ * its error) until the parent is written whole. */
+Test(partition, failed_tile_writer_shows_through_the_parent, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *bad = test_kernel(rt, "fail_tile", "inout i32[] t", fail_tile_fn, NULL);
+  mz_kernel *set = test_kernel(rt, "set9", "out i32[] t", set9_fn, NULL);
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 8, NULL);
+  mz_graph *g, *g2;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *tiles = mz_partition(g, mz_value(g, b), 2);
+  cr_expect_eq(test_run(g, mz_apply(g, bad, mz_unzip(g, tiles, 0), NULL), NULL, NULL), MZ_EKERNEL);
+  int32_t out[8];
+  cr_expect_eq(mz_buffer_read(b, out, sizeof out), MZ_EKERNEL);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  MZ_OK_OR_DIE(rt, test_run(g2, mz_apply(g2, set, mz_value(g2, b), NULL), NULL, NULL));
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  for (int i = 0; i < 8; i++) cr_expect_eq(out[i], 9);
+  mz_graph_destroy(g2);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(bad);
+  mz_kernel_destroy(set);
+  mz_runtime_destroy(rt);
+}
