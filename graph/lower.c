@@ -61,10 +61,45 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (p->t->mark != run_stamp && atomic_load(&p->t->state) == MZ__T_DONE) {
-    if (p->t->status < 0) atomic_store(&op->t->pred_failed, true);
+    if (p->t->status < 0 && mz__fail_reaches(p, op)) atomic_store(&op->t->pred_failed, true);
     return MZ_OK;
   }
   return vpush(out, p);
+}
+
+/* b's scratch hazard state for this run, set up from its committed state
+ * the first time the run touches it. */
+static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
+  if (b->touch_stamp == stamp) return MZ_OK;
+  b->touch_stamp = stamp;
+  b->hz_writer = b->last_writer;
+  b->hz_nreaders = 0;
+  int rc = MZ_OK;
+  for (unsigned k = 0; !rc && k < b->nreaders; k++) rc = hz_push_reader(b, b->readers[k]);
+  return rc ? rc : vpush(touched, (mz_op *)(void *)b);
+}
+
+/* A tile and its parent share memory: an access of one is ordered after
+ * the other's conflicting accesses (its writer; also its readers when
+ * this access writes).  Tiles of one partition are disjoint; tiles of two
+ * partitions are ordered through the parent, which each partition task
+ * writes. */
+static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+                       struct vec *touched) {
+  int rc = hz_touch(r, stamp, touched);
+  if (!rc) rc = add_pred(op, r->hz_writer, preds, ps, stamp);
+  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz_nreaders; k++) rc = add_pred(op, r->hz_readers[k], preds, ps, stamp);
+  return rc;
+}
+
+static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+                         struct vec *touched) {
+  if (b->parent) return alias_preds(op, b->parent, mode, preds, ps, stamp, touched);
+  int rc = MZ_OK;
+  pthread_mutex_lock(&b->alias_lock);
+  for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = alias_preds(op, b->tiles[i], mode, preds, ps, stamp, touched);
+  pthread_mutex_unlock(&b->alias_lock);
+  return rc;
 }
 
 /* Keep pg (another graph, with a task this run waits for) alive until the
@@ -216,7 +251,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   void *pstate;
   int rc = mz__policy_instance(rt, pol, &pstate);
-  if (rc) return mz__set_error(rt, rc, "%s: policy '%s' failed to start", who, rt->pol[pol]->name);
+  if (rc)
+    return mz__set_error(rt, mz__policy_code(rc), "%s: policy '%s' failed to start: its init returned %d (%s)", who,
+                         rt->pol[pol]->name, rc, mz_err_name(rc));
 
   struct mz_future *f = calloc(1, sizeof *f);
   if (!f) return mz__set_error(rt, MZ_ENOMEM, "%s: out of memory", who);
@@ -344,13 +381,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
-      if (b->touch_stamp != stamp) {
-        b->touch_stamp = stamp;
-        b->hz_writer = b->last_writer;
-        b->hz_nreaders = 0;
-        for (unsigned k = 0; !rc && k < b->nreaders; k++) rc = hz_push_reader(b, b->readers[k]);
-        if (!rc) rc = vpush(&touched, (mz_op *)(void *)b);
-      }
+      rc = hz_touch(b, stamp, &touched);
+      if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
+        rc = alias_hazards(op, b, t->acc[a].mode, &preds, ps, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
@@ -567,7 +600,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         } else {
           nfail++;
         }
-      } else if (p->t->status < 0) {
+      } else if (p->t->status < 0 && mz__fail_reaches(p, op)) {
         atomic_store(&t->pred_failed, true);
       }
       mz__spin_unlock(&p->t->lock);
@@ -600,7 +633,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
     if (rc < 0) {
       /* The run is committed; fail every task so the future resolves. */
-      mz__fail_message(r, NULL, rc, "the policy's plan failed");
+      char why[160];
+      snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
+      mz__fail_message(r, NULL, mz__policy_code(rc), why);
     }
   }
   mz__run_start(r);

@@ -59,9 +59,29 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
   b->bytes = sh.count * es;
   b->copies = copies;
   pthread_mutex_init(&b->fetch_lock, NULL);
+  pthread_mutex_init(&b->alias_lock, NULL);
   if (parent) {
+    pthread_mutex_lock(&parent->alias_lock);
+    if (parent->ntiles == parent->captiles) {
+      unsigned cap = parent->captiles ? parent->captiles * 2 : 4;
+      mz_buffer **v = realloc(parent->tiles, cap * sizeof *v);
+      if (v) {
+        parent->tiles = v;
+        parent->captiles = cap;
+      }
+    }
+    bool room = parent->ntiles < parent->captiles;
+    if (room) parent->tiles[parent->ntiles++] = b;
+    atomic_store(&parent->has_tiles, true);
+    pthread_mutex_unlock(&parent->alias_lock);
+    if (!room) {
+      pthread_mutex_destroy(&b->fetch_lock);
+      pthread_mutex_destroy(&b->alias_lock);
+      free(copies);
+      free(b);
+      return mz__set_error(rt, MZ_ENOMEM, "buffer: out of memory");
+    }
     b->parent = mz_buffer_retain(parent);
-    atomic_fetch_add(&parent->ntiles, 1);
     b->host = (char *)parent->host + offset;
     b->mem_flags = parent->mem_flags;
   } else if (user) {
@@ -93,6 +113,7 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
     if (posix_memalign(&b->host, (flags & MZ_BUFFER_ZERO_COPY) ? 4096 : 64, alloc)) {
       size_t bytes = b->bytes;
       pthread_mutex_destroy(&b->fetch_lock);
+      pthread_mutex_destroy(&b->alias_lock);
       free(copies);
       free(b);
       return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", bytes);
@@ -152,6 +173,20 @@ mz_buffer *mz_buffer_retain(mz_buffer *b) {
 void mz_buffer_release(mz_buffer *b) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER) || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = b->rt;
+  if (b->parent) {
+    /* A tile whose latest copy is on a device: into the parent's host
+     * memory first, or its data would be lost with it (not from a runtime
+     * thread, which may be a completion callback that must not block). */
+    mz_buffer *p = b->parent;
+    pthread_mutex_lock(&p->alias_lock);
+    if (!mz__in_runtime_thread && rt->nmem > 1 && atomic_load(&p->tiles_dirty)) (void)mz__buffer_fetch_host(b, NULL, NULL);
+    for (unsigned i = 0; i < p->ntiles; i++)
+      if (p->tiles[i] == b) {
+        p->tiles[i] = p->tiles[--p->ntiles];
+        break;
+      }
+    pthread_mutex_unlock(&p->alias_lock);
+  }
   for (unsigned m = 1; m < rt->nmem; m++) {
     if (rt->ml) { /* an eviction may be freeing it right now */
       mz__mem_drop(rt->mem_dev[m], b);
@@ -168,6 +203,8 @@ void mz_buffer_release(mz_buffer *b) {
   if (b->next) b->next->prev = b->prev;
   pthread_mutex_unlock(&rt->lock);
   pthread_mutex_destroy(&b->fetch_lock);
+  pthread_mutex_destroy(&b->alias_lock);
+  free(b->tiles);
   free(b->readers);
   free(b->hz_readers);
   free(b->copies);
@@ -177,7 +214,6 @@ void mz_buffer_release(mz_buffer *b) {
   mz_buffer *parent = b->parent;
   b->tag = MZ__TAG_DEAD;
   free(b);
-  if (parent) atomic_fetch_sub(&parent->ntiles, 1);
   mz_buffer_release(parent);
 }
 
@@ -234,6 +270,74 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
   return rc;
 }
 
+static void make_host_owner(mz_buffer *b) {
+  mz__spin_lock(&b->lock);
+  for (unsigned m = 0; m < b->rt->nmem; m++) {
+    b->copies[m].state = MZ__INVALID;
+    b->copies[m].fetcher = NULL;
+  }
+  b->copies[0].state = MZ__OWNER;
+  mz__spin_unlock(&b->lock);
+}
+
+int mz__alias_sync(mz_buffer *b) {
+  int rc = MZ_OK;
+  mz_buffer *p = b->parent;
+  if (p && atomic_load_explicit(&p->tiles_stale, memory_order_acquire)) {
+    /* The parent was written since: its latest copy into host memory,
+     * which every tile's host copy is part of. */
+    pthread_mutex_lock(&p->alias_lock);
+    if (atomic_load(&p->tiles_stale)) {
+      rc = mz__buffer_fetch_host(p, NULL, NULL);
+      if (!rc) {
+        for (unsigned i = 0; i < p->ntiles; i++) make_host_owner(p->tiles[i]);
+        atomic_store(&p->tiles_stale, false);
+      }
+    }
+    pthread_mutex_unlock(&p->alias_lock);
+  } else if (!p && atomic_load_explicit(&b->tiles_dirty, memory_order_acquire)) {
+    /* A tile was written since: every tile's latest copy into host memory
+     * (its part of b's), which is then b's only valid copy. */
+    pthread_mutex_lock(&b->alias_lock);
+    if (atomic_load(&b->tiles_dirty)) {
+      for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = mz__buffer_fetch_host(b->tiles[i], NULL, NULL);
+      if (!rc) {
+        make_host_owner(b);
+        atomic_store(&b->tiles_dirty, false);
+      }
+    }
+    pthread_mutex_unlock(&b->alias_lock);
+  }
+  return rc;
+}
+
+void mz__alias_wrote(mz_buffer *b) {
+  mz_buffer *p = b->parent;
+  if (p) {
+    /* The parent's device copies lack this write; its host copy, valid
+     * after the tile's sync, lacks it only when the tile was written on a
+     * device, which tiles_dirty records. */
+    mz__spin_lock(&p->lock);
+    if (p->copies[0].state != MZ__INVALID) {
+      for (unsigned m = 1; m < p->rt->nmem; m++) {
+        p->copies[m].state = MZ__INVALID;
+        p->copies[m].fetcher = NULL;
+      }
+      p->copies[0].state = MZ__OWNER;
+    }
+    mz__spin_unlock(&p->lock);
+    if (!atomic_load_explicit(&p->tiles_dirty, memory_order_relaxed)) atomic_store(&p->tiles_dirty, true);
+  } else if (!atomic_load_explicit(&b->tiles_stale, memory_order_relaxed)) {
+    atomic_store(&b->tiles_stale, true); /* any tiles it has are behind (none: never read) */
+  }
+}
+
+void mz__alias_clear_tiles_poison(mz_buffer *b) {
+  pthread_mutex_lock(&b->alias_lock);
+  for (unsigned i = 0; i < b->ntiles; i++) atomic_store(&b->tiles[i]->poison, 0);
+  pthread_mutex_unlock(&b->alias_lock);
+}
+
 /* Wait for the runs that hold buf's last writer (and, when all is set, its
  * readers) to finish.  Takes references on the runs under rt->lock. */
 static int wait_hazards(mz_buffer *b, bool all) {
@@ -251,71 +355,6 @@ static int wait_hazards(mz_buffer *b, bool all) {
   }
 }
 
-/* The live tiles of b, each with a reference the caller drops, or NULL
- * (none, or no memory: *n is 0).  A tile whose last reference is being
- * dropped right now is skipped: it is going away with its copies. */
-static mz_buffer **tiles_of(mz_buffer *b, unsigned *n) {
-  *n = 0;
-  if (!atomic_load(&b->ntiles)) return NULL;
-  mz_runtime *rt = b->rt;
-  pthread_mutex_lock(&rt->lock);
-  unsigned cap = atomic_load(&b->ntiles);
-  mz_buffer **v = malloc((cap ? cap : 1) * sizeof *v);
-  for (mz_buffer *t = rt->buffers; t && v && *n < cap; t = t->next) {
-    if (t->parent != b) continue;
-    int r = atomic_load(&t->refs);
-    while (r > 0 && !atomic_compare_exchange_weak(&t->refs, &r, r + 1)) {
-    }
-    if (r > 0) v[(*n)++] = t;
-  }
-  pthread_mutex_unlock(&rt->lock);
-  return v;
-}
-
-/* Bring the host copies of b's tiles up to date: the tiles alias b's host
- * memory, and the latest data of a tile an op wrote on a device is in the
- * tile's copy there until something fetches it (an unpartition does; a
- * read before it must too).  Returns the first error. */
-static int fetch_tiles(mz_buffer *b) {
-  unsigned n;
-  mz_buffer **v = tiles_of(b, &n);
-  int rc = MZ_OK;
-  for (unsigned i = 0; i < n; i++) {
-    wait_hazards(v[i], false);
-    int poison = atomic_load(&v[i]->poison);
-    if (!rc && poison) rc = poison;
-    if (!rc) rc = mz__buffer_fetch_host(v[i], NULL, NULL);
-  }
-  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
-  free(v);
-  return rc;
-}
-
-/* After b's host memory was replaced: its tiles' device copies are stale,
- * their host copies (the same bytes) the latest. */
-static void invalidate_tiles(mz_buffer *b) {
-  unsigned n;
-  mz_buffer **v = tiles_of(b, &n);
-  for (unsigned i = 0; i < n; i++) {
-    mz__spin_lock(&v[i]->lock);
-    v[i]->copies[0].state = MZ__OWNER;
-    for (unsigned m = 1; m < b->rt->nmem; m++) v[i]->copies[m].state = MZ__INVALID;
-    atomic_store(&v[i]->poison, 0);
-    mz__spin_unlock(&v[i]->lock);
-  }
-  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
-  free(v);
-}
-
-/* Wait for the ops of b's tiles that use them (all) or write them. */
-static void wait_tiles(mz_buffer *b, bool all) {
-  unsigned n;
-  mz_buffer **v = tiles_of(b, &n);
-  for (unsigned i = 0; i < n; i++) wait_hazards(v[i], all);
-  for (unsigned i = 0; i < n; i++) mz_buffer_release(v[i]);
-  free(v);
-}
-
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
   if (!dst) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: NULL destination");
@@ -326,8 +365,21 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   wait_hazards(b, false);
   int poison = atomic_load(&b->poison);
   if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
-  int rc = mz__buffer_fetch_host(b, NULL, NULL);
-  if (!rc) rc = fetch_tiles(b); /* after the whole buffer: a tile's writes are newer */
+  /* Partitioned: the latest data may be in its tiles, written by runs
+   * that b's own hazards do not name. */
+  for (unsigned i = 0;; i++) {
+    pthread_mutex_lock(&b->alias_lock);
+    mz_buffer *tile = i < b->ntiles ? mz_buffer_retain(b->tiles[i]) : NULL;
+    pthread_mutex_unlock(&b->alias_lock);
+    if (!tile) break;
+    wait_hazards(tile, false);
+    poison = atomic_load(&tile->poison);
+    mz_buffer_release(tile);
+    if (poison)
+      return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes a tile of this partitioned buffer failed");
+  }
+  int rc = mz__alias_sync(b);
+  if (!rc) rc = mz__buffer_fetch_host(b, NULL, NULL);
   if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
   if (dst != b->host) memcpy(dst, b->host, bytes); /* a wrapped buffer read into its own memory */
   return MZ_OK;
@@ -341,14 +393,26 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
   if (mz__in_runtime_thread)
     return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
   wait_hazards(b, true);
-  wait_tiles(b, true);
+  for (unsigned i = 0;; i++) { /* and the runs that use its tiles */
+    pthread_mutex_lock(&b->alias_lock);
+    mz_buffer *tile = i < b->ntiles ? mz_buffer_retain(b->tiles[i]) : NULL;
+    pthread_mutex_unlock(&b->alias_lock);
+    if (!tile) break;
+    wait_hazards(tile, true);
+    mz_buffer_release(tile);
+  }
+  pthread_mutex_lock(&b->alias_lock);
   mz__spin_lock(&b->lock);
   if (src != b->host) memcpy(b->host, src, bytes); /* the user wrote a wrapped buffer's memory */
   b->copies[0].state = MZ__OWNER;
   for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
   atomic_store(&b->poison, 0);
   mz__spin_unlock(&b->lock);
-  invalidate_tiles(b);
+  /* Its tiles' copies (if any) are behind now; what they held is replaced. */
+  atomic_store(&b->tiles_dirty, false);
+  atomic_store(&b->tiles_stale, true);
+  for (unsigned i = 0; i < b->ntiles; i++) atomic_store(&b->tiles[i]->poison, 0);
+  pthread_mutex_unlock(&b->alias_lock);
   return MZ_OK;
 }
 

@@ -57,6 +57,20 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w);
 
 /* ---- messages ---- */
 
+bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
+  const struct mz__task *pt = p->t, *st = s->t;
+  for (unsigned i = 0; i < st->nbpreds; i++)
+    if (st->bpreds[i] == p) return true;
+  for (unsigned i = 0; i < st->nxpreds; i++)
+    if (st->xpreds[i] == p) return true;
+  for (unsigned i = 0; i < st->nacc; i++) {
+    if (!(st->acc[i].mode & 1)) continue;
+    for (unsigned j = 0; j < pt->nacc; j++)
+      if ((pt->acc[j].mode & 2) && pt->acc[j].buf == st->acc[i].buf) return true;
+  }
+  return false;
+}
+
 void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail) {
   mz__spin_lock(&r->msg_lock);
   int expected = 0;
@@ -155,6 +169,32 @@ static int choose(mz_op *op, bool ready, const char **why) {
 
 static void submit(mz_op *op, unsigned q, struct work *w);
 
+/* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
+ * uses. */
+static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
+  for (unsigned a = 0; a < t->nacc; a++) {
+    const mz_buffer *b = t->acc[a].buf;
+    for (unsigned j = 0; j < p->nacc; j++) {
+      const mz_buffer *c = p->acc[j].buf;
+      if ((b->parent && c == b->parent) || (c->parent && c->parent == b)) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether t uses a tile or a partitioned buffer that an unfinished
+ * predecessor uses the other side of. */
+static bool alias_wait(const struct mz__task *t) {
+  bool alias = false;
+  for (unsigned a = 0; a < t->nacc && !alias; a++)
+    alias = t->acc[a].buf->parent || atomic_load_explicit(&t->acc[a].buf->has_tiles, memory_order_relaxed);
+  for (unsigned i = 0; alias && i < t->npreds; i++) {
+    const struct mz__task *p = t->preds[i]->t;
+    if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
+  }
+  return false;
+}
+
 static void release_gate(mz_op *op, struct work *w) {
   if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
 }
@@ -170,6 +210,17 @@ static void place(mz_op *op, struct work *w) {
     return;
   }
   bool ready = atomic_load_explicit(&t->unfin, memory_order_acquire) == 1;
+  /* A buffer and its tiles share memory but not copies: the sync before
+   * the access (mz__alias_sync, when the node is planned) reads the other
+   * side's latest copy, so the nodes that wrote it must have run.  The
+   * queue is chosen then too (tiles placed now would all follow the
+   * partition's queue). */
+  if (__builtin_expect(!ready && alias_wait(t), 0)) {
+    t->deferred = true;
+    t->host_wait = true;
+    release_gate(op, w);
+    return;
+  }
   const char *why = NULL;
   int q = choose(op, ready, &why);
   if (q == MZ_POLICY_DEFER) {
@@ -398,6 +449,15 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   for (unsigned a = 0; (rt->nmem > 1 || rt->faults) && a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     uint8_t mode = t->acc[a].mode;
+    /* A tile, or a buffer a tile was written into: the other side's latest
+     * copy first (one relaxed load for other buffers). */
+    if (__builtin_expect(b->parent != NULL || atomic_load_explicit(&b->tiles_dirty, memory_order_relaxed), 0)) {
+      int rc = mz__alias_sync(b);
+      if (rc) {
+        *why = "cannot bring a partitioned buffer and its tiles up to date";
+        return rc;
+      }
+    }
     if (!m) {
       if (__builtin_expect(rt->faults != NULL, 0)) { /* the CPU's transfer and allocation faults */
         if ((mode & 1) && mz__fault_host_transfer(rt, b)) {
@@ -426,6 +486,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
         b->copies[0].state = MZ__OWNER;
         mz__spin_unlock(&b->lock);
+        mz__alias_wrote(b);
       }
       continue;
     }
@@ -464,6 +525,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       c->state = MZ__OWNER;
     }
     mz__spin_unlock(&b->lock);
+    if (mode & 2) mz__alias_wrote(b);
   }
   (void)moved; /* counted when the node finishes (see finish) */
   /* Arguments. */
@@ -703,7 +765,14 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     }
   }
   for (unsigned a = 0; a < t->nacc; a++)
-    if (t->acc[a].mode & 2) atomic_store_explicit(&t->acc[a].buf->poison, status < 0 ? status : 0, memory_order_relaxed);
+    if (t->acc[a].mode & 2) {
+      mz_buffer *b = t->acc[a].buf;
+      atomic_store_explicit(&b->poison, status < 0 ? status : 0, memory_order_relaxed);
+      /* Written whole: a failure of a tile's earlier writer no longer
+       * shows through it (mz_buffer_read of b checks its tiles too). */
+      if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
+        mz__alias_clear_tiles_poison(b);
+    }
   mz__spin_lock(&t->lock);
   t->status = status;
   /* A failure marks the successors before DONE is published: a thread that
@@ -712,8 +781,10 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
    * a successor placed in between could run and report success while this
    * thread was preempted before marking it. */
   if (status < 0)
-    for (unsigned i = 0; i < t->succs.n; i++)
-      atomic_store_explicit(&t->succs.v[i]->t->pred_failed, true, memory_order_release);
+    for (unsigned i = 0; i < t->succs.n; i++) {
+      mz_op *s = t->succs.v[i];
+      if (s->t->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
+    }
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
   /* The backlog drops only after DONE is published, with release: a thread

@@ -134,7 +134,6 @@ struct mz_buffer {
   struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */
   void *pin_handle;
   mz_buffer *parent;        /* tiles: the partitioned buffer (referenced) */
-  _Atomic unsigned ntiles;  /* tiles of this buffer alive (they alias its host memory) */
   mz__spin lock;            /* guards copies[] */
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */
@@ -151,10 +150,32 @@ struct mz_buffer {
   struct mz_op **hz_readers;
   unsigned hz_nreaders, hz_capreaders;
   struct mz_buffer *prev, *next; /* rt->buffers */
+  /* Partitions.  A tile's host memory is part of its parent's, but each
+   * has its own copies elsewhere, so a write through one leaves the other's
+   * copies behind: tiles_dirty (a tile was written since the parent's
+   * copies were brought up to date) and tiles_stale (the parent was
+   * written since its tiles' copies were) say which, and mz__alias_sync
+   * brings the side about to be used up to date first.  Never both set.
+   * On the parent, guarded by its alias_lock: the live tiles. */
+  pthread_mutex_t alias_lock;
+  mz_buffer **tiles;
+  unsigned ntiles, captiles;
+  _Atomic bool tiles_dirty, tiles_stale;
+  _Atomic bool has_tiles; /* set once a tile of it is made: the fast check */
 };
 
 int mz__buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t dims[], mz_buffer *parent,
                    size_t offset, mz_buffer **out);
+/* Before an access of b, a partitioned buffer or a tile: bring b's copies
+ * up to date from the other side (the tiles' latest copies gathered into
+ * the parent's host memory, or the parent's latest copy into host memory
+ * for its tiles).  Thread: any but a completion callback.  Locks: none
+ * held.  Returns MZ_OK or the error of a read back. */
+int mz__alias_sync(mz_buffer *b);
+/* After an access wrote b: the other side's copies are behind. */
+void mz__alias_wrote(mz_buffer *b);
+/* b was written whole without error: clear its tiles' poison. */
+void mz__alias_clear_tiles_poison(mz_buffer *b);
 /* Bring the host copy up to date: a blocking read from a valid device copy
  * when the host copy is invalid.  Adds the bytes read to *moved (may be
  * NULL).  rec (may be NULL) describes the read this call made, timed with
@@ -350,6 +371,13 @@ int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
 void mz__run_start(struct mz__run *r);
 void mz__task_finish(struct mz_op *op, int status);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
+/* Whether the failure of p, a task of another run (in flight or done),
+ * cancels s: p is a build-time predecessor of s (an argument's producer,
+ * the previous writer of what s reads, an mz_depend edge), or s reads a
+ * buffer p writes.  A hazard edge alone (s overwrites what p read or
+ * wrote) only orders them, so the outcome does not depend on whether p's
+ * run is still in flight when s is scheduled. */
+bool mz__fail_reaches(const struct mz_op *p, const struct mz_op *s);
 int mz__proxy_start(struct mz_device *dev);
 void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */
 void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU workers are joined) */
@@ -414,6 +442,10 @@ struct mz_runtime {
 /* Policy plumbing (src/policy.c). */
 int mz__policy_find(mz_runtime *rt, const char *name, unsigned *idx);
 int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
+/* The code a failed init or plan fails with: rc when it is an MZ_E* error
+ * code, else MZ_EPOLICY (a policy's own value is never passed on as a
+ * status nobody can name). */
+int mz__policy_code(int rc);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c).  open runs at mz_runtime_create once the devices

@@ -74,6 +74,8 @@ int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state) {
   return rc;
 }
 
+int mz__policy_code(int rc) { return rc < 0 && strcmp(mz_err_name(rc), "MZ_EUNKNOWN") ? rc : MZ_EPOLICY; }
+
 /* ---- the policy's view ---- */
 
 unsigned mz_sched_queue_count(const mz_sched *s) { return s->rt->nq; }

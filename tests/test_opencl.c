@@ -657,6 +657,91 @@ Test(opencl, partition_tiles_on_opencl)
   mz_runtime_destroy(rt);
 }
 
+/* Tiles written on OpenCL and never put back: the parent is read through
+ * mz_buffer_read, by a host node of another graph, by tiles of another
+ * graph's partition on the CPU, and whole on OpenCL; every reader sees the
+ * tiles' writes (the parent's host memory and copies used to lag behind,
+ * returning the data from before the partition). */
+struct tiles_seen {
+  const float *want;
+  size_t n;
+  int bad;
+};
+
+static int host_expect(const mz_call *c)
+{
+  struct tiles_seen *ts = c->user;
+  const float *y = c->args[0].p;
+  size_t n = c->shapes[0].count;
+  for (size_t i = 0; i < n; i++)
+    if (y[i] != ts->want[i]) ts->bad++;
+  return 0;
+}
+
+Test(opencl, parent_of_tiles_written_on_opencl_reads_latest)
+{
+  NEED_OPENCL(1);
+  mz_runtime *rt = rt_open("cpu:1,opencl", 2);
+  enum { W = 32, H = 12, T = 3 };
+  mz_kernel *scale = kernel_ex(rt, K_SCALE, NULL, false); /* OpenCL only */
+  mz_kernel *cpu_scale = kernel_ex(rt, K_SCALE, "scale_both", true);
+  float h[W * H], want[W * H];
+  fill(h, W * H, 1.0f);
+  for (int i = 0; i < W * H; i++) want[i] = 3.0f * h[i];
+  mz_buffer *b = NULL;
+  cr_assert_eq(mz_buffer_create(rt, MZ_F32, 2, (size_t[]){ W, H }, h, &b), MZ_OK);
+  mz_graph *g = graph_new(rt);
+  mz_op *tiles = mz_partition(g, mz_value(g, b), T);
+  mz_op *done[T];
+  for (unsigned t = 0; t < T; t++)
+    done[t] = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, 3.0f), mz_unzip(g, tiles, t) }), NULL);
+  cr_assert_eq(run_root(g, mz_join(g, T, done), NULL, NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  /* 1. mz_buffer_read of the parent, still partitioned in g. */
+  expect_buf(b, want, W * H, "the parent read while its tiles hold the latest data on OpenCL");
+  /* 2. A host node of another graph. */
+  struct tiles_seen ts = { want, W * H, 0 };
+  mz_graph *g2 = graph_new(rt);
+  cr_assert_eq(run_root(g2, mz_host(g2, host_expect, &ts, mz_value(g2, b)), NULL, NULL), MZ_OK);
+  cr_expect_eq(ts.bad, 0, "a host node of another graph saw %d stale elements", ts.bad);
+  mz_graph_destroy(g2);
+  /* 3. Tiles of another partition, scaled on the CPU, then checked by a
+   * host node after the unpartition. */
+  for (int i = 0; i < W * H; i++) want[i] *= 2.0f;
+  ts.bad = 0;
+  g2 = graph_new(rt);
+  mz_op *tiles2 = mz_partition(g2, mz_value(g2, b), 2);
+  mz_op *d2[2];
+  for (unsigned t = 0; t < 2; t++)
+    d2[t] = mz_unzip(g2, mz_apply(g2, cpu_scale, mz_zip(g2, 2, (mz_op *[]){ mz_f32(g2, 2.0f), mz_unzip(g2, tiles2, t) }),
+                                  NULL), 1);
+  mz_op *whole = mz_unpartition(g2, mz_zip(g2, 2, d2));
+  cr_assert_eq(mz_graph_status(g2), MZ_OK, "%s", mz_graph_message(g2));
+  cr_assert_eq(run_root(g2, mz_host(g2, host_expect, &ts, whole), "single", NULL), MZ_OK, "%s",
+               mz_runtime_last_error(rt));
+  cr_expect_eq(ts.bad, 0, "tiles of another graph saw %d stale elements", ts.bad);
+  mz_graph_destroy(g2);
+  expect_buf(b, want, W * H, "after the second partition");
+  /* 4. The parent whole on OpenCL, after tiles of g written on OpenCL
+   * again (g is re-run: its tiles read the parent's latest data too). */
+  for (int i = 0; i < W * H; i++) want[i] *= 3.0f;
+  mz_future *f = NULL;
+  cr_assert_eq(mz_graph_run(g, mz_join(g, T, done), NULL, &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  for (int i = 0; i < W * H; i++) want[i] *= 0.5f;
+  g2 = graph_new(rt);
+  cr_assert_eq(run_root(g2, mz_apply(g2, scale, mz_zip(g2, 2, (mz_op *[]){ mz_f32(g2, 0.5f), mz_value(g2, b) }), NULL),
+                        NULL, NULL),
+               MZ_OK, "%s", mz_runtime_last_error(rt));
+  mz_graph_destroy(g2);
+  expect_buf(b, want, W * H, "the parent scaled whole on OpenCL after its tiles were");
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(scale);
+  mz_kernel_destroy(cpu_scale);
+  mz_runtime_destroy(rt);
+}
+
 /* ---- coherence: CPU <-> OpenCL 0 <-> OpenCL 1 ---- */
 
 Test(opencl, coherence_cpu_ocl0_ocl1)

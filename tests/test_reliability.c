@@ -11,7 +11,10 @@
 #include <limits.h>
 #include <math.h>
 #include <maize/daggen.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -456,4 +459,278 @@ Test(reliability, poisoned_buffer_cancels_later_readers) {
   mz_kernel_destroy(bad);
   mz_kernel_destroy(mix);
   mz_runtime_destroy(rt);
+}
+
+/* ---- failures across runs: the same whether the failed run is still in
+ * flight or finished ---- */
+
+static int gated_fail_fn(const mz_call *c) {
+  _Atomic int *gate = c->user;
+  (void)test_wait_flag(gate, 20000);
+  return 1;
+}
+
+static int set7_fn(const mz_call *c) {
+  int32_t *a = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) a[i] = 7;
+  return 0;
+}
+
+enum cross_case { CROSS_WAR, CROSS_WAW, CROSS_RAW };
+
+/* Run A: an op that reads x and writes a, and fails.  Run B, scheduled
+ * while A is in flight or after it ended: overwrites x (write after read:
+ * runs), writes a whole (write after write: runs), or reads a (read after
+ * write: canceled, and what it writes is poisoned). */
+static void cross_run_case(bool in_flight, enum cross_case which) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  _Atomic int gate = 0;
+  mz_kernel *fail = test_kernel(rt, "gated_fail", "in i32[] x, inout i32[] a", gated_fail_fn, (void *)&gate);
+  mz_kernel *inc = test_kernel(rt, "inc", "inout i32[] v", inc32_fn, NULL);
+  mz_kernel *set = test_kernel(rt, "set7", "out i32[] v", set7_fn, NULL);
+  mz_kernel *mix = test_kernel(rt, "mix", "in i32[] x, inout i32[] y", mix32_fn, NULL);
+  mz_buffer *x = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){1, 2, 3, 4});
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){0, 0, 0, 0});
+  mz_buffer *y = test_buffer_1d(rt, MZ_I32, 4, (int32_t[]){0, 0, 0, 0});
+  mz_graph *ga = NULL, *gb = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &ga));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &gb));
+  mz_future *fa = NULL, *fb = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(ga, mz_apply(ga, fail, mz_zip(ga, 2, (mz_op *[]){mz_value(ga, x), mz_value(ga, a)}), NULL),
+                               NULL, &fa));
+  if (!in_flight) {
+    atomic_store(&gate, 1);
+    cr_assert_eq(mz_future_wait_for(fa, WAIT_NS), MZ_EKERNEL);
+  }
+  mz_op *b = which == CROSS_WAR   ? mz_apply(gb, inc, mz_value(gb, x), NULL)
+             : which == CROSS_WAW ? mz_apply(gb, set, mz_value(gb, a), NULL)
+                                  : mz_apply(gb, mix, mz_zip(gb, 2, (mz_op *[]){mz_value(gb, a), mz_value(gb, y)}), NULL);
+  MZ_OK_OR_DIE(rt, mz_schedule(gb, b, NULL, &fb));
+  atomic_store(&gate, 1);
+  const char *order = in_flight ? "run A in flight" : "run A finished";
+  cr_expect_eq(mz_future_wait_for(fa, WAIT_NS), MZ_EKERNEL, "%s", order);
+  int st = mz_future_wait_for(fb, WAIT_NS);
+  int32_t out[4];
+  if (which == CROSS_WAR) {
+    cr_expect_eq(st, MZ_OK, "%s: overwriting what a failed op read: %s", order, mz_err_name(st));
+    MZ_OK_OR_DIE(rt, mz_buffer_read(x, out, sizeof out));
+    cr_expect_eq(out[3], 5, "%s", order);
+    cr_expect_lt(mz_buffer_read(a, out, sizeof out), 0, "%s", order);
+  } else if (which == CROSS_WAW) {
+    cr_expect_eq(st, MZ_OK, "%s: writing whole what a failed op wrote: %s", order, mz_err_name(st));
+    MZ_OK_OR_DIE(rt, mz_buffer_read(a, out, sizeof out));
+    cr_expect_eq(out[0], 7, "%s", order);
+  } else {
+    cr_expect_eq(st, MZ_ECANCELED, "%s: reading what a failed op wrote: %s", order, mz_err_name(st));
+    cr_expect_eq(mz_buffer_read(y, out, sizeof out), MZ_ECANCELED, "%s", order);
+  }
+  mz_future_destroy(fa);
+  mz_future_destroy(fb);
+  mz_graph_destroy(ga);
+  mz_graph_destroy(gb);
+  mz_buffer_release(x);
+  mz_buffer_release(a);
+  mz_buffer_release(y);
+  mz_kernel_destroy(fail);
+  mz_kernel_destroy(inc);
+  mz_kernel_destroy(set);
+  mz_kernel_destroy(mix);
+  mz_runtime_destroy(rt);
+}
+
+Test(reliability, cross_run_war_in_flight) { cross_run_case(true, CROSS_WAR); }
+Test(reliability, cross_run_war_finished) { cross_run_case(false, CROSS_WAR); }
+Test(reliability, cross_run_waw_in_flight) { cross_run_case(true, CROSS_WAW); }
+Test(reliability, cross_run_waw_finished) { cross_run_case(false, CROSS_WAW); }
+Test(reliability, cross_run_raw_in_flight) { cross_run_case(true, CROSS_RAW); }
+Test(reliability, cross_run_raw_finished) { cross_run_case(false, CROSS_RAW); }
+
+/* ---- a policy whose init or plan fails ---- */
+
+static int pol_select0(void *st, const mz_sched *s, mz_task *t, bool ready) {
+  (void)st, (void)s, (void)t, (void)ready;
+  return 0;
+}
+#define INIT_RETURNING(fn, v)                        \
+  static int fn(const mz_sched *s, void **state) {   \
+    (void)s, (void)state;                            \
+    return (v);                                      \
+  }
+INIT_RETURNING(init_enomem, MZ_ENOMEM)
+INIT_RETURNING(init_one, 1)
+INIT_RETURNING(init_defer, MZ_POLICY_DEFER)
+INIT_RETURNING(init_intmin, INT_MIN)
+#define PLAN_RETURNING(fn, v)                                                      \
+  static int fn(void *st, const mz_sched *s, mz_task *const tasks[], size_t n) { \
+    (void)st, (void)s, (void)tasks, (void)n;                                       \
+    return (v);                                                                    \
+  }
+PLAN_RETURNING(plan_einval, MZ_EINVAL)
+PLAN_RETURNING(plan_defer, MZ_POLICY_DEFER)
+PLAN_RETURNING(plan_intmin, INT_MIN)
+PLAN_RETURNING(plan_minus_one_thousand_and_two, -1002)
+
+static const struct {
+  struct mz_policy_ops ops;
+  int returned, want; /* what init or plan returns, what the caller gets */
+} bad_policies[] = {
+    {{MZ_POLICY_ABI, "init-enomem", NULL, init_enomem, NULL, NULL, pol_select0, NULL}, MZ_ENOMEM, MZ_ENOMEM},
+    {{MZ_POLICY_ABI, "init-one", NULL, init_one, NULL, NULL, pol_select0, NULL}, 1, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-defer", NULL, init_defer, NULL, NULL, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-intmin", NULL, init_intmin, NULL, NULL, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-einval", NULL, NULL, NULL, plan_einval, pol_select0, NULL}, MZ_EINVAL, MZ_EINVAL},
+    {{MZ_POLICY_ABI, "plan-defer", NULL, NULL, NULL, plan_defer, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-intmin", NULL, NULL, NULL, plan_intmin, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-m1002", NULL, NULL, NULL, plan_minus_one_thousand_and_two, pol_select0, NULL}, -1002,
+     MZ_EPOLICY},
+};
+
+static int count_fn(const mz_call *c) {
+  atomic_fetch_add((_Atomic int *)c->user, 1);
+  return 0;
+}
+
+/* policy.h: a failing init fails the mz_schedule that first uses the
+ * policy (no future); a failing plan fails the run (the future resolves
+ * with the code) and no node starts.  Either way the code is the one
+ * returned when it is an MZ_E* code, MZ_EPOLICY otherwise, and the message
+ * names the policy and the value. */
+Test(reliability, policy_init_and_plan_errors_reported) {
+  for (size_t i = 0; i < sizeof bad_policies / sizeof bad_policies[0]; i++) {
+    const struct mz_policy_ops *ops = &bad_policies[i].ops;
+    int want = bad_policies[i].want;
+    mz_runtime *rt = test_runtime("cpu:2");
+    MZ_OK_OR_DIE(rt, mz_policy_register(rt, ops));
+    _Atomic int ran = 0;
+    mz_kernel *k = test_kernel(rt, "count", "inout i32[] v", count_fn, (void *)&ran);
+    mz_buffer *b = test_buffer_1d(rt, MZ_I32, 4, NULL);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *root = mz_apply(g, k, mz_value(g, b), NULL);
+    char num[32];
+    snprintf(num, sizeof num, "%d", bad_policies[i].returned);
+    for (int round = 0; round < 2; round++) { /* and again: init is retried, plan runs each time */
+      mz_future *f = NULL;
+      int rc = mz_schedule(g, root, ops->name, &f);
+      const char *msg;
+      if (ops->init) {
+        cr_expect_eq(rc, want, "%s: mz_schedule gave %s", ops->name, mz_err_name(rc));
+        cr_expect_null(f, "%s: a future after a failed init", ops->name);
+        msg = mz_runtime_last_error(rt);
+      } else {
+        cr_assert_eq(rc, MZ_OK, "%s: %s", ops->name, mz_runtime_last_error(rt));
+        rc = mz_future_wait_for(f, WAIT_NS);
+        cr_expect_eq(rc, want, "%s: the run gave %s", ops->name, mz_err_name(rc));
+        msg = mz_future_message(f);
+      }
+      cr_expect(msg && strstr(msg, ops->name), "%s: the message '%s' does not name the policy", ops->name,
+                msg ? msg : "");
+      cr_expect(msg && strstr(msg, num), "%s: the message '%s' lacks the value %s", ops->name, msg ? msg : "", num);
+      mz_future_destroy(f);
+      if (round == 0) {
+        mz_graph_destroy(g);
+        MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+        root = mz_apply(g, k, mz_value(g, b), NULL);
+      }
+    }
+    cr_expect_eq(atomic_load(&ran), 0, "%s: a node ran", ops->name);
+    /* The runtime still works with another policy (on data written anew:
+     * a failed plan cancels the nodes, and b's canceled writer poisons it). */
+    MZ_OK_OR_DIE(rt, mz_buffer_write(b, (int32_t[]){0, 0, 0, 0}, 16));
+    mz_graph_destroy(g);
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    MZ_OK_OR_DIE(rt, test_run(g, mz_apply(g, k, mz_value(g, b), NULL), "eager", NULL));
+    cr_expect_eq(atomic_load(&ran), 1);
+    mz_graph_destroy(g);
+    mz_buffer_release(b);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
+}
+
+/* ---- runtime creation never moves the calling thread ---- */
+
+/* hwloc binds threads through sched_setaffinity: this definition stands in
+ * for libc's (the executable's symbol comes first), counts the calls that
+ * move the watched thread, and does the call. */
+static _Atomic pid_t watched_tid;
+static _Atomic int watched_moves;
+
+int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t *mask) {
+  pid_t self = (pid_t)syscall(SYS_gettid), target = pid ? pid : self;
+  if (target == atomic_load(&watched_tid)) atomic_fetch_add(&watched_moves, 1);
+  return (int)syscall(SYS_sched_setaffinity, pid, size, mask);
+}
+
+static _Atomic int spin_stop;
+
+static void *spin_main(void *arg) {
+  (void)arg;
+  volatile unsigned long x = 0;
+  while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) x++;
+  return NULL;
+}
+
+struct create_job {
+  _Atomic int done;
+  int rc;
+  mz_runtime *rt;
+  cpu_set_t before, after;
+  int moves;
+};
+
+static void *create_main(void *arg) {
+  struct create_job *j = arg;
+  sched_getaffinity(0, sizeof j->before, &j->before);
+  atomic_store(&watched_moves, 0);
+  atomic_store(&watched_tid, (pid_t)syscall(SYS_gettid));
+  j->rc = mz_runtime_create(&(mz_runtime_config){.devices = "cpu", .quiet = true}, &j->rt);
+  atomic_store(&watched_tid, 0);
+  j->moves = atomic_load(&watched_moves);
+  sched_getaffinity(0, sizeof j->after, &j->after);
+  atomic_store(&j->done, 1);
+  return NULL;
+}
+
+/* mz_runtime_create with every CPU kept busy by spinning threads: it must
+ * not bind the calling thread (hwloc, unless told not to, moves it across
+ * every core to read them, which stalled creation for 17 to 123 s on a
+ * busy machine), its affinity mask is the same after, and it completes
+ * within a bound that only a stall reaches.  Twice: with the caller free
+ * to run anywhere, and pinned to one CPU. */
+Test(reliability, runtime_create_leaves_the_caller_in_place, .timeout = 120) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) ncpu = 1;
+  pthread_t spin[64];
+  long nspin = ncpu < 64 ? ncpu : 64;
+  atomic_store(&spin_stop, 0);
+  for (long i = 0; i < nspin; i++) cr_assert_eq(pthread_create(&spin[i], NULL, spin_main, NULL), 0);
+  for (int pinned = 0; pinned < 2; pinned++) {
+    struct create_job j = {0};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    if (pinned) {
+      cpu_set_t all, one;
+      sched_getaffinity(0, sizeof all, &all);
+      CPU_ZERO(&one);
+      for (int c = CPU_SETSIZE - 1; c >= 0; c--)
+        if (CPU_ISSET(c, &all)) {
+          CPU_SET(c, &one); /* the last allowed CPU: not where worker 0 goes */
+          break;
+        }
+      pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    }
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, &attr, create_main, &j), 0);
+    pthread_attr_destroy(&attr);
+    bool done = test_wait_flag(&j.done, 60000);
+    cr_assert(done, "HANG: mz_runtime_create did not return in 60 s with the CPUs busy (pinned %d)", pinned);
+    pthread_join(th, NULL);
+    cr_expect_eq(j.rc, MZ_OK, "%s", mz_err_name(j.rc));
+    cr_expect_eq(j.moves, 0, "mz_runtime_create bound the calling thread %d times (pinned %d)", j.moves, pinned);
+    cr_expect(CPU_EQUAL(&j.before, &j.after), "the calling thread's affinity changed (pinned %d)", pinned);
+    mz_runtime_destroy(j.rt);
+  }
+  atomic_store(&spin_stop, 1);
+  for (long i = 0; i < nspin; i++) pthread_join(spin[i], NULL);
 }

@@ -115,7 +115,12 @@ mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps);
  * dimension (dims[ndim-1]); the first tiles get one more row when it does
  * not divide.  The result is a tuple of n tile values; ops on different
  * tiles may run in parallel and on different devices.  While partitioned,
- * the whole buffer must not be used by other ops of the graph (MZ_ESTATE). */
+ * the whole buffer must not be used by other ops of the graph (MZ_ESTATE).
+ * Elsewhere (mz_buffer_read and mz_buffer_write, ops of other graphs, a
+ * later partition) the buffer and its tiles are the same memory: a use of
+ * the buffer waits for the runs that write its tiles and sees their
+ * latest data, wherever it is (also tiles never put back with
+ * mz_unpartition), and tiles used after the buffer was written see that. */
 mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n);
 
 /* Put tiles back: tiles is a tuple whose elements are the tiles (or ops

@@ -44,7 +44,11 @@ struct mz_policy_ops {
   /* Create the policy's state for one runtime.
    * Thread: the one calling mz_schedule() that first uses the policy.
    * Locks: the runtime's policy lock is held on entry and on return.
-   * Ownership: *state belongs to the policy until fini; may stay NULL. */
+   * Ownership: *state belongs to the policy until fini; may stay NULL.
+   * Returns MZ_OK, or an error: then the mz_schedule() (or mz_graph_run())
+   * that first used the policy fails, with no future and nothing run, with
+   * that code when it is an MZ_E* code, else MZ_EPOLICY, and a message
+   * naming the policy and the value; the next use calls init again. */
   int (*init)(const mz_sched *s, void **state);
 
   /* Free the state.  Optional.
@@ -57,7 +61,9 @@ struct mz_policy_ops {
    * the run has started.  Ownership: tasks[] and the tasks are borrowed for
    * the call; set queues with mz_task_set_queue().  A negative return fails
    * the run: mz_schedule() still returns its future, which resolves with
-   * that code, and no node of the run starts. */
+   * that code when it is an MZ_E* code, else MZ_EPOLICY, and a message
+   * naming the policy and the value; no node of the run starts (they are
+   * canceled, so what they write reads back as MZ_ECANCELED). */
   int (*plan)(void *state, const mz_sched *s, mz_task *const tasks[], size_t n);
 
   /* Choose a queue for t.  Required unless plan places every node.
