@@ -50,24 +50,24 @@ static const struct op_desc {
   const char *cpu_lib;
   const char *cl_lib; /* the OpenCL library it needs (NULL: an OpenCL C compiler) */
 } ops[OP_COUNT] = {
-    [OP_FILL] = {"fill", "%s v, out %s[] x, u64 n = sizeof(x)", 1, -1, "mz_fill", NULL},
+    [OP_FILL] = {"fill", "%s v, out %s[] x, u64 n = sizeof(x)", 1, -1, "mz_fill", NULL, NULL},
     [OP_COPY] = {"copy", "in %s[] x, out %s[] y, u64 n = sizeof(x)", 1, MZ__NAT_COPY, NULL, "OpenBLAS", "CLBlast"},
     [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS", "CLBlast"},
     [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS", "CLBlast"},
     [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS", "CLBlast"},
-    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL},
-    [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL},
-    [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL},
+    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL, NULL},
+    [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL, NULL},
+    [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL, NULL},
     [OP_GEMM] = {"gemm",
                  "u32 ta, u32 tb, u64 m, u64 n, u64 k, %s alpha, in %s[] A, u64 lda, in %s[] B, u64 ldb, %s beta, "
                  "inout %s[] C, u64 ldc",
                  11, MZ__NAT_GEMM, NULL, "OpenBLAS", "CLBlast"},
     [OP_RNG_UNIFORM] = {"rng_uniform", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_uniform",
-                        "Random123"},
+                        "Random123", NULL},
     [OP_RNG_NORMAL] = {"rng_normal", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_normal",
-                       "Random123"},
+                       "Random123", NULL},
     [OP_RNG_BITS] = {"rng_bits", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_bits",
-                     "Random123"},
+                     "Random123", NULL},
     [OP_FFT] = {"fft", "u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in %s[] x, out %s[] y", 6, -1, NULL, "FFTW",
                 "clFFT"},
 };
