@@ -355,6 +355,22 @@ static int wait_hazards(mz_buffer *b, bool all) {
   }
 }
 
+/* A reference to tile i of b (*more false past the last tile), or NULL
+ * for a tile whose last reference is being dropped on another thread: it
+ * is still listed until its release takes it out, and retaining it then
+ * would bring it back to life and free it twice (found by the API
+ * fuzzer). */
+static mz_buffer *tile_ref(mz_buffer *b, unsigned i, bool *more) {
+  pthread_mutex_lock(&b->alias_lock);
+  *more = i < b->ntiles;
+  mz_buffer *t = *more ? b->tiles[i] : NULL;
+  int r = t ? atomic_load(&t->refs) : 0;
+  while (r > 0 && !atomic_compare_exchange_weak(&t->refs, &r, r + 1)) {
+  }
+  pthread_mutex_unlock(&b->alias_lock);
+  return r > 0 ? t : NULL;
+}
+
 int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
   if (!dst) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: NULL destination");
@@ -368,10 +384,10 @@ int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
   /* Partitioned: the latest data may be in its tiles, written by runs
    * that b's own hazards do not name. */
   for (unsigned i = 0;; i++) {
-    pthread_mutex_lock(&b->alias_lock);
-    mz_buffer *tile = i < b->ntiles ? mz_buffer_retain(b->tiles[i]) : NULL;
-    pthread_mutex_unlock(&b->alias_lock);
-    if (!tile) break;
+    bool more;
+    mz_buffer *tile = tile_ref(b, i, &more);
+    if (!more) break;
+    if (!tile) continue;
     wait_hazards(tile, false);
     poison = atomic_load(&tile->poison);
     mz_buffer_release(tile);
@@ -394,10 +410,10 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
     return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
   wait_hazards(b, true);
   for (unsigned i = 0;; i++) { /* and the runs that use its tiles */
-    pthread_mutex_lock(&b->alias_lock);
-    mz_buffer *tile = i < b->ntiles ? mz_buffer_retain(b->tiles[i]) : NULL;
-    pthread_mutex_unlock(&b->alias_lock);
-    if (!tile) break;
+    bool more;
+    mz_buffer *tile = tile_ref(b, i, &more);
+    if (!more) break;
+    if (!tile) continue;
     wait_hazards(tile, true);
     mz_buffer_release(tile);
   }
