@@ -250,8 +250,15 @@ static void place(mz_op *op, struct work *w) {
     int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     if (pq == q) continue; /* in-order queue */
     struct mz__queue *P = rt->queues[pq];
+    /* On another device of the same backend, an event orders the node
+     * after p, but p's output reaches this device on the device only by a
+     * peer copy; without one it goes through host memory, read back when
+     * the node is planned, so p must have finished by then: wait on the
+     * host (seen on the CUDA emulator with peer access off: a read back
+     * raced the producing kernel). */
+    bool same_dev = P->dev == Q->dev;
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
-        (P->dev == Q->dev || s >= MZ__T_FLUSHED)) {
+        (same_dev || (s >= MZ__T_FLUSHED && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
       t->exec.waits[nw++] = &p->t->exec;
       continue;
     }
@@ -348,8 +355,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       if (rt->ml) mz__mem_pin_src(b, src); /* not evicted until e finishes */
       if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
     } else {
-      /* Across backends: through host memory.  The producer has finished,
-       * since edges across backends are released on the host. */
+      /* Across backends, or devices without peer copies: through host
+       * memory.  The producer has finished, since such edges are released
+       * on the host (place()). */
       mz__spin_unlock(&b->lock);
       struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
       int rc = mz__buffer_fetch_host(b, moved, rec);
