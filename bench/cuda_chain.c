@@ -20,6 +20,7 @@
  * Usage: mz-bench-cuda-chain [-n N] [-r reps] [--quick]
  * Last line: BENCH cuda.chain maize_ns=<x> raw_ns=<y> ratio=<x/y>
  *            callbacks=<c> batches=<b> ops=<N> build_ns=<per op> */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

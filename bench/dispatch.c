@@ -11,6 +11,7 @@
  * which is repeatable on a busy machine.
  *
  *   mz-bench-dispatch [-w W] [-t T] [-r R] [--devices S]          */
+#include <getopt.h>
 #include <maize.h>
 #include <stdio.h>
 #include <stdlib.h>

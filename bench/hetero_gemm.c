@@ -60,6 +60,7 @@
  * Options: -t tiles per side, -s tile size (a multiple of 16), -r reps,
  * -w warm-ups, -d maize devices, --quick (2 x 2 tiles of 64, 1 rep, 3
  * warm-ups: the smoke test), --no-starpu, --libs, --zero-copy. */
+#include <getopt.h>
 #include <ftw.h>
 #include <limits.h>
 #include <math.h>

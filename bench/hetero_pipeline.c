@@ -12,6 +12,7 @@
  * per policy.  Options: -d devices (default "cpu,opencl"), -t tiles
  * (default 16), -r reps (default 5), --quick (small buffers, 2 reps: the
  * CI smoke test). */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -23,6 +23,7 @@
  * Options: -n N (default 10,000), -r reps (default 5), --quick (N = 1,000,
  * 2 repetitions: the CI smoke test). */
 #define CL_TARGET_OPENCL_VERSION 300
+#include <getopt.h>
 #include <CL/cl.h>
 #include <stdatomic.h>
 #include <stdio.h>

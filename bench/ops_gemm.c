@@ -11,6 +11,7 @@
  *         direct_ms=<median> [min max] ratio=<maize/direct medians>
  *
  * Usage: mz-bench-ops-gemm [-r reps] [n ...] */
+#include <getopt.h>
 #include <maize.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +25,9 @@
 #if MZ_HAVE_CLBLAST
 #define CL_TARGET_OPENCL_VERSION 120
 #include <clblast_c.h>
-#include "bench_util.h"
 #endif
+
+#include "bench_util.h"
 
 static double now_ms(void) {
   struct timespec ts;

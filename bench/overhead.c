@@ -36,6 +36,7 @@
  *   BENCH overhead.<shape> maize_ns=<x> openmp_ns=<y> starpu_ns=<z|na> maize_run_ns=<r>
  *         maize_build_ns=<b> maize_rerun_ns=<rr> ratio_omp=<x/y>
  * (maize is the default policy, eager.) */
+#include <getopt.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -50,8 +51,9 @@
 #endif
 #ifdef MZ_HAVE_STARPU
 #include <starpu.h>
-#include "bench_util.h"
 #endif
+
+#include "bench_util.h"
 
 #define MAX_REPS 101
 #define NSHAPES 4 /* independent_1w, independent_2w, chain_1w, chain_2w */

@@ -20,6 +20,7 @@
  *
  * Usage: mz-bench-sched [--quick] [--seeds N]
  * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
+#include <getopt.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
