@@ -198,7 +198,7 @@ static _Thread_local struct ctx *exec_ctx;  /* the context of the kernel this th
 extern const struct mzemu_builtin {
   const char *name;
   mzemu_kernel_fn fn;
-} mzemu_builtins[];
+} mzemu_builtins[], mzemu_op_builtins[]; /* the examples' kernels; maize's canned ops' (emu_ops.c) */
 
 /* ------------------------------------------------------------------ */
 /* Rules, errors, injection                                            */
@@ -1622,7 +1622,16 @@ static CUresult ptx_parse(const char *text, struct module *m, char *log, size_t 
         return CUDA_ERROR_INVALID_PTX;
       } else {
         const char *st = q;
-        while (*q && *q != ';' && *q != '{' && *q != '}') q++;
+        /* A brace inside a statement is a vector operand ("mov.b64 {%r1,
+         * %r2}, %fd1;"), not a block. */
+        while (*q && *q != ';' && *q != '}') {
+          if (*q == '{') {
+            while (*q && *q != '}' && *q != ';') q++;
+            if (*q == '}') q++;
+            continue;
+          }
+          q++;
+        }
         /* Labels ("$L__BB0_2:") and a predicate ("@%p1", "@!%p1"). */
         const char *w = st;
         for (;;) {
@@ -1737,6 +1746,8 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *out, CUmodule hm, const char *na
       if (!strcmp(G.kern[i].name, name)) f->fn = G.kern[i].fn;
     for (unsigned i = 0; !f->fn && mzemu_builtins[i].name; i++)
       if (!strcmp(mzemu_builtins[i].name, name)) f->fn = mzemu_builtins[i].fn;
+    for (unsigned i = 0; !f->fn && mzemu_op_builtins[i].name; i++)
+      if (!strcmp(mzemu_op_builtins[i].name, name)) f->fn = mzemu_op_builtins[i].fn;
     if (!f->fn && !f->traps) {
       fprintf(stderr, "mzemu: the PTX entry '%s' has no C implementation registered with the emulator\n", name);
       r = CUDA_ERROR_NOT_FOUND;
