@@ -12,6 +12,8 @@
  * CPU bit for bit too, and an op whose CUDA library is missing fails with
  * MZ_ENODEV naming it. */
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "mz_config.h"
@@ -553,6 +555,58 @@ Test(ops, builder_errors) {
 
 /* Every registered policy places a chain of canned ops on the CPU and an
  * OpenCL device together (an op goes only where its library is). */
+/* Two OpenCL devices whose submission threads make their first CLBlast
+ * calls at the same moment: CLBlast 1.5 fills its caches unsafely then
+ * (it crashed the pipeline benchmark in one process in six), so maize
+ * serializes its calls.  The race is at a process's first calls, so each
+ * try is a child process of its own (the parent never starts OpenCL). */
+static int clblast_race_child(void) {
+  mz_runtime *rt = NULL;
+  if (mz_runtime_create(&(mz_runtime_config){.devices = "opencl", .policy = "round-robin", .quiet = true}, &rt))
+    return 2;
+  enum { NB = 8 };
+  mz_buffer *b[NB];
+  float v[256];
+  for (int i = 0; i < 256; i++) v[i] = (float)i;
+  mz_graph *g = NULL;
+  if (mz_graph_create(rt, &g)) return 3;
+  mz_op *outs[NB / 2];
+  for (int i = 0; i < NB; i++)
+    if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){256}, v, &b[i])) return 4;
+  /* independent pairs (round-robin spreads them over both devices), each
+   * a scal then an axpy: several CLBlast routines start at once */
+  for (int i = 0; i < NB / 2; i++)
+    outs[i] = mz_op_axpy(g, 0.5, mz_op_scal(g, 2.0, mz_value(g, b[2 * i])), mz_value(g, b[2 * i + 1]));
+  mz_future *f = NULL;
+  if (mz_graph_status(g) || mz_schedule(g, mz_join(g, NB / 2, outs), NULL, &f)) return 5;
+  int st = mz_future_wait(f);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  for (int i = 0; i < NB; i++) mz_buffer_release(b[i]);
+  mz_runtime_destroy(rt);
+  return st ? 6 : 0;
+}
+
+Test(ops, clblast_from_two_devices_at_once, .timeout = 300) {
+  if (!MZ_HAVE_CLBLAST) cr_skip_test("this build has no CLBlast");
+  mz_runtime *probe = NULL;
+  /* whether there are two OpenCL devices, asked in a child too */
+  pid_t p0 = fork();
+  if (p0 == 0) _exit(mz_runtime_create(&(mz_runtime_config){.devices = "opencl:1", .quiet = true}, &probe) ? 1 : 0);
+  int ws = 0;
+  waitpid(p0, &ws, 0);
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws))
+    cr_skip_test("fewer than two OpenCL devices (POCL_DEVICES=\"pthread pthread\" gives two)");
+  for (int i = 0; i < 12; i++) {
+    pid_t p = fork();
+    cr_assert_geq(p, 0, "fork");
+    if (p == 0) _exit(clblast_race_child());
+    waitpid(p, &ws, 0);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "try %d: %s %d", i, WIFEXITED(ws) ? "exit status" : "signal",
+              WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+  }
+}
+
 Test(ops, every_policy_cpu_and_opencl, .timeout = 600) {
   mz_runtime *rt = ops_runtime("cpu,opencl:0");
   const size_t n = 64;
