@@ -269,6 +269,7 @@ struct cu_dev {
   int ordinal;
   CUcontext ctx;                    /* the primary context, retained */
   uint64_t peers;                   /* bit i: peer access to CUDA ordinal i is enabled */
+  bool managed;                     /* managed memory, usable by host and device at once */
 
   /* The in-flight batches and the monitor.  host functions take this lock,
    * so no CUDA call is ever made while holding it. */
@@ -857,6 +858,13 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
     api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, d->cudev);
     info->local_memory = v > 0 ? (uint64_t)v : 0;
     info->max_alloc = mem; /* one cuMemAlloc may take all of the device's memory */
+    /* Managed memory only where the host may touch it while kernels run
+     * (concurrent managed access: Linux, Pascal and later); elsewhere a
+     * host stage beside a running kernel would fault. */
+    int mm = 0, cma = 0;
+    api->DeviceGetAttribute(&mm, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, d->cudev);
+    api->DeviceGetAttribute(&cma, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, d->cudev);
+    d->managed = mm && cma;
     info->fp64 = true;     /* every CUDA device since compute capability 1.3 */
     char bus[64] = "";
     unsigned dom = 0, b = 0, s = 0, f = 0;
@@ -1041,10 +1049,62 @@ static int cuda_mem_alloc(struct mz_device *dev, size_t bytes, void **mem) {
   return MZ_OK;
 }
 
+/* Whether p is in managed memory (a buffer's shared host copy). */
+static bool is_managed(struct cu_dev *d, const void *p) {
+  unsigned v = 0;
+  return d->api->PointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)(uintptr_t)p) ==
+             CUDA_SUCCESS && v;
+}
+
+/* MZ_BUFFER_MANAGED: managed memory, attached to every stream (the host
+ * and any device may use it; coherent once the work that wrote it is
+ * done).  The handle is unused: host_free knows managed memory by its
+ * address. */
+static int cuda_shared_alloc(struct mz_device *dev, size_t bytes, void **host, void **handle) {
+  struct cu_dev *d = cu_of(dev);
+  if (!d->managed || !bytes || atomic_load(&d->failed)) return MZ_ENOTSUP;
+  cu_current(d);
+  CUdeviceptr p = 0;
+  CUresult r = d->api->MemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (r != CUDA_SUCCESS) return r == CUDA_ERROR_OUT_OF_MEMORY ? MZ_ENOMEM : MZ_ENOTSUP;
+  *host = (void *)(uintptr_t)p;
+  *handle = NULL;
+  return MZ_OK;
+}
+
+static void cuda_host_free(struct mz_device *dev, void *host, void *handle) {
+  struct cu_dev *d = cu_of(dev);
+  cu_current(d);
+  /* cuMemFree waits for work using the memory; after a sticky error it
+   * fails, and the memory goes with the context. */
+  d->api->MemFree((CUdeviceptr)(uintptr_t)host);
+}
+
+/* A zero-copy buffer in managed memory is used in place: its device
+ * address is its host address.  Any other memory is copied as usual. */
+static int cuda_mem_wrap(struct mz_device *dev, void *host, size_t bytes, void **mem) {
+  struct cu_dev *d = cu_of(dev);
+  if (!d->managed || !bytes || atomic_load(&d->failed)) return MZ_ENOTSUP;
+  cu_current(d);
+  if (!is_managed(d, host)) return MZ_ENOTSUP;
+  *mem = host;
+  return MZ_OK;
+}
+
+/* Nothing to do: with concurrent managed access the host sees what a
+ * finished kernel wrote, and a kernel sees what the host wrote before its
+ * launch (the core calls this only while no command uses the buffer). */
+static int cuda_mem_sync(struct mz_device *dev, void *mem, size_t bytes, bool to_host) {
+  return atomic_load(&cu_of(dev)->failed) ? MZ_EDEVICE : MZ_OK;
+}
+
 static void cuda_mem_free(struct mz_device *dev, void *mem) {
   if (!mem) return;
   struct cu_dev *d = cu_of(dev);
   cu_current(d);
+  /* A wrapped copy is the buffer's own managed host memory, freed with
+   * the buffer (host_free), never here. */
+  if (d->managed && is_managed(d, mem)) return;
   /* After a sticky error this fails too; the memory goes with the context. */
   d->api->MemFree(dptr_of(mem));
 }
@@ -1343,6 +1403,10 @@ static const struct mz__device_ops cuda_ops = {
     .mem_free = cuda_mem_free,
     .mem_read = cuda_mem_read,
     .mem_write = cuda_mem_write,
+    .mem_wrap = cuda_mem_wrap,
+    .mem_sync = cuda_mem_sync,
+    .host_free = cuda_host_free,
+    .shared_alloc = cuda_shared_alloc,
     .can_wait = cuda_can_wait,
     .can_copy_peer = cuda_can_copy_peer,
     .submit = cuda_submit,
