@@ -240,6 +240,9 @@ const mz_shape *mz_buffer_shape(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG
 size_t mz_buffer_bytes(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? b->bytes : 0; }
 
 int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
+  /* Callers count *rec when its bytes are set: never a stale record of an
+   * earlier run of the same node. */
+  if (rec) rec->bytes = 0;
   mz_runtime *rt = b->rt;
   if (rec) memset(rec, 0, sizeof *rec);
   mz__spin_lock(&b->lock);
@@ -462,7 +465,7 @@ int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *al
 }
 
 int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
-                        const char **why) {
+                        const char **why, struct mz__xfer *rec) {
   struct mz__copy *c = &b->copies[m];
   if (c->state != MZ__INVALID) return MZ_OK;
   /* The host copy first (from another device's copy when it is stale),
@@ -470,7 +473,7 @@ int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_devi
    * meanwhile: its copy is invalid, so every earlier user of it was ordered
    * before the writer that invalidated it, and that writer before us. */
   mz__spin_unlock(&b->lock);
-  int rc = mz__buffer_fetch_host(b, moved, NULL);
+  int rc = mz__buffer_fetch_host(b, moved, rec);
   if (rc) {
     *why = "cannot read a buffer back from its device";
     mz__spin_lock(&b->lock);

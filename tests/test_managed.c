@@ -165,3 +165,56 @@ Test(managed, cuda_and_opencl) { cuda_case("cpu,opencl:0,cuda:0", true, true); }
 /* No managed memory on the device: copies, same results. */
 Test(managed, cuda_without_managed_memory) { cuda_case("cpu,cuda:0", false, false); }
 #endif
+
+#if MZ_HAVE_CUDA && defined(MZ_KERNELS_PTX)
+/* The observer's view of the copies: all of them, and the reads back. */
+struct seen {
+  atomic_uint copies, reads_back;
+  atomic_ullong bytes;
+};
+
+static void on_transfer(const mz_transfer_record *rec, void *user) {
+  struct seen *s = user;
+  atomic_fetch_add(&s->copies, 1);
+  if (rec->dst_device < 0) atomic_fetch_add(&s->reads_back, 1);
+  atomic_fetch_add(&s->bytes, rec->bytes);
+}
+
+/* A zero-copy buffer written on a CUDA device (a copy of its own there) and
+ * then read on PoCL, which uses the host copy in place: the bytes come back
+ * from the CUDA device into host memory while PoCL's node is planned.  That
+ * read back is a transfer like any other: reported to the observer and
+ * counted in the run's statistics, which agree. */
+Test(managed, zero_copy_read_back_is_observed) {
+  need_cuda();
+  mz_runtime *rt = runtime_or_skip("cpu,opencl:0,cuda:0");
+  mz_kernel *k[2] = {mul2_kernel(rt, true), mul2_kernel(rt, false)};
+  struct seen seen = {0};
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, &(mz_observer){.transfer = on_transfer, .user = &seen}));
+  const size_t n = 100003;
+  mz_buffer *b = input(rt, n, MZ_BUFFER_ZERO_COPY);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *y = mul2(g, k[1], mul2(g, k[0], mz_value(g, b))); /* CUDA, then PoCL */
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, y, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, NULL));
+  float *got = malloc(n * sizeof *got);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, got, n * sizeof *got));
+  for (size_t i = 0; i < n; i++) cr_assert_eq(got[i], 4.0f * (float)(i % 100));
+  free(got);
+  cr_assert_geq(seen.reads_back, 1, "the read back from the CUDA device is reported");
+  cr_assert_eq(st.transfers, seen.copies, "statistics %llu, observer %u", (unsigned long long)st.transfers, seen.copies);
+  cr_assert_eq(st.bytes_moved, seen.bytes, "bytes: statistics %llu, observer %llu", (unsigned long long)st.bytes_moved,
+               (unsigned long long)seen.bytes);
+  mz_buffer_release(b);
+  for (int i = 0; i < 2; i++) mz_kernel_destroy(k[i]);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+#endif
