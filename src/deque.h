@@ -6,7 +6,9 @@
  * full; arrays it replaced stay allocated until mz__deque_fini, because a
  * thief may still read one (they are few: sizes double).
  *
- * Publication: the owner stores bottom with release (every store, the
+ * Orderings: the paper's two seq_cst fences are a seq_cst exchange (take)
+ * and seq_cst loads (steal), which give the same order and which TSan
+ * checks.  Publication: the owner stores bottom with release (every store, the
  * take's too, which are plain stores on x86) and thieves load it with
  * acquire, so a thief that takes a task sees everything the owner wrote
  * before pushing it, whichever of the owner's stores it read (TSan follows
@@ -59,9 +61,10 @@ static inline bool mz__deque_push(struct mz__deque *d, struct mz_op *op) {
 static inline struct mz_op *mz__deque_take(struct mz__deque *d) {
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
   struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
-  atomic_store_explicit(&d->bottom, b, memory_order_release);
-  atomic_thread_fence(memory_order_seq_cst);
-  int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+  /* The paper's store and seq_cst fence, as one seq_cst exchange (what
+   * the fence costs on x86 anyway; TSan does not model fences). */
+  atomic_exchange_explicit(&d->bottom, b, memory_order_seq_cst);
+  int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
   if (t > b) {
     atomic_store_explicit(&d->bottom, b + 1, memory_order_release);
     return NULL;
@@ -78,9 +81,10 @@ static inline struct mz_op *mz__deque_take(struct mz__deque *d) {
 /* Any thread: the oldest task, or NULL when the deque looked empty or
  * another thief won the race (the caller may try again). */
 static inline struct mz_op *mz__deque_steal(struct mz__deque *d) {
-  int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
-  atomic_thread_fence(memory_order_seq_cst);
-  int64_t b = atomic_load_explicit(&d->bottom, memory_order_acquire);
+  /* seq_cst loads in place of the paper's fence between them (plain loads
+   * on x86). */
+  int64_t t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+  int64_t b = atomic_load_explicit(&d->bottom, memory_order_seq_cst);
   if (t >= b) return NULL;
   struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_acquire);
   struct mz_op *op = atomic_load_explicit(&a->slot[(size_t)t & a->mask], memory_order_relaxed);

@@ -145,8 +145,14 @@ static void run_task(struct worker *w, struct mz__exec *e) {
  * is idle and looking for work a last time, so one of the two sees the
  * other. */
 static void wake_idle(struct cpu_dev *cd, size_t n) {
+#ifdef MZ__TSAN
+  /* TSan does not model fences: the same order through an RMW on nidle,
+   * which a worker's increment reads from or is read by. */
+  if (!atomic_fetch_add_explicit(&cd->nidle, 0, memory_order_seq_cst)) return;
+#else
   atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load_explicit(&cd->nidle, memory_order_relaxed)) return;
+#endif
   for (unsigned i = 0; i < cd->nworkers && n; i++) {
     struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
     if (v && atomic_load_explicit(&v->idle, memory_order_relaxed) && atomic_exchange(&v->idle, false)) {
@@ -238,8 +244,7 @@ static void *worker_main(void *arg) {
       /* Say so, look once more, then sleep until a node is shared or
        * submitted (see wake_idle). */
       atomic_store(&w->idle, true);
-      atomic_fetch_add(&cd->nidle, 1);
-      atomic_thread_fence(memory_order_seq_cst);
+      atomic_fetch_add(&cd->nidle, 1); /* seq_cst: ordered before the look below */
       op = take(w);
       if (!op && !atomic_load(&w->stop)) mz__parker_park(&w->park);
       atomic_store(&w->idle, false);
