@@ -827,7 +827,11 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   for (unsigned a = 0; a < t->nacc; a++)
     if (t->acc[a].mode & 2) {
       mz_buffer *b = t->acc[a].buf;
-      atomic_store_explicit(&b->poison, status < 0 ? status : 0, memory_order_relaxed);
+      /* Stored only when it changes: a buffer many nodes write would else
+       * have its line moved between the workers on every node. */
+      int poison = status < 0 ? status : 0;
+      if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
+        atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
       /* Written whole: a failure of a tile's earlier writer no longer
        * shows through it (mz_buffer_read of b checks its tiles too). */
       if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
