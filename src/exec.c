@@ -598,7 +598,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
   mz_runtime *rt = op->t->run->rt;
-  if (__builtin_expect(rt->faults || rt->ml || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
+  /* Memory limits concern device memory: a node in host memory is never
+   * taken back to wait for memory, nor waits on the device for one that
+   * was, so it skips that check (the limits are on wherever a runtime has
+   * an OpenCL or CUDA device). */
+  if (__builtin_expect(rt->faults || (rt->ml && Q->dev->memnode) || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
     int rc = mz__fault_plan(op, Q, why);
     if (rc) return rc;
   }
