@@ -3,16 +3,20 @@
  * send and receive nodes, which end when their MPI request completes.
  *
  * Threads.  User threads build graphs and call run and wait.  CPU workers
- * start send and receive nodes (xfer_start): they only queue a command.
- * Any thread that finishes a node may queue a command too (xfer_ended: a
- * transfer whose node will never start).  The communication thread makes
- * every MPI call of the context after MPI_Init: it posts the queued
- * commands, completes requests with MPI_Testsome and ends their nodes with
+ * start send and receive nodes (xfer_start): with MPI_THREAD_MULTIPLE they
+ * post the MPI_Isend or MPI_Irecv themselves (it never blocks) and queue
+ * the request; otherwise they queue a command to post.  Any thread that
+ * finishes a node may queue a command too (xfer_ended: a transfer whose
+ * node will never start).  The communication thread makes every other MPI
+ * call of the context after MPI_Init: it posts the queued commands,
+ * completes requests with MPI_Testsome and ends their nodes with
  * mz__task_finish, as a device's completion callback does.  It never
- * blocks in MPI: when requests are outstanding it polls, backing off from
- * spinning to short sleeps; with none, it sleeps on a condition variable.
+ * blocks in MPI: when requests are outstanding it polls (yielding the CPU
+ * between polls) for $MZ_MPI_SPIN_US after the last completion, then naps
+ * between polls; with none, it sleeps on a condition variable.
  *
- * Locks.  m->qlock guards the command queue and the stop flag; m->lock
+ * Locks.  m->qlock guards the command queue and the stop flag, and
+ * orders postings (see comm_main); m->lock
  * guards the registry (buffer to data id).  A distributed graph's build
  * state is used by the thread that builds it, as a graph's builders are
  * (mz_dgraph calls on one graph are not to be made concurrently).
@@ -27,6 +31,7 @@
 #include <mpi.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "internal.h"
@@ -64,13 +69,20 @@ struct cmd {
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
   MPI_Request req;
+  bool posted;        /* req was posted by the thread that queued c */
 };
+
+/* How long the communication thread naps between polls once nothing has
+ * completed for spin_ns. */
+#define MZ__MPI_NAP_US 50
 
 struct mz_mpi {
   mz_runtime *rt;
+  uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
+  bool multiple;       /* MPI_THREAD_MULTIPLE: workers post their transfers themselves */
   MPI_Comm comm;
   int tag_ub;          /* the largest tag (MPI_TAG_UB) */
   /* The send and receive kernels, one per element type. */
@@ -233,7 +245,9 @@ static void *comm_main(void *arg) {
   int *idx = NULL;
   MPI_Status *sts = NULL;
   int n = 0, cap = 0;
-  unsigned idle = 0;  /* polls in a row that completed nothing */
+  /* Sleeps are short: a timer's default slack (50 us) would add to each. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  uint64_t last = mz__now_ns(); /* the last time something was posted or completed */
   for (;;) {
     pthread_mutex_lock(&m->qlock);
     while (!m->qhead && n == 0 && !m->stop) pthread_cond_wait(&m->qcond, &m->qlock);
@@ -241,13 +255,12 @@ static void *comm_main(void *arg) {
       pthread_mutex_unlock(&m->qlock);
       break;
     }
-    if (!m->qhead && n > 0 && idle > 64) {
-      /* Nothing completes: sleep a little (up to 50 us), or until a command comes. */
+    if (!m->qhead && n > 0 && mz__now_ns() - last > m->spin_ns) {
+      /* Nothing completed for a while (long tasks): poll every
+       * MZ__MPI_NAP_US instead of spinning, or sooner when a command comes. */
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
-      long us = idle > 64 + 6 ? 50 : 1L << (idle - 64 - 1 + 1);
-      if (us > 50) us = 50;
-      ts.tv_nsec += us * 1000;
+      ts.tv_nsec += MZ__MPI_NAP_US * 1000L;
       if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
@@ -256,12 +269,24 @@ static void *comm_main(void *arg) {
     }
     struct cmd *q = m->qhead;
     m->qhead = m->qtail = NULL;
+    /* Posted under the lock, so that a worker posting its own transfer
+     * (xfer_start) never overtakes a message queued before it for the same
+     * tag (an abandoned transfer of the previous run). */
+    struct cmd *keep = NULL, **kt = &keep;
+    while (q) {
+      struct cmd *c = q;
+      q = q->next;
+      if (!c->posted && !post(m, c)) continue;
+      *kt = c;
+      kt = &c->next;
+    }
+    *kt = NULL;
     pthread_mutex_unlock(&m->qlock);
+    q = keep;
     bool progress = q != NULL;
     while (q) {
       struct cmd *c = q;
       q = q->next;
-      if (!post(m, c)) continue;
       if (n == cap) {
         int nc = cap ? cap * 2 : 64;
         MPI_Request *r2 = realloc(reqs, (size_t)nc * sizeof *r2);
@@ -304,7 +329,8 @@ static void *comm_main(void *arg) {
         n = k;
       }
     }
-    idle = progress ? 0 : idle + 1;
+    if (progress) last = mz__now_ns();
+    else if (n > 0) sched_yield(); /* spinning: let a worker of this rank (or another rank) run */
   }
   free(reqs);
   free(cmds);
@@ -328,7 +354,21 @@ static int xfer_start(mz_op *op, const mz_call *call) {
   c->peer = x->peer;
   c->tag = x->tag;
   c->comm = x->dg->comm;
-  push_cmd(m, c);
+  /* With MPI_THREAD_MULTIPLE the worker posts it (no hand-off on the
+   * critical path; MPI_Isend and MPI_Irecv never block), unless commands
+   * wait in the queue: those go first (see comm_main).  The communication
+   * thread completes it either way. */
+  c->next = NULL;
+  pthread_mutex_lock(&m->qlock);
+  if (m->multiple && !m->qhead) {
+    post(m, c);
+    c->posted = true;
+  }
+  if (m->qtail) m->qtail->next = c;
+  else m->qhead = c;
+  m->qtail = c;
+  pthread_cond_signal(&m->qcond);
+  pthread_mutex_unlock(&m->qlock);
   return 0;
 }
 
@@ -393,6 +433,18 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   m->rt = rt;
   m->size = 1;
   m->tag_ub = INT32_MAX;
+  m->spin_ns = 200000;
+  const char *spin = getenv("MZ_MPI_SPIN_US");
+  if (spin && *spin) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(spin, &end, 10);
+    if (errno || *end || v > 10000000UL) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SPIN_US must be 0 to 10000000 microseconds, not '%s'", spin);
+    }
+    m->spin_ns = (uint64_t)v * 1000u;
+  }
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->qlock, NULL);
   pthread_cond_init(&m->qcond, NULL);
@@ -417,6 +469,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     } else {
       MPI_Query_thread(&provided);
     }
+    m->multiple = provided >= MPI_THREAD_MULTIPLE;
     /* The communication thread makes the calls, while the thread that
      * initialized MPI may be another: at least serialized. */
     if (provided < MPI_THREAD_SERIALIZED) {

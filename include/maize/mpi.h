@@ -14,11 +14,15 @@
  * transfer).  Inside a rank everything is as in one process: devices,
  * policies, coherence, futures.
  *
- * One communication thread per context makes every MPI call of the
- * context (MPI_Isend, MPI_Irecv, MPI_Testsome, the collectives of
- * mz_dgraph_wait); no worker ever blocks in MPI.  A send or receive node
- * ends when its request completes, which releases its successors as a
- * device's completion does.
+ * One communication thread per context drives MPI: it completes every
+ * request with MPI_Testsome and makes the collectives of mz_dgraph_wait;
+ * a worker only posts a send or receive (MPI_Isend, MPI_Irecv, when MPI
+ * gives MPI_THREAD_MULTIPLE; else the thread posts those too) and never
+ * blocks in MPI.  A send or receive node ends when its request completes,
+ * which releases its successors as a device's completion does.  The
+ * thread polls without pausing (yielding the CPU between polls) for
+ * $MZ_MPI_SPIN_US microseconds (default 200) after the last completion,
+ * then every 50 us until one comes.
  *
  * Failures cross ranks: a send node canceled (its producer failed) sends an
  * empty message instead of the data, and the receiving rank's node fails
