@@ -181,3 +181,5 @@ int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
 }
 
 uintptr_t *mz_task_policy_data(mz_task *t) { return &((mz_op *)t)->t->policy_word; }
+
+bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }
