@@ -111,6 +111,7 @@ struct xfer {
   bool send;            /* this rank's side */
   int peer, tag;
   size_t data;          /* data id */
+  int bytes;            /* the buffer's size (read here: the registry may grow meanwhile) */
   /* This run's message is posted or handed to the communication thread
    * (set by whichever of start and ended comes first). */
   _Atomic bool posted;
@@ -376,10 +377,9 @@ static int xfer_start(mz_op *op, const mz_call *call) {
 static void xfer_abandon(struct xfer *x) {
   if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
   mz_mpi *m = x->dg->m;
-  mz_buffer *b = m->data[x->data];
   struct cmd *c = new_cmd(x->send ? C_MARK : C_DRAIN);
   if (!x->send) {
-    c->bytes = (int)mz_buffer_bytes(b);
+    c->bytes = x->bytes;
     c->buf = malloc(c->bytes ? (size_t)c->bytes : 1);
     if (!c->buf) {
       fprintf(stderr, "maize: out of memory for an MPI drain; aborting\n");
@@ -795,8 +795,9 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst) {
   x->peer = x->send ? dst : src;
   x->tag = tag;
   x->data = d;
-  dg->xf[dg->nxf++] = x;
   mz_buffer *b = m->data[d];
+  x->bytes = (int)mz_buffer_bytes(b);
+  dg->xf[dg->nxf++] = x;
   mz_dtype t = mz_buffer_shape(b)->dtype;
   mz_op *args = mz_zip(dg->g, 2, (mz_op *[]){mz_value(dg->g, b), mz_u64(dg->g, (uint64_t)(uintptr_t)x)});
   mz_op *op = mz_apply(dg->g, x->send ? m->ksend[t] : m->krecv[t], args, NULL);

@@ -39,6 +39,10 @@
  * a pinned task wrote elsewhere is sent home), so the owner can read it
  * with mz_buffer_read() after mz_dgraph_wait().
  *
+ * Threads: the calls of this header are made by user threads, one at a
+ * time per context (as a program's main thread makes them); the runs they
+ * start go on concurrently with them.
+ *
  * Outside mpirun (no MPI launcher in the environment, MPI not initialized
  * by the program), mz_mpi_create() gives a context of one rank that never
  * calls MPI, and everything runs locally.
