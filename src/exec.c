@@ -268,7 +268,8 @@ static void place(mz_op *op, struct work *w) {
       break;
     }
     int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
-    if (pq == q) continue; /* in-order queue */
+    /* In-order queue, unless p ends after its function returns. */
+    if (pq == q && !(p->t->kernel && p->t->kernel->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
       device_side = false;
       break;
@@ -819,6 +820,8 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       free(woken);
     }
   }
+  if (__builtin_expect(status < 0 && t->kernel && t->kernel->async, 0))
+    t->kernel->async->ended(op, t->values, status, t->kernel->spec.cpu.user);
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
     if (status != MZ_ECANCELED) {

@@ -94,7 +94,27 @@ struct mz_kernel {
   _Atomic int refs;         /* creator + graphs using it */
   bool destroyed;
   struct mz_kernel *prev, *next; /* rt->kernels */
+  const struct mz__async_ops *async; /* NULL: the node ends when its function returns */
 };
+
+/* A CPU kernel whose nodes end later, from another thread: the MPI layer's
+ * sends and receives (src/mpi.c), whose requests its communication thread
+ * completes.  Set once with mz__kernel_set_async() before any node of the
+ * kernel is built. */
+struct mz__async_ops {
+  /* A CPU worker, no lock held: start the node's work (call as a CPU
+   * function gets it; its arrays are valid during the call only) and
+   * return 0; the work then ends the node exactly once with
+   * mz__task_finish(op, status), from any thread.  Nonzero: nothing was
+   * started, and the node fails at once as a CPU function's would. */
+  int (*start)(struct mz_op *op, const mz_call *call);
+  /* The node ended with status < 0, from any path (canceled before it
+   * ran, start failed, or its work failed).  Called from the thread that
+   * finishes it, no lock held; must not block.  values: the node's
+   * scalar arguments by parameter (buffers' entries unused). */
+  void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
+};
+static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */
 int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log);
