@@ -227,6 +227,10 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
       best = (int)q;
     }
   }
+  if (explore < 0 && best >= 0) { /* what it expects, for traces */
+    double st = (double)at[best] + xfer[best];
+    mz_task_set_expected_times(s, t, (uint64_t)llround(st), (uint64_t)llround(st + est[d->qcls[best]]));
+  }
 out:
   if (xfer != xstack) free(xfer);
   if (at != rstack) free(at);
