@@ -172,6 +172,20 @@ struct mz__device_ops {
    * mz__batch_done. */
   int (*submit)(struct mz__queue *q, struct mz__batch *b);
 
+  /* Work sharing (optional; the CPU device): take n ready nodes, from
+   * head to tail linked through mz_op.next (the backend may relink them), for
+   * whichever queue of dev gets to them first, instead of a queue the
+   * policy picked.  The core hands over only nodes no other device could
+   * run, under a policy that would have picked any idle queue (eager, ws);
+   * their state is MZ__T_QUEUED and their queue -1.  The queue that takes
+   * a node sets its queue (t->queue, exec.queue) and counts it in its
+   * backlog before running it like a submitted one.  From one of dev's own
+   * queue threads the nodes stay with that queue unless another steals
+   * them.  Thread: any.  Locks: none held.  Never fails: a node that cannot
+   * be queued is not lost (the backend aborts on ENOMEM, as the core's
+   * work lists do). */
+  void (*share)(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n);
+
   /* Free exec->event and anything the backend attached to the exec.
    * Thread: the thread tearing down the run (never a callback of the same
    * device).  Optional. */
@@ -278,7 +292,7 @@ struct mz__queue {
   struct mz__acct {
     struct mz__run *run;
     size_t done;
-    uint64_t ops, busy;
+    uint64_t ops, busy, batches;
     unsigned dev;
   } acct;
 };

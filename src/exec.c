@@ -30,12 +30,30 @@ enum { W_PLACE, W_READY };
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
   size_t n, cap;
+  /* Ready nodes for the CPU workers' pool, linked through mz_op.next (a
+   * shared node is in no inbox), handed over together when the list is
+   * drained: one hand-off per cascade, and no allocation. */
+  mz_op *sh_head, *sh_tail;
+  size_t nsh;
+  struct mz_device *shdev;
 };
 
 static void work_init(struct work *w) {
   w->v = w->inl;
   w->n = 0;
   w->cap = 64;
+  w->sh_head = w->sh_tail = NULL;
+  w->nsh = 0;
+  w->shdev = NULL;
+}
+
+static void work_share(struct work *w, mz_runtime *rt, mz_op *op) {
+  atomic_store_explicit(&op->next, NULL, memory_order_relaxed);
+  if (w->sh_tail) atomic_store_explicit(&w->sh_tail->next, op, memory_order_relaxed);
+  else w->sh_head = op;
+  w->sh_tail = op;
+  w->nsh++;
+  w->shdev = rt->share_dev;
 }
 
 static void work_push(struct work *w, mz_op *op, int what) {
@@ -211,9 +229,11 @@ static void place(mz_op *op, struct work *w) {
   struct mz__task *t = op->t;
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
-  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
+  /* Cancel once the predecessors are done; a shared node is handed to the
+   * workers' pool once it is ready. */
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire) || t->shared) {
     t->host_wait = true;
-    release_gate(op, w); /* cancel once the predecessors are done */
+    release_gate(op, w);
     return;
   }
   bool ready = atomic_load_explicit(&t->unfin, memory_order_acquire) == 1;
@@ -256,6 +276,10 @@ static void place(mz_op *op, struct work *w) {
     }
     int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     if (pq == q) continue; /* in-order queue */
+    if (pq < 0) { /* shared and not yet taken by a worker */
+      device_side = false;
+      break;
+    }
     struct mz__queue *P = rt->queues[pq];
     /* On another device of the same backend, an event orders the node
      * after p, but p's output reaches this device on the device only by a
@@ -281,11 +305,17 @@ static void place(mz_op *op, struct work *w) {
   }
 }
 
+static void share(mz_op *op, struct work *w);
+
 /* Every predecessor finished (host-side path). */
 static void ready(mz_op *op, struct work *w) {
   struct mz__task *t = op->t;
   if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
     finish(op, MZ_ECANCELED, NULL, w);
+    return;
+  }
+  if (t->shared) {
+    share(op, w);
     return;
   }
   if (t->deferred) {
@@ -657,6 +687,26 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
   mz__spin_unlock(&t->lock);
 }
 
+/* A ready node for the CPU workers' pool: no policy call, no queue yet
+ * (the worker that takes it sets it); handed over when w is drained. */
+static void share(mz_op *op, struct work *w) {
+  struct mz__task *t = op->t;
+  struct mz__run *r = t->run;
+  /* Read before the hand-off, as in submit(). */
+  unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
+  t->exec.nwait = 0;
+  atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  if (nsucc) {
+    mz__spin_lock(&t->lock);
+    for (unsigned i = 0; i < nsucc; i++) {
+      mz_op *s = t->succs.v[i];
+      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+    }
+    mz__spin_unlock(&t->lock);
+  }
+  work_share(w, r->rt, op);
+}
+
 /* ---- completion ---- */
 
 
@@ -735,8 +785,10 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
      * on its queue reached the queue but never ran (it is in failed). */
     if (acct) {
       acct->ops += status != MZ_ECANCELED;
-    } else if (status != MZ_ECANCELED) {
-      atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+      acct->batches += t->shared; /* a shared node is a batch of one, as a submitted one */
+    } else {
+      if (status != MZ_ECANCELED) atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
+      if (t->shared) atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
     }
     if (e->t_end > e->t_start) {
       if (acct && acct->dev == dev->info.index)
@@ -821,7 +873,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   plan_release(op, w);
   /* A task that never reached a queue still holds its successors' unsub
    * counts: release them so they are placed (and canceled). */
-  if (!was_queued && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
+  if (!was_queued && !r->all_shared && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
     for (unsigned i = 0; i < t->nsucc_run; i++) {
       mz_op *s = t->succs.v[i];
       if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
@@ -837,10 +889,11 @@ void mz__queue_flush(struct mz__queue *q) {
   if (!r) return;
   size_t done = a->done;
   if (a->ops) atomic_fetch_add_explicit(&r->st_ops, a->ops, memory_order_relaxed);
+  if (a->batches) atomic_fetch_add_explicit(&r->st_batches, a->batches, memory_order_relaxed);
   if (a->busy) atomic_fetch_add_explicit(&r->busy[a->dev], a->busy, memory_order_relaxed);
   a->run = NULL;
   a->done = 0;
-  a->ops = a->busy = 0;
+  a->ops = a->busy = a->batches = 0;
   if (done && atomic_fetch_sub_explicit(&r->remaining, done, memory_order_acq_rel) == done) mz__run_complete(r);
 }
 
@@ -854,6 +907,10 @@ static void work_drain(struct work *w) {
   if (w->v != w->inl) free(w->v);
   w->v = w->inl;
   w->cap = 64;
+  /* Last: once handed over, a node may run and end its run at once. */
+  if (w->nsh) w->shdev->ops->share(w->shdev, w->sh_head, w->sh_tail, w->nsh);
+  w->sh_head = w->sh_tail = NULL;
+  w->nsh = 0;
 }
 
 void mz__task_finish(mz_op *op, int status) {
@@ -886,6 +943,22 @@ void mz__batch_done(struct mz__batch *b) {
 
 static void run_start(struct mz__run *r);
 
+/* Whether only the CPU device (rt->share_dev) can run t in run r: host
+ * work, or a kernel that no other enabled, live device can run. */
+static bool shareable(const mz_runtime *rt, const struct mz__run *r, const struct mz__task *t) {
+  const mz_kernel *k = t->kernel;
+  if (!k) return true; /* host work runs where host memory is: the CPU */
+  const struct mz_device *sd = rt->share_dev;
+  if (!sd->kernels || (r->devok && !r->devok[sd->info.index]) || !sd->ops->can_run(sd, k)) return false;
+  for (unsigned i = 0; i < rt->ndev; i++) {
+    const struct mz_device *d = rt->devs[i];
+    if (d == sd || !d->kernels || (r->devok && !r->devok[i]) || atomic_load_explicit(&d->dead, memory_order_relaxed))
+      continue;
+    if (d->ops->can_run(d, k)) return false;
+  }
+  return true;
+}
+
 /* Backends on a virtual clock are held while the first nodes of a run are
  * submitted from this thread, so all of them start at the same virtual
  * instant (see struct mz__devtype's hold). */
@@ -914,6 +987,32 @@ static void run_start(struct mz__run *r) {
     for (size_t i = 0; i < r->ntasks; i++) {
       atomic_store(&r->tasks[i]->t->pred_failed, true);
     }
+  }
+  /* Nodes only the CPU can run, under a policy that would put them on any
+   * idle queue: shared among the CPU workers, who steal from one another
+   * (no select call, no queue chosen ahead).  Not with injected faults,
+   * which can kill the CPU device (a node is then placed again). */
+  mz_runtime *rt = r->rt;
+  struct mz_device *sd = rt->share_dev;
+  r->share = sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
+             mz__policy_shares(rt->pol[r->policy]);
+  size_t nshared = 0;
+  for (size_t i = 0; r->share && i < r->ntasks; i++) {
+    struct mz__task *t = r->tasks[i]->t;
+    t->shared = shareable(rt, r, t);
+    nshared += t->shared;
+  }
+  for (size_t i = 0; !r->share && i < r->ntasks; i++) r->tasks[i]->t->shared = false;
+  r->all_shared = r->share && nshared == r->ntasks;
+  if (r->all_shared) {
+    /* No node is placed: open every gate; the sources are ready now. */
+    for (size_t i = 0; i < r->ntasks; i++) {
+      mz_op *op = r->tasks[i];
+      op->t->host_wait = true;
+      if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
+    }
+    work_drain(&w);
+    return;
   }
   /* Tasks with no predecessor in the run, in topological order. */
   for (size_t i = 0; i < r->ntasks; i++)

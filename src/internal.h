@@ -273,6 +273,7 @@ struct mz__task {
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
   bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
+  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
   _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
   int queue;                  /* -1 until placed */
@@ -443,6 +444,9 @@ struct mz_runtime {
    * and device memory limits; NULL when off, which the hot path tests. */
   struct mz__faults *faults;
   struct mz__memlimit *ml;
+  /* The device whose queues share ready nodes (ops->share: the CPU
+   * device), or NULL.  Set at creation. */
+  struct mz_device *share_dev;
 };
 
 /* Policy plumbing (src/policy.c). */
@@ -457,6 +461,10 @@ int mz__policy_code(int rc);
  * it added given back) and MZ_EPOLICY or MZ_ENOMEM is returned.  Only
  * before the run starts. */
 int mz__plan_order_check(struct mz__run *r);
+/* Whether po places a ready node on any idle queue that can run it (eager,
+ * ws): then nodes only the CPU can run are shared among its workers, with
+ * no select call (src/exec.c). */
+bool mz__policy_shares(const struct mz_policy_ops *po);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c).  open runs at mz_runtime_create once the devices

@@ -37,6 +37,10 @@ struct mz__run {
   uint64_t id;
   unsigned policy;            /* index in rt->pol */
   uint8_t *devok;             /* per device: may run kernels in this run; NULL: every device */
+  /* Nodes only the CPU can run go to its workers' pool (src/exec.c,
+   * run_start); all_shared: every node of the run does, so none is placed
+   * (the in-run unsub counts are not used). */
+  bool share, all_shared;
   struct mz__arena arena;     /* preds, exec arrays */
   struct mz_op **tasks;
   size_t ntasks;

@@ -286,6 +286,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
         dev->memnode = rt->nmem;
         rt->mem_dev[rt->nmem++] = dev;
       }
+      if (dev->ops->share && !rt->share_dev) rt->share_dev = dev;
       dev->info.first_queue = rt->nq;
       for (unsigned i = 0; i < dev->nqueues; i++) {
         dev->queues[i].index = rt->nq;

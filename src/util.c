@@ -1,5 +1,5 @@
-/* Small pieces the core shares: arena, MPSC queue, parking, clock, errors,
- * and reading code specs. */
+/* Small pieces the core shares: arena, MPSC queue, work-stealing deque,
+ * parking, clock, errors, and reading code specs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deque.h"
 #include "internal.h"
 
 _Thread_local int mz__in_runtime_thread;
@@ -325,4 +326,48 @@ const char *mz_dtype_name(mz_dtype t) {
   static const char *const names[MZ_DTYPE_COUNT] = {"i8",  "u8",  "i16", "u16", "i32",
                                                     "u32", "i64", "u64", "f32", "f64"};
   return (unsigned)t < MZ_DTYPE_COUNT ? names[t] : NULL;
+}
+
+/* ---- the work-stealing deque (src/deque.h) ---- */
+
+static struct mz__deque_array *deque_array(size_t capacity) {
+  struct mz__deque_array *a = malloc(sizeof *a + capacity * sizeof a->slot[0]);
+  if (!a) return NULL;
+  a->mask = capacity - 1;
+  a->older = NULL;
+  for (size_t i = 0; i < capacity; i++) atomic_init(&a->slot[i], NULL);
+  return a;
+}
+
+bool mz__deque_init(struct mz__deque *d, size_t capacity) {
+  atomic_init(&d->top, 0);
+  atomic_init(&d->bottom, 0);
+  struct mz__deque_array *a = deque_array(capacity);
+  atomic_init(&d->array, a);
+  return a != NULL;
+}
+
+void mz__deque_fini(struct mz__deque *d) {
+  struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
+  while (a) {
+    struct mz__deque_array *o = a->older;
+    free(a);
+    a = o;
+  }
+  atomic_store_explicit(&d->array, NULL, memory_order_relaxed);
+}
+
+bool mz__deque_grow(struct mz__deque *d) {
+  struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
+  int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+  int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
+  struct mz__deque_array *n = deque_array(2 * (a->mask + 1));
+  if (!n) return false;
+  for (int64_t i = t; i < b; i++)
+    atomic_store_explicit(&n->slot[(size_t)i & n->mask],
+                          atomic_load_explicit(&a->slot[(size_t)i & a->mask], memory_order_relaxed),
+                          memory_order_relaxed);
+  n->older = a; /* a thief may still read it */
+  atomic_store_explicit(&d->array, n, memory_order_release);
+  return true;
 }

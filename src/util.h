@@ -15,6 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* MZ__TSAN: built with ThreadSanitizer (GCC's macro, clang's feature),
+ * which does not model atomic_thread_fence: code that relies on a fence
+ * uses an equivalent read-modify-write there. */
+#if defined(__SANITIZE_THREAD__)
+#define MZ__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MZ__TSAN 1
+#endif
+#endif
+
 /* The longest message a graph, a run or the runtime keeps. */
 #define MZ__ERRLEN 1024
 

@@ -2,13 +2,27 @@
  * to its own core with hwloc.  Buffers live in host memory, so there is no
  * device memory and no transfer, except reading a buffer back from another
  * device before a task that needs it.  The worker is its own completion
- * signal: it finishes each task as soon as it ran. */
+ * signal: it finishes each task as soon as it ran.
+ *
+ * Two ways in.  A node placed on a queue (submit) goes to that worker's
+ * inbox and runs there, in order.  A node shared with the device (share:
+ * eager and ws, for nodes only the CPU can run) goes to the workers' pool:
+ * from a worker, into its run-next slot (the successor it made ready runs
+ * next, inputs in cache, no hand-off) or its own deque, which idle workers
+ * steal from; from any other thread, into the injection list, which
+ * workers take from in chunks.  A worker takes work in this order: run-next,
+ * inbox, own deque, injection, steal.  An idle worker spins a while, then
+ * says it is idle and parks; whoever shares a node wakes one idle worker,
+ * and only when one is idle (one atomic load otherwise). */
 #include <hwloc.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "deque.h"
 #include "internal.h"
+
+struct worker;
 
 struct cpu_dev {
   hwloc_topology_t topo;
@@ -16,7 +30,21 @@ struct cpu_dev {
   hwloc_cpuset_t *sets; /* per worker: the core it is bound to */
   bool nobind;          /* MZ_BIND=none: the workers are not pinned */
   uint8_t *dist;        /* [a * nworkers + b]: see cpu_queue_distance */
+  /* The pool.  workers[i] is set once worker i exists (queue_init). */
+  _Atomic(struct worker *) *workers;
+  _Atomic unsigned nidle;       /* workers that said they are idle */
+  /* Nodes shared from outside the workers, or too many for one worker's
+   * deque: a FIFO linked through mz_op.next (a shared node is in no inbox),
+   * so sharing allocates nothing, however many nodes. */
+  pthread_mutex_t inj_lock;     /* guards the injection list */
+  struct mz_op *inj_head, *inj_tail;
+  size_t inj_n;                 /* nodes in the list */
+  _Atomic size_t inj_count;     /* inj_n, read without the lock as a hint */
 };
+
+/* The most nodes a worker keeps in its own deque; more go to the
+ * injection list (the deque's array then never grows past this). */
+#define LOCAL_MAX 1024
 
 struct worker {
   struct mz__mpsc inbox;
@@ -30,6 +58,10 @@ struct worker {
   hwloc_cpuset_t set;
   uint64_t spin_ns;        /* how long an idle worker spins before it parks */
   bool watch;             /* the runtime has a watchdog: tell it what runs */
+  struct cpu_dev *cd;
+  struct mz_op *next;     /* run-next slot (this thread only) */
+  _Atomic bool idle;      /* about to park or parked (see the top) */
+  struct mz__deque dq;    /* shared nodes: this worker takes, others steal */
 };
 
 static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
@@ -108,15 +140,91 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   mz__task_finish(op, status);
 }
 
+/* Wake one idle worker, if any said it is idle.  After a node was made
+ * visible: the fence pairs with the one a worker makes between saying it
+ * is idle and looking for work a last time, so one of the two sees the
+ * other. */
+static void wake_idle(struct cpu_dev *cd, size_t n) {
+#ifdef MZ__TSAN
+  /* TSan does not model fences: the same order through an RMW on nidle,
+   * which a worker's increment reads from or is read by. */
+  if (!atomic_fetch_add_explicit(&cd->nidle, 0, memory_order_seq_cst)) return;
+#else
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&cd->nidle, memory_order_relaxed)) return;
+#endif
+  for (unsigned i = 0; i < cd->nworkers && n; i++) {
+    struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
+    if (v && atomic_load_explicit(&v->idle, memory_order_relaxed) && atomic_exchange(&v->idle, false)) {
+      mz__parker_wake(&v->park);
+      n--;
+    }
+  }
+}
+
+/* Shared nodes waiting in the injection ring: take up to a fair share of
+ * them (the first to run, the rest into this worker's deque, where others
+ * may steal them). */
+static mz_op *take_injected(struct worker *w) {
+  struct cpu_dev *cd = w->cd;
+  pthread_mutex_lock(&cd->inj_lock);
+  size_t n = cd->inj_n / cd->nworkers;
+  if (n < 1) n = 1;
+  if (n > 64) n = 64;
+  if (n > cd->inj_n) n = cd->inj_n;
+  mz_op *first = cd->inj_head, *last = first;
+  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(&last->next, memory_order_relaxed);
+  if (n) {
+    cd->inj_head = atomic_load_explicit(&last->next, memory_order_relaxed);
+    if (!cd->inj_head) cd->inj_tail = NULL;
+    cd->inj_n -= n;
+  }
+  atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
+  pthread_mutex_unlock(&cd->inj_lock);
+  /* The first runs here; the rest go to this worker's deque. */
+  mz_op *op = n ? atomic_load_explicit(&first->next, memory_order_relaxed) : NULL;
+  for (size_t i = 1; i < n; i++) {
+    mz_op *nx = i + 1 < n ? atomic_load_explicit(&op->next, memory_order_relaxed) : NULL;
+    if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
+    op = nx;
+  }
+  if (n > 1) wake_idle(cd, n - 1);
+  return n ? first : NULL;
+}
+
+/* The next node for w, or NULL (see the top for the order). */
+static mz_op *take(struct worker *w) {
+  mz_op *op = w->next;
+  if (op) {
+    w->next = NULL;
+    return op;
+  }
+  op = mz__mpsc_pop(&w->inbox);
+  if (op) return op;
+  op = mz__deque_take(&w->dq);
+  if (op) return op;
+  struct cpu_dev *cd = w->cd;
+  if (atomic_load_explicit(&cd->inj_count, memory_order_relaxed)) {
+    op = take_injected(w);
+    if (op) return op;
+  }
+  for (unsigned i = 1; i < cd->nworkers; i++) {
+    struct worker *v = atomic_load_explicit(&cd->workers[(w->q->local + i) % cd->nworkers], memory_order_acquire);
+    if (v && (op = mz__deque_steal(&v->dq)) != NULL) return op;
+  }
+  return NULL;
+}
+
 static void *worker_main(void *arg) {
   struct worker *w = arg;
+  struct cpu_dev *cd = w->cd;
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = w->q->dev->rt;
   w->watch = w->q->dev->rt->watchdog != NULL; /* started before the queues, never restarted */
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
-    mz_op *op = mz__mpsc_pop(&w->inbox);
+    mz_op *op = take(w);
     /* Out of work: publish the completions counted so far (exec.c). */
     if (!op) mz__queue_flush(w->q);
     /* Spin a bounded time (the clock is read every 16 polls), then park:
@@ -126,24 +234,82 @@ static void *worker_main(void *arg) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-      op = mz__mpsc_pop(&w->inbox);
+      op = take(w);
       if (op || i % 16) continue;
       uint64_t now = mz__now_ns();
       if (!until) until = now + w->spin_ns;
       else if (now >= until) break;
     }
+    if (!op && !atomic_load(&w->stop)) {
+      /* Say so, look once more, then sleep until a node is shared or
+       * submitted (see wake_idle). */
+      atomic_store(&w->idle, true);
+      atomic_fetch_add(&cd->nidle, 1); /* seq_cst: ordered before the look below */
+      op = take(w);
+      if (!op && !atomic_load(&w->stop)) mz__parker_park(&w->park);
+      atomic_store(&w->idle, false);
+      atomic_fetch_sub(&cd->nidle, 1);
+      if (!op) continue;
+    }
     if (op) {
       /* Another run's node may take long: publish the previous run's
        * completions first, so that run is not held open behind it. */
       if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
-      run_task(w, &op->t->exec);
+      struct mz__task *t = op->t;
+      if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
+        __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
+        t->exec.queue = w->q;
+        atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+      }
+      run_task(w, &t->exec);
+      /* The watchdog reads progress from the runs' counters: publish
+       * them per node while it watches. */
+      if (w->watch) mz__queue_flush(w->q);
       continue;
     }
-    if (atomic_load(&w->stop)) break;
-    mz__parker_park(&w->park);
+    break; /* stopped */
   }
   mz__queue_flush(w->q);
   return NULL;
+}
+
+/* See the top of the file and struct mz__device_ops.share. */
+static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n) {
+  struct cpu_dev *cd = dev->priv;
+  mz_runtime *rt = dev->rt;
+  struct worker *w = NULL;
+  if (mz__cur_rt == rt && mz__cur_queue >= 0 && rt->queues[mz__cur_queue]->dev == dev)
+    w = rt->queues[mz__cur_queue]->priv;
+  if (w) {
+    size_t i = 0;
+    /* Read each link before the node is visible to others. */
+    mz_op *nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+    if (!w->next) {
+      w->next = head;
+      head = nx;
+      i++;
+    }
+    int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
+                   atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+    size_t pushed = 0;
+    for (; i < n && held < LOCAL_MAX; i++, held++, pushed++) {
+      nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+      if (!mz__deque_push(&w->dq, head)) break;
+      head = nx;
+    }
+    if (pushed) wake_idle(cd, pushed);
+    if (i == n) return;
+    n -= i;
+  }
+  size_t added = n;
+  pthread_mutex_lock(&cd->inj_lock);
+  if (cd->inj_tail) atomic_store_explicit(&cd->inj_tail->next, head, memory_order_relaxed);
+  else cd->inj_head = head;
+  cd->inj_tail = tail;
+  cd->inj_n += added;
+  atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
+  pthread_mutex_unlock(&cd->inj_lock);
+  wake_idle(cd, added);
 }
 
 static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
@@ -167,15 +333,22 @@ static int cpu_queue_init(struct mz__queue *q) {
   w->topo = cd->topo;
   w->set = cd->sets && !cd->nobind ? cd->sets[q->local] : NULL;
   w->spin_ns = (uint64_t)q->dev->rt->spin * 1000u;
+  w->cd = cd;
+  if (!mz__deque_init(&w->dq, 256)) {
+    free(w);
+    return MZ_ENOMEM;
+  }
   mz__mpsc_init(&w->inbox, &w->stub);
   mz__parker_init(&w->park);
   q->priv = w;
   if (pthread_create(&w->thread, NULL, worker_main, w)) {
     mz__parker_fini(&w->park);
+    mz__deque_fini(&w->dq);
     free(w);
     q->priv = NULL;
     return MZ_ENOMEM;
   }
+  atomic_store_explicit(&cd->workers[q->local], w, memory_order_release);
   return MZ_OK;
 }
 
@@ -204,7 +377,10 @@ static void cpu_queue_fini(struct mz__queue *q) {
   struct worker *w = q->priv;
   if (!w) return;
   cpu_stop_all(q->dev);
+  struct cpu_dev *cd = q->dev->priv;
+  atomic_store_explicit(&cd->workers[q->local], NULL, memory_order_relaxed);
   mz__parker_fini(&w->park);
+  mz__deque_fini(&w->dq);
   free(w);
   q->priv = NULL;
 }
@@ -215,6 +391,8 @@ static void cpu_destroy(struct mz_device *dev) {
   for (unsigned i = 0; cd->sets && i < cd->nworkers; i++) hwloc_bitmap_free(cd->sets[i]);
   free(cd->sets);
   free(cd->dist);
+  free(cd->workers);
+  pthread_mutex_destroy(&cd->inj_lock);
   hwloc_topology_destroy(cd->topo);
   free(cd);
   dev->priv = NULL;
@@ -274,6 +452,7 @@ static const struct mz__device_ops cpu_ops = {
     .mem_read = cpu_mem_read,
     .mem_write = cpu_mem_write,
     .submit = cpu_submit,
+    .share = cpu_share,
     .queue_init = cpu_queue_init,
     .queue_fini = cpu_queue_fini,
     .queue_distance = cpu_queue_distance,
@@ -326,6 +505,14 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     n = (unsigned)v;
   }
   cd->nworkers = n;
+  cd->workers = calloc(n, sizeof *cd->workers);
+  if (!cd->workers) {
+    hwloc_bitmap_free(allowed);
+    hwloc_topology_destroy(cd->topo);
+    free(cd);
+    return MZ_ENOMEM;
+  }
+  pthread_mutex_init(&cd->inj_lock, NULL);
   cd->sets = calloc(n, sizeof *cd->sets);
   /* Pin worker i to core i (round robin when there are more workers than
    * cores); binding to a core, not a PU, leaves its hyperthreads free. */
