@@ -636,7 +636,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     r->planning = true;
     rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
     r->planning = false;
-    bool cycle = rc >= 0 && (rc = mz__plan_order_check(r)) < 0; /* a cycle would hang the run */
+    /* Checked even after a failed plan: a cycle would hang the run (its
+     * nodes are canceled through the same counts). */
+    int orc = mz__plan_order_check(r);
+    bool cycle = rc >= 0 && orc == MZ_EPOLICY;
+    if (rc >= 0) rc = orc;
     if (rc < 0) {
       /* The run is committed; fail every task so the future resolves. */
       char why[160];
