@@ -599,7 +599,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
   mz_runtime *rt = op->t->run->rt;
-  if (__builtin_expect(rt->faults || rt->ml || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
+  /* Memory limits concern device memory: a node in host memory is never
+   * taken back to wait for memory, nor waits on the device for one that
+   * was, so it skips that check (the limits are on wherever a runtime has
+   * an OpenCL or CUDA device). */
+  if (__builtin_expect(rt->faults || (rt->ml && Q->dev->memnode) || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
     int rc = mz__fault_plan(op, Q, why);
     if (rc) return rc;
   }
@@ -837,7 +841,11 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   for (unsigned a = 0; a < t->nacc; a++)
     if (t->acc[a].mode & 2) {
       mz_buffer *b = t->acc[a].buf;
-      atomic_store_explicit(&b->poison, status < 0 ? status : 0, memory_order_relaxed);
+      /* Stored only when it changes: a buffer many nodes write would else
+       * have its line moved between the workers on every node. */
+      int poison = status < 0 ? status : 0;
+      if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
+        atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
       /* Written whole: a failure of a tile's earlier writer no longer
        * shows through it (mz_buffer_read of b checks its tiles too). */
       if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))

@@ -601,7 +601,11 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   double bytes = (double)mz_task_bytes((const mz_task *)op);
   int key = mz__pm_bucket_of((uint64_t)bytes);
   const char *name = task_model_name(op);
-  uint32_t tick = atomic_fetch_add_explicit(&pq->tick, 1, memory_order_relaxed);
+  /* A load and a store, not an RMW: one thread finishes a queue's nodes
+   * at a time (its worker or its completion thread), and a tick lost to a
+   * rare overlap only moves the next sample. */
+  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
+  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
   if (tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
       atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
       atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)

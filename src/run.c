@@ -115,6 +115,7 @@ void mz__run_complete(struct mz__run *r) {
   uint64_t stamp = ++rt->touch_stamp;
   for (size_t i = 0; i < r->ntasks; i++) {
     struct mz__task *t = r->tasks[i]->t;
+    t->mark = 0;
     if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) device_work = true;
     for (unsigned a = 0; a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
@@ -131,7 +132,6 @@ void mz__run_complete(struct mz__run *r) {
       b->nreaders = k;
     }
   }
-  for (size_t i = 0; i < r->ntasks; i++) r->tasks[i]->t->mark = 0;
   if (r->prev) r->prev->next = r->next;
   else if (rt->runs == r) rt->runs = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -178,8 +178,11 @@ void mz__run_complete(struct mz__run *r) {
   }
   if (!device_work) {
     for (size_t i = 0; i < r->ntasks; i++) {
-      free(r->tasks[i]->t->exec.message);
-      r->tasks[i]->t->exec.message = NULL;
+      struct mz__exec *e = &r->tasks[i]->t->exec;
+      if (__builtin_expect(e->message != NULL, 0)) {
+        free(e->message);
+        e->message = NULL;
+      }
     }
   }
   run_released(r);
