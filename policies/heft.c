@@ -506,7 +506,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   for (size_t i = 0; i < n; i++)
     if (best_placed[i] >= 0) {
       mz_task_set_queue(s, tasks[i], (unsigned)best_placed[i]);
-      /* The plan's times, for traces (plan time 0 is now). */
+      /* The plan's times, for traces (plan time 0 is now): the slot, the
+       * node's input transfers included. */
       mz_task_set_expected_times(s, tasks[i], now + (uint64_t)llround(best_ast[i]),
                                  now + (uint64_t)llround(best_aft[i]));
     }
