@@ -292,6 +292,7 @@ struct mz__task {
   _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
+  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
   bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
   _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
@@ -305,6 +306,11 @@ struct mz__task {
   uintptr_t policy_word;
   struct mz__exec exec;
   uint64_t t_submit;
+  uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
+  /* Plan order (mz_task_set_after): this task is placed only once
+   * plan_prev was, and holds one unsub count of plan_next until it is
+   * placed or finishes (released once: exchanged with NULL). */
+  struct mz_op *plan_prev, *plan_next;
 };
 
 struct mz_op {
@@ -470,6 +476,11 @@ int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
  * code, else MZ_EPOLICY (a policy's own value is never passed on as a
  * status nobody can name). */
 int mz__policy_code(int rc);
+/* After a run's plan: MZ_OK when the order the plan set (mz_task_set_after)
+ * with the run's edges has no cycle; else the order is dropped (the counts
+ * it added given back) and MZ_EPOLICY or MZ_ENOMEM is returned.  Only
+ * before the run starts. */
+int mz__plan_order_check(struct mz__run *r);
 /* Whether po places a ready node on any idle queue that can run it (eager,
  * ws): then nodes only the CPU can run are shared among its workers, with
  * no select call (src/exec.c). */

@@ -75,6 +75,8 @@ typedef struct mzb_slice {
   uint64_t bytes;         /* args.bytes, 0 when absent */
   int64_t run;            /* args.run, -1 when absent */
   bool transfer;          /* cat == "transfer" */
+  bool planned;           /* args.planned_ts and planned_dur: when the policy expected it */
+  double planned_ts, planned_dur;
 } mzb_slice;
 
 typedef struct mzb_track {
