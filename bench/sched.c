@@ -1,21 +1,23 @@
 /* mz-bench-sched: schedule quality of every policy on simulated platforms.
  *
  * Random layered DAGs (graph/daggen.c, HEFT-paper style) of 100 to 10,000
- * nodes run on sim platforms of 2 to 64 devices with mixed speeds.  For
- * each run it prints the makespan (virtual time) divided by the lower bound
+ * nodes (CCR 0.1, 1 and 10) run on sim platforms of 2 to 64 devices with
+ * mixed speeds.  For each run it prints the makespan (virtual time) divided
+ * by the lower bound
  *
- *   LB = max(critical path in flops / fastest speed, total flops / total speed)
+ *   LB = max(critical path in flops / fastest speed, total flops / total
+ *            speed, the path bound with unavoidable transfers: comm_bound)
  *
- * (the schedule length ratio, SLR, against that bound; transfers are left
- * out of it, so SLR 1 is rarely reachable), and the planning time per node:
+ * (the schedule length ratio, SLR), and the planning time per node:
  * the CPU time of the calling thread spent in the policy's plan and select
  * calls (CPU time, so that other processes on a shared machine do not
  * inflate it), measured by wrapping the shipped ops tables, less the
  * clock's own cost per call (calibrated at start).  The last lines are
  *
- *   BENCH sched.<policy> slr_mean=<x> slr_p95=<y> plan_ns_per_node=<z>
+ *   BENCH sched.<policy> slr_mean=<x> slr_p95=<y> slr_nocomm_mean=<w> plan_ns_per_node=<z>
  *
- * over every run, with plan_ns_per_node taken on the largest DAGs
+ * over every run (slr_nocomm_mean: against the first two terms alone), with
+ * plan_ns_per_node taken on the largest DAGs
  * (10,000 nodes; 1,000 with --quick).
  *
  * Usage: mz-bench-sched [--quick] [--seeds N]
@@ -106,8 +108,106 @@ static void w_fini(void *state) {
   free(w);
 }
 
+/* The transfer-aware lower bound of the run being planned (ns), computed
+ * in w_plan from the runtime's own cost model before the policy plans. */
+static double comm_bound_ns;
+
+struct bpred {
+  double arrive; /* EF(p) + the cheapest transfer of the edge */
+  double ef, w;  /* EF(p), w_min(p) */
+};
+
+static int by_arrive_desc(const void *a, const void *b) {
+  double x = ((const struct bpred *)a)->arrive, y = ((const struct bpred *)b)->arrive;
+  return x > y ? -1 : x < y;
+}
+
+/* A lower bound on the makespan that counts the transfers no schedule can
+ * avoid.  w(i): node i's cheapest execution time over the devices; c(e):
+ * the cheapest transfer of edge e's bytes between two distinct devices
+ * (the least latency plus the least time per byte over all pairs, below
+ * any real pair).  EF(j), a bound on j's finish, in topological order:
+ * for each predecessor p of j, either p ran on j's device, and then that
+ * device was busy for w(p) before j started, or j waited for p's output
+ * to come over a link, until EF(p) + c(p, j) at the earliest.  With P the
+ * set of predecessors on j's device,
+ *   start(j) >= max( max over p not in P of EF(p) + c(p, j),
+ *                    max over p in P of EF(p),  sum over p in P of w(p) )
+ * and no schedule does better than the least of that over all P.  Both
+ * sides grow as P grows, so the least is found among the sets P that hold
+ * the k predecessors with the latest arrivals EF(p) + c(p, j), k = 0..np.
+ * EF(j) = that + w(j); the bound is the largest EF.  Transfers occupy no
+ * device in it (maize runs them on the receiving queue, which only makes
+ * schedules longer), so it holds for every policy. */
+static int comm_bound(const mz_sched *s, mz_task *const tasks[], size_t n, double *out) {
+  unsigned nq = mz_sched_queue_count(s);
+  double lat = INFINITY, pb = INFINITY;
+  for (unsigned a = 0; a < nq; a++)
+    for (unsigned b = 0; b < nq; b++) {
+      if (mz_sched_queue_device(s, a) == mz_sched_queue_device(s, b)) continue;
+      double l = mz_sched_link_ns(s, a, b, 0), m = mz_sched_link_ns(s, a, b, 1u << 20);
+      if (l < 0 || m < 0) continue;
+      if (l < lat) lat = l;
+      if ((m - l) / (double)(1u << 20) < pb) pb = (m - l) / (double)(1u << 20);
+    }
+  if (!isfinite(lat)) lat = pb = 0; /* one device: every edge stays on it */
+  double *ef = malloc((n + 1) * sizeof *ef), *w = malloc((n + 1) * sizeof *w);
+  struct bpred *pr = NULL;
+  size_t prcap = 0;
+  if (!ef || !w) goto oom;
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = i + 1;
+  double best = 0;
+  for (size_t j = 0; j < n; j++) {
+    double wm = INFINITY;
+    for (unsigned q = 0; q < nq; q++) {
+      if (!mz_task_can_run(s, tasks[j], q)) continue;
+      double e = mz_task_expected_ns(s, tasks[j], q);
+      if (e >= 0 && e < wm) wm = e;
+    }
+    w[j] = isfinite(wm) ? wm : 0;
+    unsigned np = mz_task_pred_count(tasks[j]), k = 0;
+    if (np > prcap) {
+      struct bpred *v = realloc(pr, np * sizeof *v);
+      if (!v) goto oom;
+      pr = v;
+      prcap = np;
+    }
+    for (unsigned e = 0; e < np; e++) {
+      mz_task *p = mz_task_pred(tasks[j], e);
+      uintptr_t ix = *mz_task_policy_data(p);
+      if (ix == 0 || ix > n || tasks[ix - 1] != p) continue; /* of another run */
+      size_t bytes = mz_task_edge_bytes(tasks[j], e);
+      double c = bytes ? lat + pb * (double)bytes : 0;
+      pr[k++] = (struct bpred){ef[ix - 1] + c, ef[ix - 1], w[ix - 1]};
+    }
+    qsort(pr, k, sizeof *pr, by_arrive_desc);
+    double start = k ? pr[0].arrive : 0, local_ef = 0, local_w = 0;
+    for (unsigned m = 0; m < k; m++) { /* the first m + 1 on j's device */
+      if (pr[m].ef > local_ef) local_ef = pr[m].ef;
+      local_w += pr[m].w;
+      double v = fmax(m + 1 < k ? pr[m + 1].arrive : 0, fmax(local_ef, local_w));
+      if (v < start) start = v;
+    }
+    ef[j] = start + w[j];
+    if (ef[j] > best) best = ef[j];
+  }
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = 0;
+  free(ef);
+  free(w);
+  free(pr);
+  *out = best;
+  return 0;
+oom:
+  free(ef);
+  free(w);
+  free(pr);
+  return MZ_ENOMEM;
+}
+
 static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct wrap *w = state;
+  int brc = comm_bound(s, tasks, n, &comm_bound_ns);
+  if (brc) return brc;
   if (!inner[w->i]->plan) return 0;
   uint64_t t0 = cpu_ns();
   int rc = inner[w->i]->plan(w->state, s, tasks, n);
@@ -242,21 +342,25 @@ int main(int argc, char **argv) {
   const unsigned sizes_full[] = {100, 1000, 10000}, sizes_quick[] = {100, 1000};
   const unsigned *sizes = quick ? sizes_quick : sizes_full;
   unsigned nsizes = quick ? 2 : 3, largest = sizes[nsizes - 1];
-  const double ccrs[] = {0.1, 1.0};
+  const double ccrs[] = {0.1, 1.0, 10.0};
+  enum { NCCR = 3 };
   for (unsigned i = 0; i < NPOL; i++) {
     wrapped[i] = *inner[i];
     snprintf(wnames[i], sizeof wnames[i], "bench-%s", inner[i]->name);
     wrapped[i].name = wnames[i];
     wrapped[i].init = inits[i];
     wrapped[i].fini = w_fini;
-    wrapped[i].plan = inner[i]->plan ? w_plan : NULL;
+    wrapped[i].plan = w_plan; /* also computes the bound */
     wrapped[i].select = inner[i]->select ? w_select : NULL;
     wrapped[i].done = w_done;
   }
-  size_t cap = NPLAT * nsizes * 2 * seeds;
+  size_t cap = NPLAT * nsizes * NCCR * seeds;
   double *slr[NPOL];
   size_t nslr[NPOL] = {0};
-  double ccr_sum[NPOL][2] = {{0}}, ccr_n[NPOL][2] = {{0}}; /* per CCR, for the breakdown */
+  double ccr_sum[NPOL][NCCR] = {{0}}, ccr_n[NPOL][NCCR] = {{0}}; /* per CCR, for the breakdown */
+  /* Against the bounds without transfers: the classic max(cp, work) one, and
+   * the critical path alone (Topcuoglu et al.'s SLR denominator). */
+  double nocomm_sum[NPOL] = {0}, cp_sum[NPOL][NCCR] = {{0}};
   double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
   printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
@@ -279,12 +383,13 @@ int main(int argc, char **argv) {
     double nsim;
     speeds(platforms[pi].devices, &total, &fastest, &link, &nsim);
     for (unsigned si = 0; si < nsizes; si++)
-      for (unsigned ci = 0; ci < 2; ci++)
+      for (unsigned ci = 0; ci < NCCR; ci++)
         for (unsigned seed = 1; seed <= seeds; seed++)
           for (unsigned i = 0; i < NPOL; i++) {
             if (only_size && sizes[si] != (unsigned)only_size) continue;
             if (only_pol && strcmp(only_pol, inner[i]->name)) continue;
             if (!isnan(only_ccr) && ci) continue;
+            comm_bound_ns = 0;
             mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = sizes[si], .ccr = isnan(only_ccr) ? ccrs[ci] : only_ccr, .seed = seed * 7919 + si,
                                .flops = 1e6, .ref_speed = total / nsim, .ref_link = link};
             mz_dag *d;
@@ -310,8 +415,11 @@ int main(int argc, char **argv) {
               mz_dag_destroy(d);
               continue;
             }
-            double lb = fmax(d->cp_flops / fastest, d->total_flops / total);
+            double lb0 = fmax(d->cp_flops / fastest, d->total_flops / total);
+            double lb = fmax(lb0, comm_bound_ns);
             double s = (double)st.virtual_ns / lb;
+            nocomm_sum[i] += (double)st.virtual_ns / lb0;
+            cp_sum[i][ci] += (double)st.virtual_ns / (d->cp_flops / fastest);
             double plan = decided_ns(i) / (double)d->nodes;
             slr[i][nslr[i]++] = s;
             ccr_sum[i][ci] += s;
@@ -321,8 +429,8 @@ int main(int argc, char **argv) {
               big_nodes[i] += (double)d->nodes;
             }
             if (getenv("MZ_SCHED_BOUNDS"))
-              printf("  bounds: cp/fastest %.1f us, work/total %.1f us\n", d->cp_flops / fastest / 1e3,
-                     d->total_flops / total / 1e3);
+              printf("  bounds: cp/fastest %.1f us, work/total %.1f us, with transfers %.1f us\n",
+                     d->cp_flops / fastest / 1e3, d->total_flops / total / 1e3, comm_bound_ns / 1e3);
             printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %14.0f %12.2f\n", platforms[pi].label, d->nodes,
                    p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
             fflush(stdout);
@@ -334,18 +442,19 @@ int main(int argc, char **argv) {
   /* The breakdown by CCR first: the bound ignores transfers, so how far a
    * policy is from it depends mostly on the CCR. */
   for (unsigned i = 0; i < NPOL; i++)
-    for (unsigned ci = 0; ci < 2; ci++)
+    for (unsigned ci = 0; ci < NCCR; ci++)
       if (ccr_n[i][ci])
-        printf("sched.%s ccr=%g slr_mean=%.3f runs=%.0f\n", inner[i]->name, isnan(only_ccr) ? ccrs[ci] : only_ccr,
-               ccr_sum[i][ci] / ccr_n[i][ci], ccr_n[i][ci]);
+        printf("sched.%s ccr=%g slr_mean=%.3f slr_cp_mean=%.3f runs=%.0f\n", inner[i]->name,
+               isnan(only_ccr) ? ccrs[ci] : only_ccr, ccr_sum[i][ci] / ccr_n[i][ci], cp_sum[i][ci] / ccr_n[i][ci],
+               ccr_n[i][ci]);
   for (unsigned i = 0; i < NPOL; i++) {
     double sum = 0;
     for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];
     qsort(slr[i], nslr[i], sizeof *slr[i], cmp_d);
     double mean = nslr[i] ? sum / nslr[i] : NAN;
     double p95 = nslr[i] ? slr[i][(size_t)ceil(0.95 * nslr[i]) - 1] : NAN;
-    printf("BENCH sched.%s slr_mean=%.3f slr_p95=%.3f plan_ns_per_node=%.0f\n", inner[i]->name, mean, p95,
-           big_nodes[i] ? big_ns[i] / big_nodes[i] : NAN);
+    printf("BENCH sched.%s slr_mean=%.3f slr_p95=%.3f slr_nocomm_mean=%.3f plan_ns_per_node=%.0f\n", inner[i]->name,
+           mean, p95, nslr[i] ? nocomm_sum[i] / nslr[i] : NAN, big_nodes[i] ? big_ns[i] / big_nodes[i] : NAN);
     free(slr[i]);
   }
   return status;

@@ -556,6 +556,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->deferred = t->fixed = t->host_wait = false;
     atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
     t->policy_word = 0;
+    t->plan_start = t->plan_end = 0;
+    t->plan_prev = t->plan_next = NULL;
+    t->plan_after = false;
     t->exec.node = op;
     t->exec.nargs = t->nparams;
     t->exec.launch = &t->launch;
@@ -630,11 +633,21 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
 
   const struct mz_policy_ops *po = rt->pol[pol];
   if (po->plan && r->ntasks) {
+    r->planning = true;
     rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
+    r->planning = false;
+    /* Checked even after a failed plan: a cycle would hang the run (its
+     * nodes are canceled through the same counts). */
+    int orc = mz__plan_order_check(r);
+    bool cycle = rc >= 0 && orc == MZ_EPOLICY;
+    if (rc >= 0) rc = orc;
     if (rc < 0) {
       /* The run is committed; fail every task so the future resolves. */
       char why[160];
-      snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
+      if (cycle)
+        snprintf(why, sizeof why, "policy '%s': its plan order (mz_task_set_after) has a cycle", po->name);
+      else
+        snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
       mz__fail_message(r, NULL, mz__policy_code(rc), why);
     }
   }

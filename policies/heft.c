@@ -33,11 +33,15 @@
  * they lengthen the node's slot (as in dmda), and nodes that read host
  * data pay that transfer too.  Queues start from their current backlog.
  *
- * What runs may differ from the plan in one way: queues are in-order and a
- * node is queued when its predecessors allow, so a node planned into an
- * early gap of a queue runs there only if it is submitted before the
- * node planned after the gap.  The placement is HEFT's; the order on each
- * queue is the order in which nodes become ready.
+ * 5. Plan order.  Queues are in order, and a node fixed to a queue would
+ *    be queued as soon as its predecessors allow, so a node ready early
+ *    would jump ahead of one planned before it (and take the gap the plan
+ *    kept for that one).  Each queue's nodes are chained in planned start
+ *    order (mz_task_set_after): a node is placed only after the one
+ *    planned before it on its queue, so each queue runs the plan's order,
+ *    insertion slots included.  On simulated devices, whose costs are
+ *    exact, what runs is then the plan.  The planned start and finish of
+ *    every node are reported (mz_task_set_expected_times) for the trace.
  *
  * Cost: O(passes * n * (queues + preds) * log(slots)) time in the worst
  * case; a queue whose earliest possible finish cannot beat the best found
@@ -72,6 +76,22 @@ struct rank_ix {
   double rank;
   size_t i;
 };
+
+/* Plan order on a queue: by queue, then planned start, then index (a
+ * predecessor never starts after its successor, and comes first in the
+ * run's topological order, so the order agrees with the edges). */
+struct qorder_ix {
+  int q;
+  double st;
+  size_t i;
+};
+
+static int by_queue_start(const void *a, const void *b) {
+  const struct qorder_ix *x = a, *y = b;
+  if (x->q != y->q) return x->q < y->q ? -1 : 1;
+  if (x->st != y->st) return x->st < y->st ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
+}
 
 static int by_rank(const void *a, const void *b) {
   const struct rank_ix *x = a, *y = b;
@@ -197,7 +217,7 @@ struct pass {
   const bool *alive;          /* per queue */
   const double *backlog;      /* per queue: busy from plan time 0 until this */
   struct qplan *qp;
-  double *aft, *base, *disc, *xfer;
+  double *aft, *ast, *base, *disc, *xfer; /* ast, aft: planned start and finish */
   int *placed;
 };
 
@@ -273,6 +293,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     }
     P->placed[i] = best;
     P->aft[i] = best >= 0 ? best_f : ready;
+    P->ast[i] = best >= 0 ? best_s : ready;
     if (best < 0) continue; /* no queue can run it: select reports it */
     if (insert_slot(&P->qp[best], best_s, best_f)) return -2;
     if (best_f > makespan) makespan = best_f;
@@ -288,7 +309,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   const int *rep = h->rep;
   double *w = malloc((n * ncls + 1) * sizeof *w); /* cost per node and class, INFINITY: cannot */
   double *wbar = malloc((n + 1) * sizeof *wbar), *rank = calloc(n + 1, sizeof *rank);
-  double *aft = malloc((n + 1) * sizeof *aft);
+  double *aft = malloc((n + 1) * sizeof *aft), *ast = malloc((n + 1) * sizeof *ast);
+  double *best_aft = malloc((n + 1) * sizeof *best_aft), *best_ast = malloc((n + 1) * sizeof *best_ast);
   int *placed = malloc((n + 1) * sizeof *placed), *best_placed = malloc((n + 1) * sizeof *best_placed);
   struct rank_ix *order = malloc((n + 1) * sizeof *order);
   struct link *links = malloc(((size_t)ncls * ncls + 1) * sizeof *links);
@@ -302,7 +324,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   unsigned *cls_order = malloc((ncls + 1) * sizeof *cls_order);
   struct edge *edges = NULL;
   int rc = -2; /* MZ_ENOMEM */
-  if (!w || !wbar || !rank || !aft || !placed || !best_placed || !order || !links || !qp || !eoff || !base || !disc ||
+  if (!w || !wbar || !rank || !aft || !ast || !best_aft || !best_ast || !placed || !best_placed || !order || !links || !qp || !eoff || !base || !disc ||
       !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order)
     goto out;
 
@@ -443,7 +465,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
    * has several).  A pass stops once it cannot beat the best plan, and is
    * skipped when its work bound (the sum over nodes of the cheapest cost
    * among its queues, over its queue count) already cannot. */
-  struct pass P = {h, s, tasks, n, w, links, eoff, edges, order, alive, backlog, qp, aft, base, disc, xfer, placed};
+  struct pass P = {h, s, tasks, n, w, links, eoff, edges, order, alive, backlog, qp, aft, ast, base, disc, xfer, placed};
   double best_end = INFINITY;
   unsigned nprefix = ncap < MAX_PASSES ? ncap : MAX_PASSES;
   if (!nprefix) nprefix = 1;
@@ -477,10 +499,29 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     if (end < best_end) {
       best_end = end;
       memcpy(best_placed, placed, n * sizeof *placed);
+      memcpy(best_aft, aft, n * sizeof *aft);
+      memcpy(best_ast, ast, n * sizeof *ast);
     }
   }
   for (size_t i = 0; i < n; i++)
-    if (best_placed[i] >= 0) mz_task_set_queue(s, tasks[i], (unsigned)best_placed[i]);
+    if (best_placed[i] >= 0) {
+      mz_task_set_queue(s, tasks[i], (unsigned)best_placed[i]);
+      /* The plan's times, for traces (plan time 0 is now): the slot, the
+       * node's input transfers included. */
+      mz_task_set_expected_times(s, tasks[i], now + (uint64_t)llround(best_ast[i]),
+                                 now + (uint64_t)llround(best_aft[i]));
+    }
+  /* 5. Each queue runs its nodes in planned order, insertion slots
+   * included: a node ready before the one planned ahead of it waits. */
+  struct qorder_ix *qo = malloc((n + 1) * sizeof *qo);
+  if (!qo) goto out;
+  size_t nqo = 0;
+  for (size_t i = 0; i < n; i++)
+    if (best_placed[i] >= 0) qo[nqo++] = (struct qorder_ix){best_placed[i], best_ast[i], i};
+  qsort(qo, nqo, sizeof *qo, by_queue_start);
+  for (size_t k = 1; k < nqo; k++)
+    if (qo[k].q == qo[k - 1].q) mz_task_set_after(s, tasks[qo[k].i], tasks[qo[k - 1].i]);
+  free(qo);
   rc = 0;
 out:
   for (unsigned q = 0; qp && q < nq; q++) free(qp[q].v);
@@ -489,6 +530,9 @@ out:
   free(wbar);
   free(rank);
   free(aft);
+  free(ast);
+  free(best_aft);
+  free(best_ast);
   free(placed);
   free(best_placed);
   free(order);

@@ -187,6 +187,13 @@ static int choose(mz_op *op, bool ready, const char **why) {
 
 static void submit(mz_op *op, unsigned q, struct work *w);
 
+/* Plan order (mz_task_set_after): op is placed (or will never be), so the
+ * task planned after it on its queue may be placed.  Exactly once. */
+static void plan_release(mz_op *op, struct work *w) {
+  mz_op *s = __atomic_exchange_n(&op->t->plan_next, NULL, __ATOMIC_ACQ_REL);
+  if (s && atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+}
+
 /* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
  * uses. */
 static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
@@ -268,7 +275,8 @@ static void place(mz_op *op, struct work *w) {
       break;
     }
     int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
-    if (pq == q) continue; /* in-order queue */
+    /* In-order queue, unless p ends after its function returns. */
+    if (pq == q && !(p->t->kernel && p->t->kernel->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
       device_side = false;
       break;
@@ -645,6 +653,9 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
    * holding the task) may be gone before this function returns.  With
    * successors left, the run cannot end before they are released below. */
   unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
+  /* Before the hand-off too; the node released is only pushed on w, so it
+   * is placed after this one. */
+  plan_release(op, w);
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;
@@ -825,6 +836,8 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       free(woken);
     }
   }
+  if (__builtin_expect(status < 0 && t->kernel && t->kernel->async, 0))
+    t->kernel->async->ended(op, t->values, status, t->kernel->spec.cpu.user);
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
     if (status != MZ_ECANCELED) {
@@ -874,6 +887,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     mz_op *s = t->succs.v[i];
     if (atomic_fetch_sub_explicit(&s->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
   }
+  plan_release(op, w);
   /* A task that never reached a queue still holds its successors' unsub
    * counts: release them so they are placed (and canceled). */
   if (!was_queued && !r->all_shared && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {

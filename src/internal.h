@@ -94,7 +94,27 @@ struct mz_kernel {
   _Atomic int refs;         /* creator + graphs using it */
   bool destroyed;
   struct mz_kernel *prev, *next; /* rt->kernels */
+  const struct mz__async_ops *async; /* NULL: the node ends when its function returns */
 };
+
+/* A CPU kernel whose nodes end later, from another thread: the MPI layer's
+ * sends and receives (src/mpi.c), whose requests its communication thread
+ * completes.  Set once with mz__kernel_set_async() before any node of the
+ * kernel is built. */
+struct mz__async_ops {
+  /* A CPU worker, no lock held: start the node's work (call as a CPU
+   * function gets it; its arrays are valid during the call only) and
+   * return 0; the work then ends the node exactly once with
+   * mz__task_finish(op, status), from any thread.  Nonzero: nothing was
+   * started, and the node fails at once as a CPU function's would. */
+  int (*start)(struct mz_op *op, const mz_call *call);
+  /* The node ended with status < 0, from any path (canceled before it
+   * ran, start failed, or its work failed).  Called from the thread that
+   * finishes it, no lock held; must not block.  values: the node's
+   * scalar arguments by parameter (buffers' entries unused). */
+  void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
+};
+static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */
 int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log);
@@ -274,6 +294,7 @@ struct mz__task {
   _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   bool deferred, fixed, host_wait;
+  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
   bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
   _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
   _Atomic bool pred_failed;
@@ -287,6 +308,11 @@ struct mz__task {
   uintptr_t policy_word;
   struct mz__exec exec;
   uint64_t t_submit;
+  uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
+  /* Plan order (mz_task_set_after): this task is placed only once
+   * plan_prev was, and holds one unsub count of plan_next until it is
+   * placed or finishes (released once: exchanged with NULL). */
+  struct mz_op *plan_prev, *plan_next;
 };
 
 struct mz_op {
@@ -452,6 +478,11 @@ int mz__policy_instance(mz_runtime *rt, unsigned idx, void **state);
  * code, else MZ_EPOLICY (a policy's own value is never passed on as a
  * status nobody can name). */
 int mz__policy_code(int rc);
+/* After a run's plan: MZ_OK when the order the plan set (mz_task_set_after)
+ * with the run's edges has no cycle; else the order is dropped (the counts
+ * it added given back) and MZ_EPOLICY or MZ_ENOMEM is returned.  Only
+ * before the run starts. */
+int mz__plan_order_check(struct mz__run *r);
 /* Whether po places a ready node on any idle queue that can run it (eager,
  * ws): then nodes only the CPU can run are shared among its workers, with
  * no select call (src/exec.c). */

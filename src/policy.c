@@ -182,4 +182,115 @@ int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
 
 uintptr_t *mz_task_policy_data(mz_task *t) { return &((mz_op *)t)->t->policy_word; }
 
+/* Only from plan: the run has not started, so nothing else reads these
+ * fields or t's counters yet. */
+int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
+  (void)s;
+  if (!t || !prev || t == prev) return MZ_EINVAL;
+  struct mz__task *kt = ((mz_op *)t)->t, *kp = ((mz_op *)prev)->t;
+  if (!kt->run || kt->run != kp->run || !kt->run->planning || kt->plan_prev || kp->plan_next) return MZ_ESTATE;
+  kt->plan_prev = (mz_op *)prev;
+  kt->plan_after = true;
+  kp->plan_next = (mz_op *)t;
+  atomic_fetch_add_explicit(&kt->unsub, 1, memory_order_relaxed);
+  return MZ_OK;
+}
+
+struct ord_ix {
+  const mz_op *op;
+  size_t i;
+};
+
+static int by_op(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct ord_ix *)a)->op, y = (uintptr_t)((const struct ord_ix *)b)->op;
+  return (x > y) - (x < y);
+}
+
+static size_t ord_find(const struct ord_ix *v, size_t n, const mz_op *op) {
+  struct ord_ix key = {op, 0};
+  const struct ord_ix *f = bsearch(&key, v, n, sizeof *v, by_op);
+  return f ? f->i : n;
+}
+
+/* Kahn's algorithm over the run's edges and the plan order: every task
+ * taken once all that it waits for were taken; a cycle leaves some out. */
+int mz__plan_order_check(struct mz__run *r) {
+  size_t n = r->ntasks, nafter = 0;
+  for (size_t i = 0; i < n; i++) nafter += r->tasks[i]->t->plan_after;
+  if (!nafter) return MZ_OK;
+  struct ord_ix *v = malloc(n * sizeof *v);
+  size_t *deg = calloc(n, sizeof *deg), *off = calloc(n + 1, sizeof *off), *stack = malloc(n * sizeof *stack);
+  size_t *adj = NULL, done = 0;
+  int rc = MZ_ENOMEM;
+  if (!v || !deg || !off || !stack) goto out;
+  for (size_t i = 0; i < n; i++) v[i] = (struct ord_ix){r->tasks[i], i};
+  qsort(v, n, sizeof *v, by_op);
+  /* Edges p -> j: j's predecessors in the run, and its plan_prev. */
+  size_t ne = 0;
+  for (size_t j = 0; j < n; j++) {
+    const struct mz__task *t = r->tasks[j]->t;
+    for (unsigned k = 0; k <= t->npreds; k++) {
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan_prev;
+      size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
+      if (pi == n) continue;
+      off[pi + 1]++;
+      deg[j]++;
+      ne++;
+    }
+  }
+  for (size_t i = 0; i < n; i++) off[i + 1] += off[i];
+  adj = malloc((ne ? ne : 1) * sizeof *adj);
+  size_t *fill = malloc((n ? n : 1) * sizeof *fill);
+  if (!adj || !fill) {
+    free(fill);
+    goto out;
+  }
+  memcpy(fill, off, n * sizeof *fill);
+  for (size_t j = 0; j < n; j++) {
+    const struct mz__task *t = r->tasks[j]->t;
+    for (unsigned k = 0; k <= t->npreds; k++) {
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan_prev;
+      size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
+      if (pi != n) adj[fill[pi]++] = j;
+    }
+  }
+  free(fill);
+  size_t top = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!deg[i]) stack[top++] = i;
+  while (top) {
+    size_t i = stack[--top];
+    done++;
+    for (size_t e = off[i]; e < off[i + 1]; e++)
+      if (--deg[adj[e]] == 0) stack[top++] = adj[e];
+  }
+  rc = done == n ? MZ_OK : MZ_EPOLICY;
+out:
+  if (rc != MZ_OK) /* drop the order: the run must not wait on it */
+    for (size_t i = 0; i < n; i++) {
+      struct mz__task *t = r->tasks[i]->t;
+      if (!t->plan_after) continue;
+      t->plan_prev->t->plan_next = NULL;
+      t->plan_prev = NULL;
+      t->plan_after = false;
+      atomic_fetch_sub_explicit(&t->unsub, 1, memory_order_relaxed);
+    }
+  free(v);
+  free(deg);
+  free(off);
+  free(stack);
+  free(adj);
+  return rc;
+}
+
+/* Plain stores: the task's own placement (plan, or select for this task)
+ * is the only writer, and the observers read them once it has finished. */
+int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns, uint64_t end_ns) {
+  (void)s;
+  if (end_ns < start_ns) return MZ_EINVAL;
+  struct mz__task *k = ((mz_op *)t)->t;
+  k->plan_start = start_ns;
+  k->plan_end = end_ns;
+  return MZ_OK;
+}
 bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }

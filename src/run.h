@@ -56,6 +56,7 @@ struct mz__run {
   mz_future_fn then_fn;
   void *then_user;
   bool then_set;
+  bool planning;              /* inside the policy's plan (mz_task_set_after is allowed) */
   int efd;                    /* eventfd, -1 until asked */
   /* statistics */
   _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;

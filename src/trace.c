@@ -24,6 +24,11 @@
  * predecessors ended; args.timing says "modelled" and args.window_us gives
  * that window.
  *
+ * A node whose policy said when it expected it to run
+ * (mz_task_set_expected_times: heft's plan, dmda's choice) carries that in
+ * args.planned_ts and args.planned_dur, in the file's time line like ts
+ * and dur, so the plan can be read beside what ran.
+ *
  * Times are written in whole nanoseconds (as microseconds with three
  * decimals, exact), and a slice never starts before the previous slice of
  * its track ended: clocks mapped from a device's (OpenCL) can be off by a
@@ -47,6 +52,7 @@ struct tx {
 
 struct tnode {
   uint64_t run, t0, t1;
+  uint64_t p0, p1; /* the policy's expected start and end, 0: none */
   uint32_t id, npred;
   unsigned queue;
   uint32_t *preds; /* one block: preds, then the name */
@@ -77,7 +83,7 @@ static void on_node(const mz_node_record *rec, void *user) {
   struct mz__trace *tr = user;
   size_t nl = strlen(rec->name ? rec->name : "?") + 1;
   struct tnode n = {.run = rec->run, .id = rec->node, .queue = (unsigned)rec->queue, .t0 = rec->start_ns,
-                    .t1 = rec->end_ns};
+                    .t1 = rec->end_ns, .p0 = rec->planned_start_ns, .p1 = rec->planned_end_ns};
   /* A node the device reported no time for (it never ran): a mark where
    * it ended. */
   if (!n.t1) n.t0 = n.t1 = mz__now_ns();
@@ -340,7 +346,14 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
     put_us(f, (int64_t)(sl->t0 - tr->base));
     fputs(",\"dur\":", f);
     put_us(f, (int64_t)(sl->t1 - sl->t0));
-    fprintf(f, ",\"args\":{\"run\":%" PRIu64 ",\"node\":%u}}", e->run, e->id);
+    fprintf(f, ",\"args\":{\"run\":%" PRIu64 ",\"node\":%u", e->run, e->id);
+    if (e->p1) { /* the plan, on the file's time line (may be before its start) */
+      fputs(",\"planned_ts\":", f);
+      put_us(f, (int64_t)(e->p0 - tr->base));
+      fputs(",\"planned_dur\":", f);
+      put_us(f, (int64_t)(e->p1 - e->p0));
+    }
+    fputs("}}", f);
     for (uint32_t k = 0; at && k < e->npred; k++) {
       const struct tnode *p = find(v, n, e->preds[k]);
       if (!p) continue;

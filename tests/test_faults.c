@@ -467,10 +467,10 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
   mz_runtime_destroy(rt);
   const size_t bytes = n * sizeof(uint32_t);
   const uint64_t limits[] = {64 * bytes, 15 * bytes, 8 * bytes, 5 * bytes, 4 * bytes, 3 * bytes, 2 * bytes, bytes};
-  const char *policies[] = {"eager", "dmda", "round-robin"};
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft"}; /* heft: its plan order, too */
   unsigned ok = 0, enomem = 0;
   uint64_t max_ev = 0, evictions = 0, writebacks = 0, waits = 0;
-  for (unsigned p = 0; p < 3; p++)
+  for (unsigned p = 0; p < sizeof policies / sizeof *policies; p++)
     for (unsigned l = 0; l < sizeof limits / sizeof *limits; l++) {
       rt = open_rt(devices);
       OK(rt, mz__memlimit_set(rt, kind, limits[l]));

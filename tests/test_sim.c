@@ -338,3 +338,65 @@ Test(sim, cpu_queue_distance_from_hwloc) {
   hwloc_bitmap_free(allowed);
   hwloc_topology_destroy(topo);
 }
+
+/* The network model: devices dealt to nodes; a copy between devices of
+ * different nodes takes netlat + bytes / netbw, one from host memory (node
+ * 0) to a device off node 0 adds that to the device's link, and the same
+ * copy between devices of one node takes the link. */
+static uint64_t run_on(mz_runtime *rt, mz_graph *g, mz_op *root, unsigned dev) {
+  mz_future *f;
+  OK(rt, mz_graph_run_with(g, root, &(mz_run_options){.devices = (unsigned[]){dev}, .ndevices = 1}, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_run_stats st;
+  OK(rt, mz_future_stats(f, &st));
+  mz_future_destroy(f);
+  return st.virtual_ns;
+}
+
+static void network_case(const char *devices, unsigned consumer, uint64_t expect_copy, uint64_t expect_host) {
+  mz_runtime *rt = sim_runtime(devices);
+  mz_kernel *kp = cost_kernel(rt, "produce", "f64 flops, out f64[] y");
+  mz_kernel *kc = cost_kernel(rt, "consume", "f64 flops, in f64[] x, out f64[] z");
+  mz_buffer *y, *z, *h;
+  OK(rt, mz_buffer_create(rt, MZ_F64, 1, (size_t[]){1000}, NULL, &y));
+  OK(rt, mz_buffer_create(rt, MZ_F64, 1, (size_t[]){1000}, NULL, &z));
+  OK(rt, mz_buffer_create(rt, MZ_F64, 1, (size_t[]){1000}, NULL, &h));
+  mz_graph *g1, *g2, *g3;
+  OK(rt, mz_graph_create(rt, &g1));
+  OK(rt, mz_graph_create(rt, &g2));
+  OK(rt, mz_graph_create(rt, &g3));
+  mz_op *p = mz_apply(g1, kp, mz_zip(g1, 2, (mz_op *[]){mz_f64(g1, 1000), mz_value(g1, y)}), NULL);
+  mz_op *c = mz_apply(g2, kc, mz_zip(g2, 3, (mz_op *[]){mz_f64(g2, 2000), mz_value(g2, y), mz_value(g2, z)}), NULL);
+  mz_op *d = mz_apply(g3, kc, mz_zip(g3, 3, (mz_op *[]){mz_f64(g3, 2000), mz_value(g3, h), mz_value(g3, z)}), NULL);
+  cr_expect_eq(run_on(rt, g1, p, 1), 1000);
+  /* 8000 bytes from device 1 to the consumer, then 2000 ns of work. */
+  cr_expect_eq(run_on(rt, g2, c, consumer), expect_copy + 2000, "%s: copy", devices);
+  /* h lives in host memory only. */
+  cr_expect_eq(run_on(rt, g3, d, consumer), expect_host + 2000, "%s: from host", devices);
+  mz_graph_destroy(g1);
+  mz_graph_destroy(g2);
+  mz_graph_destroy(g3);
+  mz_buffer_release(y);
+  mz_buffer_release(z);
+  mz_buffer_release(h);
+  mz_kernel_destroy(kp);
+  mz_kernel_destroy(kc);
+  mz_runtime_destroy(rt);
+}
+
+Test(sim, network_model) {
+  /* Devices 1 and 2 on nodes 0 and 1: 5 us + 8000 B at 1 GB/s across;
+   * the link (100 GB/s, no latency) from host memory adds 80 ns. */
+  network_case("sim:n*2@nodes=2,speed=1,lat=0,link=100G/s,netlat=5us,netbw=1G/s", 2, 13000, 13080);
+  /* Devices 1 and 2 on node 0 (3 devices, 2 nodes: 0, 0, 1): the link only. */
+  network_case("sim:n*3@nodes=2,speed=1,lat=0,link=100G/s,netlat=5us,netbw=1G/s", 2, 80, 80);
+  /* No network: as before. */
+  network_case("sim:n*2@speed=1,lat=0,link=100G/s", 2, 80, 80);
+  /* Bad network keys fail creation. */
+  const char *bad[] = {"sim:n@nodes=0", "sim:n@nodes=2000", "sim:n@netbw=0", "sim:n@netlat=fast"};
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    mz_runtime *rt = NULL;
+    int rc = mz_runtime_create(&(mz_runtime_config){.devices = bad[i], .quiet = true}, &rt);
+    cr_assert_eq(rc, MZ_EINVAL, "%s gave %s", bad[i], mz_err_name(rc));
+  }
+}

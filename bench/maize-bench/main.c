@@ -14,6 +14,11 @@ static const struct {
     {"metg", mzb_metg_main, "sweep task granularity, METG(50%) for maize, OpenMP and StarPU, SVG plot"},
     {"pipeline", mzb_pipeline_main, "multi-device pipeline under every policy: table, trace, Gantt SVG"},
     {"trace", mzb_trace_main, "turn an MZ_TRACE file into a Gantt SVG and a text summary"},
+    {"sim-net", mzb_simnet_main, "Task Bench stencil_1d on 16..1024 simulated nodes: METG on the virtual clock"},
+#if MZB_HAVE_MPI
+    {"mpi-metg", mzb_mpi_metg_main, "under mpirun: METG(50%) of maize over MPI and a plain MPI peer"},
+    {"mpi-weak", mzb_mpi_weak_main, "under mpirun: weak scaling of a compute-bound stencil over MPI"},
+#endif
 };
 
 static void usage(FILE *f) {

@@ -11,10 +11,21 @@
 #ifndef MZB_H
 #define MZB_H
 
+#include <stddef.h>
+
 int mzb_taskbench_main(int argc, char **argv); /* taskbench.c */
 int mzb_metg_main(int argc, char **argv);      /* metg.c */
 int mzb_pipeline_main(int argc, char **argv);  /* pipeline.c */
 int mzb_trace_main(int argc, char **argv);     /* trace.c */
+int mzb_simnet_main(int argc, char **argv);    /* simnet.c */
+#if MZB_HAVE_MPI
+int mzb_mpi_metg_main(int argc, char **argv);  /* tb_mpi.c */
+int mzb_mpi_weak_main(int argc, char **argv);  /* tb_mpi.c */
+/* Start MPI once (MPI_THREAD_MULTIPLE; finalized at exit); 0 or -1 with a
+ * message.  This process's rank in MPI_COMM_WORLD (0 without MPI). */
+int mzb_mpi_start(char *err, size_t errsz);
+int mzb_mpi_rank(void);
+#endif
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,6 +75,8 @@ typedef struct mzb_slice {
   uint64_t bytes;         /* args.bytes, 0 when absent */
   int64_t run;            /* args.run, -1 when absent */
   bool transfer;          /* cat == "transfer" */
+  bool planned;           /* args.planned_ts and planned_dur: when the policy expected it */
+  double planned_ts, planned_dur;
 } mzb_slice;
 
 typedef struct mzb_track {

@@ -15,7 +15,8 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: maize-bench taskbench [Task Bench flags] [--system maize|maize-rerun|openmp|starpu|tbb]\n"
+          "usage: maize-bench taskbench [Task Bench flags] [--system maize|maize-rerun|openmp|starpu|tbb|\n"
+          "                              maize-mpi|maize-mpi-rerun|mpi]\n"
           "                             [--devices S] [--policy P] [-r N]\n"
           "\nTask Bench flags (as in StanfordLegion/task-bench):\n"
           "  %-18s height of the task graph (default 4)\n"
@@ -36,7 +37,9 @@ static void usage(FILE *f) {
           "  %-18s print the dependencies of every task\n"
           "\nmaize-bench options (--name VALUE or --name=VALUE):\n"
           "  --system S         maize (default), maize-rerun (the graph built once, then\n"
-          "                     re-run with mz_graph_run), openmp, starpu or tbb\n"
+          "                     re-run with mz_graph_run), openmp, starpu or tbb; under mpirun (when\n"
+          "                     built with MPI): maize-mpi, maize-mpi-rerun (distributed graphs) or\n"
+          "                     mpi (plain MPI, the peer)\n"
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
           "  -r, --reps N       run N times and report the median (default 1)\n"
@@ -113,6 +116,14 @@ static int parse_rest(int nrest, char **rest, const char *prog, tb_sys_opts *opt
         *sys = &tb_system_tbb;
       else if (!strcmp(v, "maize-rerun"))
         *sys = &tb_system_maize_rerun;
+#if MZB_HAVE_MPI
+      else if (!strcmp(v, "maize-mpi"))
+        *sys = &tb_system_maize_mpi;
+      else if (!strcmp(v, "maize-mpi-rerun"))
+        *sys = &tb_system_maize_mpi_rerun;
+      else if (!strcmp(v, "mpi"))
+        *sys = &tb_system_mpi;
+#endif
       else {
         fprintf(stderr, "maize-bench taskbench: unknown system '%s' (maize, openmp, starpu, tbb, maize-rerun)\n", v);
         ret = 2;
@@ -168,10 +179,17 @@ int mzb_taskbench_main(int argc, char **argv) {
     return 2;
   }
 
-  tb_app_display(stdout, &app);
-  fflush(stdout);
   void *state;
   int crc = sys->create(&app, &opts, &state, err, sizeof err);
+  /* Across ranks (under mpirun), rank 0 speaks for all, as Task Bench's MPI does. */
+  bool quiet = false;
+#if MZB_HAVE_MPI
+  quiet = mzb_mpi_rank() != 0;
+#endif
+  if (!crc && !quiet) {
+    tb_app_display(stdout, &app);
+    fflush(stdout);
+  }
   if (crc) {
     fprintf(stderr, "maize-bench taskbench: %s\n", err);
     return crc == -2 ? 2 : 1;
@@ -187,6 +205,6 @@ int mzb_taskbench_main(int argc, char **argv) {
   if (rc) return 1;
   qsort(t, (size_t)reps, sizeof t[0], cmp_double);
   double elapsed = (reps % 2) ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  tb_app_report(stdout, &app, elapsed);
+  if (!quiet) tb_app_report(stdout, &app, elapsed);
   return 0;
 }

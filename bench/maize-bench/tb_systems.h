@@ -53,6 +53,13 @@ extern const tb_system tb_system_maize_rerun;
 extern const tb_system tb_system_openmp;
 extern const tb_system tb_system_starpu;
 extern const tb_system tb_system_tbb;
+#if MZB_HAVE_MPI
+/* Across MPI ranks (tb_mpi.c): maize's distributed graphs, built each run
+ * or once, and a plain MPI peer. */
+extern const tb_system tb_system_maize_mpi;
+extern const tb_system tb_system_maize_mpi_rerun;
+extern const tb_system tb_system_mpi;
+#endif
 
 /* Pack and unpack a task id: graph (8 bits), timestep (28), point (28). */
 static inline unsigned long long tb_task_id(long graph, long t, long p) {

@@ -574,6 +574,8 @@ int mzb_trace_parse(const char *text, size_t len, mzb_trace *t, char *err, size_
       if (get_num(args, "bytes", &v) && v >= 0 && v < 1.8e19) s.bytes = (uint64_t)v;
       if (get_num(args, "run", &v) && v >= 0 && v < 9e18) s.run = (int64_t)v;
       if (s.run > t->last_run) t->last_run = s.run;
+      s.planned = get_num(args, "planned_ts", &s.planned_ts) && get_num(args, "planned_dur", &s.planned_dur) &&
+                  isfinite(s.planned_ts) && isfinite(s.planned_dur);
       t->slices[t->nslices++] = s;
     } else if (!strcmp(ph, "M")) {
       const char *nm = get_str(ev, "name"), *val = get_str(mzb_json_get(ev, "args"), "name");
@@ -806,6 +808,68 @@ struct kstat {
   size_t count;
 };
 
+/* The policy's plan against what ran, per kernel and device: planned and
+ * real mean durations, the mean error of the duration, and how late nodes
+ * started against the plan.  Slices without a plan are left out. */
+struct pstat {
+  const char *name;
+  unsigned pid;
+  size_t count;
+  double planned, real, abserr, late, late_max;
+};
+
+static int cmp_pstat(const void *a, const void *b) {
+  const struct pstat *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static void plan_summary(const mzb_trace *t, int64_t run, FILE *out) {
+  size_t n = 0;
+  for (size_t i = 0; i < t->nslices; i++) n += in_run(&t->slices[i], run) && t->slices[i].planned;
+  if (!n) return;
+  struct pstat *v = calloc(n, sizeof *v);
+  if (!v) return;
+  size_t k = 0;
+  double pend = -INFINITY, rend = -INFINITY, t0 = INFINITY;
+  for (size_t i = 0; i < t->nslices; i++) {
+    const mzb_slice *s = &t->slices[i];
+    if (!in_run(s, run) || !s->planned) continue;
+    double late = s->ts - s->planned_ts;
+    v[k++] = (struct pstat){.name = s->name, .pid = s->pid, .count = 1, .planned = s->planned_dur, .real = s->dur,
+                            .abserr = fabs(s->dur - s->planned_dur), .late = late, .late_max = late};
+    pend = fmax(pend, s->planned_ts + s->planned_dur);
+    rend = fmax(rend, s->ts + s->dur);
+    t0 = fmin(t0, fmin(s->ts, s->planned_ts));
+  }
+  qsort(v, k, sizeof *v, cmp_pstat);
+  size_t m = 0;
+  for (size_t i = 0; i < k; i++) {
+    if (m && !strcmp(v[m - 1].name, v[i].name) && v[m - 1].pid == v[i].pid) {
+      struct pstat *a = &v[m - 1];
+      a->count++;
+      a->planned += v[i].planned;
+      a->real += v[i].real;
+      a->abserr += v[i].abserr;
+      a->late += v[i].late;
+      a->late_max = fmax(a->late_max, v[i].late_max);
+    } else {
+      v[m++] = v[i];
+    }
+  }
+  fprintf(out, "\nplan against what ran (%zu planned nodes; planned end %.3f ms, real end %.3f ms, from the first)\n", n,
+          (pend - t0) / 1e3, (rend - t0) / 1e3);
+  fprintf(out, "%-20s %-8s %6s %12s %12s %10s %12s %12s\n", "kernel", "device", "count", "planned us", "real us",
+          "error", "late us", "late max us");
+  for (size_t i = 0; i < m; i++) {
+    const struct pstat *a = &v[i];
+    double c = (double)a->count;
+    fprintf(out, "%-20.20s %-8u %6zu %12.2f %12.2f %9.1f%% %12.2f %12.2f\n", a->name, a->pid, a->count,
+            a->planned / c, a->real / c, a->real > 0 ? 100.0 * a->abserr / a->real : 0, a->late / c, a->late_max);
+  }
+  free(v);
+}
+
 static int cmp_kstat(const void *a, const void *b) {
   const struct kstat *x = a, *y = b;
   if (x->total != y->total) return x->total > y->total ? -1 : 1;
@@ -885,6 +949,7 @@ void mzb_trace_summary(const mzb_trace *t, int64_t run, FILE *out) {
   free(busy);
   free(ops);
   free(ks);
+  plan_summary(t, run, out);
   if (nxfer)
     fprintf(out, "\ntransfers: %zu, %.3f MB\n", nxfer, (double)xbytes / 1e6);
   else

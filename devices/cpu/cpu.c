@@ -112,7 +112,22 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         }
         mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
-        int ret = fn(&call);
+        const struct mz__async_ops *async = e->kernel ? e->kernel->async : NULL;
+        int ret;
+        if (__builtin_expect(async != NULL, 0)) {
+          /* Its time on the queue is the start; stamped before it, since
+           * the thread that ends the node reads it (and may do so at once). */
+          e->t_end = mz__now_ns();
+          ret = async->start(op, &call);
+          if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
+            if (args != argv) free(args);
+            if (shapes != shv) free(shapes);
+            if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
+            return;
+          }
+        } else {
+          ret = fn(&call);
+        }
         /* The only place a kernel's or host function's return is read
          *: any nonzero value fails the node with MZ_EKERNEL and
          * stays in the message only.  Passed on as a status, a user's code

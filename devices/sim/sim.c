@@ -17,6 +17,14 @@
  *              (powers of 1000) and an optional "/s" (default 16G/s)
  *   lat=T      latency of one transfer: ns, or with us, ms or s (default 1us)
  *   queues=Q   in-order queues per device (default 1)
+ *   nodes=K    a network: the class's devices are dealt in blocks to K
+ *              simulated machines, numbered 0..K-1 (the same numbers for
+ *              every class: "sim:cpu*64@nodes=64;sim:gpu*128@nodes=64"
+ *              puts one cpu and two gpus on each node); host memory is on
+ *              node 0 (default: no network)
+ *   netlat=T   latency of one message between nodes (default 1us)
+ *   netbw=B    bandwidth of a node's network link, B/s as link (default
+ *              12.5G/s, 100 Gb/s)
  *
  * A class named twice must be described the same way.  "sim" alone is
  * "sim:dev*4".  Sim devices answer only when named: "all" never adds them.
@@ -29,7 +37,11 @@
  * to learn it through the perf models, as on real devices.  Transfers into
  * a device take lat + bytes / link, between two sim devices the slower
  * link and the larger latency; they occupy the receiving queue before the
- * node (links are not shared: no contention is modelled).
+ * node (links are not shared: no contention is modelled).  With a network,
+ * a copy between devices of different nodes takes netlat + bytes / netbw
+ * (the larger latency and the smaller bandwidth of the two classes; the
+ * devices' own links are taken to overlap the network), and one between
+ * host memory and a device off node 0 adds that to the device's link.
  *
  * There is no data.  mem_alloc returns a token that only records the size,
  * mem_read and mem_write do nothing, and kernels never run: buffers that a
@@ -68,6 +80,9 @@ struct sim_class {
   double lat;     /* ns per transfer */
   uint64_t mem;   /* bytes, 0: unlimited */
   unsigned queues;
+  unsigned nodes; /* simulated machines the class is dealt to; 0: no network */
+  double netlat;  /* ns per message between nodes */
+  double netbw;   /* network bytes per ns */
 };
 
 struct sim_event {
@@ -92,6 +107,7 @@ struct engine {
 struct sim_dev {
   struct engine *eng;
   struct sim_class cls;
+  unsigned node;  /* its machine (cls.nodes > 0); host memory is on node 0 */
   _Atomic uint64_t mem_used;
 };
 
@@ -245,15 +261,39 @@ static const struct sim_class *cls_of(const struct mz_device *d) {
   return d && d->type == &mz__devtype_sim ? &((const struct sim_dev *)d->priv)->cls : NULL;
 }
 
+static const struct sim_dev *sim_of(const struct mz_device *d) {
+  return d && d->type == &mz__devtype_sim ? (const struct sim_dev *)d->priv : NULL;
+}
+
+/* A copy into dst from src (NULL: host memory, on node 0), network included. */
+static double link_ns_dev(const struct sim_dev *dst, const struct sim_dev *src, size_t bytes) {
+  double t = link_ns_cls(dst ? &dst->cls : NULL, src ? &src->cls : NULL, bytes);
+  bool dnet = dst && dst->cls.nodes, snet = src && src->cls.nodes;
+  if (!dnet && !snet) return t;
+  unsigned nd = dnet ? dst->node : 0, ns = snet ? src->node : 0;
+  if (nd == ns) return t;
+  double lat = 0, bw = INFINITY;
+  if (dnet) {
+    lat = dst->cls.netlat;
+    bw = dst->cls.netbw;
+  }
+  if (snet) {
+    if (src->cls.netlat > lat) lat = src->cls.netlat;
+    if (src->cls.netbw < bw) bw = src->cls.netbw;
+  }
+  double net = lat + (double)bytes / bw;
+  return dst && src ? net : t + net;
+}
+
 static double sim_estimate_ns(const struct mz_device *dev, const mz_op *op) {
   if (!op->t->kernel || !has_cost(op->t->kernel)) return -1;
   return cost_ns(cls_of(dev), op);
 }
 
 static double sim_link_ns(const struct mz_device *dst, const struct mz_device *src, size_t bytes) {
-  const struct sim_class *d = cls_of(dst), *s = cls_of(src);
+  const struct sim_dev *d = sim_of(dst), *s = sim_of(src);
   if ((dst && !d) || (src && !s)) return -1; /* a real device's side: not ours */
-  return link_ns_cls(d, s, bytes);
+  return link_ns_dev(d, s, bytes);
 }
 
 static uint64_t sim_clock(const struct mz_device *dev) {
@@ -323,7 +363,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
     struct mz__exec *x = b->execs[i];
     double xfer = 0;
     for (unsigned j = 0; j < x->nxfer; j++)
-      xfer += link_ns_cls(&sd->cls, x->xfers[j].src_dev ? cls_of(x->xfers[j].src_dev) : NULL, x->xfers[j].bytes);
+      xfer += link_ns_dev(sd, x->xfers[j].src_dev ? sim_of(x->xfers[j].src_dev) : NULL, x->xfers[j].bytes);
     t += (uint64_t)llround(xfer);
     x->t_start = t;
     t += (uint64_t)llround(cost_ns(&sd->cls, x->node));
@@ -460,6 +500,8 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
   c->link = 16;
   c->lat = 1000;
   c->queues = 1;
+  c->netlat = 1000;
+  c->netbw = 12.5;
   *count = 1;
   size_t n = strcspn(arg, "*@");
   if (!n || n >= sizeof c->name) return mz__set_error(rt, MZ_EINVAL, "MZ_DEVICES: 'sim:%s' needs a class name", arg);
@@ -502,6 +544,15 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
         ok = parse_bw(v, end, &c->link);
       } else if ((kl == 3 && !strncmp(s, "lat", 3)) || (kl == 7 && !strncmp(s, "latency", 7))) {
         ok = parse_time(v, end, &c->lat);
+      } else if (kl == 5 && !strncmp(s, "nodes", 5)) {
+        char *e;
+        long k = strtol(v, &e, 10);
+        ok = (const char *)e == end && k >= 1 && k <= 1024;
+        c->nodes = (unsigned)k;
+      } else if (kl == 6 && !strncmp(s, "netlat", 6)) {
+        ok = parse_time(v, end, &c->netlat);
+      } else if (kl == 5 && !strncmp(s, "netbw", 5)) {
+        ok = parse_bw(v, end, &c->netbw) && c->netbw > 0;
       } else if (kl == 6 && !strncmp(s, "queues", 6)) {
         char *e;
         long q = strtol(v, &e, 10);
@@ -513,7 +564,7 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
       if (!ok)
         return mz__set_error(rt, MZ_EINVAL,
                              "MZ_DEVICES: 'sim:%s': cannot read '%.*s' (keys: speed=GFLOP/s, bw=GB/s, mem=16G, "
-                             "link=12G/s, lat=1us, queues=N)",
+                             "link=12G/s, lat=1us, queues=N, nodes=K, netlat=1us, netbw=12.5G/s)",
                              arg, (int)(end - s), s);
       s = *end ? end + 1 : end;
     }
@@ -557,6 +608,8 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     }
     sd->eng = e;
     sd->cls = c;
+    /* Blocks: device i of count on node i * nodes / count. */
+    sd->node = c.nodes ? (unsigned)((uint64_t)i * c.nodes / count) : 0;
     pthread_mutex_lock(&e->m);
     e->refs++;
     pthread_mutex_unlock(&e->m);

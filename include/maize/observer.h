@@ -51,6 +51,9 @@ typedef struct mz_node_record {
   const uint32_t *preds;
   unsigned transfers;     /* the copies reported for it (mz_transfer_record) */
   uint64_t bytes;         /* and the bytes they moved */
+  /* When the policy expected it to start and end (mz_task_set_expected_times,
+   * the same clock as start_ns); both 0 when it said nothing. */
+  uint64_t planned_start_ns, planned_end_ns;
 } mz_node_record;
 
 /* One copy between memories, made for one node.  Counted, with its bytes,

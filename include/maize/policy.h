@@ -140,6 +140,24 @@ int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer);
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
 /* A per-task word the policy may use freely (zero at first). */
 uintptr_t *mz_task_policy_data(mz_task *t);
+/* Plan order: t is placed on its queue only once prev has been (or has
+ * finished without reaching one), so that with both on one in-order queue
+ * t runs after prev even when t is ready first, as a plan (HEFT's, with
+ * its insertion slots) wants.  Only from plan, at most one prev per task
+ * and one task after each prev, both of the run.  The order must agree
+ * with the run's edges: when it makes a cycle with them, the run fails
+ * with MZ_EPOLICY (no node runs) instead of waiting forever.  A prev that
+ * is late holds t back: a policy should order only nodes it means to run
+ * in that order.  Returns MZ_OK, MZ_EINVAL (NULL, t == prev) or MZ_ESTATE
+ * (not in plan, another run's task, or a second order for either). */
+int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev);
+/* Say when the policy expects t to start and finish, in the runtime clock
+ * (mz_sched_now_ns), from plan or select.  Only reported: observers get
+ * it in mz_node_record.planned_start_ns and planned_end_ns, and the trace
+ * draws it beside the real times, so that a hole in a Gantt chart has a
+ * reason.  The last call wins; a run's tasks start with none.  Returns
+ * MZ_OK, or MZ_EINVAL when end_ns < start_ns. */
+int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns, uint64_t end_ns);
 
 /* --- Costs, for cost-based policies (src/perfmodel.c).  Cheap and
  * lock-free except where said; callable from plan and select. ---

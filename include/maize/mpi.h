@@ -1,0 +1,180 @@
+/* maize over MPI: one program on every rank (SPMD), as StarPU-MPI does.
+ *
+ * Every rank runs the same program: it creates a runtime, an mz_mpi
+ * context on it, the same buffers registered in the same order, and builds
+ * the same distributed graph (mz_dgraph) with the same calls.  Each
+ * registered buffer has an owner rank.  A task runs on the rank that owns
+ * the first buffer it writes (owner computes), or on the rank it is pinned
+ * to.  A rank builds, in its local mz_graph, only the tasks it runs; where
+ * a task reads a buffer whose latest value is on another rank, the
+ * producing rank gets a send node (MPI_Isend, after the producer) and this
+ * rank a receive node (MPI_Irecv, before the task), so the transfer starts
+ * as soon as the data is ready and overlaps the other work.  A value
+ * received once is kept until the buffer is written again (no second
+ * transfer).  Inside a rank everything is as in one process: devices,
+ * policies, coherence, futures.
+ *
+ * One communication thread per context drives MPI: it completes every
+ * request with MPI_Testsome and makes the collectives of mz_dgraph_wait;
+ * a worker only posts a send or receive (MPI_Isend, MPI_Irecv, when MPI
+ * gives MPI_THREAD_MULTIPLE; else the thread posts those too) and never
+ * blocks in MPI.  A send or receive node ends when its request completes,
+ * which releases its successors as a device's completion does.  The
+ * thread polls without pausing (yielding the CPU between polls) for
+ * $MZ_MPI_SPIN_US microseconds (default 200) after the last completion,
+ * then every 50 us until one comes.
+ *
+ * Failures cross ranks: a send node canceled (its producer failed) sends an
+ * empty message instead of the data, and the receiving rank's node fails
+ * with MZ_ECANCELED, canceling its dependents there; a receive node that
+ * cannot run still takes its message, so the sender never waits.  Every
+ * rank's future resolves; mz_dgraph_wait() returns the same status on
+ * every rank.  A rank that dies takes the job down (mpirun aborts it: MPI
+ * cannot survive a lost rank).
+ *
+ * A distributed graph is built once and may be run many times: the
+ * communication plan (which buffer goes from which rank to which, with
+ * which tag) is computed while building; each run replays it.  At the end
+ * of each run every buffer's latest value is on its owner again (a buffer
+ * a pinned task wrote elsewhere is sent home), so the owner can read it
+ * with mz_buffer_read() after mz_dgraph_wait().
+ *
+ * Threads: the calls of this header are made by user threads, one at a
+ * time per context (as a program's main thread makes them); the runs they
+ * start go on concurrently with them.
+ *
+ * Outside mpirun (no MPI launcher in the environment, MPI not initialized
+ * by the program), mz_mpi_create() gives a context of one rank that never
+ * calls MPI, and everything runs locally.
+ *
+ * This header exists only when maize was built with MPI (the meson
+ * feature "mpi"); maize.h does not include it. */
+#ifndef MAIZE_MPI_H
+#define MAIZE_MPI_H
+
+#include "future.h"
+#include "graph.h"
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+MZ_API_BEGIN
+
+typedef struct mz_mpi mz_mpi;         /* the distributed context of one runtime */
+typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
+
+/* Create the context on rt.  Initializes MPI with MPI_THREAD_MULTIPLE
+ * when the program has not (and then finalizes it in mz_mpi_destroy);
+ * a program that initialized MPI itself must have asked for
+ * MPI_THREAD_MULTIPLE (else MZ_ENOTSUP) and finalizes it itself, after
+ * mz_mpi_destroy().  Works on a duplicate of MPI_COMM_WORLD.  Outside
+ * mpirun (see above) the context has one rank and MPI is never called.
+ * Collective: every rank calls it.  Thread: a user thread.  On success
+ * *out is freed by mz_mpi_destroy(), which must come before
+ * mz_runtime_destroy(rt).  Errors: MZ_EINVAL (NULL arguments, rt not
+ * live), MZ_ENOMEM, MZ_EIO (MPI failed; message in
+ * mz_runtime_last_error()). */
+int mz_mpi_create(mz_runtime *rt, mz_mpi **out) MZ_WUR;
+
+/* Stop the communication thread (after the requests in flight complete)
+ * and free the context.  Destroy its distributed graphs first, after
+ * their runs have been waited for.  Collective when MPI is to be
+ * finalized here.  NULL is a no-op. */
+void mz_mpi_destroy(mz_mpi *m);
+
+/* This process's rank and the number of ranks (1 outside mpirun);
+ * -1 and 0 for NULL. */
+int mz_mpi_rank(const mz_mpi *m);
+int mz_mpi_size(const mz_mpi *m);
+
+/* Give b an owner rank.  Every rank registers the same buffers (same
+ * shapes) in the same order; each has its own local buffer for it: the
+ * owner's holds the data, the others' receive the values they read.
+ * The context holds a reference on b until it is destroyed.  Errors:
+ * MZ_EINVAL (NULL, b of another runtime, already registered),
+ * MZ_ERANGE (owner not a rank), MZ_ENOTSUP (b over 2 GiB, more than one
+ * MPI message; a partitioned buffer or a tile), MZ_ENOMEM. */
+int mz_mpi_register(mz_mpi *m, mz_buffer *b, int owner) MZ_WUR;
+
+/* b's owner rank, or MZ_EINVAL when b is not registered. */
+int mz_mpi_owner(const mz_mpi *m, const mz_buffer *b);
+
+/* Distributions of tiles over ranks (the owner to register with):
+ * tile i of n in contiguous blocks (the first n % nranks blocks one
+ * longer), tile i round robin, and tile (i, j) of a matrix of tiles
+ * block-cyclic over a p x q grid of ranks ((i % p) * q + j % q).
+ * Invalid arguments (n 0, i >= n, nranks, p or q < 1) give MZ_EINVAL. */
+int mz_mpi_block(size_t i, size_t n, int nranks);
+int mz_mpi_cyclic(size_t i, int nranks);
+int mz_mpi_cyclic2d(size_t i, size_t j, int p, int q);
+
+/* Create an empty distributed graph.  Collective (it duplicates the
+ * context's communicator, so graphs never mix their messages).  Freed by
+ * mz_dgraph_destroy(). */
+int mz_dgraph_create(mz_mpi *m, mz_dgraph **out) MZ_WUR;
+
+/* Free the graph; its runs must have been waited for (mz_dgraph_wait).
+ * Local: its communicator is freed once the messages queued before are
+ * posted.  NULL is a no-op. */
+void mz_dgraph_destroy(mz_dgraph *dg);
+
+/* The rank-local graph: the tasks this rank runs and its transfers.  For
+ * mz_graph_dump_dot() and statistics; add no nodes to it. */
+mz_graph *mz_dgraph_local(mz_dgraph *dg);
+
+/* One argument of mz_dgraph_apply(): a registered buffer, or a scalar. */
+typedef struct mz_darg {
+  mz_buffer *buf;   /* a registered buffer; NULL for a scalar */
+  mz_dtype dtype;   /* the scalar's type */
+  mz_arg value;     /* the scalar's value */
+} mz_darg;
+
+/* Run kernel k on args (the caller's arguments in the kernel's parameter
+ * order, as for mz_apply; outlike parameters are not supported).
+ * rank: the rank that runs it, or MZ_MPI_OWNER for the owner of the first
+ * buffer it writes (of the first buffer it reads when it writes none).
+ * Every rank makes the same call.  Returns the local apply op on the rank
+ * that runs it (to unzip, or NULL), NULL elsewhere; check errors with
+ * mz_dgraph_status().  Errors (sticky, as a graph's): MZ_EINVAL (bad
+ * arguments, an unregistered buffer, a buffer of another runtime),
+ * MZ_ERANGE (rank), MZ_ENOTSUP (outlike), MZ_ESTATE (the graph has run:
+ * it is frozen then), and the local mz_apply()'s errors. */
+#define MZ_MPI_OWNER (-1)
+mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg args[], const mz_launch *launch,
+                       int rank);
+
+/* The sticky error (MZ_OK or the first failure) and its message. */
+int mz_dgraph_status(const mz_dgraph *dg);
+const char *mz_dgraph_message(const mz_dgraph *dg);
+
+/* Transfers this rank posts per run: sends and receives (for statistics
+ * and tests; the plan is fixed once the graph has run). */
+void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs);
+
+/* Run the whole graph on this rank (its tasks and transfers), with the
+ * named policy (NULL: the runtime's default), and return this rank's
+ * future.  Every rank calls it for every run.  The first run freezes the
+ * graph.  A run waits for the previous run of the same graph on this rank
+ * (mz_graph_run).  Errors: the sticky error, and mz_graph_run()'s; on an
+ * error this rank's transfers of the run are still completed (empty
+ * messages), so the other ranks' runs resolve, with MZ_ECANCELED where
+ * they needed this rank's data. */
+int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) MZ_WUR;
+
+/* Collective wait: wait for this rank's future f of the graph's last run
+ * (NULL when mz_dgraph_run() failed here: that failure is this rank's
+ * status), then agree with the other ranks.  Returns the same status on
+ * every rank: MZ_OK when every rank's run succeeded, else the first
+ * (lowest rank) error that is not MZ_ECANCELED, else MZ_ECANCELED.  f is
+ * not destroyed.  Every rank calls it once per run.  Thread: a user
+ * thread (MZ_EDEADLK on a runtime thread). */
+int mz_dgraph_wait(mz_dgraph *dg, mz_future *f);
+
+MZ_API_END
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,985 @@
+/* maize over MPI (include/maize/mpi.h): the SPMD model of StarPU-MPI on
+ * the public graph API, plus one core hook (struct mz__async_ops) for the
+ * send and receive nodes, which end when their MPI request completes.
+ *
+ * Threads.  User threads build graphs and call run and wait.  CPU workers
+ * start send and receive nodes (xfer_start): with MPI_THREAD_MULTIPLE they
+ * post the MPI_Isend or MPI_Irecv themselves (it never blocks) and queue
+ * the request; otherwise they queue a command to post.  Any thread that
+ * finishes a node may queue a command too (xfer_ended: a transfer whose
+ * node will never start).  The communication thread makes every other MPI
+ * call of the context after MPI_Init: it posts the queued commands,
+ * completes requests with MPI_Testsome and ends their nodes with
+ * mz__task_finish, as a device's completion callback does.  It never
+ * blocks in MPI: when requests are outstanding it polls (yielding the CPU
+ * between polls) for $MZ_MPI_SPIN_US after the last completion, then naps
+ * between polls; with none, it sleeps on a condition variable.
+ *
+ * Locks.  m->qlock guards the command queue and the stop flag, and
+ * orders postings (see comm_main); m->lock
+ * guards the registry (buffer to data id).  A distributed graph's build
+ * state is used by the thread that builds it, as a graph's builders are
+ * (mz_dgraph calls on one graph are not to be made concurrently).
+ *
+ * Messages.  Each distributed graph has its own communicator (an
+ * MPI_Comm_idup of the context's), and each planned transfer a tag, its
+ * index in the plan, the same on every rank since every rank makes the
+ * same calls.  A transfer sends exactly one message per run: the data, or
+ * an empty message when the data will not come (its producer failed);
+ * messages of one (source, tag, communicator) are matched in order, so a
+ * re-run's message never meets the previous run's receive. */
+#include <mpi.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "internal.h"
+#include "maize/mpi.h"
+
+/* ---- commands and requests of the communication thread ---- */
+
+enum cmd_kind {
+  C_SEND,   /* a send node's data */
+  C_RECV,   /* a receive node's data */
+  C_MARK,   /* an empty message: the data will not come */
+  C_DRAIN,  /* take a message nobody will read (its receive node was canceled) */
+  C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
+  C_IDUP,   /* a graph's communicator (MPI_Comm_idup) */
+  C_FREE,   /* free a graph's communicator, after the commands queued before */
+};
+
+/* A user thread waiting for a collective to complete. */
+struct waiter {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool done;
+  int err;  /* MPI error class, 0 on success */
+};
+
+struct cmd {
+  struct cmd *next;
+  enum cmd_kind kind;
+  mz_op *op;          /* C_SEND, C_RECV: the node to end */
+  void *buf;          /* data, a drain's scratch (owned), or the gather's arrays */
+  int bytes;
+  int peer, tag;
+  MPI_Comm comm;
+  MPI_Comm *newcomm;  /* C_IDUP */
+  int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
+  struct waiter *w;   /* C_COLL, C_IDUP */
+  MPI_Request req;
+  bool posted;        /* req was posted by the thread that queued c */
+};
+
+/* How long the communication thread naps between polls once nothing has
+ * completed for spin_ns. */
+#define MZ__MPI_NAP_US 50
+
+struct mz_mpi {
+  mz_runtime *rt;
+  uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
+  int rank, size;
+  bool use_mpi;        /* false: one rank, MPI never called */
+  bool finalize;       /* MPI was initialized here */
+  bool multiple;       /* MPI_THREAD_MULTIPLE: workers post their transfers themselves */
+  MPI_Comm comm;
+  int tag_ub;          /* the largest tag (MPI_TAG_UB) */
+  /* The send and receive kernels, one per element type. */
+  mz_kernel *ksend[MZ_DTYPE_COUNT], *krecv[MZ_DTYPE_COUNT];
+  /* The registry: buffers by data id, and an open-addressing map from
+   * buffer to id + 1 (guarded by lock). */
+  pthread_mutex_t lock;
+  mz_buffer **data;
+  int *owner;
+  size_t ndata, capdata;
+  struct { const mz_buffer *b; size_t id1; } *map;
+  size_t mapcap;
+  /* The communication thread and its queue (guarded by qlock). */
+  pthread_t thread;
+  bool thread_on;
+  pthread_mutex_t qlock;
+  pthread_cond_t qcond;
+  struct cmd *qhead, *qtail;
+  bool stop;
+};
+
+/* One planned transfer of a distributed graph.  Its address travels as
+ * the send or receive node's u64 argument. */
+struct xfer {
+  mz_dgraph *dg;
+  bool send;            /* this rank's side */
+  int peer, tag;
+  size_t data;          /* data id */
+  int bytes;            /* the buffer's size (read here: the registry may grow meanwhile) */
+  /* This run's message is posted or handed to the communication thread
+   * (set by whichever of start and ended comes first). */
+  _Atomic bool posted;
+};
+
+struct mz_dgraph {
+  mz_mpi *m;
+  mz_graph *g;
+  MPI_Comm comm;
+  bool has_comm;
+  int status;
+  char message[MZ__ERRLEN];
+  /* The model of where values are while the graph is built: per data,
+   * the rank with its latest value and the ranks holding that value
+   * (m->size bits each). */
+  int *latest;
+  uint8_t *valid;
+  size_t nmodel, vbytes;
+  int ntags;
+  /* This rank's part: its transfers and its tasks (the run's root joins them). */
+  struct xfer **xf;
+  size_t nxf, capxf, nsends, nrecvs;
+  mz_op **tasks;
+  size_t ntasks, captasks;
+  mz_op *root;
+  bool frozen;
+  int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
+};
+
+static void comm_fail(mz_mpi *m, int err, const char *what) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", err);
+  /* A transfer that cannot be made leaves a peer waiting for it forever:
+   * MPI offers no way to tell it, so the job ends, as a lost rank ends it. */
+  fprintf(stderr, "maize (rank %d): %s failed: %s; aborting the job\n", m->rank, what, s);
+  MPI_Abort(MPI_COMM_WORLD, 70);
+}
+
+static void push_cmd(mz_mpi *m, struct cmd *c) {
+  c->next = NULL;
+  pthread_mutex_lock(&m->qlock);
+  if (m->qtail) m->qtail->next = c;
+  else m->qhead = c;
+  m->qtail = c;
+  pthread_cond_signal(&m->qcond);
+  pthread_mutex_unlock(&m->qlock);
+}
+
+static struct cmd *new_cmd(enum cmd_kind kind) {
+  struct cmd *c = calloc(1, sizeof *c);
+  /* A lost command would leave a peer or a node waiting forever. */
+  if (!c) {
+    fprintf(stderr, "maize: out of memory for an MPI command; aborting\n");
+    abort();
+  }
+  c->kind = kind;
+  return c;
+}
+
+static void waiter_done(struct waiter *w, int err) {
+  pthread_mutex_lock(&w->lock);
+  w->done = true;
+  w->err = err;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->lock);
+}
+
+/* Post c's request; false when it has none to wait for (c is freed). */
+static bool post(mz_mpi *m, struct cmd *c) {
+  int err = MPI_SUCCESS;
+  switch (c->kind) {
+  case C_SEND:
+    err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+    break;
+  case C_RECV:
+  case C_DRAIN:
+    err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+    break;
+  case C_MARK:
+    err = MPI_Isend(NULL, 0, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+    break;
+  case C_COLL:
+    err = MPI_Iallgather(c->sendv, 1, MPI_INT, c->buf, 1, MPI_INT, c->comm, &c->req);
+    break;
+  case C_IDUP:
+    err = MPI_Comm_idup(c->comm, c->newcomm, &c->req);
+    break;
+  case C_FREE:
+    /* Requests in flight on it complete normally (MPI_Comm_free only marks it). */
+    MPI_Comm_free(&c->comm);
+    free(c);
+    return false;
+  }
+  if (err != MPI_SUCCESS) comm_fail(m, err, "posting an MPI request");
+  return true;
+}
+
+static void complete(mz_mpi *m, struct cmd *c, const MPI_Status *st) {
+  (void)m;
+  switch (c->kind) {
+  case C_SEND:
+    mz__task_finish(c->op, MZ_OK);
+    break;
+  case C_RECV: {
+    int n = 0;
+    MPI_Get_count(st, MPI_BYTE, &n);
+    /* Empty: the sending rank's producer failed (its node was canceled). */
+    mz__task_finish(c->op, n == 0 && c->bytes > 0 ? MZ_ECANCELED : MZ_OK);
+    break;
+  }
+  case C_DRAIN:
+    free(c->buf);
+    break;
+  case C_MARK:
+  case C_FREE:
+    break;
+  case C_COLL:
+  case C_IDUP:
+    waiter_done(c->w, 0);
+    break;
+  }
+  free(c);
+}
+
+static void *comm_main(void *arg) {
+  mz_mpi *m = arg;
+  /* It ends nodes, which may run future callbacks: those must not block. */
+  mz__in_runtime_thread = 1;
+  MPI_Request *reqs = NULL;
+  struct cmd **cmds = NULL;
+  int *idx = NULL;
+  MPI_Status *sts = NULL;
+  int n = 0, cap = 0;
+  /* Sleeps are short: a timer's default slack (50 us) would add to each. */
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  uint64_t last = mz__now_ns(); /* the last time something was posted or completed */
+  for (;;) {
+    pthread_mutex_lock(&m->qlock);
+    while (!m->qhead && n == 0 && !m->stop) pthread_cond_wait(&m->qcond, &m->qlock);
+    if (!m->qhead && n == 0 && m->stop) {
+      pthread_mutex_unlock(&m->qlock);
+      break;
+    }
+    if (!m->qhead && n > 0 && mz__now_ns() - last > m->spin_ns) {
+      /* Nothing completed for a while (long tasks): poll every
+       * MZ__MPI_NAP_US instead of spinning, or sooner when a command comes. */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_nsec += MZ__MPI_NAP_US * 1000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      pthread_cond_timedwait(&m->qcond, &m->qlock, &ts);
+    }
+    struct cmd *q = m->qhead;
+    m->qhead = m->qtail = NULL;
+    /* Posted under the lock, so that a worker posting its own transfer
+     * (xfer_start) never overtakes a message queued before it for the same
+     * tag (an abandoned transfer of the previous run). */
+    struct cmd *keep = NULL, **kt = &keep;
+    while (q) {
+      struct cmd *c = q;
+      q = q->next;
+      if (!c->posted && !post(m, c)) continue;
+      *kt = c;
+      kt = &c->next;
+    }
+    *kt = NULL;
+    pthread_mutex_unlock(&m->qlock);
+    q = keep;
+    bool progress = q != NULL;
+    while (q) {
+      struct cmd *c = q;
+      q = q->next;
+      if (n == cap) {
+        int nc = cap ? cap * 2 : 64;
+        MPI_Request *r2 = realloc(reqs, (size_t)nc * sizeof *r2);
+        if (r2) reqs = r2;
+        struct cmd **c2 = r2 ? realloc(cmds, (size_t)nc * sizeof *c2) : NULL;
+        if (c2) cmds = c2;
+        int *i2 = c2 ? realloc(idx, (size_t)nc * sizeof *i2) : NULL;
+        if (i2) idx = i2;
+        MPI_Status *s2 = i2 ? realloc(sts, (size_t)nc * sizeof *s2) : NULL;
+        if (s2) sts = s2;
+        if (!s2) {
+          fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
+          abort();
+        }
+        cap = nc;
+      }
+      reqs[n] = c->req;
+      cmds[n] = c;
+      n++;
+    }
+    if (n > 0) {
+      int out = 0;
+      int err = MPI_Testsome(n, reqs, &out, idx, sts);
+      if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
+      if (out != MPI_UNDEFINED && out > 0) {
+        progress = true;
+        for (int i = 0; i < out; i++) {
+          if (sts[i].MPI_ERROR != MPI_SUCCESS && cmds[idx[i]]->kind != C_COLL && cmds[idx[i]]->kind != C_IDUP)
+            comm_fail(m, sts[i].MPI_ERROR, "an MPI transfer");
+          complete(m, cmds[idx[i]], &sts[i]);
+          cmds[idx[i]] = NULL;
+        }
+        int k = 0;
+        for (int i = 0; i < n; i++)
+          if (cmds[i]) {
+            cmds[k] = cmds[i];
+            reqs[k] = reqs[i];
+            k++;
+          }
+        n = k;
+      }
+    }
+    if (progress) last = mz__now_ns();
+    else if (n > 0) sched_yield(); /* spinning: let a worker of this rank (or another rank) run */
+  }
+  free(reqs);
+  free(cmds);
+  free(idx);
+  free(sts);
+  return NULL;
+}
+
+/* ---- the send and receive nodes ---- */
+
+static struct xfer *xfer_of(uint64_t v) { return (struct xfer *)(uintptr_t)v; }
+
+static int xfer_start(mz_op *op, const mz_call *call) {
+  struct xfer *x = xfer_of(call->args[1].u64);
+  mz_mpi *m = x->dg->m;
+  atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+  struct cmd *c = new_cmd(x->send ? C_SEND : C_RECV);
+  c->op = op;
+  c->buf = call->args[0].p;
+  c->bytes = (int)(call->shapes[0].count * mz_dtype_size(call->shapes[0].dtype));
+  c->peer = x->peer;
+  c->tag = x->tag;
+  c->comm = x->dg->comm;
+  /* With MPI_THREAD_MULTIPLE the worker posts it (no hand-off on the
+   * critical path; MPI_Isend and MPI_Irecv never block), unless commands
+   * wait in the queue: those go first (see comm_main).  The communication
+   * thread completes it either way. */
+  c->next = NULL;
+  pthread_mutex_lock(&m->qlock);
+  if (m->multiple && !m->qhead) {
+    post(m, c);
+    c->posted = true;
+  }
+  if (m->qtail) m->qtail->next = c;
+  else m->qhead = c;
+  m->qtail = c;
+  pthread_cond_signal(&m->qcond);
+  pthread_mutex_unlock(&m->qlock);
+  return 0;
+}
+
+/* Post what the peer expects of a transfer that will not run this time. */
+static void xfer_abandon(struct xfer *x) {
+  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  mz_mpi *m = x->dg->m;
+  struct cmd *c = new_cmd(x->send ? C_MARK : C_DRAIN);
+  if (!x->send) {
+    c->bytes = x->bytes;
+    c->buf = malloc(c->bytes ? (size_t)c->bytes : 1);
+    if (!c->buf) {
+      fprintf(stderr, "maize: out of memory for an MPI drain; aborting\n");
+      abort();
+    }
+  }
+  c->peer = x->peer;
+  c->tag = x->tag;
+  c->comm = x->dg->comm;
+  push_cmd(m, c);
+}
+
+static void xfer_ended(mz_op *op, const mz_arg *values, int status, void *user) {
+  (void)op;
+  (void)status;
+  (void)user;
+  xfer_abandon(xfer_of(values[1].u64));
+}
+
+static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer_ended};
+
+/* Never called: the node's work is started by xfer_start.  The kernel
+ * needs a CPU function to be placed on the CPU. */
+static int xfer_cpu(const mz_call *call) {
+  (void)call;
+  return MZ_ESTATE;
+}
+
+/* ---- the context ---- */
+
+static bool under_launcher(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    if (getenv(vars[i])) return true;
+  return false;
+}
+
+static int mpi_error(mz_runtime *rt, int err, const char *what) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", err);
+  return mz__set_error(rt, MZ_EIO, "mz_mpi_create: %s failed: %s", what, s);
+}
+
+int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
+  if (out) *out = NULL;
+  if (!out || !MZ__LIVE(rt, MZ__TAG_RUNTIME)) return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: NULL argument or runtime not live");
+  if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_mpi_create: called from a runtime thread");
+  mz_mpi *m = calloc(1, sizeof *m);
+  if (!m) return mz__set_error(rt, MZ_ENOMEM, "mz_mpi_create: out of memory");
+  m->rt = rt;
+  m->size = 1;
+  m->tag_ub = INT32_MAX;
+  m->spin_ns = 200000;
+  const char *spin = getenv("MZ_MPI_SPIN_US");
+  if (spin && *spin) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(spin, &end, 10);
+    if (errno || *end || v > 10000000UL) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SPIN_US must be 0 to 10000000 microseconds, not '%s'", spin);
+    }
+    m->spin_ns = (uint64_t)v * 1000u;
+  }
+  pthread_mutex_init(&m->lock, NULL);
+  pthread_mutex_init(&m->qlock, NULL);
+  pthread_cond_init(&m->qcond, NULL);
+  int st = MZ_OK;
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    st = mz__set_error(rt, MZ_ESTATE, "mz_mpi_create: MPI was finalized already (it cannot start twice in a process)");
+    goto fail;
+  }
+  m->use_mpi = inited || under_launcher();
+  if (m->use_mpi) {
+    int provided = 0, err;
+    if (!inited) {
+      err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+      if (err != MPI_SUCCESS) {
+        st = mpi_error(rt, err, "MPI_Init_thread");
+        goto fail;
+      }
+      m->finalize = true;
+    } else {
+      MPI_Query_thread(&provided);
+    }
+    m->multiple = provided >= MPI_THREAD_MULTIPLE;
+    /* The communication thread makes the calls, while the thread that
+     * initialized MPI may be another: at least serialized. */
+    if (provided < MPI_THREAD_SERIALIZED) {
+      st = mz__set_error(rt, MZ_ENOTSUP, "mz_mpi_create: MPI gives thread level %d, maize needs MPI_THREAD_SERIALIZED or more",
+                         provided);
+      goto fail;
+    }
+    err = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    if (err != MPI_SUCCESS) {
+      st = mpi_error(rt, err, "MPI_Comm_dup");
+      goto fail;
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(m->comm, &m->rank);
+    MPI_Comm_size(m->comm, &m->size);
+    int *ub = NULL, flag = 0;
+    if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub) m->tag_ub = *ub;
+  }
+  for (int t = 0; t < MZ_DTYPE_COUNT && st == MZ_OK; t++) {
+    char name[40], params[64];
+    const char *tn = mz_dtype_name((mz_dtype)t);
+    snprintf(name, sizeof name, "mpi.send.%s", tn);
+    snprintf(params, sizeof params, "in %s[] x, u64 xfer", tn);
+    mz_kernel_spec ks = {.name = name, .params = params, .cpu = {.fn = xfer_cpu, .user = m}};
+    st = mz_kernel_create(rt, &ks, &m->ksend[t]);
+    if (st != MZ_OK) break;
+    snprintf(name, sizeof name, "mpi.recv.%s", tn);
+    snprintf(params, sizeof params, "out %s[] x, u64 xfer", tn);
+    ks.name = name;
+    ks.params = params;
+    st = mz_kernel_create(rt, &ks, &m->krecv[t]);
+    if (st != MZ_OK) break;
+    mz__kernel_set_async(m->ksend[t], &xfer_ops);
+    mz__kernel_set_async(m->krecv[t], &xfer_ops);
+  }
+  if (st != MZ_OK) goto fail;
+  if (m->use_mpi) {
+    if (pthread_create(&m->thread, NULL, comm_main, m) != 0) {
+      st = mz__set_error(rt, MZ_ENOMEM, "mz_mpi_create: cannot start the communication thread");
+      goto fail;
+    }
+    m->thread_on = true;
+  }
+  *out = m;
+  return MZ_OK;
+fail:
+  mz_mpi_destroy(m);
+  return st;
+}
+
+void mz_mpi_destroy(mz_mpi *m) {
+  if (!m) return;
+  if (m->thread_on) {
+    pthread_mutex_lock(&m->qlock);
+    m->stop = true;
+    pthread_cond_signal(&m->qcond);
+    pthread_mutex_unlock(&m->qlock);
+    pthread_join(m->thread, NULL);
+  }
+  for (int t = 0; t < MZ_DTYPE_COUNT; t++) {
+    mz_kernel_destroy(m->ksend[t]);
+    mz_kernel_destroy(m->krecv[t]);
+  }
+  for (size_t i = 0; i < m->ndata; i++) mz_buffer_release(m->data[i]);
+  free(m->data);
+  free(m->owner);
+  free(m->map);
+  if (m->use_mpi && m->comm != MPI_COMM_NULL && m->comm != 0) MPI_Comm_free(&m->comm);
+  if (m->finalize) MPI_Finalize();
+  pthread_mutex_destroy(&m->lock);
+  pthread_mutex_destroy(&m->qlock);
+  pthread_cond_destroy(&m->qcond);
+  free(m);
+}
+
+int mz_mpi_rank(const mz_mpi *m) { return m ? m->rank : -1; }
+int mz_mpi_size(const mz_mpi *m) { return m ? m->size : 0; }
+
+static size_t ptr_hash(const void *p, size_t cap) {
+  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 17) & (cap - 1);
+}
+
+/* id + 1 of b, 0 when not registered.  m->lock held. */
+static size_t map_get(const mz_mpi *m, const mz_buffer *b) {
+  if (!m->mapcap) return 0;
+  for (size_t i = ptr_hash(b, m->mapcap);; i = (i + 1) & (m->mapcap - 1)) {
+    if (!m->map[i].b) return 0;
+    if (m->map[i].b == b) return m->map[i].id1;
+  }
+}
+
+static bool map_put(mz_mpi *m, const mz_buffer *b, size_t id1) {
+  if ((m->ndata + 1) * 2 > m->mapcap) {
+    size_t nc = m->mapcap ? m->mapcap * 2 : 64;
+    void *nm = calloc(nc, sizeof *m->map);
+    if (!nm) return false;
+    void *old = m->map;
+    size_t oc = m->mapcap;
+    m->map = nm;
+    m->mapcap = nc;
+    for (size_t i = 0; i < oc; i++) {
+      const mz_buffer *ob = ((__typeof__(m->map))old)[i].b;
+      if (!ob) continue;
+      size_t j = ptr_hash(ob, nc);
+      while (m->map[j].b) j = (j + 1) & (nc - 1);
+      m->map[j] = ((__typeof__(m->map))old)[i];
+    }
+    free(old);
+  }
+  size_t j = ptr_hash(b, m->mapcap);
+  while (m->map[j].b) j = (j + 1) & (m->mapcap - 1);
+  m->map[j].b = b;
+  m->map[j].id1 = id1;
+  return true;
+}
+
+int mz_mpi_register(mz_mpi *m, mz_buffer *b, int owner) {
+  if (!m) return MZ_EINVAL;
+  if (!MZ__LIVE(b, MZ__TAG_BUFFER) || b->rt != m->rt)
+    return mz__set_error(m->rt, MZ_EINVAL, "mz_mpi_register: not a live buffer of the context's runtime");
+  if (owner < 0 || owner >= m->size)
+    return mz__set_error(m->rt, MZ_ERANGE, "mz_mpi_register: owner %d is not a rank (0 to %d)", owner, m->size - 1);
+  if (b->parent || atomic_load(&b->has_tiles))
+    return mz__set_error(m->rt, MZ_ENOTSUP, "mz_mpi_register: partitioned buffers and tiles cannot be distributed");
+  if (mz_buffer_bytes(b) > (size_t)INT32_MAX)
+    return mz__set_error(m->rt, MZ_ENOTSUP, "mz_mpi_register: a buffer over 2 GiB needs more than one MPI message");
+  pthread_mutex_lock(&m->lock);
+  int st = MZ_OK;
+  if (map_get(m, b)) {
+    st = mz__set_error(m->rt, MZ_EINVAL, "mz_mpi_register: buffer registered twice");
+  } else if (m->ndata == m->capdata) {
+    size_t nc = m->capdata ? m->capdata * 2 : 64;
+    mz_buffer **nd = realloc(m->data, nc * sizeof *nd);
+    if (nd) m->data = nd;
+    int *no = nd ? realloc(m->owner, nc * sizeof *no) : NULL;
+    if (no) m->owner = no;
+    if (!no) st = mz__set_error(m->rt, MZ_ENOMEM, "mz_mpi_register: out of memory");
+    else m->capdata = nc;
+  }
+  if (st == MZ_OK && !map_put(m, b, m->ndata + 1)) st = mz__set_error(m->rt, MZ_ENOMEM, "mz_mpi_register: out of memory");
+  if (st == MZ_OK) {
+    m->data[m->ndata] = mz_buffer_retain(b);
+    m->owner[m->ndata] = owner;
+    m->ndata++;
+  }
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
+int mz_mpi_owner(const mz_mpi *m, const mz_buffer *b) {
+  if (!m || !b) return MZ_EINVAL;
+  pthread_mutex_lock((pthread_mutex_t *)&m->lock);
+  size_t id1 = map_get(m, b);
+  int o = id1 ? m->owner[id1 - 1] : MZ_EINVAL;
+  pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
+  return o;
+}
+
+int mz_mpi_block(size_t i, size_t n, int nranks) {
+  if (n == 0 || i >= n || nranks < 1) return MZ_EINVAL;
+  size_t r = (size_t)nranks, q = n / r, e = n % r;
+  /* The first e blocks have q + 1 tiles. */
+  size_t big = e * (q + 1);
+  if (i < big) return (int)(i / (q + 1));
+  return (int)(e + (i - big) / q);
+}
+
+int mz_mpi_cyclic(size_t i, int nranks) { return nranks < 1 ? MZ_EINVAL : (int)(i % (size_t)nranks); }
+
+int mz_mpi_cyclic2d(size_t i, size_t j, int p, int q) {
+  if (p < 1 || q < 1) return MZ_EINVAL;
+  return (int)((i % (size_t)p) * (size_t)q + j % (size_t)q);
+}
+
+/* ---- distributed graphs ---- */
+
+static int dg_fail(mz_dgraph *dg, int code, const char *fmt, ...) {
+  if (dg->status == MZ_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dg->message, sizeof dg->message, fmt, ap);
+    va_end(ap);
+    dg->status = code;
+  }
+  return code;
+}
+
+/* Run a collective command on the communication thread and wait for it. */
+static int run_collective(mz_mpi *m, struct cmd *c) {
+  struct waiter w = {.done = false};
+  pthread_mutex_init(&w.lock, NULL);
+  pthread_cond_init(&w.cond, NULL);
+  c->w = &w;
+  push_cmd(m, c);
+  pthread_mutex_lock(&w.lock);
+  while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
+  pthread_mutex_unlock(&w.lock);
+  pthread_mutex_destroy(&w.lock);
+  pthread_cond_destroy(&w.cond);
+  return w.err;
+}
+
+int mz_dgraph_create(mz_mpi *m, mz_dgraph **out) {
+  if (out) *out = NULL;
+  if (!m || !out) return MZ_EINVAL;
+  if (mz__in_runtime_thread) return mz__set_error(m->rt, MZ_EDEADLK, "mz_dgraph_create: called from a runtime thread");
+  mz_dgraph *dg = calloc(1, sizeof *dg);
+  if (!dg) return mz__set_error(m->rt, MZ_ENOMEM, "mz_dgraph_create: out of memory");
+  dg->m = m;
+  dg->vbytes = ((size_t)m->size + 7) / 8;
+  int st = mz_graph_create(m->rt, &dg->g);
+  if (st != MZ_OK) {
+    free(dg);
+    return st;
+  }
+  if (m->use_mpi) {
+    struct cmd *c = new_cmd(C_IDUP);
+    c->comm = m->comm;
+    c->newcomm = &dg->comm;
+    run_collective(m, c);
+    dg->has_comm = true;
+    MPI_Comm_set_errhandler(dg->comm, MPI_ERRORS_RETURN); /* a local call, no communication */
+  }
+  *out = dg;
+  return MZ_OK;
+}
+
+void mz_dgraph_destroy(mz_dgraph *dg) {
+  if (!dg) return;
+  mz_graph_destroy(dg->g);
+  /* Every transfer of the runs waited for has completed on this rank;
+   * messages of canceled transfers (marks, drains) are matched by now on
+   * the peers that waited too.  Freeing the communicator is local. */
+  if (dg->has_comm) {
+    /* Freed by the communication thread after the commands queued before
+     * (messages of transfers abandoned by the last run may be among them). */
+    struct cmd *c = new_cmd(C_FREE);
+    c->comm = dg->comm;
+    push_cmd(dg->m, c);
+  }
+  for (size_t i = 0; i < dg->nxf; i++) free(dg->xf[i]);
+  free(dg->xf);
+  free(dg->tasks);
+  free(dg->latest);
+  free(dg->valid);
+  free(dg);
+}
+
+mz_graph *mz_dgraph_local(mz_dgraph *dg) { return dg ? dg->g : NULL; }
+int mz_dgraph_status(const mz_dgraph *dg) { return dg ? dg->status : MZ_EINVAL; }
+const char *mz_dgraph_message(const mz_dgraph *dg) { return dg ? dg->message : "NULL distributed graph"; }
+
+void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs) {
+  if (sends) *sends = dg ? dg->nsends : 0;
+  if (recvs) *recvs = dg ? dg->nrecvs : 0;
+}
+
+/* Grow the model to cover every registered data. */
+static int model_fit(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  pthread_mutex_lock(&m->lock);
+  size_t n = m->ndata;
+  pthread_mutex_unlock(&m->lock);
+  if (n <= dg->nmodel) return MZ_OK;
+  int *l = realloc(dg->latest, n * sizeof *l);
+  if (!l) return MZ_ENOMEM;
+  dg->latest = l;
+  uint8_t *v = realloc(dg->valid, n * dg->vbytes);
+  if (!v) return MZ_ENOMEM;
+  dg->valid = v;
+  for (size_t d = dg->nmodel; d < n; d++) {
+    l[d] = m->owner[d];
+    memset(v + d * dg->vbytes, 0, dg->vbytes);
+    v[d * dg->vbytes + (size_t)l[d] / 8] |= (uint8_t)(1u << (l[d] % 8));
+  }
+  dg->nmodel = n;
+  return MZ_OK;
+}
+
+static bool is_valid(const mz_dgraph *dg, size_t d, int r) {
+  return dg->valid[d * dg->vbytes + (size_t)r / 8] & (1u << (r % 8));
+}
+
+static void set_written(mz_dgraph *dg, size_t d, int r) {
+  dg->latest[d] = r;
+  memset(dg->valid + d * dg->vbytes, 0, dg->vbytes);
+  dg->valid[d * dg->vbytes + (size_t)r / 8] |= (uint8_t)(1u << (r % 8));
+}
+
+static int add_task(mz_dgraph *dg, mz_op *op) {
+  if (dg->ntasks == dg->captasks) {
+    size_t nc = dg->captasks ? dg->captasks * 2 : 64;
+    mz_op **nt = realloc(dg->tasks, nc * sizeof *nt);
+    if (!nt) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+    dg->tasks = nt;
+    dg->captasks = nc;
+  }
+  dg->tasks[dg->ntasks++] = op;
+  return MZ_OK;
+}
+
+/* Plan the transfer of data d's latest value to rank dst, and build this
+ * rank's side of it. */
+static int plan_transfer(mz_dgraph *dg, size_t d, int dst) {
+  mz_mpi *m = dg->m;
+  int src = dg->latest[d];
+  int tag = dg->ntags++;
+  if (tag < 0 || tag > m->tag_ub) return dg_fail(dg, MZ_ENOTSUP, "mz_dgraph_apply: more transfers than MPI tags");
+  dg->valid[d * dg->vbytes + (size_t)dst / 8] |= (uint8_t)(1u << (dst % 8));
+  if (m->rank != src && m->rank != dst) return MZ_OK;
+  if (dg->nxf == dg->capxf) {
+    size_t nc = dg->capxf ? dg->capxf * 2 : 64;
+    struct xfer **nx = realloc(dg->xf, nc * sizeof *nx);
+    if (!nx) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+    dg->xf = nx;
+    dg->capxf = nc;
+  }
+  struct xfer *x = calloc(1, sizeof *x);
+  if (!x) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+  x->dg = dg;
+  x->send = m->rank == src;
+  x->peer = x->send ? dst : src;
+  x->tag = tag;
+  x->data = d;
+  mz_buffer *b = m->data[d];
+  x->bytes = (int)mz_buffer_bytes(b);
+  dg->xf[dg->nxf++] = x;
+  mz_dtype t = mz_buffer_shape(b)->dtype;
+  mz_op *args = mz_zip(dg->g, 2, (mz_op *[]){mz_value(dg->g, b), mz_u64(dg->g, (uint64_t)(uintptr_t)x)});
+  mz_op *op = mz_apply(dg->g, x->send ? m->ksend[t] : m->krecv[t], args, NULL);
+  if (x->send) dg->nsends++;
+  else dg->nrecvs++;
+  int st = mz_graph_status(dg->g);
+  if (st != MZ_OK) return dg_fail(dg, st, "mz_dgraph_apply: %s", mz_graph_message(dg->g));
+  return add_task(dg, op);
+}
+
+static size_t data_id(mz_mpi *m, const mz_buffer *b) {
+  pthread_mutex_lock(&m->lock);
+  size_t id1 = map_get(m, b);
+  pthread_mutex_unlock(&m->lock);
+  return id1;
+}
+
+mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg args[], const mz_launch *launch,
+                       int rank) {
+  if (!dg || dg->status != MZ_OK) return NULL;
+  mz_mpi *m = dg->m;
+  if (dg->frozen) {
+    dg_fail(dg, MZ_ESTATE, "mz_dgraph_apply: the graph has run; it is frozen");
+    return NULL;
+  }
+  if (!MZ__LIVE(k, MZ__TAG_KERNEL) || k->rt != m->rt || (n && !args)) {
+    dg_fail(dg, MZ_EINVAL, "mz_dgraph_apply: NULL or foreign kernel, or NULL arguments");
+    return NULL;
+  }
+  if (n == 0) {
+    dg_fail(dg, MZ_EINVAL, "mz_dgraph_apply: a task needs at least one argument");
+    return NULL;
+  }
+  if (n != k->nuser) {
+    dg_fail(dg, MZ_EINVAL, "mz_dgraph_apply: kernel %s takes %u arguments, given %u", k->spec.name, k->nuser, n);
+    return NULL;
+  }
+  if (rank != MZ_MPI_OWNER && (rank < 0 || rank >= m->size)) {
+    dg_fail(dg, MZ_ERANGE, "mz_dgraph_apply: rank %d is not a rank (0 to %d)", rank, m->size - 1);
+    return NULL;
+  }
+  if (model_fit(dg) != MZ_OK) {
+    dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+    return NULL;
+  }
+  /* The arguments' data ids (id + 1; 0 for scalars) and directions. */
+  size_t ids[64];
+  enum mz__dir dirs[64];
+  if (n > 64) {
+    dg_fail(dg, MZ_ENOTSUP, "mz_dgraph_apply: more than 64 arguments");
+    return NULL;
+  }
+  int first_w = -1, first_r = -1;
+  unsigned a = 0;
+  for (unsigned p = 0; p < k->nparams; p++) {
+    enum mz__dir dir = k->params[p].dir;
+    if (dir == MZ__SIZEOF || dir == MZ__WIDTHOF || dir == MZ__HEIGHTOF) continue;
+    if (dir == MZ__OUTLIKE) {
+      dg_fail(dg, MZ_ENOTSUP, "mz_dgraph_apply: kernel %s has an outlike parameter", k->spec.name);
+      return NULL;
+    }
+    dirs[a] = dir;
+    ids[a] = 0;
+    if (dir == MZ__SCALAR) {
+      if (args[a].buf) {
+        dg_fail(dg, MZ_ESHAPE, "mz_dgraph_apply: argument %u of %s is a scalar, given a buffer", a, k->spec.name);
+        return NULL;
+      }
+    } else {
+      ids[a] = args[a].buf ? data_id(m, args[a].buf) : 0;
+      if (!ids[a]) {
+        dg_fail(dg, MZ_EINVAL, "mz_dgraph_apply: argument %u of %s is not a registered buffer", a, k->spec.name);
+        return NULL;
+      }
+      int owner = m->owner[ids[a] - 1];
+      if (dir != MZ__IN && first_w < 0) first_w = owner;
+      if (first_r < 0) first_r = owner;
+    }
+    a++;
+  }
+  int exec = rank != MZ_MPI_OWNER ? rank : first_w >= 0 ? first_w : first_r >= 0 ? first_r : 0;
+  /* Reads of values not on exec: a transfer from the rank holding them. */
+  for (unsigned i = 0; i < n; i++)
+    if (ids[i] && (dirs[i] == MZ__IN || dirs[i] == MZ__INOUT) && !is_valid(dg, ids[i] - 1, exec))
+      if (plan_transfer(dg, ids[i] - 1, exec) != MZ_OK) return NULL;
+  mz_op *res = NULL;
+  if (m->rank == exec) {
+    mz_op *ops[64];
+    for (unsigned i = 0; i < n; i++)
+      ops[i] = ids[i] ? mz_value(dg->g, args[i].buf) : mz_scalar(dg->g, args[i].dtype, &args[i].value);
+    mz_op *z = n == 1 ? ops[0] : mz_zip(dg->g, n, ops);
+    res = mz_apply(dg->g, k, z, launch);
+    int st = mz_graph_status(dg->g);
+    if (st != MZ_OK) {
+      dg_fail(dg, st, "mz_dgraph_apply: %s", mz_graph_message(dg->g));
+      return NULL;
+    }
+    if (add_task(dg, res) != MZ_OK) return NULL;
+  }
+  for (unsigned i = 0; i < n; i++)
+    if (ids[i] && dirs[i] != MZ__IN) set_written(dg, ids[i] - 1, exec);
+  return res;
+}
+
+static int noop_host(const mz_call *call) {
+  (void)call;
+  return 0;
+}
+
+/* Freeze the plan: values written away from their owner go home, and the
+ * root joins this rank's tasks. */
+static int freeze(mz_dgraph *dg) {
+  if (dg->frozen) return dg->status;
+  dg->frozen = true;
+  if (model_fit(dg) != MZ_OK) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_run: out of memory");
+  for (size_t d = 0; d < dg->nmodel && dg->status == MZ_OK; d++)
+    if (dg->latest[d] != dg->m->owner[d]) {
+      int dst = dg->m->owner[d];
+      if (plan_transfer(dg, d, dst) == MZ_OK) set_written(dg, d, dst);
+    }
+  if (dg->status != MZ_OK) return dg->status;
+  if (dg->ntasks == 0) {
+    mz_op *h = mz_host(dg->g, noop_host, NULL, NULL);
+    if (mz_graph_status(dg->g) != MZ_OK) return dg_fail(dg, mz_graph_status(dg->g), "mz_dgraph_run: %s", mz_graph_message(dg->g));
+    if (add_task(dg, h) != MZ_OK) return dg->status;
+  }
+  dg->root = mz_join(dg->g, (unsigned)dg->ntasks, dg->tasks);
+  if (mz_graph_status(dg->g) != MZ_OK) return dg_fail(dg, mz_graph_status(dg->g), "mz_dgraph_run: %s", mz_graph_message(dg->g));
+  return MZ_OK;
+}
+
+int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
+  if (out) *out = NULL;
+  if (!dg || !out) return MZ_EINVAL;
+  mz_runtime *rt = dg->m->rt;
+  if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_dgraph_run: called from a runtime thread");
+  int st = freeze(dg);
+  if (st == MZ_OK) {
+    /* No node of the previous run may still end a transfer: its flags are
+     * reset for this run. */
+    pthread_mutex_lock(&rt->lock);
+    while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
+    pthread_mutex_unlock(&rt->lock);
+    for (size_t i = 0; i < dg->nxf; i++) atomic_store_explicit(&dg->xf[i]->posted, false, memory_order_relaxed);
+    st = mz_graph_run(dg->g, dg->root, policy, out);
+  } else {
+    mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
+    for (size_t i = 0; i < dg->nxf; i++) atomic_store_explicit(&dg->xf[i]->posted, false, memory_order_relaxed);
+  }
+  dg->run_status = st;
+  /* Nothing runs here: the peers still get one message per transfer. */
+  if (st != MZ_OK && dg->m->use_mpi)
+    for (size_t i = 0; i < dg->nxf; i++) xfer_abandon(dg->xf[i]);
+  return st;
+}
+
+int mz_dgraph_wait(mz_dgraph *dg, mz_future *f) {
+  if (!dg) return MZ_EINVAL;
+  mz_mpi *m = dg->m;
+  if (mz__in_runtime_thread) return mz__set_error(m->rt, MZ_EDEADLK, "mz_dgraph_wait: called from a runtime thread");
+  int mine = f ? mz_future_wait(f) : dg->run_status != MZ_OK ? dg->run_status : MZ_EINVAL;
+  if (!m->use_mpi) return mine;
+  int *all = calloc((size_t)m->size, sizeof *all);
+  if (!all) {
+    /* The peers wait for this rank's status: there is no answer without it. */
+    fprintf(stderr, "maize: out of memory in mz_dgraph_wait; aborting\n");
+    abort();
+  }
+  struct cmd *c = new_cmd(C_COLL);
+  c->sendv = &mine;
+  c->buf = all;
+  c->comm = dg->comm;
+  run_collective(m, c);
+  int res = MZ_OK;
+  for (int r = 0; r < m->size; r++)
+    if (all[r] != MZ_OK && all[r] != MZ_ECANCELED) {
+      res = all[r];
+      break;
+    }
+  if (res == MZ_OK)
+    for (int r = 0; r < m->size; r++)
+      if (all[r] == MZ_ECANCELED) res = MZ_ECANCELED;
+  free(all);
+  return res;
+}

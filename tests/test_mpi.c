@@ -1,0 +1,487 @@
+/* Distributed graphs over MPI (include/maize/mpi.h): run under mpirun with
+ * any number of ranks, with one rank, or without mpirun at all.  Each case
+ * checks its results against a serial reference that every rank computes
+ * itself, on the values the rank owns, and all ranks agree on the verdict
+ * (an MPI_Allreduce when MPI runs), so every rank exits with the same code.
+ *
+ *   stencil    a periodic 1D three-point stencil over tiles in blocks:
+ *              halo values cross ranks every step
+ *   gemm       tiled C += A B over 2D block-cyclic tiles (A and B tiles are
+ *              sent once per rank that needs them, then kept)
+ *   random     random DAGs: random owners, random inputs, some tasks pinned
+ *              to a rank other than the owner, values sent home at the end
+ *   failure    a task failing on rank 1 cancels its dependents on rank 0,
+ *              an independent branch finishes, every rank's wait returns
+ *              MZ_EKERNEL
+ *   rerun      one stencil graph run three times: the same transfers each
+ *              time, the result of three times the steps
+ *   api        bad arguments return errors, never crash
+ *
+ * Not a Criterion test: Criterion forks a process per test, and MPI may be
+ * initialized once per process, by the process mpirun started. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "maize.h"
+#include "maize/mpi.h"
+
+static int failures;
+static int myrank;
+
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", myrank, __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fputc('\n', stderr);                                                \
+      failures++;                                                         \
+    }                                                                     \
+  } while (0)
+
+/* Every rank's verdict: true only when all ranks passed. */
+static bool all_ok(bool ok) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) return ok;
+  int mine = ok, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all != 0;
+}
+
+static long long all_sum(long long v) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) return v;
+  long long s = 0;
+  MPI_Allreduce(&v, &s, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return s;
+}
+
+/* ---- kernels ---- */
+
+/* o[j] = (c[j-1] + c[j] + c[j+1]) / 3 over the tile, with l's last and r's
+ * first element beyond its ends. */
+static int k_stencil(const mz_call *call) {
+  const double *l = call->args[0].p, *c = call->args[1].p, *r = call->args[2].p;
+  double *o = call->args[3].p;
+  size_t w = call->shapes[1].count;
+  for (size_t j = 0; j < w; j++) {
+    double a = j ? c[j - 1] : l[w - 1], b = j + 1 < w ? c[j + 1] : r[0];
+    o[j] = (a + c[j] + b) / 3.0;
+  }
+  return 0;
+}
+
+/* c += a b, n x n tiles. */
+static int k_gemm(const mz_call *call) {
+  const double *a = call->args[0].p, *b = call->args[1].p;
+  double *c = call->args[2].p;
+  size_t n = (size_t)call->args[3].u32;
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < n; k++)
+      for (size_t j = 0; j < n; j++) c[i * n + j] += a[i * n + k] * b[k * n + j];
+  return 0;
+}
+
+/* o = 0.5 o + a + s b, elementwise. */
+static int k_mix(const mz_call *call) {
+  const double *a = call->args[0].p, *b = call->args[1].p;
+  double *o = call->args[2].p;
+  double s = call->args[3].f64;
+  for (size_t j = 0; j < call->shapes[2].count; j++) o[j] = 0.5 * o[j] + a[j] + s * b[j];
+  return 0;
+}
+
+/* o = a + 1; fails (returns 42) when f is not 0. */
+static int k_maybe_fail(const mz_call *call) {
+  const double *a = call->args[0].p;
+  double *o = call->args[1].p;
+  if (call->args[2].i32) return 42;
+  for (size_t j = 0; j < call->shapes[1].count; j++) o[j] = a[j] + 1.0;
+  return 0;
+}
+
+static mz_kernel *kern(mz_runtime *rt, const char *name, const char *params, mz_cpu_fn fn) {
+  mz_kernel_spec s = {.name = name, .params = params, .cpu = {.fn = fn}};
+  mz_kernel *k = NULL;
+  int st = mz_kernel_create(rt, &s, &k);
+  if (st != MZ_OK) {
+    fprintf(stderr, "kernel %s: %s\n", name, mz_runtime_last_error(rt));
+    exit(1);
+  }
+  return k;
+}
+
+static mz_darg B(mz_buffer *b) { return (mz_darg){.buf = b}; }
+static mz_darg U32(uint32_t v) { return (mz_darg){.dtype = MZ_U32, .value.u32 = v}; }
+static mz_darg F64(double v) { return (mz_darg){.dtype = MZ_F64, .value.f64 = v}; }
+static mz_darg I32(int32_t v) { return (mz_darg){.dtype = MZ_I32, .value.i32 = v}; }
+
+static mz_buffer *vec(mz_runtime *rt, size_t n, const double *init) {
+  mz_buffer *b = NULL;
+  int st = mz_buffer_create(rt, MZ_F64, 1, (size_t[]){n}, init, &b);
+  if (st != MZ_OK) {
+    fprintf(stderr, "buffer: %s\n", mz_runtime_last_error(rt));
+    exit(1);
+  }
+  return b;
+}
+
+static bool close_to(double a, double b) { return fabs(a - b) <= 1e-9 * (1.0 + fabs(b)); }
+
+/* Check the buffers this rank owns against ref (w doubles each). */
+static bool check_owned(mz_mpi *m, mz_buffer **bufs, size_t nb, const double *ref, size_t w, const char *what) {
+  bool ok = true;
+  double *got = malloc(w * sizeof *got);
+  for (size_t i = 0; i < nb; i++) {
+    if (mz_mpi_owner(m, bufs[i]) != mz_mpi_rank(m)) continue;
+    int st = mz_buffer_read(bufs[i], got, w * sizeof *got);
+    CHECK(st == MZ_OK, "%s: read tile %zu: %s", what, i, mz_err_name(st));
+    for (size_t j = 0; j < w && st == MZ_OK; j++)
+      if (!close_to(got[j], ref[i * w + j])) {
+        CHECK(0, "%s: tile %zu [%zu] = %.17g, reference %.17g", what, i, j, got[j], ref[i * w + j]);
+        ok = false;
+        break;
+      }
+    if (st != MZ_OK) ok = false;
+  }
+  free(got);
+  return ok;
+}
+
+/* ---- stencil (also the re-run case) ---- */
+
+static void stencil_ref(double *x, size_t nt, size_t w, unsigned steps) {
+  size_t n = nt * w;
+  double *y = malloc(n * sizeof *y);
+  for (unsigned s = 0; s < steps; s++) {
+    for (size_t j = 0; j < n; j++) y[j] = (x[(j + n - 1) % n] + x[j] + x[(j + 1) % n]) / 3.0;
+    memcpy(x, y, n * sizeof *y);
+  }
+  free(y);
+}
+
+static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigned steps, unsigned runs) {
+  int size = mz_mpi_size(m);
+  mz_kernel *k = kern(rt, "stencil", "in f64[] l, in f64[] c, in f64[] r, out f64[] o", k_stencil);
+  double *init = malloc(nt * w * sizeof *init);
+  for (size_t j = 0; j < nt * w; j++) init[j] = sin(0.1 * (double)j) + (double)(j % 7);
+  mz_buffer **a = malloc(nt * sizeof *a), **b = malloc(nt * sizeof *b);
+  for (size_t i = 0; i < nt; i++) {
+    a[i] = vec(rt, w, init + i * w);
+    b[i] = vec(rt, w, NULL);
+    int o = mz_mpi_block(i, nt, size);
+    CHECK(mz_mpi_register(m, a[i], o) == MZ_OK && mz_mpi_register(m, b[i], o) == MZ_OK, "register");
+  }
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  /* An even number of steps ends in a, so a run can be run again. */
+  for (unsigned s = 0; s < steps; s++) {
+    mz_buffer **src = s % 2 ? b : a, **dst = s % 2 ? a : b;
+    for (size_t i = 0; i < nt; i++) {
+      mz_darg args[] = {B(src[(i + nt - 1) % nt]), B(src[i]), B(src[(i + 1) % nt]), B(dst[i])};
+      mz_dgraph_apply(dg, k, 4, args, NULL, MZ_MPI_OWNER);
+    }
+  }
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  size_t s0 = 0, r0 = 0;
+  bool ok = true;
+  for (unsigned run = 0; run < runs; run++) {
+    mz_future *f = NULL;
+    int st = mz_dgraph_run(dg, NULL, &f);
+    CHECK(st == MZ_OK, "run %u: %s", run, mz_err_name(st));
+    int ws = mz_dgraph_wait(dg, f);
+    CHECK(ws == MZ_OK, "wait %u: %s (%s)", run, mz_err_name(ws), f ? mz_future_message(f) : "");
+    ok = ok && st == MZ_OK && ws == MZ_OK;
+    mz_future_destroy(f);
+    size_t s1, r1;
+    mz_dgraph_transfers(dg, &s1, &r1);
+    if (run == 0) {
+      s0 = s1;
+      r0 = r1;
+    }
+    CHECK(s1 == s0 && r1 == r0, "the plan changed between runs");
+  }
+  /* Halos cross ranks: 2 per boundary per step (each way), sent as whole tiles. */
+  long long nx = all_sum((long long)(s0 + r0));
+  if (size > 1) CHECK(nx > 0, "no transfers with %d ranks", size);
+  else CHECK(nx == 0, "transfers with one rank");
+  stencil_ref(init, nt, w, steps * runs);
+  mz_buffer **fin = steps % 2 ? b : a;
+  ok = check_owned(m, fin, nt, init, w, "stencil") && ok;
+  mz_dgraph_destroy(dg);
+  for (size_t i = 0; i < nt; i++) {
+    mz_buffer_release(a[i]);
+    mz_buffer_release(b[i]);
+  }
+  free(a);
+  free(b);
+  free(init);
+  mz_kernel_destroy(k);
+  return ok;
+}
+
+/* ---- tiled GEMM over 2D block-cyclic tiles ---- */
+
+static bool case_gemm(mz_runtime *rt, mz_mpi *m, size_t nt, size_t n) {
+  int size = mz_mpi_size(m);
+  int p = 1;
+  while ((p + 1) * (p + 1) <= size && size % (p + 1) == 0) p++;
+  int q = size / p;
+  mz_kernel *k = kern(rt, "gemm", "in f64[] a, in f64[] b, inout f64[] c, u32 n", k_gemm);
+  size_t tn = n * n;
+  mz_buffer **A = malloc(nt * nt * sizeof *A), **Bm = malloc(nt * nt * sizeof *Bm), **C = malloc(nt * nt * sizeof *C);
+  double *a0 = malloc(nt * nt * tn * sizeof *a0), *b0 = malloc(nt * nt * tn * sizeof *b0), *c0 = malloc(nt * nt * tn * sizeof *c0);
+  for (size_t t = 0; t < nt * nt; t++)
+    for (size_t e = 0; e < tn; e++) {
+      a0[t * tn + e] = (double)((t * 7 + e * 3) % 11) - 5.0;
+      b0[t * tn + e] = (double)((t * 5 + e * 13) % 9) * 0.25;
+      c0[t * tn + e] = (double)(e % 4);
+    }
+  for (size_t i = 0; i < nt; i++)
+    for (size_t j = 0; j < nt; j++) {
+      size_t t = i * nt + j;
+      A[t] = vec(rt, tn, a0 + t * tn);
+      Bm[t] = vec(rt, tn, b0 + t * tn);
+      C[t] = vec(rt, tn, c0 + t * tn);
+      int o = mz_mpi_cyclic2d(i, j, p, q);
+      CHECK(mz_mpi_register(m, A[t], o) == MZ_OK, "register A");
+      CHECK(mz_mpi_register(m, Bm[t], o) == MZ_OK, "register B");
+      CHECK(mz_mpi_register(m, C[t], o) == MZ_OK, "register C");
+    }
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  for (size_t kk = 0; kk < nt; kk++)
+    for (size_t i = 0; i < nt; i++)
+      for (size_t j = 0; j < nt; j++) {
+        mz_darg args[] = {B(A[i * nt + kk]), B(Bm[kk * nt + j]), B(C[i * nt + j]), U32((uint32_t)n)};
+        mz_dgraph_apply(dg, k, 4, args, NULL, MZ_MPI_OWNER);
+      }
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  mz_future *f = NULL;
+  int st = mz_dgraph_run(dg, NULL, &f);
+  int ws = mz_dgraph_wait(dg, f);
+  CHECK(st == MZ_OK && ws == MZ_OK, "gemm run %s wait %s", mz_err_name(st), mz_err_name(ws));
+  mz_future_destroy(f);
+  /* Serial reference, tile by tile. */
+  for (size_t i = 0; i < nt; i++)
+    for (size_t j = 0; j < nt; j++)
+      for (size_t kk = 0; kk < nt; kk++) {
+        const double *a = a0 + (i * nt + kk) * tn, *b = b0 + (kk * nt + j) * tn;
+        double *c = c0 + (i * nt + j) * tn;
+        for (size_t r = 0; r < n; r++)
+          for (size_t x = 0; x < n; x++)
+            for (size_t y = 0; y < n; y++) c[r * n + y] += a[r * n + x] * b[x * n + y];
+      }
+  /* Each A tile goes at most once to each other rank of its grid row (cached). */
+  size_t sends = 0, recvs = 0;
+  mz_dgraph_transfers(dg, &sends, &recvs);
+  CHECK(recvs <= 2 * nt * nt, "%zu receives: the cache does not work", recvs);
+  bool ok = check_owned(m, C, nt * nt, c0, tn, "gemm") && st == MZ_OK && ws == MZ_OK;
+  mz_dgraph_destroy(dg);
+  for (size_t t = 0; t < nt * nt; t++) {
+    mz_buffer_release(A[t]);
+    mz_buffer_release(Bm[t]);
+    mz_buffer_release(C[t]);
+  }
+  free(A);
+  free(Bm);
+  free(C);
+  free(a0);
+  free(b0);
+  free(c0);
+  mz_kernel_destroy(k);
+  return ok;
+}
+
+/* ---- random DAGs ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+static bool case_random(mz_runtime *rt, mz_mpi *m, uint64_t seed, size_t nbuf, size_t ntask, size_t w) {
+  int size = mz_mpi_size(m);
+  mz_kernel *k = kern(rt, "mix", "in f64[] a, in f64[] b, inout f64[] o, f64 s", k_mix);
+  uint64_t s = seed;
+  double *ref = malloc(nbuf * w * sizeof *ref);
+  mz_buffer **bufs = malloc(nbuf * sizeof *bufs);
+  for (size_t i = 0; i < nbuf; i++) {
+    for (size_t j = 0; j < w; j++) ref[i * w + j] = (double)(rng_next(&s) % 1000) / 100.0;
+    bufs[i] = vec(rt, w, ref + i * w);
+    CHECK(mz_mpi_register(m, bufs[i], (int)(rng_next(&s) % (uint64_t)size)) == MZ_OK, "register");
+  }
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  for (size_t t = 0; t < ntask; t++) {
+    size_t a = rng_next(&s) % nbuf, b = rng_next(&s) % nbuf, o = rng_next(&s) % nbuf;
+    while (o == a || o == b) o = (o + 1) % nbuf;
+    double sc = (double)(rng_next(&s) % 5) - 2.0;
+    /* One task in four runs away from its output's owner. */
+    int rank = rng_next(&s) % 4 == 0 ? (int)(rng_next(&s) % (uint64_t)size) : MZ_MPI_OWNER;
+    mz_darg args[] = {B(bufs[a]), B(bufs[b]), B(bufs[o]), F64(sc)};
+    mz_dgraph_apply(dg, k, 4, args, NULL, rank);
+    for (size_t j = 0; j < w; j++) ref[o * w + j] = 0.5 * ref[o * w + j] + ref[a * w + j] + sc * ref[b * w + j];
+  }
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  mz_future *f = NULL;
+  int st = mz_dgraph_run(dg, "eager", &f);
+  int ws = mz_dgraph_wait(dg, f);
+  CHECK(st == MZ_OK && ws == MZ_OK, "random run %s wait %s", mz_err_name(st), mz_err_name(ws));
+  mz_future_destroy(f);
+  bool ok = check_owned(m, bufs, nbuf, ref, w, "random") && st == MZ_OK && ws == MZ_OK;
+  mz_dgraph_destroy(dg);
+  for (size_t i = 0; i < nbuf; i++) mz_buffer_release(bufs[i]);
+  free(bufs);
+  free(ref);
+  mz_kernel_destroy(k);
+  return ok;
+}
+
+/* ---- a failure on rank 1 cancels its dependents on rank 0 ---- */
+
+static bool case_failure(mz_runtime *rt, mz_mpi *m) {
+  int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
+  int r1 = size > 1 ? 1 : 0;
+  mz_kernel *kf = kern(rt, "maybe_fail", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
+  enum { W = 8 };
+  double one[W];
+  for (int j = 0; j < W; j++) one[j] = 1.0;
+  /* x (rank 1) -fail-> y (rank 1) -> z (rank 0) -> v (rank 0); u (rank 0) independent. */
+  mz_buffer *x = vec(rt, W, one), *y = vec(rt, W, one), *z = vec(rt, W, one), *v = vec(rt, W, one);
+  mz_buffer *u = vec(rt, W, one), *u2 = vec(rt, W, one);
+  CHECK(mz_mpi_register(m, x, r1) == MZ_OK && mz_mpi_register(m, y, r1) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, z, 0) == MZ_OK && mz_mpi_register(m, v, 0) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, u, 0) == MZ_OK && mz_mpi_register(m, u2, 0) == MZ_OK, "register");
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(y), I32(1)}, NULL, MZ_MPI_OWNER);  /* fails on r1 */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(z), I32(0)}, NULL, MZ_MPI_OWNER);  /* canceled on 0 */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(z), B(v), I32(0)}, NULL, MZ_MPI_OWNER);  /* canceled on 0 */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(u), B(u2), I32(0)}, NULL, MZ_MPI_OWNER); /* runs on 0 */
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  mz_future *f = NULL;
+  int st = mz_dgraph_run(dg, NULL, &f);
+  CHECK(st == MZ_OK, "run: %s", mz_err_name(st));
+  int ws = mz_dgraph_wait(dg, f);
+  int local = f ? mz_future_status(f) : st;
+  bool ok = true;
+  CHECK(ws == MZ_EKERNEL, "collective status %s, expected MZ_EKERNEL", mz_err_name(ws));
+  ok = ok && ws == MZ_EKERNEL;
+  if (rank == r1) {
+    CHECK(local == MZ_EKERNEL, "rank %d's own status %s", rank, mz_err_name(local));
+    ok = ok && local == MZ_EKERNEL;
+  } else if (rank == 0) {
+    CHECK(local == MZ_ECANCELED, "rank 0's own status %s, expected MZ_ECANCELED", mz_err_name(local));
+    ok = ok && local == MZ_ECANCELED;
+  }
+  if (rank == 0) {
+    double got[W];
+    /* The independent branch ran; the canceled ones left v unreadable. */
+    CHECK(mz_buffer_read(u2, got, sizeof got) == MZ_OK && got[0] == 2.0, "independent branch: %g", got[0]);
+    int rs = mz_buffer_read(v, got, sizeof got);
+    CHECK(rs < 0, "v readable after its writer was canceled: %s", mz_err_name(rs));
+    ok = ok && rs < 0;
+  }
+  mz_future_destroy(f);
+  mz_dgraph_destroy(dg);
+  mz_buffer *all[] = {x, y, z, v, u, u2};
+  for (int i = 0; i < 6; i++) mz_buffer_release(all[i]);
+  mz_kernel_destroy(kf);
+  return ok;
+}
+
+/* ---- bad arguments ---- */
+
+static bool case_api(mz_runtime *rt, mz_mpi *m) {
+  int f0 = failures;
+  mz_kernel *kf = kern(rt, "maybe_fail2", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
+  mz_buffer *x = vec(rt, 4, NULL), *y = vec(rt, 4, NULL);
+  CHECK(mz_mpi_register(NULL, x, 0) == MZ_EINVAL, "NULL context");
+  CHECK(mz_mpi_register(m, NULL, 0) == MZ_EINVAL, "NULL buffer");
+  CHECK(mz_mpi_register(m, x, mz_mpi_size(m)) == MZ_ERANGE, "owner past the ranks");
+  CHECK(mz_mpi_register(m, x, -1) == MZ_ERANGE, "negative owner");
+  CHECK(mz_mpi_register(m, x, 0) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, x, 0) == MZ_EINVAL, "registered twice");
+  CHECK(mz_mpi_owner(m, y) == MZ_EINVAL, "owner of an unregistered buffer");
+  CHECK(mz_mpi_block(0, 0, 2) == MZ_EINVAL && mz_mpi_block(3, 3, 2) == MZ_EINVAL, "block bounds");
+  CHECK(mz_mpi_block(0, 5, 2) == 0 && mz_mpi_block(2, 5, 2) == 0 && mz_mpi_block(3, 5, 2) == 1, "block split");
+  CHECK(mz_mpi_cyclic(5, 2) == 1 && mz_mpi_cyclic(1, 0) == MZ_EINVAL, "cyclic");
+  CHECK(mz_mpi_cyclic2d(3, 5, 2, 2) == 3 && mz_mpi_cyclic2d(0, 0, 0, 1) == MZ_EINVAL, "cyclic2d");
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  CHECK(mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(y), I32(0)}, NULL, MZ_MPI_OWNER) == NULL &&
+            mz_dgraph_status(dg) == MZ_EINVAL,
+        "unregistered buffer: %s", mz_err_name(mz_dgraph_status(dg)));
+  mz_dgraph_destroy(dg);
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  CHECK(mz_dgraph_apply(dg, kf, 2, (mz_darg[]){B(x), B(x)}, NULL, MZ_MPI_OWNER) == NULL &&
+            mz_dgraph_status(dg) == MZ_EINVAL,
+        "wrong argument count");
+  mz_dgraph_destroy(dg);
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  CHECK(mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(x), I32(0)}, NULL, 99) == NULL &&
+            mz_dgraph_status(dg) == MZ_ERANGE,
+        "rank out of range");
+  /* A graph with a sticky error does not run, and the wait agrees. */
+  mz_future *f = NULL;
+  CHECK(mz_dgraph_run(dg, NULL, &f) == MZ_ERANGE && f == NULL, "run of a failed graph");
+  CHECK(mz_dgraph_wait(dg, NULL) == MZ_ERANGE, "wait after a failed run");
+  mz_dgraph_destroy(dg);
+  CHECK(mz_dgraph_run(NULL, NULL, &f) == MZ_EINVAL, "NULL graph");
+  CHECK(mz_dgraph_wait(NULL, NULL) == MZ_EINVAL, "NULL graph wait");
+  CHECK(mz_mpi_create(NULL, NULL) == MZ_EINVAL, "NULL runtime");
+  mz_dgraph_destroy(NULL);
+  mz_mpi_destroy(NULL);
+  mz_buffer_release(x);
+  mz_buffer_release(y);
+  mz_kernel_destroy(kf);
+  return failures == f0;
+}
+
+int main(void) {
+  mz_runtime_config cfg = {.devices = "cpu:1", .quiet = true};
+  mz_runtime *rt = NULL;
+  if (mz_runtime_create(&cfg, &rt) != MZ_OK) {
+    fprintf(stderr, "runtime: %s\n", mz_runtime_last_error(NULL));
+    return 1;
+  }
+  mz_mpi *m = NULL;
+  int st = mz_mpi_create(rt, &m);
+  if (st != MZ_OK) {
+    fprintf(stderr, "mz_mpi_create: %s\n", mz_runtime_last_error(rt));
+    return 1;
+  }
+  myrank = mz_mpi_rank(m);
+  int size = mz_mpi_size(m);
+  struct { const char *name; bool ok; } res[8];
+  int nres = 0;
+  res[nres].name = "stencil";
+  res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 1));
+  res[nres].name = "gemm";
+  res[nres++].ok = all_ok(case_gemm(rt, m, 4, 8));
+  bool rnd = true;
+  for (uint64_t seed = 1; seed <= 4; seed++) rnd = case_random(rt, m, seed * 0x9E3779B97F4A7C15ull, 12, 80, 4) && rnd;
+  res[nres].name = "random";
+  res[nres++].ok = all_ok(rnd);
+  res[nres].name = "failure";
+  res[nres++].ok = all_ok(case_failure(rt, m));
+  res[nres].name = "rerun";
+  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3));
+  res[nres].name = "api";
+  res[nres++].ok = all_ok(case_api(rt, m));
+  bool ok = true;
+  for (int i = 0; i < nres; i++) {
+    if (myrank == 0) printf("%s %s (%d ranks)\n", res[i].ok ? "PASS" : "FAIL", res[i].name, size);
+    ok = ok && res[i].ok;
+  }
+  mz_mpi_destroy(m);
+  mz_runtime_destroy(rt);
+  return ok && failures == 0 ? 0 : 1;
+}
