@@ -628,19 +628,32 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   return op;
 }
 
-static mz_op *host_locked(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
+/* The longest name a host node may have (mz_host_named), in bytes. */
+#define MZ__HOST_NAME_MAX 255
+
+static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu_fn fn, void *user, mz_op *deps) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (deps) {
-    mz_op *e = check_op(g, "mz_host", deps);
+    mz_op *e = check_op(g, who, deps);
     if (e) return e;
   }
-  if (!fn) return fail(g, MZ_EINVAL, "mz_host: NULL function");
+  if (!fn) return fail(g, MZ_EINVAL, "%s: NULL function", who);
+  size_t len = name ? strnlen(name, MZ__HOST_NAME_MAX + 1) : 0;
+  if (len > MZ__HOST_NAME_MAX) return fail(g, MZ_EINVAL, "%s: the name is longer than %d bytes", who, MZ__HOST_NAME_MAX);
+  char *copy = NULL;
+  if (len) {
+    copy = mz__arena_alloc(&g->arena, len + 1);
+    if (!copy) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+    memcpy(copy, name, len);
+  }
   mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3);
   if (op->kind == MZ__K_ERROR) return op;
   op->t->host_fn = fn;
   op->t->host_user = user;
-  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_host: out of memory");
+  /* The label of traces, timings and DOT, and the key of its perf model. */
+  if (copy) op->name = copy;
+  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
 }
 
@@ -828,7 +841,12 @@ mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) { MZ__LOCKED(g, NULL, unzip_l
 mz_op *mz_apply(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
   MZ__LOCKED(g, NULL, apply_locked(g, k, args, launch));
 }
-mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) { MZ__LOCKED(g, NULL, host_locked(g, fn, user, deps)); }
+mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps) {
+  MZ__LOCKED(g, NULL, host_locked(g, "mz_host", NULL, fn, user, deps));
+}
+mz_op *mz_host_named(mz_graph *g, const char *name, mz_cpu_fn fn, void *user, mz_op *deps) {
+  MZ__LOCKED(g, NULL, host_locked(g, "mz_host_named", name, fn, user, deps));
+}
 mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n) { MZ__LOCKED(g, NULL, partition_locked(g, v, n)); }
 mz_op *mz_unpartition(mz_graph *g, mz_op *tiles) { MZ__LOCKED(g, NULL, unpartition_locked(g, tiles)); }
 int mz_depend(mz_graph *g, mz_op *op, mz_op *after) { MZ__LOCKED(g, MZ_EINVAL, depend_locked(g, op, after)); }

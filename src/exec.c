@@ -706,6 +706,7 @@ static void share(mz_op *op, struct work *w) {
   /* Read before the hand-off, as in submit(). */
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   t->exec.nwait = 0;
+  if (__builtin_expect(__atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL, 0)) plan_release(op, w); /* eager and ws set none */
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);

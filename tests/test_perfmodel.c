@@ -386,3 +386,68 @@ Test(perfmodel, device_links_measured_saved_and_reused) {
   cr_expect(link0 >= 0 && link0 < 12345678.0);
   cr_expect_eq(mz__link_read(path, fs, fd, sizeof fs, &lat, &pb, err, sizeof err), MZ_OK, "%s", err);
 }
+
+/* ---- host nodes: one model per name ---- */
+
+static int host_nap(const mz_call *c) {
+  (void)c;
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = 1000000};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+/* Named host nodes (mz_host_named) learn a model each; unnamed ones share
+ * "host".  Their names reach the run's timings too. */
+Test(perfmodel, host_nodes_are_modelled_by_name) {
+  fresh_dir("host");
+  mz_runtime *rt = NULL;
+  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt));
+  mz_device_info info;
+  OK(rt, mz_device_get_info(mz_runtime_device(rt, 0), &info));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_buffer *b;
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){16}, NULL, &b));
+  mz_op *last = mz_value(g, b);
+  const char *names[] = {"fill stage", "verify stage", NULL};
+  for (int rep = 0; rep < 4; rep++)
+    for (int i = 0; i < 3; i++) last = mz_unzip(g, mz_host_named(g, names[i], host_nap, NULL, last), 0);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f;
+  OK(rt, mz_schedule(g, last, "eager", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  const mz_node_timing *tm = NULL;
+  size_t nt = 0;
+  OK(rt, mz_future_timings(f, &tm, &nt));
+  cr_assert_eq(nt, 12);
+  for (size_t i = 0; i < nt; i++) {
+    const char *want = names[i % 3] ? names[i % 3] : "host";
+    cr_expect_str_eq(tm[i].name, want, "node %zu", i);
+  }
+  mz_future_destroy(f);
+  /* Too long a name is refused on the graph, with a message. */
+  char longname[300];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  mz_graph *g2;
+  OK(rt, mz_graph_create(rt, &g2));
+  mz_op *bad = mz_host_named(g2, longname, host_nap, NULL, NULL);
+  cr_assert_not_null(bad);
+  cr_expect_eq(mz_graph_status(g2), MZ_EINVAL);
+  cr_expect(strstr(mz_graph_message(g2), "longer than"), "%s", mz_graph_message(g2));
+  mz_graph_destroy(g2);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt); /* saves the models */
+  for (int i = 0; i < 3; i++) {
+    char path[512], err[160];
+    mz__pm_path(path, sizeof path, dir, names[i] ? names[i] : "host", info.name);
+    struct mz__pm_file pf;
+    cr_assert_eq(mz__pm_read(path, &pf, err, sizeof err), MZ_OK, "%s: %s", path, err);
+    cr_expect_str_eq(pf.kernel, names[i] ? names[i] : "host");
+    uint64_t n = 0;
+    for (unsigned k = 0; k < pf.nb; k++) n += pf.b[k].s.n;
+    cr_expect_eq(n, 4, "%s: %llu samples", pf.kernel, (unsigned long long)n);
+    mz__pm_file_free(&pf);
+  }
+}

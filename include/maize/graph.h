@@ -111,6 +111,13 @@ mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]);
  * is NULL), so further ops can depend on it. */
 mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps);
 
+/* mz_host() with a name (copied; at most 255 bytes, else MZ_EINVAL on the
+ * graph): the node's label in traces, timings and DOT, and the key of its
+ * performance model, so that host stages of different lengths are
+ * predicted apart (unnamed host nodes share the model "host").  NULL or ""
+ * is mz_host(). */
+mz_op *mz_host_named(mz_graph *g, const char *name, mz_cpu_fn fn, void *user, mz_op *deps);
+
 /* Split the buffer value v into n disjoint tiles along its slowest
  * dimension (dims[ndim-1]); the first tiles get one more row when it does
  * not divide.  The result is a tuple of n tile values; ops on different
