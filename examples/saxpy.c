@@ -1,5 +1,10 @@
 /* saxpy: y = a*x + y on whatever devices the runtime finds, in the shape
- * the README shows.  Run it with MZ_DEVICES=cpu, =opencl or =cpu,opencl. */
+ * the README shows.  Run it with MZ_DEVICES=cpu, =opencl or =cpu,opencl.
+ *
+ * This is the example of writing a kernel by hand for every device kind: a
+ * CPU function, OpenCL C and CUDA (examples/kernels/).  saxpy is BLAS, so a
+ * program that only needs it calls the canned mz_op_axpy (maize/ops.h),
+ * as the pipeline does; here it is simply the smallest kernel there is. */
 #include <maize.h>
 #include <math.h>
 #include <stdio.h>

@@ -16,6 +16,10 @@
 #include "maize/kernel.h"
 #include "device_ops.h"
 
+struct mz__cuda_api;
+struct mz__cublas_api;
+struct mz__cufft_api;
+
 #define MZ__CODE_NATIVE ((mz_code_format)0x4e)
 
 struct mz__ocl_native {
@@ -45,6 +49,54 @@ enum mz__native_id { MZ__NAT_GEMM, MZ__NAT_COPY, MZ__NAT_SCAL, MZ__NAT_AXPY, MZ_
 extern const struct mz__ocl_native mz__ocl_clblast[MZ__NAT_COUNT];
 /* The FFT through clFFT (ops/ops_clfft.c), when built with it. */
 extern const struct mz__ocl_native mz__ocl_clfft;
+
+/* ---- CUDA ----
+ * A canned op's CUDA implementation is either PTX (ops_cuda.cu, embedded)
+ * or, like on OpenCL, a host function that enqueues library calls (cuBLAS,
+ * cuFFT) on the node's stream: cuda.format == MZ__CODE_NATIVE with
+ * cuda.data pointing to a const struct mz__cu_native.  The CUDA backend
+ * runs such a kernel on a device where the library loaded (can_run), and
+ * calls enqueue in place of cuLaunchKernel. */
+enum mz__cu_lib { MZ__CU_CUBLAS, MZ__CU_CUFFT };
+
+/* What an implementation may use, for one call: the driver and library
+ * tables (devices/cuda/cuda_libs.h; the one it needs is loaded), the
+ * node's stream (a CUstream, in order, already ordered after the node's
+ * waits and transfers), the stream's cuBLAS handle slot (*blas is NULL
+ * until the first call creates it; the backend destroys it with the
+ * stream). */
+struct mz__cu_env {
+  const struct mz__cuda_api *drv;
+  const struct mz__cublas_api *blas_api;
+  const struct mz__cufft_api *fft_api;
+  void *stream;
+  void **blas;
+};
+
+struct mz__cu_native {
+  const char *library;   /* for messages ("cuBLAS") */
+  enum mz__cu_lib lib;   /* the library it needs */
+  /* Enqueue the node's work on env->stream.  Called on the device's
+   * submission thread with its context current and no maize lock held.
+   * args as for OpenCL (a buffer's CUdeviceptr in args[i].mem).  *state:
+   * as for OpenCL, per kernel and device.  Returns 0, or a negative MZ_E*
+   * code with a malloc'd message in *why. */
+  int (*enqueue)(const struct mz__cu_env *env, void **state, const struct mz__xarg *args, unsigned nargs, char **why);
+  /* Free *state (may be NULL: keeps nothing), on a thread with the
+   * device's context current, after the kernel's last use on the device. */
+  void (*state_free)(const struct mz__cu_env *env, void *state);
+};
+
+/* cuBLAS (ops/ops_cublas.c) and cuFFT (ops/ops_cufft.c), when built. */
+extern const struct mz__cu_native mz__cu_cublas[MZ__NAT_COUNT];
+extern const struct mz__cu_native mz__cu_cufft;
+/* Why lib did not load on dev (a sentence), or NULL when it did or dev is
+ * not a CUDA device.  Only in builds with the CUDA backend (MZ_HAVE_CUDA);
+ * any thread. */
+const char *mz__cuda_lib_missing(const struct mz_device *dev, enum mz__cu_lib lib);
+
+/* ops_cuda.cu as PTX text, NUL-terminated (ops/ops_cuda_ptx.c). */
+extern const char mz__ops_cuda_ptx[];
 
 /* A malloc'd printf-formatted message (NULL when out of memory). */
 char *mz__ops_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -39,8 +39,10 @@ char *mz__ops_msg(const char *fmt, ...) {
 enum op_id { OP_FILL, OP_COPY, OP_SCAL, OP_AXPY, OP_DOT, OP_SUM, OP_MIN, OP_MAX, OP_GEMM, OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_RNG_BITS, OP_FFT, OP_COUNT };
 
 /* Per op: its name, its parameter list (%s is the element type), the index
- * of the buffer it writes, the CLBlast routine or the OpenCL C entry, and
- * the CPU library it needs (NULL: plain C). */
+ * of the buffer it writes, the CLBlast routine or the OpenCL C entry, the
+ * CPU library it needs (NULL: plain C), and on CUDA the library it calls
+ * (cuBLAS, cuFFT) or NULL for a kernel of ops_cuda.cu named like the
+ * maize kernel (mz_<op>_<type>). */
 static const struct op_desc {
   const char *name;
   const char *params;
@@ -49,27 +51,28 @@ static const struct op_desc {
   const char *entry; /* OpenCL C entry, or NULL */
   const char *cpu_lib;
   const char *cl_lib; /* the OpenCL library it needs (NULL: an OpenCL C compiler) */
+  const char *cu_lib; /* the CUDA library it needs (NULL: the embedded PTX) */
 } ops[OP_COUNT] = {
-    [OP_FILL] = {"fill", "%s v, out %s[] x, u64 n = sizeof(x)", 1, -1, "mz_fill", NULL, NULL},
-    [OP_COPY] = {"copy", "in %s[] x, out %s[] y, u64 n = sizeof(x)", 1, MZ__NAT_COPY, NULL, "OpenBLAS", "CLBlast"},
-    [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS", "CLBlast"},
-    [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS", "CLBlast"},
-    [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS", "CLBlast"},
-    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL, NULL},
-    [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL, NULL},
-    [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL, NULL},
+    [OP_FILL] = {"fill", "%s v, out %s[] x, u64 n = sizeof(x)", 1, -1, "mz_fill", NULL, NULL, NULL},
+    [OP_COPY] = {"copy", "in %s[] x, out %s[] y, u64 n = sizeof(x)", 1, MZ__NAT_COPY, NULL, "OpenBLAS", "CLBlast", "cuBLAS"},
+    [OP_SCAL] = {"scal", "%s alpha, inout %s[] x, u64 n = sizeof(x)", 1, MZ__NAT_SCAL, NULL, "OpenBLAS", "CLBlast", "cuBLAS"},
+    [OP_AXPY] = {"axpy", "%s alpha, in %s[] x, inout %s[] y, u64 n = sizeof(x)", 2, MZ__NAT_AXPY, NULL, "OpenBLAS", "CLBlast", "cuBLAS"},
+    [OP_DOT] = {"dot", "in %s[] x, in %s[] y, out %s[] r, u64 n = sizeof(x)", 2, MZ__NAT_DOT, NULL, "OpenBLAS", "CLBlast", "cuBLAS"},
+    [OP_SUM] = {"sum", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, MZ__NAT_SUM, "mz_sum", NULL, NULL, NULL},
+    [OP_MIN] = {"min", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_min", NULL, NULL, NULL},
+    [OP_MAX] = {"max", "in %s[] x, out %s[] r, u64 n = sizeof(x)", 1, -1, "mz_max", NULL, NULL, NULL},
     [OP_GEMM] = {"gemm",
                  "u32 ta, u32 tb, u64 m, u64 n, u64 k, %s alpha, in %s[] A, u64 lda, in %s[] B, u64 ldb, %s beta, "
                  "inout %s[] C, u64 ldc",
-                 11, MZ__NAT_GEMM, NULL, "OpenBLAS", "CLBlast"},
+                 11, MZ__NAT_GEMM, NULL, "OpenBLAS", "CLBlast", "cuBLAS"},
     [OP_RNG_UNIFORM] = {"rng_uniform", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_uniform",
-                        "Random123", NULL},
+                        "Random123", NULL, NULL},
     [OP_RNG_NORMAL] = {"rng_normal", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_normal",
-                       "Random123", NULL},
+                       "Random123", NULL, NULL},
     [OP_RNG_BITS] = {"rng_bits", "u64 seed, u64 offset, out %s[] x, u64 n = sizeof(x)", 2, -1, "mz_rng_bits",
-                     "Random123", NULL},
+                     "Random123", NULL, NULL},
     [OP_FFT] = {"fft", "u32 inverse, u32 rank, u64 n0, u64 n1, u64 batch, in %s[] x, out %s[] y", 6, -1, NULL, "FFTW",
-                "clFFT"},
+                "clFFT", "cuFFT"},
 };
 
 /* ---- random numbers: the same text compiled as C here and as OpenCL C ----
@@ -310,6 +313,26 @@ static const struct mz__ocl_native *native_of(enum op_id id) {
   return NULL;
 }
 
+/* The CUDA library implementation of id, or NULL where it is a PTX kernel
+ * or this build lacks the library's header. */
+static const struct mz__cu_native *cu_native_of(enum op_id id) {
+#if MZ_HAVE_CUFFT
+  if (id == OP_FFT) return &mz__cu_cufft;
+#endif
+#if MZ_HAVE_CUBLAS
+  if (ops[id].cu_lib && ops[id].native >= 0 && mz__cu_cublas[ops[id].native].enqueue) return &mz__cu_cublas[ops[id].native];
+#endif
+  (void)id;
+  return NULL;
+}
+
+/* The embedded PTX (ops_cuda_ptx.c), in builds with the CUDA backend. */
+#if MZ_HAVE_CUDA
+static const char *const cu_ptx = mz__ops_cuda_ptx;
+#else
+static const char *const cu_ptx = NULL;
+#endif
+
 /* Cost hints for devices that model costs (the simulator); other devices
  * time the kernels and learn perf models as for any kernel. */
 static double gemm_flops(const mz_call *call) {
@@ -345,15 +368,23 @@ static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
  * kind lacks (the executor would only say that no device can run it). */
 static mz_kernel *runnable(mz_graph *g, const char *who, enum op_id id, mz_kernel *k) {
   mz_runtime *rt = g->rt;
+  const char *cu_why = NULL;
   for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     if (dev->kernels && dev->ops->can_run && dev->ops->can_run(dev, k)) return k;
+#if MZ_HAVE_CUDA
+    if (!cu_why && ops[id].cu_lib)
+      cu_why = mz__cuda_lib_missing(dev, id == OP_FFT ? MZ__CU_CUFFT : MZ__CU_CUBLAS);
+#endif
   }
   const mz_kernel_spec *s = &k->spec;
-  mz__graph_fail(g, MZ_ENODEV, "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s)", who,
-       s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
-       ops[id].cl_lib ? ops[id].cl_lib : "an OpenCL C compiler",
-       s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built");
+  mz__graph_fail(g, MZ_ENODEV,
+                 "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s; on CUDA %s%s%s%s)",
+                 who, s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
+                 ops[id].cl_lib ? ops[id].cl_lib : "an OpenCL C compiler",
+                 s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built",
+                 ops[id].cu_lib ? ops[id].cu_lib : "its PTX", s->cuda.format != MZ_CODE_NONE ? ", built" : ", not built",
+                 cu_why ? ", not loaded: " : "", cu_why ? cu_why : "");
   return NULL;
 }
 
@@ -371,7 +402,8 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
   for (mz_kernel *it = g->rt->kernels; it && !k; it = it->next)
     if (!it->destroyed && it->spec.cpu.user == (void *)(intptr_t)id && !strcmp(it->spec.name, name) &&
         (it->spec.cpu.fn == cpu_op || it->spec.opencl.data == (void *)cl_small_src ||
-         it->spec.opencl.data == (void *)cl_rng_src || it->spec.opencl.format == MZ__CODE_NATIVE))
+         it->spec.opencl.data == (void *)cl_rng_src || it->spec.opencl.format == MZ__CODE_NATIVE ||
+         it->spec.cuda.format == MZ__CODE_NATIVE || (cu_ptx && it->spec.cuda.data == (const void *)cu_ptx)))
       k = it;
   pthread_mutex_unlock(&g->rt->lock);
   if (k) return runnable(g, who, id, k);
@@ -398,10 +430,19 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
     s.opencl.options = opts;
     s.opencl.entry = d->entry;
   }
-  if (!s.cpu.fn && s.opencl.format == MZ_CODE_NONE) {
-    mz__graph_fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s%s%s", who, name,
+  /* CUDA: a library call, or a kernel of the embedded PTX. */
+  const struct mz__cu_native *cnat = cu_native_of(id);
+  if (cnat) {
+    s.cuda.format = MZ__CODE_NATIVE;
+    s.cuda.data = cnat;
+  } else if (!d->cu_lib && cu_ptx) {
+    s.cuda.format = MZ_CODE_PTX;
+    s.cuda.data = cu_ptx;
+  }
+  if (!s.cpu.fn && s.opencl.format == MZ_CODE_NONE && s.cuda.format == MZ_CODE_NONE) {
+    mz__graph_fail(g, MZ_ENODEV, "%s: no device can run %s: maize was built without %s (CPU)%s%s%s%s%s", who, name,
          d->cpu_lib ? d->cpu_lib : "?", d->cl_lib ? " and without " : "", d->cl_lib ? d->cl_lib : "",
-         d->cl_lib ? " (OpenCL)" : "");
+         d->cl_lib ? " (OpenCL)" : "", d->cu_lib ? ", and without " : "", d->cu_lib ? d->cu_lib : "");
     return NULL;
   }
   int rc = mz_kernel_create(g->rt, &s, &k);

@@ -4,9 +4,21 @@
  * in-order queue; see ops/native.h for the contract. */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "native.h"
+
+/* CLBlast 1.5 (Debian 12's) is not safe to call from two threads at once:
+ * its process-wide caches of programs and tuning databases race when two
+ * calls fill them together (CLBlast issue 486, fixed in 1.6), which
+ * crashed maize-bench pipeline in one process in six with two PoCL
+ * devices, whose submission threads call CLBlast at the same time.  So
+ * every CLBlast call maize makes holds this lock.  A call only enqueues
+ * (the work runs later on the queue), so the lock is held for
+ * microseconds, except while CLBlast compiles a routine at its first use
+ * on a device.  It guards the library's state, not maize's. */
+static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 
 static int status(CLBlastStatusCode st, const char *what, char **why) {
@@ -76,11 +88,25 @@ static int sum(void *q, void **state, const struct mz__xarg *args, unsigned n, v
   return status(CLBlastSsum(c, MEM(1), 0, MEM(0), 0, 1, &cq, (cl_event *)ev), "Ssum", why);
 }
 
+#define LOCKED(f)                                                                                             \
+  static int f##_locked(void *q, void **state, const struct mz__xarg *args, unsigned n, void **ev, char **why) { \
+    pthread_mutex_lock(&clblast_lock);                                                                        \
+    int rc = f(q, state, args, n, ev, why);                                                                   \
+    pthread_mutex_unlock(&clblast_lock);                                                                      \
+    return rc;                                                                                                \
+  }
+LOCKED(gemm)
+LOCKED(copy)
+LOCKED(scal)
+LOCKED(axpy)
+LOCKED(dot)
+LOCKED(sum)
+
 const struct mz__ocl_native mz__ocl_clblast[MZ__NAT_COUNT] = {
-    [MZ__NAT_GEMM] = {.library = "CLBlast", .enqueue = gemm},
-    [MZ__NAT_COPY] = {.library = "CLBlast", .enqueue = copy},
-    [MZ__NAT_SCAL] = {.library = "CLBlast", .enqueue = scal},
-    [MZ__NAT_AXPY] = {.library = "CLBlast", .enqueue = axpy},
-    [MZ__NAT_DOT] = {.library = "CLBlast", .enqueue = dot},
-    [MZ__NAT_SUM] = {.library = "CLBlast", .enqueue = sum},
+    [MZ__NAT_GEMM] = {.library = "CLBlast", .enqueue = gemm_locked},
+    [MZ__NAT_COPY] = {.library = "CLBlast", .enqueue = copy_locked},
+    [MZ__NAT_SCAL] = {.library = "CLBlast", .enqueue = scal_locked},
+    [MZ__NAT_AXPY] = {.library = "CLBlast", .enqueue = axpy_locked},
+    [MZ__NAT_DOT] = {.library = "CLBlast", .enqueue = dot_locked},
+    [MZ__NAT_SUM] = {.library = "CLBlast", .enqueue = sum_locked},
 };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # consumer-check.sh: install maize into a temporary prefix and build a tiny
-# consumer three ways: pkg-config, a meson subproject, CMake find_package.
+# consumer three ways: pkg-config (shared, and static from libmaize.a), a
+# meson subproject, CMake find_package.
 # Each consumer prints mz_version() and creates a CPU runtime.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +28,11 @@ echo "--- pkg-config"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 cc -o "$tmp/pc" "$tmp/consumer.c" $(pkg-config --cflags --libs maize) -Wl,-rpath,"$(pkg-config --variable=libdir maize)"
 "$tmp/pc"
+
+echo "--- pkg-config --static (libmaize.a and the libraries maize.pc lists as private)"
+cc -o "$tmp/pcs" "$tmp/consumer.c" $(pkg-config --cflags maize) "$(pkg-config --variable=libdir maize)/libmaize.a" \
+  $(pkg-config --static --libs maize | sed -e 's/-lmaize\b//')
+"$tmp/pcs"
 
 echo "--- CMake"
 mkdir -p "$tmp/cm"

@@ -88,6 +88,25 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
     b->host = user;
     b->mem_flags = MZ_BUFFER_WRAPPED | MZ_BUFFER_ZERO_COPY;
     atomic_fetch_add(&rt->nwrapped, 1);
+  } else if (flags & MZ_BUFFER_MANAGED) {
+    /* Shared memory from the first device that has it, devices with memory
+     * of their own first (a CUDA GPU's managed memory is also usable in
+     * place by host-unified devices; the SVM of a host-unified device is
+     * not by a GPU of another driver). */
+    for (int pass = 0; pass < 2 && !b->pin_dev; pass++)
+      for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
+        struct mz_device *dev = rt->devs[d];
+        if (dev->info.unified_memory == (pass == 0) || !dev->ops->shared_alloc || atomic_load(&dev->dead)) continue;
+        if (dev->ops->shared_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK) b->pin_dev = dev;
+      }
+    b->mem_flags = b->pin_dev ? MZ_BUFFER_MANAGED | MZ_BUFFER_ZERO_COPY : MZ_BUFFER_ZERO_COPY;
+    if (!b->pin_dev && posix_memalign(&b->host, 4096, (b->bytes + 63) & ~(size_t)63)) {
+      pthread_mutex_destroy(&b->fetch_lock);
+      free(copies);
+      free(b);
+      return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", sh.count * es);
+    }
+    b->host_owned = !b->pin_dev;
   } else if (flags & MZ_BUFFER_PINNED) {
     /* The first device that can pin; plain memory where none can. */
     for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
@@ -155,7 +174,7 @@ int mz_buffer_create_ex(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const siz
   if (out) *out = NULL;
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
     return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create: NULL argument or not a live runtime");
-  if (flags & ~(unsigned)(MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY))
+  if (flags & ~(unsigned)(MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY | MZ_BUFFER_MANAGED))
     return mz__set_error(rt, MZ_EINVAL, "mz_buffer_create_ex: unknown flags 0x%x", flags);
   int rc = buffer_new(rt, dtype, ndim, dims, NULL, 0, NULL, flags, out);
   if (rc) return rc;
@@ -221,6 +240,9 @@ const mz_shape *mz_buffer_shape(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG
 size_t mz_buffer_bytes(const mz_buffer *b) { return MZ__LIVE(b, MZ__TAG_BUFFER) ? b->bytes : 0; }
 
 int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
+  /* Callers count *rec when its bytes are set: never a stale record of an
+   * earlier run of the same node. */
+  if (rec) rec->bytes = 0;
   mz_runtime *rt = b->rt;
   if (rec) memset(rec, 0, sizeof *rec);
   mz__spin_lock(&b->lock);
@@ -443,7 +465,7 @@ int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *al
 }
 
 int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
-                        const char **why) {
+                        const char **why, struct mz__xfer *rec) {
   struct mz__copy *c = &b->copies[m];
   if (c->state != MZ__INVALID) return MZ_OK;
   /* The host copy first (from another device's copy when it is stale),
@@ -451,7 +473,7 @@ int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_devi
    * meanwhile: its copy is invalid, so every earlier user of it was ordered
    * before the writer that invalidated it, and that writer before us. */
   mz__spin_unlock(&b->lock);
-  int rc = mz__buffer_fetch_host(b, moved, NULL);
+  int rc = mz__buffer_fetch_host(b, moved, rec);
   if (rc) {
     *why = "cannot read a buffer back from its device";
     mz__spin_lock(&b->lock);

@@ -148,11 +148,18 @@ struct mz__device_ops {
    * host_alloc / host_free: page-locked host memory of bytes bytes for
    * faster transfers (OpenCL CL_MEM_ALLOC_HOST_PTR, mapped for the
    * memory's life); *handle is the backend's, given back to host_free.
+   * Thread: any non-callback thread.
+   *
+   * shared_alloc: memory the host and this device share, for
+   * MZ_BUFFER_MANAGED (CUDA managed memory, OpenCL fine-grained SVM),
+   * usable by the host at any time and by this device in place through
+   * mem_wrap; freed with host_free.  MZ_ENOTSUP where the device has none.
    * Thread: any non-callback thread. */
   int (*mem_wrap)(struct mz_device *dev, void *host, size_t bytes, void **mem);
   int (*mem_sync)(struct mz_device *dev, void *mem, size_t bytes, bool to_host);
   int (*host_alloc)(struct mz_device *dev, size_t bytes, void **host, void **handle);
   void (*host_free)(struct mz_device *dev, void *host, void *handle);
+  int (*shared_alloc)(struct mz_device *dev, size_t bytes, void **host, void **handle);
 
   /* Whether a node on queue q can wait on the device for a node already
    * submitted to queue p (another queue, same device or a peer device of

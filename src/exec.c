@@ -342,7 +342,13 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
                             uint64_t *moved, const char **why) {
   struct mz_device *dev = Q->dev;
   struct mz__copy *c = &b->copies[m];
-  if (c->alias) return mz__plan_alias_read(rt, b, m, dev, moved, why);
+  if (c->alias) {
+    /* A read back into the host copy on the way is recorded like any. */
+    struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+    int rc = mz__plan_alias_read(rt, b, m, dev, moved, why, rec);
+    if (rec && rec->bytes) e->nread++;
+    return rc;
+  }
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */

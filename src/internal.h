@@ -210,9 +210,11 @@ int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *al
 /* Make b's aliased copy on memory node m (device dev) valid for a read:
  * from the host copy, made valid first if needed, with mem_sync; no bytes
  * move unless the host copy had to be fetched from a device with its own
- * memory (added to *moved).  Called and returns with b's spinlock held. */
+ * memory (added to *moved, and described in *rec when rec is not NULL,
+ * for the observers and the trace, as mz__buffer_fetch_host does).
+ * Called and returns with b's spinlock held. */
 int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_device *dev, uint64_t *moved,
-                        const char **why);
+                        const char **why, struct mz__xfer *rec);
 
 /* ---- graph nodes (graph/graph.c) ---- */
 

@@ -5,16 +5,33 @@
  * for bit across the CPU, OpenCL and 1 vs 4 tiles; and the builders'
  * errors; the FFT (1-D batched and 2-D, forward and inverse) against a
  * naive double-precision DFT.  OpenCL tests are skipped, saying why, without an OpenCL device;
- * an op whose library this build lacks is skipped likewise. */
+ * an op whose library this build lacks is skipped likewise.
+ * The same checks run on a CUDA device (cuBLAS, cuFFT and maize's own PTX):
+ * a GPU when there is one, else the CUDA driver emulator with its cuBLAS
+ * and cuFFT test doubles (tests/cuda_emu/); there the RNG must match the
+ * CPU bit for bit too, and an op whose CUDA library is missing fails with
+ * MZ_ENODEV naming it. */
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "mz_config.h"
+#if MZ_HAVE_CUDA
+#include "cuda_emu/client.h"
+#endif
+
+static bool is_cuda(const char *devices) { return strncmp(devices, "cuda", 4) == 0; }
 
 TestSuite(ops, .timeout = 300);
 
 static mz_runtime *ops_runtime(const char *devices) {
   mz_runtime *rt = NULL;
+#if MZ_HAVE_CUDA
+  if (is_cuda(devices)) need_cuda();
+#else
+  if (is_cuda(devices)) cr_skip_test("this build has no CUDA backend");
+#endif
   int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt);
   if (rc != MZ_OK && strncmp(devices, "opencl", 6) == 0)
     cr_skip_test("no OpenCL device (%s): install pocl-opencl-icd and set POCL_DEVICES=\"pthread pthread\"",
@@ -24,7 +41,16 @@ static mz_runtime *ops_runtime(const char *devices) {
 }
 
 static bool have_blas(const char *devices) {
+  if (is_cuda(devices)) return MZ_HAVE_CUBLAS;
   return strncmp(devices, "opencl", 6) == 0 ? MZ_HAVE_CLBLAST : MZ_HAVE_OPENBLAS;
+}
+
+/* On the emulator, after the runtime is gone: nothing left in the driver. */
+static void cuda_clean(const char *devices) {
+#if MZ_HAVE_CUDA
+  if (is_cuda(devices)) emu_check_clean();
+#endif
+  (void)devices;
 }
 
 /* Run root to completion; the graph and future are freed. */
@@ -189,7 +215,10 @@ static void check_all(const char *devices) {
         for (int tb = 0; tb < 2; tb++) check_gemm(rt, dt, (mz_transpose)ta, (mz_transpose)tb);
   }
   mz_runtime_destroy(rt);
-  if (!blas) cr_skip_test("BLAS ops skipped on %s: this build has no %s", devices, strncmp(devices, "opencl", 6) ? "OpenBLAS" : "CLBlast");
+  cuda_clean(devices);
+  if (!blas)
+    cr_skip_test("BLAS ops skipped on %s: this build has no %s", devices,
+                 is_cuda(devices) ? "cublas_v2.h" : strncmp(devices, "opencl", 6) ? "OpenBLAS" : "CLBlast");
 }
 
 /* gemm on partition tiles: C and A cut into 3 row tiles, one gemm per tile. */
@@ -230,6 +259,40 @@ Test(ops, gemm_tiles_opencl, .timeout = 300) { check_gemm_tiles("opencl"); }
 
 Test(ops, cpu) { check_all("cpu"); }
 Test(ops, opencl, .timeout = 600) { check_all("opencl:0"); }
+Test(ops, cuda) { check_all("cuda:0"); }
+Test(ops, gemm_tiles_cuda) { check_gemm_tiles("cuda:0"); }
+
+/* Without cuBLAS, the BLAS ops are not runnable on CUDA: on a runtime of
+ * CUDA devices only, building one fails with MZ_ENODEV naming cuBLAS and
+ * why it did not load, while an op of maize's own PTX still runs. */
+Test(ops, cuda_without_cublas) {
+#if MZ_HAVE_CUDA
+  setenv("MZ_CUBLAS_LIBRARY", "/nonexistent/libcublas.so", 1);
+  mz_runtime *rt = ops_runtime("cuda:0");
+  mz_buffer *X = NULL, *Y = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){64}, NULL, &X));
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){64}, NULL, &Y));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op_axpy(g, 2.0, mz_value(g, X), mz_value(g, Y));
+  cr_assert_eq(mz_graph_status(g), MZ_ENODEV, "axpy without cuBLAS: %s", mz_err_name(mz_graph_status(g)));
+  const char *msg = mz_graph_message(g);
+  cr_assert(msg && strstr(msg, "cuBLAS") && strstr(msg, "not loaded") && strstr(msg, "/nonexistent/libcublas.so"),
+            "the message names cuBLAS and why: %s", msg ? msg : "(none)");
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  run(rt, g, mz_op_fill(g, mz_value(g, X), 1.5));
+  float got[64];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(X, got, sizeof got));
+  for (int i = 0; i < 64; i++) cr_assert_eq(got[i], 1.5f);
+  mz_buffer_release(X);
+  mz_buffer_release(Y);
+  mz_runtime_destroy(rt);
+  cuda_clean("cuda");
+#else
+  cr_skip_test("this build has no CUDA backend");
+#endif
+}
 
 /* ---- RNG ---- */
 
@@ -287,6 +350,37 @@ static void check_rng(mz_dtype t, mz_rng_dist dist) {
   free(cl1);
   free(cl4);
 }
+
+/* The same on a CUDA device: the same bits as the CPU, whatever the tiling
+ * (the normal values within rounding: CUDA's log and cos are not glibc's). */
+static void check_rng_cuda(mz_dtype t, mz_rng_dist dist) {
+  if (!MZ_HAVE_RANDOM123) cr_skip_test("this build has no Random123 (the CPU reference)");
+  const size_t n = 4099;
+  size_t bytes = n * mz_dtype_size(t);
+  void *cu1 = rng_bytes("cuda:0", t, dist, n, 1);
+  void *cu4 = rng_bytes("cuda:0", t, dist, n, 4);
+  void *cpu1 = rng_bytes("cpu", t, dist, n, 1);
+  cr_assert(memcmp(cu1, cu4, bytes) == 0, "CUDA: 1 tile and 4 tiles differ");
+  if (dist != MZ_RNG_NORMAL) {
+    cr_assert(memcmp(cpu1, cu1, bytes) == 0, "CPU and CUDA differ");
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      double a = t == MZ_F32 ? ((float *)cpu1)[i] : ((double *)cpu1)[i];
+      double b = t == MZ_F32 ? ((float *)cu1)[i] : ((double *)cu1)[i];
+      cr_assert(fabs(a - b) <= (t == MZ_F32 ? 1e-5 : 1e-13) * (1 + fabs(a)), "normal [%zu]: CPU %.17g, CUDA %.17g", i, a, b);
+    }
+  }
+  free(cu1);
+  free(cu4);
+  free(cpu1);
+  cuda_clean("cuda");
+}
+
+Test(ops, rng_cuda_uniform_f32) { check_rng_cuda(MZ_F32, MZ_RNG_UNIFORM); }
+Test(ops, rng_cuda_uniform_f64) { check_rng_cuda(MZ_F64, MZ_RNG_UNIFORM); }
+Test(ops, rng_cuda_bits_u32) { check_rng_cuda(MZ_U32, MZ_RNG_BITS); }
+Test(ops, rng_cuda_normal_f32) { check_rng_cuda(MZ_F32, MZ_RNG_NORMAL); }
+Test(ops, rng_cuda_normal_f64) { check_rng_cuda(MZ_F64, MZ_RNG_NORMAL); }
 
 Test(ops, rng_uniform_f32, .timeout = 300) { check_rng(MZ_F32, MZ_RNG_UNIFORM); }
 Test(ops, rng_uniform_f64, .timeout = 300) { check_rng(MZ_F64, MZ_RNG_UNIFORM); }
@@ -367,7 +461,8 @@ static void check_fft_on(mz_runtime *rt, mz_dtype t, unsigned rank, size_t w, si
 
 static void check_fft(const char *devices) {
   bool cl = strncmp(devices, "opencl", 6) == 0;
-  if (cl ? !MZ_HAVE_CLFFT : !MZ_HAVE_FFTW) cr_skip_test("this build has no %s", cl ? "clFFT" : "FFTW");
+  if (is_cuda(devices) && !MZ_HAVE_CUFFT) cr_skip_test("this build has no cufft.h");
+  if (!is_cuda(devices) && (cl ? !MZ_HAVE_CLFFT : !MZ_HAVE_FFTW)) cr_skip_test("this build has no %s", cl ? "clFFT" : "FFTW");
   mz_runtime *rt = ops_runtime(devices);
   for (int f = 0; f < 2; f++) {
     mz_dtype t = f ? MZ_F64 : MZ_F32;
@@ -381,6 +476,10 @@ static void check_fft(const char *devices) {
 
 Test(ops, fft_cpu) { check_fft("cpu"); }
 Test(ops, fft_opencl, .timeout = 600) { check_fft("opencl:0"); }
+Test(ops, fft_cuda) {
+  check_fft("cuda:0");
+  cuda_clean("cuda");
+}
 
 /* The FFT's builder refuses a bad shape, rank, direction and overlap. */
 Test(ops, fft_builder_errors) {
@@ -456,6 +555,58 @@ Test(ops, builder_errors) {
 
 /* Every registered policy places a chain of canned ops on the CPU and an
  * OpenCL device together (an op goes only where its library is). */
+/* Two OpenCL devices whose submission threads make their first CLBlast
+ * calls at the same moment: CLBlast 1.5 fills its caches unsafely then
+ * (it crashed the pipeline benchmark in one process in six), so maize
+ * serializes its calls.  The race is at a process's first calls, so each
+ * try is a child process of its own (the parent never starts OpenCL). */
+static int clblast_race_child(void) {
+  mz_runtime *rt = NULL;
+  if (mz_runtime_create(&(mz_runtime_config){.devices = "opencl", .policy = "round-robin", .quiet = true}, &rt))
+    return 2;
+  enum { NB = 8 };
+  mz_buffer *b[NB];
+  float v[256];
+  for (int i = 0; i < 256; i++) v[i] = (float)i;
+  mz_graph *g = NULL;
+  if (mz_graph_create(rt, &g)) return 3;
+  mz_op *outs[NB / 2];
+  for (int i = 0; i < NB; i++)
+    if (mz_buffer_create(rt, MZ_F32, 1, (size_t[]){256}, v, &b[i])) return 4;
+  /* independent pairs (round-robin spreads them over both devices), each
+   * a scal then an axpy: several CLBlast routines start at once */
+  for (int i = 0; i < NB / 2; i++)
+    outs[i] = mz_op_axpy(g, 0.5, mz_op_scal(g, 2.0, mz_value(g, b[2 * i])), mz_value(g, b[2 * i + 1]));
+  mz_future *f = NULL;
+  if (mz_graph_status(g) || mz_schedule(g, mz_join(g, NB / 2, outs), NULL, &f)) return 5;
+  int st = mz_future_wait(f);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  for (int i = 0; i < NB; i++) mz_buffer_release(b[i]);
+  mz_runtime_destroy(rt);
+  return st ? 6 : 0;
+}
+
+Test(ops, clblast_from_two_devices_at_once, .timeout = 300) {
+  if (!MZ_HAVE_CLBLAST) cr_skip_test("this build has no CLBlast");
+  mz_runtime *probe = NULL;
+  /* whether there are two OpenCL devices, asked in a child too */
+  pid_t p0 = fork();
+  if (p0 == 0) _exit(mz_runtime_create(&(mz_runtime_config){.devices = "opencl:1", .quiet = true}, &probe) ? 1 : 0);
+  int ws = 0;
+  waitpid(p0, &ws, 0);
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws))
+    cr_skip_test("fewer than two OpenCL devices (POCL_DEVICES=\"pthread pthread\" gives two)");
+  for (int i = 0; i < 12; i++) {
+    pid_t p = fork();
+    cr_assert_geq(p, 0, "fork");
+    if (p == 0) _exit(clblast_race_child());
+    waitpid(p, &ws, 0);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "try %d: %s %d", i, WIFEXITED(ws) ? "exit status" : "signal",
+              WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+  }
+}
+
 Test(ops, every_policy_cpu_and_opencl, .timeout = 600) {
   mz_runtime *rt = ops_runtime("cpu,opencl:0");
   const size_t n = 64;

@@ -5,11 +5,15 @@
  *
  *   host fill:   x[i] = (i % 1000) / 1000, y[i] = 1 + (i % 7) / 4
  *   partition x, y and z into tiles; per tile, on any device:
- *     scale:   x_t = 2 x_t
- *     square:  x_t = x_t^2
- *     add:     z_t = x_t + y_t
- *     saxpy:   y_t = 0.5 z_t + y_t
+ *     scale:   x_t = 2 x_t            mz_op_scal (canned: OpenBLAS, CLBlast, cuBLAS)
+ *     square:  x_t = x_t^2            kernel written here, CPU/OpenCL/CUDA
+ *     add:     z_t = x_t + y_t        kernel written here, CPU/OpenCL/CUDA
+ *     axpy:    y_t = 0.5 z_t + y_t    mz_op_axpy (canned)
  *   unpartition; host verify: z and y against the reference
+ *
+ * The BLAS stages are canned ops, so the hand-written kernels are the ones
+ * BLAS lacks.  On a CUDA device without cuBLAS, the policies place scale
+ * and axpy on the other devices.
  *
  * Tiles of one stage may run on different devices than the stage before,
  * so the runtime moves tiles between devices (peer copies between OpenCL
@@ -18,8 +22,8 @@
  * Each policy runs in a runtime of its own, so its trace (the runtime
  * config's .trace, written as each run ends) holds only its runs; the
  * Gantt chart shows the last run, and its copies must add up to the
- * table's transfers and bytes (checked: a mismatch fails the command).  Kernels: the CPU functions
- * below, the OpenCL C of examples/kernels/kernels.cl (from the source tree
+ * table's transfers and bytes (checked: a mismatch fails the command).  Hand-written kernels: the CPU
+ * functions below, the OpenCL C of examples/kernels/kernels.cl (from the source tree
  * when it is readable, else the copy compiled in), and the PTX of
  * examples/kernels when it is readable (else CUDA devices get no kernels,
  * as the output says). */
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include "maize.h"
+#include "maize/ops.h"
 #include "maize/policy.h"
 #include "mzb.h"
 #include "mzb_kernels_cl.h"
@@ -47,11 +52,6 @@
 
 /* ---- kernels and host stages ---- */
 
-static int k_scale(const mz_call *c) {
-  float a = c->args[0].f32, *y = c->args[1].p;
-  for (uint64_t i = 0; i < c->args[2].u64; i++) y[i] = a * y[i];
-  return 0;
-}
 static int k_square(const mz_call *c) {
   float *y = c->args[0].p;
   for (uint64_t i = 0; i < c->args[1].u64; i++) y[i] = y[i] * y[i];
@@ -63,16 +63,9 @@ static int k_add(const mz_call *c) {
   for (uint64_t i = 0; i < c->args[3].u64; i++) z[i] = x[i] + y[i];
   return 0;
 }
-static int k_saxpy(const mz_call *c) {
-  float a = c->args[0].f32;
-  const float *x = c->args[1].p;
-  float *y = c->args[2].p;
-  for (uint64_t i = 0; i < c->args[3].u64; i++) y[i] = a * x[i] + y[i];
-  return 0;
-}
 
 /* The inputs and the expected outputs, computed once on the host as the
- * CPU kernels compute them, so that the host stages are copies and
+ * CPU kernels and BLAS compute them, so that the host stages are copies and
  * comparisons (cheap next to the kernels). */
 struct ref {
   size_t n;
@@ -119,7 +112,7 @@ struct verdict {
   char which;
 };
 
-/* OpenCL may contract a * x + y into an fma: a relative tolerance. */
+/* BLAS and OpenCL may contract a * x + y into an fma: a relative tolerance. */
 static bool close_enough(float got, float want) { return fabsf(got - want) <= 1e-5f * fmaxf(1.0f, fabsf(want)); }
 
 static int h_verify(const mz_call *c) {
@@ -141,7 +134,7 @@ static int h_verify(const mz_call *c) {
 /* ---- one policy ---- */
 
 struct kernels {
-  mz_kernel *k[4];
+  mz_kernel *k[2]; /* square, add */
 };
 
 static const char *cl_source; /* text, or NULL to use the path */
@@ -151,13 +144,11 @@ static int make_kernels(mz_runtime *rt, struct kernels *ks) {
   static const struct {
     const char *name, *params;
     mz_cpu_fn fn;
-  } defs[4] = {
-      {"scale", "f32 a, inout f32[] y, u64 n = sizeof(y)", k_scale},
+  } defs[2] = {
       {"square", "inout f32[] y, u64 n = sizeof(y)", k_square},
       {"add", "in f32[] x, in f32[] y, out f32[] z, u64 n = sizeof(z)", k_add},
-      {"saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)", k_saxpy},
   };
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 2; i++) {
     mz_kernel_spec s = {
         .name = defs[i].name,
         .params = defs[i].params,
@@ -208,14 +199,15 @@ static int run_once(mz_runtime *rt, const struct kernels *ks, const char *policy
   mz_op *pz = mz_partition(g, mz_value(g, z), tiles);
   for (unsigned t = 0; t < tiles; t++) {
     mz_op *xt = mz_unzip(g, px, t);
-    xt = mz_unzip(g, mz_apply(g, ks->k[0], mz_zip(g, 2, (mz_op *[]){mz_f32(g, 2.0f), xt}), NULL), 1);
-    xt = mz_unzip(g, mz_apply(g, ks->k[1], xt, NULL), 0);
-    mz_op *added = mz_apply(g, ks->k[2], mz_zip(g, 3, (mz_op *[]){xt, mz_unzip(g, py, t), mz_unzip(g, pz, t)}), NULL);
+    xt = mz_op_scal(g, 2.0, xt);
+    xt = mz_unzip(g, mz_apply(g, ks->k[0], xt, NULL), 0);
+    mz_op *added = mz_apply(g, ks->k[1], mz_zip(g, 3, (mz_op *[]){xt, mz_unzip(g, py, t), mz_unzip(g, pz, t)}), NULL);
     mz_op *zt = mz_unzip(g, added, 2);
-    mz_op *sx = mz_apply(g, ks->k[3], mz_zip(g, 3, (mz_op *[]){mz_f32(g, 0.5f), zt, mz_unzip(g, added, 1)}), NULL);
+    /* axpy only reads z_t: the buffer hazards order its read before the
+     * unpartition of z. */
     xs[t] = mz_unzip(g, added, 0);
-    zs[t] = mz_unzip(g, sx, 1);
-    ys[t] = mz_unzip(g, sx, 2);
+    ys[t] = mz_op_axpy(g, 0.5, zt, mz_unzip(g, added, 1));
+    zs[t] = zt;
   }
   mz_op *uz = mz_unpartition(g, mz_zip(g, tiles, zs));
   mz_op *uy = mz_unpartition(g, mz_zip(g, tiles, ys));
@@ -327,7 +319,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     if (policies[p] && !strcmp(policies[p], "round-robin")) warm_policy = policies[p];
   }
   if (!o->quiet) {
-    fprintf(out, "maize pipeline: %zu floats x 3 buffers, %u tiles, 4 kernels per tile + 2 host stages, %u run(s) per policy\n",
+    fprintf(out, "maize pipeline: %zu floats x 3 buffers, %u tiles, 4 ops per tile (2 canned, 2 hand-written) + 2 host stages, %u run(s) per policy\n",
             n, tiles, reps);
     device_line(out, rt);
     if (!have_ptx) fprintf(out, "  (no PTX at %s: CUDA devices, if any, get no kernels)\n", MZ_KERNELS_PTX);
@@ -378,7 +370,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
       rc = run_once(rt, &ks, pol, &ref, tiles, &res, r + 1 == reps ? paths[p][2] : NULL);
       if (!rc && res.v.bad) rc = MZ_EKERNEL;
     }
-    for (int i = 0; i < 4; i++) mz_kernel_destroy(ks.k[i]);
+    for (int i = 0; i < 2; i++) mz_kernel_destroy(ks.k[i]);
     mz_runtime_destroy(rt); /* writes the trace */
     if (rc) {
       failures++;
@@ -469,7 +461,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: maize-bench pipeline [--devices S] [--policy P] [--elements N] [--tiles T]\n"
           "                            [--reps R] [--outdir DIR] [--quick]\n"
-          "  Runs a tiled multi-device pipeline (4 kernels per tile, 2 host stages)\n"
+          "  Runs a tiled multi-device pipeline (4 ops per tile, 2 host stages)\n"
           "  once per policy, checks it against a CPU reference, prints a table and\n"
           "  writes DIR/pipeline-<policy>.json (Perfetto), .svg (Gantt chart) and\n"
           "  .dot (the graph, each task with the device it ran on; dot -Tsvg).\n"

@@ -46,9 +46,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_libs.h"
 #include "cuda_loader.h"
 #include "device_ops.h"
 #include "maize.h"
+#include "ops/native.h"
 
 /* ------------------------------------------------------------------ */
 /* The loader                                                          */
@@ -130,6 +132,73 @@ int mz__cuda_load(const char *path, struct mz__cuda_api *api, char *err, size_t 
   return MZ_OK;
 }
 
+/* Open the first of names that loads (or $env_var's file alone) and
+ * resolve syms into slots.  MZ_OK, or MZ_ELOAD with the reason in err. */
+static int lib_load(const char *env_var, const char *const names[], const char *const syms[], void **const slots[],
+                    size_t nsyms, void **handle, char *err, size_t errlen) {
+  const char *path = getenv(env_var);
+  void *h = NULL;
+  if (path && *path) {
+    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) snprintf(err, errlen, "cannot load '%s' ($%s): %s", path, env_var, dlerror());
+  } else {
+    for (unsigned i = 0; names[i] && !h; i++) {
+      h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+      if (!h) snprintf(err, errlen, "cannot load %s%s%s: %s", i ? names[0] : names[i], i ? " or " : "",
+                       i ? names[i] : "", dlerror());
+    }
+  }
+  if (!h) return MZ_ELOAD;
+  for (size_t i = 0; i < nsyms; i++) {
+    void *sym = dlsym(h, syms[i]);
+    if (!sym) {
+      snprintf(err, errlen, "the library lacks the symbol %s (too old?)", syms[i]);
+      dlclose(h);
+      return MZ_ELOAD;
+    }
+    memcpy(slots[i], &sym, sizeof sym);
+  }
+  *handle = h;
+  return MZ_OK;
+}
+
+#define MZ__STR2(x) #x
+#define MZ__STR(x) MZ__STR2(x)
+
+int mz__cublas_load(struct mz__cublas_api *api, char *err, size_t errlen) {
+  memset(api, 0, sizeof *api);
+#if MZ_HAVE_CUBLAS
+  static const char *const names[] = {"libcublas.so." MZ__STR(CUBLAS_VER_MAJOR), "libcublas.so", NULL};
+  static const char *const syms[] = {
+#define MZ__LIB_NAME(field, symbol) #symbol,
+      MZ_CUBLAS_API_MAP(MZ__LIB_NAME)};
+  void **const slots[] = {
+#define MZ__LIB_SLOT(field, symbol) (void **)&api->field,
+      MZ_CUBLAS_API_MAP(MZ__LIB_SLOT)};
+  int rc = lib_load("MZ_CUBLAS_LIBRARY", names, syms, slots, sizeof syms / sizeof syms[0], &api->handle, err, errlen);
+  if (rc) memset(api, 0, sizeof *api);
+  return rc;
+#else
+  snprintf(err, errlen, "maize was built without cublas_v2.h");
+  return MZ_ENOTSUP;
+#endif
+}
+
+int mz__cufft_load(struct mz__cufft_api *api, char *err, size_t errlen) {
+  memset(api, 0, sizeof *api);
+#if MZ_HAVE_CUFFT
+  static const char *const names[] = {"libcufft.so." MZ__STR(CUFFT_VER_MAJOR), "libcufft.so", NULL};
+  static const char *const syms[] = {MZ_CUFFT_API_MAP(MZ__LIB_NAME)};
+  void **const slots[] = {MZ_CUFFT_API_MAP(MZ__LIB_SLOT)};
+  int rc = lib_load("MZ_CUFFT_LIBRARY", names, syms, slots, sizeof syms / sizeof syms[0], &api->handle, err, errlen);
+  if (rc) memset(api, 0, sizeof *api);
+  return rc;
+#else
+  snprintf(err, errlen, "maize was built without cufft.h");
+  return MZ_ENOTSUP;
+#endif
+}
+
 void mz__cuda_unload(struct mz__cuda_api *api) {
   if (!api) return;
   if (api->handle) dlclose(api->handle);
@@ -168,6 +237,11 @@ struct cu_shared {
   struct mz__cuda_api api;
   _Atomic unsigned refs;
   int driver_version;
+  /* The canned ops' libraries, loaded at discovery; handle NULL when not
+   * (the ops that need one are then not runnable here). */
+  struct mz__cublas_api blas;
+  struct mz__cufft_api fft;
+  char blas_err[384], fft_err[384]; /* why one did not load; written before any device exists */
 };
 
 struct cu_chunk {
@@ -195,6 +269,7 @@ struct cu_dev {
   int ordinal;
   CUcontext ctx;                    /* the primary context, retained */
   uint64_t peers;                   /* bit i: peer access to CUDA ordinal i is enabled */
+  bool managed;                     /* managed memory, usable by host and device at once */
 
   /* The in-flight batches and the monitor.  host functions take this lock,
    * so no CUDA call is ever made while holding it. */
@@ -225,6 +300,7 @@ struct cu_dev {
 
 struct cu_queue {
   CUstream stream;
+  void *blas; /* the stream's cuBLAS handle, made by the first cuBLAS op; submission thread */
   /* When the stream's last completed batch ended (mz__now_ns), written by
    * its host function: the next batch cannot have started earlier. */
   _Atomic uint64_t last_end;
@@ -244,11 +320,31 @@ static _Thread_local bool cu_in_host_fn;
 struct cu_kernel {
   CUmodule module;
   CUfunction fn;
+  const struct mz__cu_native *native; /* a canned op's library call (ops/native.h), or NULL */
+  void *state;                        /* its own data (plans), or NULL */
 };
+
+/* What a canned op's library call may use (ops/native.h). */
+static struct mz__cu_env cu_env(const struct cu_dev *d, struct cu_queue *cq) {
+  return (struct mz__cu_env){.drv = d->api, .blas_api = &d->sh->blas, .fft_api = &d->sh->fft,
+                             .stream = cq ? cq->stream : NULL, .blas = cq ? &cq->blas : NULL};
+}
+
+static bool native_loaded(const struct cu_dev *d, const struct mz__cu_native *nat) {
+  return nat && (nat->lib == MZ__CU_CUBLAS ? d->sh->blas.handle : d->sh->fft.handle) != NULL;
+}
+
 
 static const struct mz__device_ops cuda_ops;
 
 static struct cu_dev *cu_of(const struct mz_device *dev) { return dev->priv; }
+
+const char *mz__cuda_lib_missing(const struct mz_device *dev, enum mz__cu_lib lib) {
+  if (!dev || dev->ops != &cuda_ops) return NULL;
+  const struct cu_dev *d = cu_of(dev);
+  if (lib == MZ__CU_CUBLAS) return d->sh->blas.handle ? NULL : d->sh->blas_err;
+  return d->sh->fft.handle ? NULL : d->sh->fft_err;
+}
 
 static void cu_current(struct cu_dev *d) { d->api->CtxSetCurrent(d->ctx); }
 
@@ -674,6 +770,10 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
                          sel->arg, count, count == 1 ? "" : "s");
   }
   api->DriverGetVersion(&sh->driver_version);
+  /* The canned ops' libraries.  A missing one only makes its ops
+   * unrunnable here; the reason is kept for the ops' error messages. */
+  mz__cublas_load(&sh->blas, sh->blas_err, sizeof sh->blas_err);
+  mz__cufft_load(&sh->fft, sh->fft_err, sizeof sh->fft_err);
 
   unsigned nq = sel->default_queues ? sel->default_queues : 4;
   int first = want >= 0 ? want : 0, last = want >= 0 ? want : count - 1;
@@ -758,6 +858,13 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
     api->DeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, d->cudev);
     info->local_memory = v > 0 ? (uint64_t)v : 0;
     info->max_alloc = mem; /* one cuMemAlloc may take all of the device's memory */
+    /* Managed memory only where the host may touch it while kernels run
+     * (concurrent managed access: Linux, Pascal and later); elsewhere a
+     * host stage beside a running kernel would fault. */
+    int mm = 0, cma = 0;
+    api->DeviceGetAttribute(&mm, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, d->cudev);
+    api->DeviceGetAttribute(&cma, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, d->cudev);
+    d->managed = mm && cma;
     info->fp64 = true;     /* every CUDA device since compute capability 1.3 */
     char bus[64] = "";
     unsigned dom = 0, b = 0, s = 0, f = 0;
@@ -818,6 +925,10 @@ static void cuda_queue_fini(struct mz__queue *q) {
   if (!cq) return;
   struct cu_dev *d = cu_of(q->dev);
   cu_current(d);
+#if MZ_HAVE_CUBLAS
+  /* cublasDestroy synchronizes with the handle's work, then frees it. */
+  if (cq->blas) d->sh->blas.Destroy(cq->blas);
+#endif
   d->api->StreamDestroy(cq->stream);
   free(cq);
   q->priv = NULL;
@@ -829,6 +940,8 @@ static void cuda_queue_fini(struct mz__queue *q) {
 
 static bool cuda_can_run(const struct mz_device *dev, const mz_kernel *k) {
   const mz_kernel_spec *spec = mz__kernel_spec(k);
+  if (spec && spec->cuda.format == MZ__CODE_NATIVE)
+    return native_loaded(cu_of(dev), spec->cuda.data) && !atomic_load(&cu_of(dev)->failed);
   return spec && (spec->cuda.format == MZ_CODE_PTX || spec->cuda.format == MZ_CODE_CUBIN) &&
          !atomic_load(&cu_of(dev)->failed);
 }
@@ -839,6 +952,18 @@ static int cuda_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, 
   const mz_code_spec *cs = &spec->cuda;
   const char *what = cs->format == MZ_CODE_PTX ? "PTX" : "cubin";
   *kdev = NULL;
+  if (cs->format == MZ__CODE_NATIVE) { /* a library call: nothing to build */
+    const struct mz__cu_native *nat = cs->data;
+    if (!native_loaded(d, nat)) {
+      *log = cu_msg("kernel '%s' needs %s, which is not loaded", mz_kernel_name(k), nat ? nat->library : "?");
+      return MZ_ENOTSUP;
+    }
+    struct cu_kernel *ck = calloc(1, sizeof *ck);
+    if (!ck) return MZ_ENOMEM;
+    ck->native = nat;
+    *kdev = ck;
+    return MZ_OK;
+  }
   if (cs->format != MZ_CODE_PTX && cs->format != MZ_CODE_CUBIN) {
     *log = cu_msg("kernel '%s' has no CUDA implementation", mz_kernel_name(k));
     return MZ_ENOTSUP;
@@ -891,7 +1016,12 @@ static void cuda_unprepare(struct mz_device *dev, void *kdev) {
   if (!ck) return;
   struct cu_dev *d = cu_of(dev);
   cu_current(d);
-  d->api->ModuleUnload(ck->module);
+  if (ck->native) {
+    struct mz__cu_env env = cu_env(d, NULL);
+    if (ck->native->state_free) ck->native->state_free(&env, ck->state);
+  } else {
+    d->api->ModuleUnload(ck->module);
+  }
   free(ck);
 }
 
@@ -919,10 +1049,62 @@ static int cuda_mem_alloc(struct mz_device *dev, size_t bytes, void **mem) {
   return MZ_OK;
 }
 
+/* Whether p is in managed memory (a buffer's shared host copy). */
+static bool is_managed(struct cu_dev *d, const void *p) {
+  unsigned v = 0;
+  return d->api->PointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)(uintptr_t)p) ==
+             CUDA_SUCCESS && v;
+}
+
+/* MZ_BUFFER_MANAGED: managed memory, attached to every stream (the host
+ * and any device may use it; coherent once the work that wrote it is
+ * done).  The handle is unused: host_free knows managed memory by its
+ * address. */
+static int cuda_shared_alloc(struct mz_device *dev, size_t bytes, void **host, void **handle) {
+  struct cu_dev *d = cu_of(dev);
+  if (!d->managed || !bytes || atomic_load(&d->failed)) return MZ_ENOTSUP;
+  cu_current(d);
+  CUdeviceptr p = 0;
+  CUresult r = d->api->MemAllocManaged(&p, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (r != CUDA_SUCCESS) return r == CUDA_ERROR_OUT_OF_MEMORY ? MZ_ENOMEM : MZ_ENOTSUP;
+  *host = (void *)(uintptr_t)p;
+  *handle = NULL;
+  return MZ_OK;
+}
+
+static void cuda_host_free(struct mz_device *dev, void *host, void *handle) {
+  struct cu_dev *d = cu_of(dev);
+  cu_current(d);
+  /* cuMemFree waits for work using the memory; after a sticky error it
+   * fails, and the memory goes with the context. */
+  d->api->MemFree((CUdeviceptr)(uintptr_t)host);
+}
+
+/* A zero-copy buffer in managed memory is used in place: its device
+ * address is its host address.  Any other memory is copied as usual. */
+static int cuda_mem_wrap(struct mz_device *dev, void *host, size_t bytes, void **mem) {
+  struct cu_dev *d = cu_of(dev);
+  if (!d->managed || !bytes || atomic_load(&d->failed)) return MZ_ENOTSUP;
+  cu_current(d);
+  if (!is_managed(d, host)) return MZ_ENOTSUP;
+  *mem = host;
+  return MZ_OK;
+}
+
+/* Nothing to do: with concurrent managed access the host sees what a
+ * finished kernel wrote, and a kernel sees what the host wrote before its
+ * launch (the core calls this only while no command uses the buffer). */
+static int cuda_mem_sync(struct mz_device *dev, void *mem, size_t bytes, bool to_host) {
+  return atomic_load(&cu_of(dev)->failed) ? MZ_EDEVICE : MZ_OK;
+}
+
 static void cuda_mem_free(struct mz_device *dev, void *mem) {
   if (!mem) return;
   struct cu_dev *d = cu_of(dev);
   cu_current(d);
+  /* A wrapped copy is the buffer's own managed host memory, freed with
+   * the buffer (host_free), never here. */
+  if (d->managed && is_managed(d, mem)) return;
   /* After a sticky error this fails too; the memory goes with the context. */
   d->api->MemFree(dptr_of(mem));
 }
@@ -1094,6 +1276,18 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(e->kernel)));
     return CUDA_SUCCESS;
   }
+  if (ck->native) {
+    /* A canned op: its library enqueues on the stream (ops/native.h).  A
+     * sticky error in there shows at the next call or to the monitor. */
+    struct mz__cu_env env = cu_env(d, q->priv);
+    char *why = NULL;
+    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->args, e->nargs, &why);
+    if (rc < 0)
+      cu_exec_fail(e, rc, cu_msg("cuda device %d: %s (%s): %s", d->ordinal, mz_kernel_name(e->kernel),
+                                 ck->native->library, why ? why : "failed"));
+    free(why);
+    return CUDA_SUCCESS;
+  }
   unsigned grid[3], block[3];
   launch_dims(e->launch, grid, block);
   if (!grid[0] || !grid[1] || !grid[2]) return CUDA_SUCCESS; /* nothing to compute */
@@ -1209,6 +1403,10 @@ static const struct mz__device_ops cuda_ops = {
     .mem_free = cuda_mem_free,
     .mem_read = cuda_mem_read,
     .mem_write = cuda_mem_write,
+    .mem_wrap = cuda_mem_wrap,
+    .mem_sync = cuda_mem_sync,
+    .host_free = cuda_host_free,
+    .shared_alloc = cuda_shared_alloc,
     .can_wait = cuda_can_wait,
     .can_copy_peer = cuda_can_copy_peer,
     .submit = cuda_submit,

@@ -54,6 +54,7 @@
   X(MemFree, cuMemFree_v2)                                \
   X(MemHostAlloc, cuMemHostAlloc)                         \
   X(MemFreeHost, cuMemFreeHost)                           \
+  X(MemAllocManaged, cuMemAllocManaged)                   \
   X(PointerGetAttribute, cuPointerGetAttribute)           \
   X(MemcpyHtoD, cuMemcpyHtoD_v2)                          \
   X(MemcpyDtoH, cuMemcpyDtoH_v2)                          \

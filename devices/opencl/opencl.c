@@ -61,6 +61,7 @@ struct ocl_dev {
   cl_uint base_align;        /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
   _Atomic uint64_t allocated; /* bytes of live buffers from mem_alloc */
   bool unified;              /* CL_DEVICE_HOST_UNIFIED_MEMORY */
+  bool svm_fine;             /* fine-grained buffer SVM (MZ_BUFFER_MANAGED) */
   bool use_map;              /* mem_read/mem_write go through map/unmap */
   bool profiling;            /* queues record start/end times */
 };
@@ -232,6 +233,13 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
   clGetDeviceInfo(id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
   od->base_align = align_bits >= 8 ? align_bits / 8 : 1;
   od->unified = unified;
+  /* Fine-grained buffer SVM (OpenCL 2.0 and later; the query fails on 1.x):
+   * host and device may use such memory without a map, for
+   * MZ_BUFFER_MANAGED. */
+  cl_device_svm_capabilities svm = 0;
+  if (od->ctx->cl2 && clGetDeviceInfo(id, CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) != CL_SUCCESS)
+    svm = 0;
+  od->svm_fine = (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER) != 0;
   od->profiling = (qprops & CL_QUEUE_PROFILING_ENABLE) != 0;
   /* Synchronous transfers through map/unmap are opt-in (MZ_OPENCL_MAP=1,
    * host-unified devices only).  Both ways cost one memcpy, since the host
@@ -672,9 +680,30 @@ static int ocl_host_alloc(struct mz_device *dev, size_t bytes, void **host, void
   return MZ_OK;
 }
 
+/* MZ_BUFFER_MANAGED: fine-grained SVM of the device's context.  Its
+ * handle is NULL, which tells host_free it is SVM.  Used in place through
+ * mem_wrap, as any host memory is on a host-unified device. */
+static int ocl_shared_alloc(struct mz_device *dev, size_t bytes, void **host, void **handle)
+{
+  struct ocl_dev *od = ocl_of(dev);
+  if (!od->svm_fine || !bytes || bytes > od->max_alloc)
+    return MZ_ENOTSUP;
+  void *p = clSVMAlloc(od->ctx->ctx, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER, bytes, 0);
+  if (!p)
+    return MZ_ENOMEM;
+  *host = p;
+  *handle = NULL;
+  return MZ_OK;
+}
+
 static void ocl_host_free(struct mz_device *dev, void *host, void *handle)
 {
   struct ocl_dev *od = ocl_of(dev);
+  if (!handle) { /* SVM: the runs that used it are over (they held the buffer) */
+    clFinish(od->io);
+    clSVMFree(od->ctx->ctx, host);
+    return;
+  }
   if (clEnqueueUnmapMemObject(od->io, handle, host, 0, NULL, NULL) == CL_SUCCESS)
     clFinish(od->io);
   clReleaseMemObject(handle);
@@ -1004,6 +1033,7 @@ static const struct mz__device_ops ocl_ops = {
   .mem_sync = ocl_mem_sync,
   .host_alloc = ocl_host_alloc,
   .host_free = ocl_host_free,
+  .shared_alloc = ocl_shared_alloc,
   .mem_free = ocl_mem_free,
   .mem_read = ocl_mem_read,
   .mem_write = ocl_mem_write,

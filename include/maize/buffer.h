@@ -49,11 +49,24 @@ enum {
   MZ_BUFFER_ZERO_COPY = 1u << 1,
   /* The host memory is the user's (mz_buffer_wrap); reported only. */
   MZ_BUFFER_WRAPPED = 1u << 2,
+  /* Memory that the host and devices share: CUDA managed memory
+   * (cuMemAllocManaged, from a CUDA device whose host and device may use it
+   * at the same time, "concurrent managed access"), else OpenCL
+   * fine-grained shared virtual memory (clSVMAlloc, on a device that
+   * reports fine-grained buffer SVM, as PoCL's CPU device does).  Devices
+   * that can use it in place do (CUDA devices for managed memory, and
+   * every host-unified OpenCL device), so running there moves no bytes;
+   * others copy.  Implies MZ_BUFFER_ZERO_COPY.  Where no device can
+   * allocate it, plain zero-copy memory (mz_buffer_memory then lacks the
+   * flag).  Not with memory limits or fault injection on: those runtimes
+   * copy. */
+  MZ_BUFFER_MANAGED = 1u << 3,
 };
 
 /* mz_buffer_create with memory flags (MZ_BUFFER_PINNED, MZ_BUFFER_ZERO_COPY,
- * or both; 0 is mz_buffer_create).  Errors: those of mz_buffer_create, and
- * MZ_EINVAL for an unknown flag. */
+ * MZ_BUFFER_MANAGED, or several; 0 is mz_buffer_create; MANAGED wins over
+ * PINNED).  Errors: those of mz_buffer_create, and MZ_EINVAL for an
+ * unknown flag. */
 int mz_buffer_create_ex(mz_runtime *rt, mz_dtype dtype, unsigned ndim, const size_t dims[], const void *data,
                         unsigned flags, mz_buffer **out) MZ_WUR;
 

@@ -1,6 +1,6 @@
 /* For tests that use CUDA devices: a real GPU when there is one, else the
  * CUDA driver emulator (tests/cuda_emu/, a test double for the absent
- * hardware).  Header-only, for Criterion tests; each test runs in its own
+ * hardware) with its cuBLAS and cuFFT doubles.  Header-only, for Criterion tests; each test runs in its own
  * process, so the one `emu` table per test process is that process's. */
 #ifndef MZ_TEST_CUDA_EMU_CLIENT_H
 #define MZ_TEST_CUDA_EMU_CLIENT_H
@@ -46,6 +46,13 @@ static struct {
 static inline void emu_open(void) {
 #ifdef MZ_CUDA_EMU_LIB
   setenv("MZ_CUDA_LIBRARY", MZ_CUDA_EMU_LIB, 1);
+  /* The library doubles beside it, unless a test chose otherwise. */
+#ifdef MZ_CUBLAS_EMU_LIB
+  setenv("MZ_CUBLAS_LIBRARY", MZ_CUBLAS_EMU_LIB, 0);
+#endif
+#ifdef MZ_CUFFT_EMU_LIB
+  setenv("MZ_CUFFT_LIBRARY", MZ_CUFFT_EMU_LIB, 0);
+#endif
   emu.h = dlopen(MZ_CUDA_EMU_LIB, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(emu.h, "the CUDA emulator %s: %s", MZ_CUDA_EMU_LIB, dlerror());
   void *p;

@@ -89,10 +89,13 @@ struct ctx {
   unsigned threads;     /* stream threads still running */
 };
 
+/* Pinned host memory, and managed memory (cuMemAllocManaged: host memory
+ * whose address is also its device address, counted as an allocation). */
 struct pinned {
   char *p;
   size_t size;
   struct ctx *ctx;
+  bool managed;
 };
 
 struct func {
@@ -159,6 +162,7 @@ struct config {
   int ndev;
   size_t memory;
   int cc_major, cc_minor, sms;
+  bool managed; /* managed memory with concurrent access (default 1) */
   bool peer[MAXDEV][MAXDEV];
   bool strict;
   struct inject {
@@ -198,7 +202,7 @@ static _Thread_local struct ctx *exec_ctx;  /* the context of the kernel this th
 extern const struct mzemu_builtin {
   const char *name;
   mzemu_kernel_fn fn;
-} mzemu_builtins[];
+} mzemu_builtins[], mzemu_op_builtins[]; /* the examples' kernels; maize's canned ops' (emu_ops.c) */
 
 /* ------------------------------------------------------------------ */
 /* Rules, errors, injection                                            */
@@ -642,8 +646,9 @@ static void ctx_reset(struct ctx *c) {
   for (size_t i = 0; i < G.npinned;) {
     if (G.pinned[i].ctx == c) {
       free(G.pinned[i].p);
+      if (G.pinned[i].managed) G.st.live_allocs--;
+      else G.st.live_pinned--;
       G.pinned[i] = G.pinned[--G.npinned];
-      G.st.live_pinned--;
       leaked++;
     } else {
       i++;
@@ -753,6 +758,9 @@ static bool parse_config(struct config *cfg, const char *spec) {
       long n = strtol(val, &end, 10);
       ok = end != val && !*end && n > 0 && n < 100000;
       if (ok) cfg->sms = (int)n;
+    } else if (!strcmp(kv, "managed")) {
+      ok = !strcmp(val, "0") || !strcmp(val, "1");
+      cfg->managed = !strcmp(val, "1");
     } else if (!strcmp(kv, "strict")) {
       ok = !strcmp(val, "0") || !strcmp(val, "1");
       cfg->strict = !strcmp(val, "1");
@@ -799,6 +807,7 @@ static void config_default(struct config *cfg) {
   cfg->cc_major = 8;
   cfg->cc_minor = 0;
   cfg->sms = 4;
+  cfg->managed = true;
   cfg->strict = true;
   for (int a = 0; a < MAXDEV; a++)
     for (int b = 0; b < MAXDEV; b++) cfg->peer[a][b] = a != b;
@@ -848,6 +857,10 @@ EXPORT void *mzemu_device_ptr(CUdeviceptr p, size_t bytes) {
   int d = dev_of_addr(p);
   char *h = NULL;
   if (d >= 0 && (d == c->dev || (c->peers >> d & 1))) h = dmem(p, bytes, "a kernel");
+  if (d < 0) { /* managed memory is where its address says */
+    struct pinned *m = pinned_find((const void *)(uintptr_t)p, bytes);
+    if (m && m->managed) h = (char *)(uintptr_t)p;
+  }
   pthread_mutex_unlock(&G.lock);
   return h;
 }
@@ -953,6 +966,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = 48 * 1024; break;
   case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
+  case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *v = G.cfg.managed; break;
   case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x10 + d; break;
   default: *v = 0; break;
   }
@@ -1326,12 +1341,56 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t bytes) {
   return r;
 }
 
+/* Managed memory: host memory at an address the kernels use as is. */
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *out, size_t bytes, unsigned int flags) {
+  CUresult r;
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  struct ctx *c = begin(SYM_MemAllocManaged, "cuMemAllocManaged", &r, NULL);
+  if (!c) return r;
+  void *p = NULL;
+  if (!G.cfg.managed) r = CUDA_ERROR_NOT_SUPPORTED;
+  else if (bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) r = CUDA_ERROR_INVALID_VALUE;
+  else if (G.npinned == G.cappinned) {
+    size_t cap = G.cappinned ? G.cappinned * 2 : 16;
+    struct pinned *n = realloc(G.pinned, cap * sizeof *n);
+    if (!n) r = CUDA_ERROR_OUT_OF_MEMORY;
+    else G.pinned = n, G.cappinned = cap;
+  }
+  if (!r && posix_memalign(&p, 4096, bytes) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (!r) {
+    memset(p, 0, bytes);
+    G.pinned[G.npinned++] = (struct pinned){.p = p, .size = bytes, .ctx = c, .managed = true};
+    G.st.live_allocs++;
+    *out = (CUdeviceptr)(uintptr_t)p;
+  }
+  pthread_mutex_unlock(&G.lock);
+  return r;
+}
+
+/* cuMemFree of managed memory; G.lock held. */
+static CUresult free_managed(CUdeviceptr p) {
+  size_t i = 0;
+  while (i < G.npinned && !(G.pinned[i].managed && (uintptr_t)G.pinned[i].p == p)) i++;
+  if (i == G.npinned) return CUDA_ERROR_INVALID_VALUE;
+  while (any_op_uses(p, G.pinned[i].size)) {
+    pthread_cond_wait(&G.changed, &G.lock);
+    for (i = 0; i < G.npinned && !(G.pinned[i].managed && (uintptr_t)G.pinned[i].p == p);) i++;
+    if (i == G.npinned) return CUDA_ERROR_INVALID_VALUE; /* freed meanwhile */
+  }
+  free(G.pinned[i].p);
+  G.pinned[i] = G.pinned[--G.npinned];
+  G.st.live_allocs--;
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
   CUresult r;
   struct ctx *c = begin(SYM_MemFree, "cuMemFree", &r, NULL);
   if (!c) return r;
   struct alloc *a = alloc_find(p);
-  if (!a || a->base != p) {
+  if (!a && dev_of_addr(p) < 0) {
+    r = free_managed(p);
+  } else if (!a || a->base != p) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else if (a->freed) {
     violation("cuMemFree: device memory 0x%" PRIx64 " freed twice", (uint64_t)p);
@@ -1382,7 +1441,7 @@ EXPORT CUresult cuMemFreeHost(void *p) {
   if (!c) return r;
   size_t i = 0;
   while (i < G.npinned && G.pinned[i].p != p) i++;
-  if (i == G.npinned) {
+  if (i == G.npinned || G.pinned[i].managed) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
     /* Synchronizing, like cuMemFree. */
@@ -1406,7 +1465,8 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUde
   pthread_mutex_lock(&G.lock);
   int d = dev_of_addr(p);
   struct alloc *a = d >= 0 ? alloc_find(p) : NULL;
-  bool pin = d < 0 && pinned_find((const void *)(uintptr_t)p, 1);
+  struct pinned *pn = d < 0 ? pinned_find((const void *)(uintptr_t)p, 1) : NULL;
+  bool pin = pn != NULL, managed = pn && pn->managed;
   if (a && a->freed) {
     violation("cuPointerGetAttribute: device memory 0x%" PRIx64 " after cuMemFree", (uint64_t)p);
     a = NULL;
@@ -1414,7 +1474,9 @@ EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUde
   if (!a && !pin) {
     r = CUDA_ERROR_INVALID_VALUE; /* pageable host memory is unknown to the driver */
   } else if (attr == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-    *(unsigned int *)data = a ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    *(unsigned int *)data = a || managed ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+  } else if (attr == CU_POINTER_ATTRIBUTE_IS_MANAGED) {
+    *(unsigned int *)data = managed;
   } else if (attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) {
     *(int *)data = a ? d : 0;
   } else {
@@ -1622,7 +1684,16 @@ static CUresult ptx_parse(const char *text, struct module *m, char *log, size_t 
         return CUDA_ERROR_INVALID_PTX;
       } else {
         const char *st = q;
-        while (*q && *q != ';' && *q != '{' && *q != '}') q++;
+        /* A brace inside a statement is a vector operand ("mov.b64 {%r1,
+         * %r2}, %fd1;"), not a block. */
+        while (*q && *q != ';' && *q != '}') {
+          if (*q == '{') {
+            while (*q && *q != '}' && *q != ';') q++;
+            if (*q == '}') q++;
+            continue;
+          }
+          q++;
+        }
         /* Labels ("$L__BB0_2:") and a predicate ("@%p1", "@!%p1"). */
         const char *w = st;
         for (;;) {
@@ -1737,6 +1808,8 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *out, CUmodule hm, const char *na
       if (!strcmp(G.kern[i].name, name)) f->fn = G.kern[i].fn;
     for (unsigned i = 0; !f->fn && mzemu_builtins[i].name; i++)
       if (!strcmp(mzemu_builtins[i].name, name)) f->fn = mzemu_builtins[i].fn;
+    for (unsigned i = 0; !f->fn && mzemu_op_builtins[i].name; i++)
+      if (!strcmp(mzemu_op_builtins[i].name, name)) f->fn = mzemu_op_builtins[i].fn;
     if (!f->fn && !f->traps) {
       fprintf(stderr, "mzemu: the PTX entry '%s' has no C implementation registered with the emulator\n", name);
       r = CUDA_ERROR_NOT_FOUND;

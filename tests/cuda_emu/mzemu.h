@@ -20,7 +20,8 @@
  *   recognisable); pinned host memory; asynchronous copies host to device
  *   (a pageable source is captured at the call, as the driver stages it),
  *   device to host, device to device and between devices, all moving real
- *   bytes in stream order;
+ *   bytes in stream order; managed memory, host memory whose address
+ *   kernels use as a device address (CU_POINTER_ATTRIBUTE_IS_MANAGED);
  * - modules: PTX text is checked line by line (directives, labels,
  *   predicates and a list of PTX opcodes); a bad line gives
  *   CUDA_ERROR_INVALID_PTX and a JIT error log.  Each .entry runs the C
@@ -54,6 +55,8 @@
  * mzemu_configure() before cuInit.  Keys separated by ';':
  *   devices=N        number of devices (default 1; 0 is allowed)
  *   memory=SIZE      memory per device, with K/M/G suffixes (default 1G)
+ *   managed=1|0      managed memory (cuMemAllocManaged) with concurrent
+ *                    access by host and device (default 1)
  *   cc=M.m           compute capability (default 8.0)
  *   sms=N            multiprocessors (default 4)
  *   peer=all|none|A>B,C>D   which device may access which (default all)
