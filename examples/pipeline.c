@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     mz_graph *g;
     if (mz_graph_create(rt, &g)) return 1;
     double sum = 0;
-    mz_op *filled = mz_host(g, fill, NULL, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y)}));
+    mz_op *filled = mz_host_named(g, "fill", fill, NULL, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y)}));
     mz_op *px = mz_partition(g, mz_unzip(g, filled, 0), tiles);
     mz_op *py = mz_partition(g, mz_unzip(g, filled, 1), tiles);
     mz_op *pz = mz_partition(g, mz_value(g, z), tiles);
@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     mz_op *ux = mz_unpartition(g, mz_zip(g, tiles, xs));
     mz_op *uy = mz_unpartition(g, mz_zip(g, tiles, ys));
     mz_op *uz = mz_unpartition(g, mz_zip(g, tiles, outs));
-    mz_op *done = mz_host(g, checksum, &sum, mz_unzip(g, uz, 0));
+    mz_op *done = mz_host_named(g, "checksum", checksum, &sum, mz_unzip(g, uz, 0));
     mz_op *root = mz_join(g, 3, (mz_op *[]){done, ux, uy});
     mz_future *f;
     rc = mz_schedule(g, root, pol, &f);

@@ -193,7 +193,7 @@ static int run_once(mz_runtime *rt, const struct kernels *ks, const char *policy
     snprintf(res->message, sizeof res->message, "setup: %s", mz_runtime_last_error(rt));
     goto out;
   }
-  mz_op *filled = mz_host(g, h_fill, (void *)ref, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y)}));
+  mz_op *filled = mz_host_named(g, "fill", h_fill, (void *)ref, mz_zip(g, 2, (mz_op *[]){mz_value(g, x), mz_value(g, y)}));
   mz_op *px = mz_partition(g, mz_unzip(g, filled, 0), tiles);
   mz_op *py = mz_partition(g, mz_unzip(g, filled, 1), tiles);
   mz_op *pz = mz_partition(g, mz_value(g, z), tiles);
@@ -212,7 +212,7 @@ static int run_once(mz_runtime *rt, const struct kernels *ks, const char *policy
   mz_op *uz = mz_unpartition(g, mz_zip(g, tiles, zs));
   mz_op *uy = mz_unpartition(g, mz_zip(g, tiles, ys));
   mz_op *ux = mz_unpartition(g, mz_zip(g, tiles, xs));
-  mz_op *checked = mz_host(g, h_verify, &res->v, mz_zip(g, 2, (mz_op *[]){uz, uy}));
+  mz_op *checked = mz_host_named(g, "verify", h_verify, &res->v, mz_zip(g, 2, (mz_op *[]){uz, uy}));
   mz_op *root = mz_join(g, 2, (mz_op *[]){checked, ux});
   if ((rc = mz_schedule(g, root, policy, &f))) {
     snprintf(res->message, sizeof res->message, "%s", mz_runtime_last_error(rt));
