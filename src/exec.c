@@ -47,13 +47,24 @@ static void work_init(struct work *w) {
   w->shdev = NULL;
 }
 
+/* The most ready nodes held back before they are handed over: the workers
+ * start on the first ones while this thread makes the rest ready (a run
+ * of 100,000 sources is not handed over in one piece at its end). */
+#define SHARE_BURST 64
+
 static void work_share(struct work *w, mz_runtime *rt, mz_op *op) {
   atomic_store_explicit(&op->next, NULL, memory_order_relaxed);
   if (w->sh_tail) atomic_store_explicit(&w->sh_tail->next, op, memory_order_relaxed);
   else w->sh_head = op;
   w->sh_tail = op;
-  w->nsh++;
   w->shdev = rt->share_dev;
+  /* Once handed over, a node may run and end its run: the caller touches
+   * neither op nor its run after this call (see share()). */
+  if (++w->nsh == SHARE_BURST) {
+    w->shdev->ops->share(w->shdev, w->sh_head, w->sh_tail, w->nsh);
+    w->sh_head = w->sh_tail = NULL;
+    w->nsh = 0;
+  }
 }
 
 static void work_push(struct work *w, mz_op *op, int what) {
@@ -1023,9 +1034,15 @@ static void run_start(struct mz__run *r) {
   for (size_t i = 0; !r->share && i < r->ntasks; i++) r->tasks[i]->t->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;
   if (r->all_shared) {
-    /* No node is placed: open every gate; the sources are ready now. */
-    for (size_t i = 0; i < r->ntasks; i++) {
-      mz_op *op = r->tasks[i];
+    /* No node is placed: open every gate; the sources are ready now, and
+     * handed over in bursts as they are found.  From the first burst on,
+     * the run may end as soon as no gate is held: the loop reads its task
+     * list from locals, and a task whose gate it still holds keeps the run
+     * alive until then. */
+    mz_op **tasks = r->tasks;
+    size_t n = r->ntasks;
+    for (size_t i = 0; i < n; i++) {
+      mz_op *op = tasks[i];
       op->t->host_wait = true;
       if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
     }
