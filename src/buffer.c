@@ -88,48 +88,36 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
     b->host = user;
     b->mem_flags = MZ_BUFFER_WRAPPED | MZ_BUFFER_ZERO_COPY;
     atomic_fetch_add(&rt->nwrapped, 1);
-  } else if (flags & MZ_BUFFER_MANAGED) {
-    /* Shared memory from the first device that has it, devices with memory
-     * of their own first (a CUDA GPU's managed memory is also usable in
-     * place by host-unified devices; the SVM of a host-unified device is
-     * not by a GPU of another driver). */
-    for (int pass = 0; pass < 2 && !b->pin_dev; pass++)
+  } else {
+    if (flags & MZ_BUFFER_MANAGED) {
+      /* Shared memory from the first device that has it, devices with
+       * memory of their own first (a CUDA GPU's managed memory is also
+       * usable in place by host-unified devices; the SVM of a host-unified
+       * device is not by a GPU of another driver). */
+      for (int pass = 0; pass < 2 && !b->pin_dev; pass++)
+        for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
+          struct mz_device *dev = rt->devs[d];
+          if (dev->info.unified_memory == (pass == 0) || !dev->ops->shared_alloc || atomic_load(&dev->dead)) continue;
+          if (dev->ops->shared_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK) b->pin_dev = dev;
+        }
+      b->mem_flags = b->pin_dev ? MZ_BUFFER_MANAGED | MZ_BUFFER_ZERO_COPY : MZ_BUFFER_ZERO_COPY;
+    } else if (flags & MZ_BUFFER_PINNED) {
+      /* The first device that can pin; plain memory where none can. */
       for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
         struct mz_device *dev = rt->devs[d];
-        if (dev->info.unified_memory == (pass == 0) || !dev->ops->shared_alloc || atomic_load(&dev->dead)) continue;
-        if (dev->ops->shared_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK) b->pin_dev = dev;
+        if (dev->ops->host_alloc && !atomic_load(&dev->dead) &&
+            dev->ops->host_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK)
+          b->pin_dev = dev;
       }
-    b->mem_flags = b->pin_dev ? MZ_BUFFER_MANAGED | MZ_BUFFER_ZERO_COPY : MZ_BUFFER_ZERO_COPY;
-    if (!b->pin_dev && posix_memalign(&b->host, 4096, (b->bytes + 63) & ~(size_t)63)) {
-      pthread_mutex_destroy(&b->fetch_lock);
-      free(copies);
-      free(b);
-      return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", sh.count * es);
+      b->mem_flags = flags & (b->pin_dev ? (MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY) : MZ_BUFFER_ZERO_COPY);
+    } else {
+      b->mem_flags = flags;
     }
-    b->host_owned = !b->pin_dev;
-  } else if (flags & MZ_BUFFER_PINNED) {
-    /* The first device that can pin; plain memory where none can. */
-    for (unsigned d = 0; d < rt->ndev && !b->pin_dev; d++) {
-      struct mz_device *dev = rt->devs[d];
-      if (dev->ops->host_alloc && !atomic_load(&dev->dead) &&
-          dev->ops->host_alloc(dev, b->bytes, &b->host, &b->pin_handle) == MZ_OK)
-        b->pin_dev = dev;
-    }
-    b->mem_flags = flags & (b->pin_dev ? (MZ_BUFFER_PINNED | MZ_BUFFER_ZERO_COPY) : MZ_BUFFER_ZERO_COPY);
-    if (!b->pin_dev && posix_memalign(&b->host, 4096, (b->bytes + 63) & ~(size_t)63)) {
-      pthread_mutex_destroy(&b->fetch_lock);
-      free(copies);
-      free(b);
-      return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", sh.count * es);
-    }
-    b->host_owned = !b->pin_dev;
-  } else {
-    b->mem_flags = flags;
     /* 64-byte alignment suits vector loads and device DMA; a page, any
      * device's base address alignment (CL_DEVICE_MEM_BASE_ADDR_ALIGN), so
      * that a zero-copy buffer can be used in place. */
     size_t alloc = (b->bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&b->host, (flags & MZ_BUFFER_ZERO_COPY) ? 4096 : 64, alloc)) {
+    if (!b->pin_dev && posix_memalign(&b->host, (b->mem_flags & MZ_BUFFER_ZERO_COPY) ? 4096 : 64, alloc)) {
       size_t bytes = b->bytes;
       pthread_mutex_destroy(&b->fetch_lock);
       pthread_mutex_destroy(&b->alias_lock);
@@ -137,7 +125,7 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
       free(b);
       return mz__set_error(rt, MZ_ENOMEM, "buffer: cannot allocate %zu bytes of host memory", bytes);
     }
-    b->host_owned = true;
+    b->host_owned = !b->pin_dev;
   }
   copies[0].state = MZ__OWNER;
   copies[0].mem = b->host;
