@@ -404,6 +404,8 @@ Test(perfmodel, host_nodes_are_modelled_by_name) {
   OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt));
   mz_device_info info;
   OK(rt, mz_device_get_info(mz_runtime_device(rt, 0), &info));
+  char devname[128]; /* info's strings go with the runtime */
+  snprintf(devname, sizeof devname, "%s", info.name);
   mz_graph *g;
   OK(rt, mz_graph_create(rt, &g));
   mz_buffer *b;
@@ -441,7 +443,7 @@ Test(perfmodel, host_nodes_are_modelled_by_name) {
   mz_runtime_destroy(rt); /* saves the models */
   for (int i = 0; i < 3; i++) {
     char path[512], err[160];
-    mz__pm_path(path, sizeof path, dir, names[i] ? names[i] : "host", info.name);
+    mz__pm_path(path, sizeof path, dir, names[i] ? names[i] : "host", devname);
     struct mz__pm_file pf;
     cr_assert_eq(mz__pm_read(path, &pf, err, sizeof err), MZ_OK, "%s: %s", path, err);
     cr_expect_str_eq(pf.kernel, names[i] ? names[i] : "host");
