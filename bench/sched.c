@@ -180,7 +180,7 @@ static int comm_bound(const mz_sched *s, mz_task *const tasks[], size_t n, doubl
       double c = bytes ? lat + pb * (double)bytes : 0;
       pr[k++] = (struct bpred){ef[ix - 1] + c, ef[ix - 1], w[ix - 1]};
     }
-    qsort(pr, k, sizeof *pr, by_arrive_desc);
+    if (k > 1) qsort(pr, k, sizeof *pr, by_arrive_desc);
     double start = k ? pr[0].arrive : 0, local_ef = 0, local_w = 0;
     for (unsigned m = 0; m < k; m++) { /* the first m + 1 on j's device */
       if (pr[m].ef > local_ef) local_ef = pr[m].ef;
@@ -450,7 +450,7 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < NPOL; i++) {
     double sum = 0;
     for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];
-    qsort(slr[i], nslr[i], sizeof *slr[i], cmp_d);
+    if (nslr[i]) qsort(slr[i], nslr[i], sizeof *slr[i], cmp_d);
     double mean = nslr[i] ? sum / nslr[i] : NAN;
     double p95 = nslr[i] ? slr[i][(size_t)ceil(0.95 * nslr[i]) - 1] : NAN;
     printf("BENCH sched.%s slr_mean=%.3f slr_p95=%.3f slr_nocomm_mean=%.3f plan_ns_per_node=%.0f\n", inner[i]->name,

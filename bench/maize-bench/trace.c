@@ -842,7 +842,7 @@ static void plan_summary(const mzb_trace *t, int64_t run, FILE *out) {
     rend = fmax(rend, s->ts + s->dur);
     t0 = fmin(t0, fmin(s->ts, s->planned_ts));
   }
-  qsort(v, k, sizeof *v, cmp_pstat);
+  if (k) qsort(v, k, sizeof *v, cmp_pstat);
   size_t m = 0;
   for (size_t i = 0; i < k; i++) {
     if (m && !strcmp(v[m - 1].name, v[i].name) && v[m - 1].pid == v[i].pid) {
