@@ -20,7 +20,12 @@
  * plan_ns_per_node taken on the largest DAGs
  * (10,000 nodes; 1,000 with --quick).
  *
- * Usage: mz-bench-sched [--quick] [--seeds N]
+ * The simulated devices have copy engines (copy=1: a node's input copies
+ * overlap the kernels before it on its queue, as on GPUs with copy
+ * streams); --copy-engine off runs them on the receiving queue instead, as
+ * on devices without one.
+ *
+ * Usage: mz-bench-sched [--quick] [--seeds N] [--copy-engine on|off]
  * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
 #include <getopt.h>
 #include <math.h>
@@ -137,8 +142,9 @@ static int by_arrive_desc(const void *a, const void *b) {
  * sides grow as P grows, so the least is found among the sets P that hold
  * the k predecessors with the latest arrivals EF(p) + c(p, j), k = 0..np.
  * EF(j) = that + w(j); the bound is the largest EF.  Transfers occupy no
- * device in it (maize runs them on the receiving queue, which only makes
- * schedules longer), so it holds for every policy. */
+ * device in it (maize runs them on the receiving queue or on its device's
+ * copy engine, which only makes schedules longer), so it holds for every
+ * policy, with copy engines or without. */
 static int comm_bound(const mz_sched *s, mz_task *const tasks[], size_t n, double *out) {
   unsigned nq = mz_sched_queue_count(s);
   double lat = INFINITY, pb = INFINITY;
@@ -289,6 +295,17 @@ static void speeds(const char *dev, double *total, double *fastest, double *mean
   *ndev = nd;
 }
 
+/* The platform with ",copy=<on>" in every class's description (each has
+ * an '@' list). */
+static void with_copy(const char *dev, bool on, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = dev; *p && n + 8 < cap; p++) {
+    if (*p == ';') n += (size_t)snprintf(out + n, cap - n, ",copy=%d", on);
+    out[n++] = *p;
+  }
+  snprintf(out + n, cap - n, ",copy=%d", on);
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -300,7 +317,9 @@ int main(int argc, char **argv) {
   int only_plat = -1, only_size = 0;
   double only_ccr = NAN;
   const char *only_pol = NULL;
+  bool copy = true;
   static const struct option longopts[] = {
+      {"copy-engine", required_argument, NULL, 'C'},
       {"quick", no_argument, NULL, 'q'},          {"seeds", required_argument, NULL, 's'},
       {"platform", required_argument, NULL, 'p'}, {"nodes", required_argument, NULL, 'n'},
       {"ccr", required_argument, NULL, 'c'},      {"policy", required_argument, NULL, 'P'},
@@ -328,8 +347,16 @@ int main(int argc, char **argv) {
       if (!bench_arg_double(prog, "--ccr", optarg, -1e9, 1e9, &only_ccr)) return 2;
       break;
     case 'P': only_pol = optarg; break;
+    case 'C':
+      if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+        fprintf(stderr, "%s: --copy-engine takes on or off, not '%s'\n", prog, optarg);
+        return 2;
+      }
+      copy = !strcmp(optarg, "on");
+      break;
     case 'h':
-      printf("usage: %s [--quick] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P]\n", prog);
+      printf("usage: %s [--quick] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P] [--copy-engine on|off]\n",
+             prog);
       return 0;
     default: return bench_arg_error(prog, opt, argv);
     }
@@ -363,15 +390,18 @@ int main(int argc, char **argv) {
   double nocomm_sum[NPOL] = {0}, cp_sum[NPOL][NCCR] = {{0}};
   double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
+  printf("# sim devices with copy engines: %s\n", copy ? "on" : "off");
   printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
          "makespan_us", "bound_us", "slr", "plan_ns/node", "wall_ms");
   int status = 0;
   for (unsigned pi = 0; pi < NPLAT; pi++) {
     if (only_plat >= 0 && pi != (unsigned)only_plat) continue;
-    mz_runtime_config cfg = {.devices = platforms[pi].devices, .quiet = true};
+    char devs[512];
+    with_copy(platforms[pi].devices, copy, devs, sizeof devs);
+    mz_runtime_config cfg = {.devices = devs, .quiet = true};
     mz_runtime *rt;
     if (mz_runtime_create(&cfg, &rt)) {
-      fprintf(stderr, "cannot create the runtime for %s\n", platforms[pi].devices);
+      fprintf(stderr, "cannot create the runtime for %s: %s\n", devs, mz_runtime_last_error(NULL));
       return 1;
     }
     for (unsigned i = 0; i < NPOL; i++)

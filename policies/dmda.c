@@ -6,7 +6,12 @@
  * where ready(q) is when q will have done the work already given to it
  * (mz_sched_queue_ready_ns), transfers(q) the time to bring the node's
  * stale inputs to q's memory (measured links: mz_sched_measure_links at
- * init), and expected(q) the perf model's estimate.  While the model of
+ * init), and expected(q) the perf model's estimate.  Where q's device has
+ * a copy engine (mz_sched_queue_copy_engine) the transfers start at once,
+ * behind the copies already given to that engine, and overlap the work
+ * before the node on q:
+ *
+ *   finish(q) = max(ready(q), copy_ready(q) + transfers(q)) + expected(q)  While the model of
  * some capable device is unsure (no estimate yet), the node goes to the
  * soonest-free such queue instead, so the model calibrates (exploration);
  * a kernel is explored once per device class and size bucket, a few
@@ -53,6 +58,8 @@ struct dmda {
   unsigned nq, ncls;
   unsigned *qdev, *qcls; /* per queue */
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
+  bool *copy;            /* per queue: its device has a copy engine */
+  bool all_copy;         /* every device has one */
 };
 
 static void dmda_fini(void *state) {
@@ -61,6 +68,7 @@ static void dmda_fini(void *state) {
   free(d->qdev);
   free(d->qcls);
   free(d->lead);
+  free(d->copy);
   free(d);
 }
 
@@ -71,7 +79,8 @@ static int dmda_init(const mz_sched *s, void **state) {
   d->qdev = malloc((d->nq + 1) * sizeof *d->qdev);
   d->qcls = malloc((d->nq + 1) * sizeof *d->qcls);
   d->lead = malloc((d->nq + 1) * sizeof *d->lead);
-  if (!d->qdev || !d->qcls || !d->lead) {
+  d->copy = malloc((d->nq + 1) * sizeof *d->copy);
+  if (!d->qdev || !d->qcls || !d->lead || !d->copy) {
     dmda_fini(d);
     return -2;
   }
@@ -82,7 +91,10 @@ static int dmda_init(const mz_sched *s, void **state) {
     int kind = mz_sched_device_kind(s, d->qdev[q]);
     bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
     d->lead[q] = shared ? (q && d->qdev[q - 1] == d->qdev[q] ? d->lead[q - 1] : (int)q) : -1;
+    d->copy[q] = mz_sched_queue_copy_engine(s, q);
   }
+  d->all_copy = d->nq > 0;
+  for (unsigned q = 0; q < d->nq; q++) d->all_copy = d->all_copy && d->copy[q];
   *state = d;
   /* Transfer costs from measured links (a no-op on simulated devices). */
   return mz_sched_measure_links(s);
@@ -166,7 +178,10 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
       size_t b = mz_task_edge_bytes(tasks[i], k);
       if (b) edges += lat + pb * (double)b;
     }
-  double spread = wc[f] / cap + edges * (1 - 1.0 / ndev) / ndev;
+  /* With copy engines everywhere the copies overlap the work: the longer
+   * of the two bounds the spread run, not their sum. */
+  double xf = edges * (1 - 1.0 / ndev) / ndev;
+  double spread = d->all_copy ? fmax(wc[f] / cap, xf) : wc[f] / cap + xf;
   if (spread <= wc[f]) goto out;
   for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = (uintptr_t)d->qdev[rep[f]] + 1;
 out:
@@ -196,7 +211,7 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   for (unsigned q = 0; q < nq; q++)
     if (d->lead[q] >= 0 && d->lead[q] != (int)q) at[d->lead[q]] += at[q] > now ? at[q] - now : 0;
   for (unsigned c = 0; c < ncls; c++) est[c] = NAN;
-  double best_f = INFINITY;
+  double best_f = INFINITY, best_st = 0;
   uint64_t explore_at = UINT64_MAX;
   /* A run kept on one device (dmda_plan), unless that device cannot run t. */
   uintptr_t home = *mz_task_policy_data(t);
@@ -221,14 +236,17 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
       }
       continue;
     }
-    double f = (double)at[q] + xfer[q] + est[c];
+    double st = (double)at[q] + xfer[q];
+    if (d->copy[q] && xfer[q] > 0) st = fmax((double)at[q], (double)mz_sched_copy_ready_ns(s, q) + xfer[q]);
+    double f = st + est[c];
     if (f < best_f) {
       best_f = f;
+      best_st = st;
       best = (int)q;
     }
   }
   if (explore < 0 && best >= 0) { /* what it expects, for traces */
-    double st = (double)at[best] + xfer[best];
+    double st = best_st;
     mz_task_set_expected_times(s, t, (uint64_t)llround(st), (uint64_t)llround(st + est[d->qcls[best]]));
   }
 out:

@@ -28,10 +28,20 @@
  * their first queue gets nodes, and it starts with the work left on all of
  * them (as in dmda).
  *
- * The model follows how maize runs a node: the transfers of its inputs
- * from other devices are made on the receiving queue, before the node, so
- * they lengthen the node's slot (as in dmda), and nodes that read host
- * data pay that transfer too.  Queues start from their current backlog.
+ * The model follows how maize runs a node.  On a device without a copy
+ * engine, the transfers of its inputs from other devices are made on the
+ * receiving queue, before the node, so they lengthen the node's slot (as
+ * in dmda), and nodes that read host data pay that transfer too.  On a
+ * device with one (mz_sched_queue_copy_engine), they run beside the
+ * queue's kernels, as in the paper's model: the node may start once its
+ * queue has a gap of its own length and its inputs have arrived.  The
+ * copies start when the node is submitted, once its predecessors have
+ * ended (a root's host inputs: at the plan's start), and wait for each
+ * other on the device's engine, which the plan keeps as one more lane of
+ * slots per device, with insertion as on the queues (the paper's model has
+ * no such contention: at CCR 1 and 10 a plan without it sent a node's
+ * copies to an engine already busy for longer than the node's work).
+ * Queues and copy engines start from their current backlog.
  *
  * 5. Plan order.  Queues are in order, and a node fixed to a queue would
  *    be queued as soon as its predecessors allow, so a node ready early
@@ -159,6 +169,7 @@ struct heft {
   int *rep;              /* per class: a queue of it */
   unsigned *qorder;      /* queues, fastest class first (per plan) */
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
+  bool *copy;            /* per queue: its device has a copy engine */
 };
 
 static void heft_fini(void *state) {
@@ -169,6 +180,7 @@ static void heft_fini(void *state) {
   free(h->rep);
   free(h->qorder);
   free(h->lead);
+  free(h->copy);
   free(h);
 }
 
@@ -186,7 +198,8 @@ static int heft_init(const mz_sched *s, void **state) {
   h->qorder = malloc((h->nq + 1) * sizeof *h->qorder);
   h->rep = malloc((h->ncls + 1) * sizeof *h->rep);
   h->lead = malloc((h->nq + 1) * sizeof *h->lead);
-  if (!h->qcls || !h->qdev || !h->rep || !h->qorder || !h->lead) {
+  h->copy = malloc((h->nq + 1) * sizeof *h->copy);
+  if (!h->qcls || !h->qdev || !h->rep || !h->qorder || !h->lead || !h->copy) {
     heft_fini(h);
     return -2;
   }
@@ -198,6 +211,7 @@ static int heft_init(const mz_sched *s, void **state) {
     int kind = mz_sched_device_kind(s, h->qdev[q]);
     bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
     h->lead[q] = shared ? (q && h->qdev[q - 1] == h->qdev[q] ? h->lead[q - 1] : (int)q) : -1;
+    h->copy[q] = mz_sched_queue_copy_engine(s, q);
   }
   *state = h;
   return mz_sched_measure_links(s);
@@ -217,6 +231,8 @@ struct pass {
   const bool *alive;          /* per queue */
   const double *backlog;      /* per queue: busy from plan time 0 until this */
   struct qplan *qp;
+  struct qplan *cq;           /* per device: its copy engine's lane */
+  const double *cbacklog;     /* per device: the copy engine busy until this */
   double *aft, *ast, *base, *disc, *xfer; /* ast, aft: planned start and finish */
   int *placed;
 };
@@ -247,6 +263,11 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     P->qp[q].maxgap = 0;
     if (P->backlog[q] > 0 && insert_slot(&P->qp[q], 0, P->backlog[q])) return -2;
   }
+  for (unsigned k = 0; k < h->ndev; k++) {
+    P->cq[k].n = 0;
+    P->cq[k].maxgap = 0;
+    if (P->cbacklog[k] > 0 && insert_slot(&P->cq[k], 0, P->cbacklog[k])) return -2;
+  }
   for (size_t i = 0; i < P->n; i++) P->placed[i] = -1;
   for (size_t oi = 0; oi < P->n; oi++) {
     size_t i = P->order[oi].i;
@@ -267,7 +288,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     }
     if (root) mz_task_transfer_ns_all(P->s, t, P->xfer);
     int best = -1;
-    double best_f = INFINITY, best_s = 0;
+    double best_f = INFINITY, best_s = 0, best_cs = 0, best_x = 0;
     for (int any = 0; any < 2 && best < 0; any++)
       for (unsigned oq = 0, nl = any ? nq : nallowed; oq < nl; oq++) {
         unsigned q = any ? h->qorder[oq] : allowed[oq], c = h->qcls[q];
@@ -277,13 +298,29 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
           oq = skip[oq] - 1;
           continue;
         }
-        double d = wc + P->base[c] - P->disc[h->qdev[q]] + (root ? P->xfer[q] : 0);
-        if (d < wc) d = wc; /* rounding */
-        if (ready + d >= best_f) continue;
-        double st = find_gap(&P->qp[q], ready, d);
+        double d, from = ready, cs = 0, x = 0;
+        if (h->copy[q]) {
+          /* Copies beside the kernels, on the device's copy lane, from the
+           * node's submission (its predecessors' end) on. */
+          d = wc;
+          x = P->base[c] - P->disc[h->qdev[q]] + (root ? P->xfer[q] : 0);
+          if (x > 1e-9) {
+            cs = find_gap(&P->cq[h->qdev[q]], ready, x);
+            from = cs + x;
+          } else {
+            x = 0;
+          }
+        } else {
+          d = wc + P->base[c] - P->disc[h->qdev[q]] + (root ? P->xfer[q] : 0);
+          if (d < wc) d = wc; /* rounding */
+        }
+        if (from + d >= best_f) continue;
+        double st = find_gap(&P->qp[q], from, d);
         if (st + d < best_f) {
           best_f = st + d;
           best_s = st;
+          best_cs = cs;
+          best_x = x;
           best = (int)q;
         }
       }
@@ -296,6 +333,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     P->ast[i] = best >= 0 ? best_s : ready;
     if (best < 0) continue; /* no queue can run it: select reports it */
     if (insert_slot(&P->qp[best], best_s, best_f)) return -2;
+    if (best_x > 0 && insert_slot(&P->cq[h->qdev[best]], best_cs, best_cs + best_x)) return -2;
     if (best_f > makespan) makespan = best_f;
     if (makespan >= cutoff) return INFINITY;
   }
@@ -314,7 +352,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   int *placed = malloc((n + 1) * sizeof *placed), *best_placed = malloc((n + 1) * sizeof *best_placed);
   struct rank_ix *order = malloc((n + 1) * sizeof *order);
   struct link *links = malloc(((size_t)ncls * ncls + 1) * sizeof *links);
-  struct qplan *qp = calloc(nq + 1, sizeof *qp);
+  struct qplan *qp = calloc(nq + 1, sizeof *qp), *cq = calloc(ndev + 1, sizeof *cq);
+  double *cbacklog = calloc(ndev + 1, sizeof *cbacklog);
   size_t *eoff = malloc((n + 1) * sizeof *eoff);
   double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc);
   double *xfer = calloc(nq + 1, sizeof *xfer), *backlog = calloc(nq + 1, sizeof *backlog);
@@ -324,7 +363,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   unsigned *cls_order = malloc((ncls + 1) * sizeof *cls_order);
   struct edge *edges = NULL;
   int rc = -2; /* MZ_ENOMEM */
-  if (!w || !wbar || !rank || !aft || !ast || !best_aft || !best_ast || !placed || !best_placed || !order || !links || !qp || !eoff || !base || !disc ||
+  if (!w || !wbar || !rank || !aft || !ast || !best_aft || !best_ast || !placed || !best_placed || !order || !links || !qp || !cq || !cbacklog || !eoff || !base || !disc ||
       !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order)
     goto out;
 
@@ -388,9 +427,9 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     unsigned nknown = 0;
     for (unsigned c = 0; c < ncls; c++) {
       double v = INFINITY;
-      int cq = class_queue(h, s, tasks[i], c);
-      if (cq >= 0) {
-        v = mz_task_expected_ns(s, tasks[i], (unsigned)cq);
+      int kq = class_queue(h, s, tasks[i], c);
+      if (kq >= 0) {
+        v = mz_task_expected_ns(s, tasks[i], (unsigned)kq);
         if (v >= 0) {
           known += v;
           nknown++;
@@ -445,6 +484,11 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     uint64_t r = mz_sched_queue_ready_ns(s, q);
     backlog[q] = r > now ? (double)(r - now) : 0;
   }
+  for (unsigned q = 0; q < nq; q++)
+    if (h->copy[q]) {
+      uint64_t r = mz_sched_copy_ready_ns(s, q);
+      cbacklog[qdev[q]] = r > now ? (double)(r - now) : 0;
+    }
   for (unsigned q = 0; q < nq; q++) /* a shared device's work left, on its first queue */
     if (h->lead[q] >= 0 && h->lead[q] != (int)q) backlog[h->lead[q]] += backlog[q];
   /* Classes by slowness (insertion sort: there are few; stable). */
@@ -465,7 +509,8 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
    * has several).  A pass stops once it cannot beat the best plan, and is
    * skipped when its work bound (the sum over nodes of the cheapest cost
    * among its queues, over its queue count) already cannot. */
-  struct pass P = {h, s, tasks, n, w, links, eoff, edges, order, alive, backlog, qp, aft, ast, base, disc, xfer, placed};
+  struct pass P = {h,     s,  tasks,    n,   w,   links, eoff, edges, order, alive, backlog,
+                   qp,    cq, cbacklog, aft, ast, base,  disc, xfer,  placed};
   double best_end = INFINITY;
   unsigned nprefix = ncap < MAX_PASSES ? ncap : MAX_PASSES;
   if (!nprefix) nprefix = 1;
@@ -526,6 +571,9 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
 out:
   for (unsigned q = 0; qp && q < nq; q++) free(qp[q].v);
   free(qp);
+  for (unsigned k = 0; cq && k < ndev; k++) free(cq[k].v);
+  free(cq);
+  free(cbacklog);
   free(w);
   free(wbar);
   free(rank);

@@ -172,7 +172,15 @@ struct mz__device_ops {
   /* Submit a batch: for each exec in order, wait for exec->waits (their
    * exec->event, or a marker the backend records on their queue), make the
    * transfers, run the kernel; then arrange one completion that calls
-   * mz__batch_done(b).  Return MZ_OK, or a negative code when nothing was
+   * mz__batch_done(b).  A device with a copy engine (dev->copy_engine)
+   * makes the transfers there instead of on q: at once, after
+   * exec->waits (the sources may come from them), in submission order on
+   * that engine, and the kernel waits for them on the device (an event),
+   * so the copies of the next nodes overlap the kernels before them.  The
+   * destinations are copies the core marked invalid, which no node still
+   * queued on the device reads (a writer elsewhere ended their readers
+   * first: hazard edges), so nothing else on q needs to be waited for.
+   * Return MZ_OK, or a negative code when nothing was
    * submitted (the core then fails the batch itself; do not call
    * mz__batch_done).  Thread: see the top of this file.  Ownership: the
    * batch belongs to the core; the backend may keep it until it calls
@@ -229,6 +237,11 @@ struct mz__device_ops {
    * backlog and recent execution times.  Thread: any.  Locks: none. */
   uint64_t (*queue_ready_ns)(const struct mz__queue *q);
 
+  /* When dev's copy engine is expected to have made the copies given to
+   * it, in the device's clock; only for a device with a copy engine.
+   * NULL or a time before now: now.  Thread: any.  Locks: none. */
+  uint64_t (*copy_ready_ns)(const struct mz_device *dev);
+
   /* The distance between the workers of two queues of dev (0 for the same
    * queue; larger is farther, e.g. hwloc levels to a common ancestor).
    * NULL: every pair of distinct queues is at distance 1.  Thread: any. */
@@ -278,6 +291,10 @@ struct mz_device {
   void *priv;                 /* backend state */
   _Atomic bool dead;
   bool kernels;               /* may run kernels; false for a host-only CPU device */
+  /* Input copies run on a copy engine of the device's own, overlapping its
+   * queues' kernels (see submit); set by the backend when it adds the
+   * device, before its queues open, and read by the core and policies. */
+  bool copy_engine;
   struct mz__proxy *proxy;    /* the submission thread, when !ops->inline_submit */
   uint64_t mem_used;          /* bytes allocated through mem_alloc (submission thread) */
 };

@@ -90,6 +90,19 @@ unsigned mz_sched_queue_backlog(const mz_sched *s, unsigned q) {
 
 unsigned mz_sched_device_count(const mz_sched *s) { return s->rt->ndev; }
 
+bool mz_sched_queue_copy_engine(const mz_sched *s, unsigned q) {
+  return q < s->rt->nq && s->rt->queues[q]->dev->copy_engine;
+}
+
+uint64_t mz_sched_copy_ready_ns(const mz_sched *s, unsigned q) {
+  const mz_runtime *rt = s->rt;
+  if (q >= rt->nq || !rt->queues[q]->dev->copy_engine) return mz_sched_queue_ready_ns(s, q);
+  uint64_t now = mz__runtime_clock(rt);
+  const struct mz_device *d = rt->queues[q]->dev;
+  uint64_t r = d->ops->copy_ready_ns ? d->ops->copy_ready_ns(d) : 0;
+  return r > now ? r : now;
+}
+
 int mz_sched_device_kind(const mz_sched *s, unsigned dev) {
   return dev < s->rt->ndev ? (int)s->rt->devs[dev]->info.kind : MZ_ERANGE;
 }

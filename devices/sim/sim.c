@@ -17,6 +17,9 @@
  *              (powers of 1000) and an optional "/s" (default 16G/s)
  *   lat=T      latency of one transfer: ns, or with us, ms or s (default 1us)
  *   queues=Q   in-order queues per device (default 1)
+ *   copy=C     1: the device has a copy engine (as GPUs have), so a node's
+ *              input copies overlap the kernels of its queues; 0: copies
+ *              run on the receiving queue (default 0)
  *   nodes=K    a network: the class's devices are dealt in blocks to K
  *              simulated machines, numbered 0..K-1 (the same numbers for
  *              every class: "sim:cpu*64@nodes=64;sim:gpu*128@nodes=64"
@@ -36,8 +39,15 @@
  * flop per element, and the simulator does not tell policies so: they have
  * to learn it through the perf models, as on real devices.  Transfers into
  * a device take lat + bytes / link, between two sim devices the slower
- * link and the larger latency; they occupy the receiving queue before the
- * node (links are not shared: no contention is modelled).  With a network,
+ * link and the larger latency.  Without a copy engine they occupy the
+ * receiving queue before the node.  With one (copy=1), they run on the
+ * device's copy engine, in submission order, from the moment the node is
+ * submitted (its inputs are then where they are read from: see below): the
+ * engine is one in-order lane per device, so a device's copies wait for
+ * each other, and the node starts once its queue is free and its last copy
+ * is in.  Copies for the next node thus overlap the current node's kernel,
+ * as with a CUDA copy stream or a second OpenCL queue.  Copies into one
+ * device contend only on its engine: links are not shared.  With a network,
  * a copy between devices of different nodes takes netlat + bytes / netbw
  * (the larger latency and the smaller bandwidth of the two classes; the
  * devices' own links are taken to overlap the network), and one between
@@ -80,6 +90,7 @@ struct sim_class {
   double lat;     /* ns per transfer */
   uint64_t mem;   /* bytes, 0: unlimited */
   unsigned queues;
+  bool copy;      /* a copy engine: input copies overlap the queues' kernels */
   unsigned nodes; /* simulated machines the class is dealt to; 0: no network */
   double netlat;  /* ns per message between nodes */
   double netbw;   /* network bytes per ns */
@@ -109,6 +120,9 @@ struct sim_dev {
   struct sim_class cls;
   unsigned node;  /* its machine (cls.nodes > 0); host memory is on node 0 */
   _Atomic uint64_t mem_used;
+  /* With a copy engine: the virtual time when it has made every copy
+   * given to it (written under the engine's lock, read by policies). */
+  _Atomic uint64_t copy_free_at;
 };
 
 struct sim_queue {
@@ -304,6 +318,11 @@ static uint64_t sim_queue_ready_ns(const struct mz__queue *q) {
   return atomic_load_explicit(&((const struct sim_queue *)q->priv)->free_at, memory_order_relaxed);
 }
 
+static uint64_t sim_copy_ready_ns(const struct mz_device *dev) {
+  const struct sim_dev *sd = dev->priv;
+  return sd->cls.copy ? atomic_load_explicit(&sd->copy_free_at, memory_order_relaxed) : 0;
+}
+
 /* ---- device operations ---- */
 
 static bool sim_can_run(const struct mz_device *dev, const mz_kernel *k) {
@@ -359,18 +378,40 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
   uint64_t now = atomic_load_explicit(&e->now, memory_order_relaxed);
   uint64_t t = atomic_load_explicit(&sq->free_at, memory_order_relaxed);
   if (t < now) t = now;
+  /* The copy engine's lane, when the device has one: copies start when
+   * they are submitted (the sources are valid then: a node's inputs from
+   * other devices are only planned once their producers finished, since
+   * sim queues never wait on each other on the device) or when the
+   * engine is done with earlier ones. */
+  uint64_t c = atomic_load_explicit(&sd->copy_free_at, memory_order_relaxed);
+  if (c < now) c = now;
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *x = b->execs[i];
     double xfer = 0;
-    for (unsigned j = 0; j < x->nxfer; j++)
-      xfer += link_ns_dev(sd, x->xfers[j].src_dev ? sim_of(x->xfers[j].src_dev) : NULL, x->xfers[j].bytes);
-    t += (uint64_t)llround(xfer);
+    for (unsigned j = 0; j < x->nxfer; j++) {
+      struct mz__xfer *xf = &x->xfers[j];
+      double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
+      if (sd->cls.copy) {
+        /* Stamped in the virtual clock, as the nodes are: the trace draws
+         * them on the device's copy engine track. */
+        xf->t_start = c;
+        c += (uint64_t)llround(l);
+        xf->t_end = c;
+      }
+      xfer += l;
+    }
+    if (sd->cls.copy) {
+      if (x->nxfer && t < c) t = c;
+    } else {
+      t += (uint64_t)llround(xfer);
+    }
     x->t_start = t;
     t += (uint64_t)llround(cost_ns(&sd->cls, x->node));
     x->t_end = t;
     x->status = MZ_OK;
   }
   atomic_store_explicit(&sq->free_at, t, memory_order_relaxed);
+  if (sd->cls.copy) atomic_store_explicit(&sd->copy_free_at, c, memory_order_relaxed);
   int rc = heap_push(e, (struct sim_event){.t = t, .seq = e->seq++, .b = b});
   if (rc == MZ_OK) pthread_cond_signal(&e->c);
   pthread_mutex_unlock(&e->m);
@@ -430,6 +471,7 @@ static const struct mz__device_ops sim_ops = {
     .estimate_ns = sim_estimate_ns,
     .link_ns = sim_link_ns,
     .queue_ready_ns = sim_queue_ready_ns,
+    .copy_ready_ns = sim_copy_ready_ns,
 };
 
 /* ---- the platform description ---- */
@@ -553,6 +595,9 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
         ok = parse_time(v, end, &c->netlat);
       } else if (kl == 5 && !strncmp(s, "netbw", 5)) {
         ok = parse_bw(v, end, &c->netbw) && c->netbw > 0;
+      } else if (kl == 4 && !strncmp(s, "copy", 4)) {
+        ok = end - v == 1 && (*v == '0' || *v == '1');
+        c->copy = ok && *v == '1';
       } else if (kl == 6 && !strncmp(s, "queues", 6)) {
         char *e;
         long q = strtol(v, &e, 10);
@@ -564,7 +609,7 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
       if (!ok)
         return mz__set_error(rt, MZ_EINVAL,
                              "MZ_DEVICES: 'sim:%s': cannot read '%.*s' (keys: speed=GFLOP/s, bw=GB/s, mem=16G, "
-                             "link=12G/s, lat=1us, queues=N, nodes=K, netlat=1us, netbw=12.5G/s)",
+                             "link=12G/s, lat=1us, queues=N, copy=0|1, nodes=K, netlat=1us, netbw=12.5G/s)",
                              arg, (int)(end - s), s);
       s = *end ? end + 1 : end;
     }
@@ -608,6 +653,7 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     }
     sd->eng = e;
     sd->cls = c;
+    dev->copy_engine = c.copy;
     /* Blocks: device i of count on node i * nodes / count. */
     sd->node = c.nodes ? (unsigned)((uint64_t)i * c.nodes / count) : 0;
     pthread_mutex_lock(&e->m);
@@ -615,7 +661,8 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     pthread_mutex_unlock(&e->m);
     snprintf(dev->name_buf, sizeof dev->name_buf, "sim-%s", c.name);
     snprintf(dev->vendor_buf, sizeof dev->vendor_buf, "maize");
-    snprintf(dev->version_buf, sizeof dev->version_buf, "sim speed=%g GFLOP/s link=%g GB/s", c.speed, c.link);
+    snprintf(dev->version_buf, sizeof dev->version_buf, "sim speed=%g GFLOP/s link=%g GB/s%s", c.speed, c.link,
+             c.copy ? " copy engine" : "");
     dev->info.name = dev->name_buf;
     dev->info.vendor = dev->vendor_buf;
     dev->info.version = dev->version_buf;

@@ -220,6 +220,19 @@ uint64_t mz_sched_queue_ready_ns(const mz_sched *s, unsigned q);
 /* The same for every queue at once: out[q] for q < mz_sched_queue_count(). */
 void mz_sched_queue_ready_ns_all(const mz_sched *s, uint64_t *out);
 
+/* Whether queue q's device makes the input copies of its nodes on a copy
+ * engine of its own (a CUDA copy stream, a second OpenCL queue, a
+ * simulated device with copy=1): they start when the node is submitted and
+ * overlap the kernels before it on q, so a node's start there is the later
+ * of mz_sched_queue_ready_ns(q) and the end of its copies, which follow
+ * mz_sched_copy_ready_ns(q).  Without one the copies run on q before the
+ * node and lengthen its slot. */
+bool mz_sched_queue_copy_engine(const mz_sched *s, unsigned q);
+/* When the copy engine of queue q's device is expected to have made the
+ * copies already given to it, in the runtime clock, never earlier than now
+ * (exact on simulated devices; now where the backend does not know).
+ * Without a copy engine: mz_sched_queue_ready_ns(s, q). */
+uint64_t mz_sched_copy_ready_ns(const mz_sched *s, unsigned q);
 /* How far apart the workers of queues a and b are: 0 for the same queue,
  * then growing with the hwloc distance between their cores for CPU
  * queues; 1 between other queues of one device, 8 across devices. */
