@@ -266,6 +266,14 @@ Test(faults, each_kind_sim, .timeout = 60) {
   mz_runtime_destroy(rt);
 }
 
+/* The same with copy engines: a node's input copies leave its queue. */
+Test(faults, each_kind_sim_copy_engine, .timeout = 60) {
+  mz_runtime *rt = open_rt("sim:dev*2@copy=1");
+  mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
+  for (unsigned k = 0; k < MZ__FAULT_KINDS; k++) kind_case(rt, k, want_code[k], inc, inc, 3, false, true);
+  mz_runtime_destroy(rt);
+}
+
 Test(faults, each_kind_opencl, .timeout = 120) {
   mz_runtime *rt = open_rt("opencl:0");
   NEED(rt, "opencl:0");
@@ -383,6 +391,7 @@ static void dead_no_copy(const char *devices) {
 
 Test(faults, dead_sim_moves_work, .timeout = 60) { dead_moves("sim:dev*2", "sim0", false); }
 Test(faults, dead_sim_without_copy_fails_cleanly, .timeout = 60) { dead_no_copy("sim:dev*2"); }
+Test(faults, dead_sim_copy_engine_moves_work, .timeout = 60) { dead_moves("sim:dev*2@copy=1", "sim0", false); }
 Test(faults, dead_cpu_moves_work, .timeout = 60) { dead_moves("cpu:2;sim:dev", "cpu0", false); }
 Test(faults, dead_opencl_moves_work, .timeout = 120) { dead_moves("opencl", "cl0", true); }
 Test(faults, dead_cuda_moves_work, .timeout = 120) { dead_moves("cpu,cuda", "cuda0", true); }
@@ -508,7 +517,16 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
 }
 
 Test(faults, memlimit_sweep_sim, .timeout = 120) { limit_sweep("sim:dev*2", MZ_DEVICE_SIM, 1024, false); }
+Test(faults, memlimit_sweep_sim_copy_engine, .timeout = 120) {
+  limit_sweep("sim:dev*2@copy=1", MZ_DEVICE_SIM, 1024, false);
+}
+/* OpenCL devices prefetch on their copy queue unless MZ_COPY_ENGINE=0:
+ * both ways, with the data checked. */
 Test(faults, memlimit_sweep_opencl, .timeout = 300) { limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true); }
+Test(faults, memlimit_sweep_opencl_without_copy_engine, .timeout = 300) {
+  setenv("MZ_COPY_ENGINE", "0", 1);
+  limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true);
+}
 Test(faults, memlimit_sweep_cuda, .timeout = 300) { limit_sweep("cuda", MZ_DEVICE_CUDA, 16384, true); }
 
 Test(faults, memlimit_env, .timeout = 60) {
@@ -763,7 +781,7 @@ Test(faults, random_runs, .timeout = 600) {
   if (e && *e) base = strtoull(e, NULL, 0);
   struct rtenv envs[4];
   env_open(&envs[0], "cpu:2;sim:dev*2", false, MZ_DEVICE_SIM);
-  env_open(&envs[1], "sim:gpu*3", false, MZ_DEVICE_SIM);
+  env_open(&envs[1], "sim:gpu*3@copy=1", false, MZ_DEVICE_SIM); /* copy engines; envs[0]'s sim has none */
   env_open(&envs[2], "cpu:1,opencl", true, MZ_DEVICE_OPENCL);
   env_open(&envs[3], "cpu:1,cuda", true, MZ_DEVICE_CUDA);
   unsigned first = 0; /* MZ_FAULT_FIRST=i: start at run i (to replay a failing seed) */

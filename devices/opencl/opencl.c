@@ -16,6 +16,14 @@
  * batch, on an OpenCL runtime thread; that callback makes no blocking
  * OpenCL call (the specification forbids it) and calls mz__batch_done().
  *
+ * Copy engine.  Each device has one more in-order queue for the copies
+ * into its memory that nodes need (struct mz__exec's xfers): they are
+ * enqueued there when the node is submitted, after the node's wait list,
+ * and the node's kernel waits for the last one's event, so the copies for
+ * the next nodes run while the kernels before them do (on a GPU, its DMA
+ * engines; on PoCL's CPU device, another host thread).  MZ_COPY_ENGINE=0
+ * puts them back on the node's own queue, before its kernel.
+ *
  * Failures.  A command the implementation refuses at enqueue time (for
  * example a work-group size above the device's maximum) fails only its
  * node: the node gets a marker instead of the kernel so that its event
@@ -56,6 +64,7 @@ struct ocl_dev {
   struct ocl_ctx *ctx;
   cl_device_id id;
   cl_command_queue io;       /* for the synchronous mem_read and mem_write */
+  cl_command_queue copy;     /* the copy engine's queue (submission thread only), or NULL */
   cl_ulong max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_ulong global_mem;       /* CL_DEVICE_GLOBAL_MEM_SIZE */
   cl_uint base_align;        /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
@@ -258,12 +267,24 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
     free(od);
     return mz__set_error(rt, MZ_EDEVICE, "opencl: clCreateCommandQueue: %s", cl_err_name(err));
   }
+  /* The copy engine's queue, timed as the device's queues are. */
+  const char *ce = getenv("MZ_COPY_ENGINE");
+  if (!(ce && ce[0] == '0' && !ce[1])) {
+    od->copy = queue_create(od, od->profiling, &err);
+    if (!od->copy && od->profiling)
+      od->copy = queue_create(od, false, &err);
+    if (!od->copy)
+      mz__warn(rt, "opencl: no copy queue (%s): copies run on the nodes' queues", cl_err_name(err));
+  }
   struct mz_device *dev = mz__device_add(rt, type, nqueues, od);
   if (!dev) {
+    if (od->copy)
+      clReleaseCommandQueue(od->copy);
     clReleaseCommandQueue(od->io);
     free(od);
     return MZ_ENOMEM;
   }
+  dev->copy_engine = od->copy != NULL;
   atomic_fetch_add(&ctx->refs, 1);
   dev_string(id, CL_DEVICE_NAME, dev->name_buf, sizeof dev->name_buf);
   dev_string(id, CL_DEVICE_VENDOR, dev->vendor_buf, sizeof dev->vendor_buf);
@@ -379,6 +400,10 @@ static void ocl_destroy(struct mz_device *dev)
     return;
   clFinish(od->io);
   clReleaseCommandQueue(od->io);
+  if (od->copy) {
+    clFinish(od->copy);
+    clReleaseCommandQueue(od->copy);
+  }
   ctx_release(od->ctx);
   free(od);
   dev->priv = NULL;
@@ -837,13 +862,14 @@ static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad
  * gets the exec's last command's event.  On failure the message is in
  * *why (malloc'd), and e->event is a marker in the kernel's place when the
  * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, bool profiling, char **why)
+static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct mz__exec *e, bool profiling,
+                           char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
   cl_uint nw = 0;
-  if (e->nwait > 8) {
-    waits = malloc(e->nwait * sizeof *waits);
+  if (e->nwait > 7) { /* room for one more: the copy engine's event */
+    waits = malloc((e->nwait + 1) * sizeof *waits);
     if (!waits) {
       *why = NULL;
       return CL_OUT_OF_HOST_MEMORY;
@@ -855,20 +881,47 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, bool profili
 
   cl_int err = CL_SUCCESS;
   /* A copy gets an event only when someone observes the run and the queue
-   * keeps timestamps: batch_complete reads its times and releases it. */
+   * keeps timestamps: batch_complete reads its times and releases it.  On
+   * the copy engine the last copy always gets one: the node waits for it. */
   bool timed = profiling && e->observed;
+  cl_command_queue xq = copyq && e->nxfer ? copyq : cq;
+  cl_event copied = NULL; /* the copy engine's last copy for this node */
   for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
     struct mz__xfer *x = &e->xfers[i];
-    cl_event *xev = timed ? (cl_event *)&x->event : NULL;
+    bool last = xq != cq && i + 1 == e->nxfer;
+    cl_event *xev = timed || last ? (cl_event *)&x->event : NULL;
     if (x->src_host)
-      err = clEnqueueWriteBuffer(cq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, xev);
+      err = clEnqueueWriteBuffer(xq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, xev);
     else
-      err = clEnqueueCopyBuffer(cq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, xev);
-    if (err != CL_SUCCESS)
+      err = clEnqueueCopyBuffer(xq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, xev);
+    if (err != CL_SUCCESS) {
       *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
                         x->bytes, cl_err_name(err));
-    else
+    } else {
       nw = 0; /* the queue is in order: later commands follow this one */
+      if (last)
+        copied = x->event;
+    }
+  }
+  cl_event refused = NULL; /* a marker after the copies enqueued before one was refused */
+  if (xq != cq) {
+    /* The node's commands wait for its copies on the copy engine (which
+     * waited for the wait list); when a copy was refused, the marker in the
+     * node's place (below) waits for the copies enqueued before it and for
+     * the wait list itself. */
+    if (err != CL_SUCCESS) {
+      nw = 0;
+      for (unsigned i = 0; i < e->nwait; i++)
+        if (e->waits[i] && e->waits[i]->event)
+          waits[nw++] = e->waits[i]->event;
+      if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
+        waits[nw++] = refused;
+      else
+        refused = NULL;
+    } else if (copied) {
+      waits[nw++] = copied; /* nw was 0: see above */
+    }
+    clFlush(xq);
   }
 
   cl_event ev = NULL;
@@ -924,6 +977,8 @@ static cl_int enqueue_exec(cl_command_queue cq, struct mz__exec *e, bool profili
     if (clEnqueueMarkerWithWaitList(cq, nw, nw ? waits : NULL, &ev) != CL_SUCCESS)
       ev = NULL;
   }
+  if (refused)
+    clReleaseEvent(refused);
   if (waits != stack_waits)
     free(waits);
   e->event = ev;
@@ -942,7 +997,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(cq, e, ocl_of(q->dev)->profiling, &why);
+    cl_int err = enqueue_exec(cq, ocl_of(q->dev)->copy, e, ocl_of(q->dev)->profiling, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
