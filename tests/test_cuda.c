@@ -303,6 +303,59 @@ Test(cuda, saxpy) {
   emu_check_clean();
 }
 
+/* The copy engine: a chain of saxpy nodes on one stream, each reading a
+ * fresh host buffer x_i into y.  The copies go to the device's copy stream
+ * (one stream more than the queues), each node's stream waits for an event
+ * recorded after its copies, and the result is right; with
+ * MZ_COPY_ENGINE=0 the copies stay on the node's stream (no extra stream,
+ * no event). */
+static void copy_engine_case(bool on) {
+  NEED_EMU();
+  if (!on) setenv("MZ_COPY_ENGINE", "0", 1);
+  mz_runtime *rt = runtime("cuda:0", "single", 1);
+  mz_kernel *k = ptx_kernel(rt, "saxpy", "f32 a, in f32[] x, inout f32[] y, u64 n = sizeof(y)");
+  enum { N = 6 };
+  const size_t n = 4099;
+  mz_buffer *x[N], *y = fbuf(rt, n, 0.0f);
+  mz_graph *g = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g), MZ_OK);
+  mz_op *v = mz_value(g, y);
+  for (int i = 0; i < N; i++) {
+    x[i] = fbuf(rt, n, (float)i);
+    v = mz_unzip(g, mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_f32(g, 1.0f), mz_value(g, x[i]), v}), NULL), 2);
+  }
+  mzemu_stats before, es;
+  emu.get_stats(&before);
+  cr_assert_eq(run(g, v, "single", NULL), MZ_OK);
+  emu.get_stats(&es);
+  /* y = sum over i of (i + i%7) plus its own start (i%7). */
+  float *h = malloc(n * sizeof *h);
+  cr_assert_eq(mz_buffer_read(y, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i++) {
+    float want = (float)(N * (N - 1) / 2) + (float)(N + 1) * (float)(i % 7);
+    cr_assert_float_eq(h[i], want, 1e-3, "y[%zu] = %g, want %g", i, h[i], want);
+  }
+  free(h);
+  cr_expect_geq(es.copies_htod - before.copies_htod, N + 1, "x_0..x_5 and y go to the device");
+  if (on) {
+    cr_expect_eq(es.live_streams, 2, "one stream and the copy stream");
+    cr_expect_geq(es.event_records - before.event_records, N, "an event after each node's copies");
+    cr_expect_geq(es.event_waits - before.event_waits, N, "each node's stream waits for its copies");
+  } else {
+    cr_expect_eq(es.live_streams, 1);
+    cr_expect_eq(es.event_records - before.event_records, 0, "no copy engine, no event on one stream");
+  }
+  mz_graph_destroy(g);
+  for (int i = 0; i < N; i++) mz_buffer_release(x[i]);
+  mz_buffer_release(y);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+
+Test(cuda, copies_on_the_copy_stream) { copy_engine_case(true); }
+Test(cuda, copies_on_the_node_stream_without_copy_engine) { copy_engine_case(false); }
+
 static int host_add_one(const mz_call *call) {
   float *p = call->args[0].p;
   for (size_t i = 0; i < call->shapes[0].count; i++) p[i] += 1.0f;

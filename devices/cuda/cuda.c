@@ -30,6 +30,13 @@
  * event only captures work submitted before it, and that work never waits
  * for work submitted after it.
  *
+ * Copy engine.  Each device has one more non-blocking stream for the copies
+ * into its memory that nodes need: a node's waits and copies go there, an
+ * event recorded after its last copy is waited for on the node's own
+ * stream, and the kernel follows, so the copies for the next nodes run on
+ * the DMA engines while the kernels before them do.  MZ_COPY_ENGINE=0 puts
+ * them back on the node's stream.
+ *
  * Transfers from host memory go through pinned staging chunks (the source
  * is copied into them at submission, so the copy is truly asynchronous and
  * the submission thread never blocks), unless the source is already pinned.
@@ -268,6 +275,7 @@ struct cu_dev {
   CUdevice cudev;
   int ordinal;
   CUcontext ctx;                    /* the primary context, retained */
+  CUstream copy;                    /* the copy engine's stream (submission thread), or NULL */
   uint64_t peers;                   /* bit i: peer access to CUDA ordinal i is enabled */
   bool managed;                     /* managed memory, usable by host and device at once */
 
@@ -693,6 +701,7 @@ static void cu_dev_free(struct cu_dev *d) {
   }
   if (d->ctx) {
     cu_current(d);
+    if (d->copy) d->api->StreamDestroy(d->copy);
     pthread_mutex_lock(&d->lock);
     graves_empty(d);
     pthread_mutex_unlock(&d->lock);
@@ -917,6 +926,16 @@ static int cuda_queue_init(struct mz__queue *q) {
                          mz__cuda_strerror(d->api, r, e, sizeof e));
   }
   q->priv = cq;
+  /* The copy engine's stream, with the first queue. */
+  const char *ce = getenv("MZ_COPY_ENGINE");
+  if (q->local == 0 && !d->copy && !(ce && ce[0] == '0' && !ce[1])) {
+    r = d->api->StreamCreate(&d->copy, CU_STREAM_NON_BLOCKING);
+    if (r != CUDA_SUCCESS) {
+      d->copy = NULL;
+      mz__warn(q->dev->rt, "cuda device %d: no copy stream: copies run on the nodes' streams", d->ordinal);
+    }
+    q->dev->copy_engine = d->copy != NULL;
+  }
   return MZ_OK;
 }
 
@@ -1202,6 +1221,10 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   CUstream st = ((struct cu_queue *)q->priv)->stream;
   char ebuf[160];
   CUresult r;
+  /* With copies to make and a copy engine, the waits and the copies go on
+   * its stream, and the node's stream waits for them (below). */
+  bool ce = d->copy && e->nxfer;
+  CUstream xs = ce ? d->copy : st;
 
   for (unsigned i = 0; i < e->nwait; i++) {
     struct mz__exec *w = e->waits[i];
@@ -1214,7 +1237,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     CUevent ev;
     r = waited_event(d, w, &ev);
     bool theirs = r != CUDA_SUCCESS && cu_of(w->queue->dev) != d;
-    if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(st, ev, 0);
+    if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(xs, ev, 0);
     if (r != CUDA_SUCCESS) {
       if (cu_sticky(r) && !theirs) return r;
       cu_exec_fail(e, cu_code(r), cu_msg("cuda: waiting for a node on another stream: %s",
@@ -1223,7 +1246,10 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     }
   }
 
-  for (unsigned i = 0; i < e->nxfer; i++) {
+  r = CUDA_SUCCESS;
+  int xfail = 0;
+  char *xmsg = NULL;
+  for (unsigned i = 0; i < e->nxfer && r == CUDA_SUCCESS && !xfail; i++) {
     const struct mz__xfer *x = &e->xfers[i];
     CUdeviceptr dst = dptr_of(x->dst);
     const char *what;
@@ -1246,26 +1272,52 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
           src = s;
         }
       }
-      r = api->MemcpyHtoDAsync(dst, src, x->bytes, st);
+      r = api->MemcpyHtoDAsync(dst, src, x->bytes, xs);
     } else if (x->src_dev && x->src_dev->ops == &cuda_ops) {
       struct cu_dev *sd = cu_of(x->src_dev);
       if (sd == d) {
         what = "cuMemcpyDtoDAsync";
-        r = api->MemcpyDtoDAsync(dst, dptr_of(x->src), x->bytes, st);
+        r = api->MemcpyDtoDAsync(dst, dptr_of(x->src), x->bytes, xs);
       } else {
         what = "cuMemcpyPeerAsync";
-        r = api->MemcpyPeerAsync(dst, d->ctx, dptr_of(x->src), sd->ctx, x->bytes, st);
+        r = api->MemcpyPeerAsync(dst, d->ctx, dptr_of(x->src), sd->ctx, x->bytes, xs);
       }
     } else {
-      cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: a transfer with no source the CUDA device can read"));
-      return CUDA_SUCCESS;
+      xfail = MZ_EINVAL;
+      xmsg = cu_msg("cuda: a transfer with no source the CUDA device can read");
+      break;
+    }
+    if (r != CUDA_SUCCESS && !cu_sticky(r)) {
+      xfail = cu_code(r);
+      xmsg = cu_msg("cuda device %d: %s of %zu bytes: %s", d->ordinal, what, x->bytes,
+                    mz__cuda_strerror(api, r, ebuf, sizeof ebuf));
+      r = CUDA_SUCCESS;
+    }
+  }
+  if (r != CUDA_SUCCESS) return r; /* sticky */
+  if (ce) {
+    /* The node's stream waits for the copies, also for those made before
+     * one failed: nothing after the node may run while they write.  The
+     * event may go at once: the wait holds what it needs (cuEventDestroy
+     * on a pending record). */
+    CUevent done = NULL;
+    r = api->EventCreate(&done, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) {
+      r = api->EventRecord(done, xs);
+      if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(st, done, 0);
+      api->EventDestroy(done);
     }
     if (r != CUDA_SUCCESS) {
+      free(xmsg);
       if (cu_sticky(r)) return r;
-      cu_exec_fail(e, cu_code(r), cu_msg("cuda device %d: %s of %zu bytes: %s", d->ordinal, what,
-                                         x->bytes, mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
+      cu_exec_fail(e, cu_code(r), cu_msg("cuda device %d: ordering a node after its copies: %s", d->ordinal,
+                                         mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
       return CUDA_SUCCESS;
     }
+  }
+  if (xfail) {
+    cu_exec_fail(e, xfail, xmsg);
+    return CUDA_SUCCESS;
   }
 
   /* Host work (host nodes, partition bookkeeping) has no kernel: on a
