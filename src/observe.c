@@ -49,10 +49,13 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = (int)dev->info.index;
     x.bytes = c->bytes;
-    x.measured = c->t_end != 0 && c->t_end >= c->t_start && !dev->ops->clock;
+    /* A device on a virtual clock times its copies only on its copy
+     * engine (in that clock, as its nodes). */
+    x.measured = c->t_end != 0 && c->t_end >= c->t_start && (!dev->ops->clock || dev->copy_engine);
     x.start_ns = x.measured ? c->t_start : 0;
     x.end_ns = x.measured ? c->t_end : 0;
-    x.on_queue = true;
+    x.on_queue = !dev->copy_engine;
+    x.on_copy_engine = dev->copy_engine;
     for (unsigned k = 0; k < r->obs.n; k++)
       if (r->obs.v[k].transfer) r->obs.v[k].transfer(&x, r->obs.v[k].user);
     nx++;

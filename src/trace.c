@@ -22,7 +22,10 @@
  * before its node (the queue is in order) and shrunk to fit the window in
  * which it must have run: after the queue's previous node and the node's
  * predecessors ended; args.timing says "modelled" and args.window_us gives
- * that window.
+ * that window.  Copies made on a device's copy engine (a CUDA copy stream,
+ * a second OpenCL queue, a simulated device with copy=1) go on the
+ * device's "copy engine" track, beside its queues, since they overlap the
+ * queues' kernels; their window starts when the node's predecessors ended.
  *
  * A node whose policy said when it expected it to run
  * (mz_task_set_expected_times: heft's plan, dmda's choice) carries that in
@@ -47,7 +50,7 @@ struct tx {
   uint64_t run, bytes, t0, t1;
   uint32_t node;
   int queue, src, dst; /* device indices, -1 for host memory */
-  bool measured, on_queue;
+  bool measured, on_queue, on_ce;
 };
 
 struct tnode {
@@ -72,9 +75,9 @@ struct mz__trace {
   size_t nnodes, capnodes;
   struct tx *xs;
   size_t nxs, capxs;
-  unsigned ntracks;      /* queues, then one "host reads" track per device */
+  unsigned ntracks;      /* queues, then one "host reads" and one "copy engine" track per device */
   uint64_t *last_start, *last_end; /* per track, over what was written */
-  bool *named;           /* per device: its "host reads" track is named in the file */
+  bool *named;           /* per device: its "host reads" track, then its "copy engine" track, is named in the file */
 };
 
 /* ---- collecting (any thread) ---- */
@@ -116,7 +119,8 @@ static void on_transfer(const mz_transfer_record *rec, void *user) {
   struct mz__trace *tr = user;
   struct tx x = {.run = rec->run, .node = rec->node, .queue = rec->queue, .src = rec->src_device,
                  .dst = rec->dst_device, .bytes = rec->bytes, .t0 = rec->start_ns, .t1 = rec->end_ns,
-                 .measured = rec->measured, .on_queue = rec->on_queue};
+                 .measured = rec->measured, .on_queue = rec->on_queue,
+                 .on_ce = rec->on_copy_engine};
   pthread_mutex_lock(&tr->rt->trace_lock);
   if (tr->nxs == tr->capxs) {
     size_t cap = tr->capxs ? tr->capxs * 2 : 256;
@@ -254,7 +258,8 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
     uint64_t end = e->t0;
     for (size_t k = i; k < j; k++)
       if (xs[k].measured && xs[k].on_queue && xs[k].t0 < end) end = xs[k].t0;
-    uint64_t start = prev ? prev[ni] : 0;
+    /* On a copy engine, copies may overlap the queue's previous node. */
+    uint64_t start = prev && !xs[i].on_ce ? prev[ni] : 0;
     for (uint32_t k = 0; k < e->npred; k++) {
       const struct tnode *p = find(v, n, e->preds[k]);
       if (p && p->t1 > start) start = p->t1;
@@ -276,10 +281,11 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
       struct tx *x = &xs[k];
       struct slice sl = {.pid = rt->queues[x->queue]->dev->info.index, .tid = (unsigned)x->queue, .node = ni,
                          .x = (long)k};
+      if (x->on_ce) sl.tid = rt->nq + rt->ndev + sl.pid; /* the device's copy engine track */
       if (x->measured) {
         sl.t0 = x->t0;
         sl.t1 = x->t1;
-        if (!x->on_queue) sl.tid = rt->nq + sl.pid;
+        if (!x->on_queue && !x->on_ce) sl.tid = rt->nq + sl.pid;
       } else {
         sl.t0 = (uint64_t)t;
         t += k - i < 64 ? est[k - i] * scale : 0;
@@ -319,11 +325,12 @@ static void write_run(struct mz__trace *tr, struct tnode *v, size_t n, struct tx
     const struct tnode *e = &v[sl->node];
     if (sl->tid >= rt->nq && !tr->named[sl->tid - rt->nq]) {
       /* The device's "host reads" track (reads the host made while it
-       * planned this device's nodes), named when first used so that
-       * charts of runs without any show no empty track. */
+       * planned this device's nodes) or its "copy engine" track, named
+       * when first used so that charts of runs without any show no empty
+       * track. */
       tr->named[sl->tid - rt->nq] = true;
-      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"host reads\"}}",
-              sl->pid, sl->tid);
+      fprintf(f, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%u,\"tid\":%u,\"args\":{\"name\":\"%s\"}}",
+              sl->pid, sl->tid, sl->tid >= rt->nq + rt->ndev ? "copy engine" : "host reads");
     }
     if (sl->x >= 0) {
       const struct tx *x = &xs[sl->x];
@@ -479,10 +486,10 @@ int mz__trace_open(mz_runtime *rt, const char *path) {
   if (!tr) return MZ_ENOMEM;
   tr->rt = rt;
   tr->path = strdup(path);
-  tr->ntracks = rt->nq + rt->ndev;
+  tr->ntracks = rt->nq + 2 * rt->ndev; /* queues, then per device its host reads and its copy engine */
   tr->last_start = calloc(tr->ntracks ? tr->ntracks : 1, sizeof *tr->last_start);
   tr->last_end = calloc(tr->ntracks ? tr->ntracks : 1, sizeof *tr->last_end);
-  tr->named = calloc(rt->ndev ? rt->ndev : 1, sizeof *tr->named);
+  tr->named = calloc(rt->ndev ? 2 * rt->ndev : 1, sizeof *tr->named);
   if (!tr->path || !tr->last_start || !tr->last_end || !tr->named) {
     free(tr->path);
     free(tr->last_start);

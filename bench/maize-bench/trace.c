@@ -880,6 +880,12 @@ static int cmp_kname(const void *a, const void *b) {
   return strcmp(((const struct kstat *)a)->name, ((const struct kstat *)b)->name);
 }
 
+/* A track of copies only: a device's "copy engine" or "host reads". */
+static bool copy_track(const mzb_track *k) {
+  size_t n = k->name ? strlen(k->name) : 0;
+  return (n >= 12 && !strcmp(k->name + n - 12, " copy engine")) || (n >= 11 && !strcmp(k->name + n - 11, " host reads"));
+}
+
 void mzb_trace_summary(const mzb_trace *t, int64_t run, FILE *out) {
   double t0 = INFINITY, t1 = -INFINITY;
   size_t n = 0, nxfer = 0;
@@ -908,25 +914,29 @@ void mzb_trace_summary(const mzb_trace *t, int64_t run, FILE *out) {
   struct kstat *ks = calloc(n, sizeof *ks);
   if (busy && ops && ks) {
     size_t nk = 0;
+    /* A device's copy engine and host reads tracks hold copies only: their
+     * rows count copies, and the device total is over its queues alone. */
     for (size_t i = 0; i < t->nslices; i++) {
       const mzb_slice *s = &t->slices[i];
-      if (!in_run(s, run) || s->transfer) continue;
+      if (!in_run(s, run)) continue;
       size_t r = track_of(t, s->pid, s->tid);
+      if (s->transfer != copy_track(&t->tracks[r])) continue;
       busy[r] += s->dur > 0 ? s->dur : 0;
       ops[r]++;
-      ks[nk++] = (struct kstat){.name = s->name, .total = s->dur > 0 ? s->dur : 0, .count = 1};
+      if (!s->transfer) ks[nk++] = (struct kstat){.name = s->name, .total = s->dur > 0 ? s->dur : 0, .count = 1};
     }
     fprintf(out, "\n%-44s %6s %12s %6s\n", "device / queue", "ops", "busy ms", "util");
     for (size_t r = 0; r < t->ntracks;) {
-      size_t e = r;
+      size_t e = r, nq = 0;
       double db = 0;
       size_t dops = 0;
-      while (e < t->ntracks && t->tracks[e].pid == t->tracks[r].pid) db += busy[e], dops += ops[e], e++;
+      for (; e < t->ntracks && t->tracks[e].pid == t->tracks[r].pid; e++)
+        if (!copy_track(&t->tracks[e])) db += busy[e], dops += ops[e], nq++;
       for (size_t q = r; q < e; q++)
-        fprintf(out, "%-44.44s %6zu %12.3f %5.1f%%\n", t->tracks[q].name, ops[q], busy[q] / 1e3,
-                span > 0 ? 100.0 * busy[q] / span : 0);
+        fprintf(out, "%-44.44s %6zu %12.3f %5.1f%%%s\n", t->tracks[q].name, ops[q], busy[q] / 1e3,
+                span > 0 ? 100.0 * busy[q] / span : 0, copy_track(&t->tracks[q]) ? "  (copies)" : "");
       fprintf(out, "%-44s %6zu %12.3f %5.1f%%  (device, %zu queue(s))\n", "  = device total", dops, db / 1e3,
-              span > 0 ? 100.0 * db / (span * (double)(e - r)) : 0, e - r);
+              span > 0 && nq ? 100.0 * db / (span * (double)nq) : 0, nq);
       r = e;
     }
     /* Kernels by total time. */

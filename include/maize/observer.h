@@ -66,15 +66,20 @@ typedef struct mz_transfer_record {
   int dst_device;         /* device whose memory was written; -1: host memory (a read back) */
   uint64_t bytes;
   /* When it ran.  measured false: the device does not time its copies
-   * (CUDA, simulated devices) and both are 0; it ran on the node's queue
-   * right before the node. */
+   * (CUDA, simulated devices without a copy engine) and both are 0; it ran
+   * before the node, on its queue or on its device's copy engine. */
   uint64_t start_ns, end_ns;
   bool measured;
   /* true: made in order on the node's queue, before the node (a device's
    * copy in, or a CPU worker's read of a stale input).  false: made by the
    * host while it planned the node (the first leg of a copy between two
-   * backends), alongside whatever the queue was running then. */
+   * backends), alongside whatever the queue was running then, or on the
+   * device's copy engine (on_copy_engine). */
   bool on_queue;
+  /* true: a copy into the device made on its copy engine (a CUDA copy
+   * stream, a second OpenCL queue, a simulated device with copy=1), beside
+   * the kernels of its queues, before the node started. */
+  bool on_copy_engine;
 } mz_transfer_record;
 
 /* The end of a run, after every record of its nodes and copies. */
