@@ -414,8 +414,27 @@ Test(sim, network_model) {
  *     3000-5000, 5000-7000: 7000 (9000 without);
  *   flops 500, n 3: the engine is the bottleneck: nodes 1000-1500,
  *     2000-2500, 3000-3500: 3500 (4500 without). */
+/* The copies an observer saw: start and end (virtual ns), whether on the
+ * copy engine.  Called on the engine thread only (a sim-only run). */
+static struct {
+  unsigned n;
+  uint64_t t0[8], t1[8];
+  bool ce[8], measured[8];
+} seen;
+static void on_copy(const mz_transfer_record *rec, void *user) {
+  (void)user;
+  if (seen.n >= 8) return;
+  seen.t0[seen.n] = rec->start_ns;
+  seen.t1[seen.n] = rec->end_ns;
+  seen.ce[seen.n] = rec->on_copy_engine && !rec->on_queue;
+  seen.measured[seen.n] = rec->measured;
+  seen.n++;
+}
+
 static uint64_t run_copies(const char *devices, unsigned n, double flops, uint64_t *busy, uint64_t *transfers) {
   mz_runtime *rt = sim_runtime(devices);
+  memset(&seen, 0, sizeof seen);
+  OK(rt, mz_runtime_set_observer(rt, &(mz_observer){.transfer = on_copy}));
   mz_kernel *k = cost_kernel(rt, "kx", "f64 flops, in u8[] x, out u8[] y");
   mz_buffer *x[4], *y[4];
   mz_graph *g;
@@ -450,9 +469,23 @@ Test(sim, copy_engine_overlaps_copies_with_kernels) {
   cr_expect_eq(run_copies("sim:d@speed=1,link=1G/s,lat=0", 3, 2000, &busy, &nx), 9000);
   cr_expect_eq(busy, 6000);
   cr_expect_eq(nx, 3);
+  cr_expect(seen.n == 3 && !seen.ce[0] && !seen.measured[0], "without an engine: on the queue, modelled");
   cr_expect_eq(run_copies("sim:d@speed=1,link=1G/s,lat=0,copy=1", 3, 2000, &busy, &nx), 7000);
   cr_expect_eq(busy, 6000, "the copies are not the queue's work");
   cr_expect_eq(nx, 3);
+  /* Observers see them on the copy engine, back to back from time 0 (in
+   * the order the nodes finished: the order they were copied). */
+  cr_expect_eq(seen.n, 3);
+  for (unsigned i = 0; i < seen.n; i++) {
+    cr_expect(seen.ce[i] && seen.measured[i], "copy %u: on the copy engine, timed", i);
+    cr_expect_eq(seen.t1[i] - seen.t0[i], 1000);
+  }
+  if (seen.n == 3) {
+    uint64_t lo = seen.t0[0] < seen.t0[1] ? seen.t0[0] : seen.t0[1], hi = seen.t1[0] > seen.t1[1] ? seen.t1[0] : seen.t1[1];
+    if (seen.t0[2] < lo) lo = seen.t0[2];
+    if (seen.t1[2] > hi) hi = seen.t1[2];
+    cr_expect_eq(hi - lo, 3000, "three copies of 1000 ns back to back");
+  }
   cr_expect_eq(run_copies("sim:d@speed=1,link=1G/s,lat=0,copy=0", 3, 500, &busy, &nx), 4500);
   cr_expect_eq(run_copies("sim:d@speed=1,link=1G/s,lat=0,copy=1", 3, 500, &busy, &nx), 3500);
   cr_expect_eq(busy, 1500);
