@@ -298,10 +298,13 @@ static void place(mz_op *op, struct work *w) {
      * peer copy; without one it goes through host memory, read back when
      * the node is planned, so p must have finished by then: wait on the
      * host (seen on the CUDA emulator with peer access off: a read back
-     * raced the producing kernel). */
+     * raced the producing kernel).  p must also have been planned (its
+     * output's copy states set): enqueued on the device, or queued on an
+     * inline device with its own memory, which plans in submit(). */
     bool same_dev = P->dev == Q->dev;
+    bool planned = s >= MZ__T_FLUSHED || (P->dev->ops->inline_submit && !P->dev->ops->host_memory);
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
-        (same_dev || (s >= MZ__T_FLUSHED && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
+        (same_dev || (planned && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
       t->exec.waits[nw++] = &p->t->exec;
       continue;
     }

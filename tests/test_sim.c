@@ -554,3 +554,61 @@ Test(sim, policies_see_the_copy_engine) {
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
+
+/* Prefetch across devices.  Devices a (queue 1) and b (queue 2), 1
+ * GFLOP/s, 1 GB/s links without latency; a policy pins kernels named "a*"
+ * to a and "b*" to b and places nodes before their predecessors finish.
+ * P1 on a writes p1 (1000 bytes) in 1000 ns; P2 on b writes p2 in 3000 ns;
+ * N on b reads p1 and p2 and runs 1000 ns.
+ *
+ * With copy engines, b waits for a's node on the device: N is submitted at
+ * time 0, p1's copy starts when P1 ends (1000-2000, while P2 runs) and N
+ * runs 3000-4000.  Without (copy=0), N waits on the host for both, copies
+ * p1 on its queue at 3000-4000 and runs 4000-5000. */
+static int pin_ab(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state;
+  (void)s;
+  (void)ready;
+  return mz_task_name(t)[0] == 'a' ? 1 : 2;
+}
+static const struct mz_policy_ops pin_ab_policy = {.abi = MZ_POLICY_ABI, .name = "pin-ab", .select = pin_ab};
+
+static uint64_t run_prefetch(const char *devices) {
+  mz_runtime *rt = sim_runtime(devices);
+  OK(rt, mz_policy_register(rt, &pin_ab_policy));
+  mz_kernel *ka = cost_kernel(rt, "a_prod", "f64 flops, out u8[] o");
+  mz_kernel *kb = cost_kernel(rt, "b_prod", "f64 flops, out u8[] o");
+  mz_kernel *kn = cost_kernel(rt, "b_join", "f64 flops, in u8[] x, in u8[] y, out u8[] o");
+  mz_buffer *p1, *p2, *o;
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){1000}, NULL, &p1));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){1000}, NULL, &p2));
+  OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){1000}, NULL, &o));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_apply(g, ka, mz_zip(g, 2, (mz_op *[]){mz_f64(g, 1000), mz_value(g, p1)}), NULL);
+  mz_apply(g, kb, mz_zip(g, 2, (mz_op *[]){mz_f64(g, 3000), mz_value(g, p2)}), NULL);
+  mz_op *n = mz_apply(g, kn, mz_zip(g, 4, (mz_op *[]){mz_f64(g, 1000), mz_value(g, p1), mz_value(g, p2), mz_value(g, o)}),
+                      NULL);
+  mz_future *f;
+  OK(rt, mz_schedule(g, n, "pin-ab", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_run_stats st;
+  OK(rt, mz_future_stats(f, &st));
+  cr_expect_eq(st.transfers, 1, "p1 moves to b");
+  uint64_t v = st.virtual_ns;
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(p1);
+  mz_buffer_release(p2);
+  mz_buffer_release(o);
+  mz_kernel_destroy(ka);
+  mz_kernel_destroy(kb);
+  mz_kernel_destroy(kn);
+  mz_runtime_destroy(rt);
+  return v;
+}
+
+Test(sim, copy_engine_prefetches_from_other_devices) {
+  cr_expect_eq(run_prefetch("sim:a@speed=1,link=1G/s,lat=0,copy=1;sim:b@speed=1,link=1G/s,lat=0,copy=1"), 4000);
+  cr_expect_eq(run_prefetch("sim:a@speed=1,link=1G/s,lat=0;sim:b@speed=1,link=1G/s,lat=0"), 5000);
+}

@@ -40,14 +40,19 @@
  * to learn it through the perf models, as on real devices.  Transfers into
  * a device take lat + bytes / link, between two sim devices the slower
  * link and the larger latency.  Without a copy engine they occupy the
- * receiving queue before the node.  With one (copy=1), they run on the
- * device's copy engine, in submission order, from the moment the node is
- * submitted (its inputs are then where they are read from: see below): the
- * engine is one in-order lane per device, so a device's copies wait for
- * each other, and the node starts once its queue is free and its last copy
- * is in.  Copies for the next node thus overlap the current node's kernel,
- * as with a CUDA copy stream or a second OpenCL queue.  Copies into one
- * device contend only on its engine: links are not shared.  With a network,
+ * receiving queue before the node, and a node whose predecessors ran on
+ * other devices is submitted once they have finished.  With one (copy=1),
+ * the device also waits on the device for other sim devices' nodes (as
+ * CUDA and OpenCL devices wait for events), so a node is submitted as soon
+ * as its predecessors are; its copies run on the device's copy engine, in
+ * submission order, each from the later of its submission and its
+ * source's producer's end: the engine is one in-order lane per device, so
+ * a device's copies wait for each other (and one waiting for a late
+ * producer holds back those behind it, as on a CUDA copy stream), and the
+ * node starts once its queue is free, its last copy is in and the nodes it
+ * waits for have ended.  Copies for the next node thus overlap the current
+ * node's kernel (prefetch).  Copies into one device contend only on its
+ * engine: links are not shared.  With a network,
  * a copy between devices of different nodes takes netlat + bytes / netbw
  * (the larger latency and the smaller bandwidth of the two classes; the
  * devices' own links are taken to overlap the network), and one between
@@ -331,6 +336,16 @@ static bool sim_can_run(const struct mz_device *dev, const mz_kernel *k) {
   return true; /* nothing runs: every kernel can be simulated */
 }
 
+/* A device with a copy engine waits on the device for nodes of other sim
+ * devices (as CUDA and OpenCL devices wait for events), so a node is
+ * submitted, and its copies queued, as soon as its predecessors are:
+ * each copy starts once its source's producer ends (prefetch).  Devices
+ * without one keep the host-side wait. */
+static bool sim_can_wait(const struct mz__queue *q, const struct mz__queue *p) {
+  return q->dev->type == &mz__devtype_sim && p->dev->type == &mz__devtype_sim &&
+         ((const struct sim_dev *)q->dev->priv)->cls.copy;
+}
+
 static bool sim_can_copy_peer(const struct mz_device *dst, const struct mz_device *src) {
   return dst->type == &mz__devtype_sim && src->type == &mz__devtype_sim;
 }
@@ -378,20 +393,29 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
   uint64_t now = atomic_load_explicit(&e->now, memory_order_relaxed);
   uint64_t t = atomic_load_explicit(&sq->free_at, memory_order_relaxed);
   if (t < now) t = now;
-  /* The copy engine's lane, when the device has one: copies start when
-   * they are submitted (the sources are valid then: a node's inputs from
-   * other devices are only planned once their producers finished, since
-   * sim queues never wait on each other on the device) or when the
-   * engine is done with earlier ones. */
+  /* The copy engine's lane, when the device has one: a copy starts once
+   * it is submitted, the engine is done with earlier ones, and the nodes
+   * on its source's device that the node waits for have ended (the source
+   * was planned with them: see sim_can_wait). */
   uint64_t c = atomic_load_explicit(&sd->copy_free_at, memory_order_relaxed);
   if (c < now) c = now;
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *x = b->execs[i];
+    /* Waits on the device (sim_can_wait): the nodes waited for were
+     * submitted before, so their ends are known.  A copy waits for the
+     * nodes on its source's device (it reads what they wrote), the node
+     * for all of them. */
+    uint64_t after = 0;
+    for (unsigned j = 0; j < x->nwait; j++)
+      if (x->waits[j] && x->waits[j]->t_end > after) after = x->waits[j]->t_end;
+    if (t < after) t = after;
     double xfer = 0;
     for (unsigned j = 0; j < x->nxfer; j++) {
       struct mz__xfer *xf = &x->xfers[j];
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
+        for (unsigned k = 0; xf->src_dev && k < x->nwait; k++)
+          if (x->waits[k] && x->waits[k]->queue->dev == xf->src_dev && x->waits[k]->t_end > c) c = x->waits[k]->t_end;
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
         xf->t_start = c;
@@ -464,6 +488,7 @@ static const struct mz__device_ops sim_ops = {
     .mem_read = sim_mem_read,
     .mem_write = sim_mem_write,
     .can_copy_peer = sim_can_copy_peer,
+    .can_wait = sim_can_wait,
     .submit = sim_submit,
     .queue_init = sim_queue_init,
     .queue_fini = sim_queue_fini,
