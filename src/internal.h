@@ -284,6 +284,10 @@ struct mz__task {
   struct mz__batch b1;        /* a batch of this task alone (inline devices) */
   struct mz__exec *b1e[1];
   uint8_t color;
+  /* The perf model's size bucket of this task + 1 (0: not known yet); its
+   * buffers never change, so the worker that records a sample first keeps
+   * it (src/perfmodel.c).  Sits in padding: no bigger task. */
+  uint8_t pm_key1;
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart).  Sits in the padding before launch: no bigger task. */
