@@ -5,12 +5,14 @@
  * the previous step and writes its own), schedules it and waits, and
  * prints nanoseconds per task for each phase: build (the builder calls),
  * schedule (mz_schedule: closure, hazards, commit, first placements),
- * exec (until mz_future_wait returns) and destroy (future and graph).
+ * exec (until mz_future_wait returns) and destroy (future and graph);
+ * with --reruns N, also N re-runs of the built graph (mz_graph_run to the
+ * end of each run: rerun_ns, per task and re-run).
  * The median of -r repetitions per phase.  Run it under callgrind to
  * count instructions per phase instead (bench/callgrind-dispatch.sh),
  * which is repeatable on a busy machine.
  *
- *   mz-bench-dispatch [-w W] [-t T] [-r R] [--devices S]          */
+ *   mz-bench-dispatch [-w W] [-t T] [-r R] [--reruns N] [--devices S]   */
 #include <getopt.h>
 #include <maize.h>
 #include <stdio.h>
@@ -36,19 +38,20 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  unsigned W = 2, T = 1000, R = 5;
+  unsigned W = 2, T = 1000, R = 5, N = 0;
   const char *devices = "cpu:2";
   static const struct option longopts[] = {{"width", required_argument, NULL, 'w'},
                                             {"steps", required_argument, NULL, 't'},
                                             {"reps", required_argument, NULL, 'r'},
                                             {"devices", required_argument, NULL, 'd'},
+                                            {"reruns", required_argument, NULL, 'n'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
   const char *prog = "mz-bench-dispatch";
   int opt;
   long num;
   opterr = 0;
-  while ((opt = getopt_long(argc, argv, ":w:t:r:d:h", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, ":w:t:r:d:n:h", longopts, NULL)) != -1) {
     switch (opt) {
     case 'w':
       if (!bench_arg_long(prog, "-w", optarg, 1, 4096, &num)) return 2;
@@ -63,8 +66,12 @@ int main(int argc, char **argv) {
       R = (unsigned)num;
       break;
     case 'd': devices = optarg; break;
+    case 'n':
+      if (!bench_arg_long(prog, "--reruns", optarg, 0, 1000, &num)) return 2;
+      N = (unsigned)num;
+      break;
     case 'h':
-      printf("usage: %s [-w|--width W] [-t|--steps T] [-r|--reps R] [-d|--devices S]\n", prog);
+      printf("usage: %s [-w|--width W] [-t|--steps T] [-r|--reps R] [-n|--reruns N] [-d|--devices S]\n", prog);
       return 0;
     default: return bench_arg_error(prog, opt, argv);
     }
@@ -83,9 +90,9 @@ int main(int argc, char **argv) {
   size_t one = 8;
   mz_buffer **buf = calloc(2 * (size_t)W, sizeof *buf);
   mz_op **last = calloc(W, sizeof *last), **cur = calloc(W, sizeof *cur);
-  uint64_t *ph[4];
-  for (int i = 0; i < 4; i++) ph[i] = calloc(R, sizeof *ph[i]);
-  if (!buf || !last || !cur || !ph[0] || !ph[1] || !ph[2] || !ph[3]) return 1;
+  uint64_t *ph[5];
+  for (int i = 0; i < 5; i++) ph[i] = calloc(R, sizeof *ph[i]);
+  if (!buf || !last || !cur || !ph[0] || !ph[1] || !ph[2] || !ph[3] || !ph[4]) return 1;
   for (unsigned i = 0; i < 2 * W; i++)
     if (mz_buffer_create(rt, MZ_U8, 1, &one, NULL, &buf[i])) return 1;
   int status = 0;
@@ -121,24 +128,37 @@ int main(int argc, char **argv) {
     uint64_t t3 = now_ns();
     if (st) status = st;
     mz_future_destroy(f);
+    uint64_t t5 = now_ns();
+    for (unsigned i = 0; i < N; i++) {
+      if (mz_graph_run(g, root, NULL, &f)) {
+        fprintf(stderr, "mz_graph_run: %s\n", mz_runtime_last_error(rt));
+        return 1;
+      }
+      st = mz_future_wait(f);
+      if (st) status = st;
+      mz_future_destroy(f);
+    }
+    uint64_t t6 = now_ns();
     mz_graph_destroy(g);
     uint64_t t4 = now_ns();
+    ph[4][r] = N ? (t6 - t5) / N : 0;
+    t4 -= t6 - t5;
     ph[0][r] = t1 - t0;
     ph[1][r] = t2 - t1;
     ph[2][r] = t3 - t2;
     ph[3][r] = t4 - t3;
   }
   double n = (double)W * T;
-  for (int i = 0; i < 4; i++) qsort(ph[i], R, sizeof *ph[i], cmp_u64);
+  for (int i = 0; i < 5; i++) qsort(ph[i], R, sizeof *ph[i], cmp_u64);
   printf("stencil_1d width %u, %u steps, %u tasks, devices %s, median of %u\n", W, T, W * T, devices, R);
-  printf("BENCH dispatch.stencil build_ns=%.0f schedule_ns=%.0f exec_ns=%.0f destroy_ns=%.0f total_ns=%.0f\n",
+  printf("BENCH dispatch.stencil build_ns=%.0f schedule_ns=%.0f exec_ns=%.0f destroy_ns=%.0f total_ns=%.0f",
          ph[0][R / 2] / n, ph[1][R / 2] / n, ph[2][R / 2] / n, ph[3][R / 2] / n,
          (ph[0][R / 2] + ph[1][R / 2] + ph[2][R / 2] + ph[3][R / 2]) / n);
+  if (N) printf(" rerun_ns=%.0f", ph[4][R / 2] / n);
+  printf("\n");
   for (unsigned i = 0; i < 2 * W; i++) mz_buffer_release(buf[i]);
-  for (int i = 0; i < 4; i++) {
-    mz_kernel_destroy(k[i]);
-    free(ph[i]);
-  }
+  for (int i = 0; i < 4; i++) mz_kernel_destroy(k[i]);
+  for (int i = 0; i < 5; i++) free(ph[i]);
   free(buf);
   free(last);
   free(cur);

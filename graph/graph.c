@@ -44,8 +44,7 @@ static void graph_free(mz_graph *g) {
     if (t->succs.heap) free(t->succs.v);
   }
   free(g->tasks_all);
-  free(g->lowered.tasks);
-  free(g->lowered.leaves);
+  mz__lowered_free(&g->lowered);
   for (size_t i = 0; i < g->nheld; i++) mz_buffer_release(g->held[i]);
   for (size_t i = 0; i < g->bmap_cap; i++) mz_buffer_release(g->bmap[i].buf);
   for (size_t i = 0; i < g->nkheld; i++) mz__kernel_unref(g->kheld[i]);

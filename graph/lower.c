@@ -188,10 +188,173 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
   }
   if (ntasks) memcpy(tv, tasks, ntasks * sizeof *tv);
   if (nleaves) memcpy(lv, leaves, nleaves * sizeof *lv);
-  free(lw->tasks);
-  free(lw->leaves);
+  mz__lowered_free(lw);
   *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
 }
+
+void mz__lowered_free(struct mz__lowered *lw) {
+  free(lw->tasks);
+  free(lw->leaves);
+  mz__arena_free(&lw->frozen);
+  *lw = (struct mz__lowered){0};
+}
+
+/* The root's next run computes its edges again. */
+static void unfreeze(struct mz__lowered *lw) {
+  mz__arena_free(&lw->frozen);
+  lw->replay = false;
+  lw->topo = NULL;
+  lw->succv = NULL;
+  lw->bufs = NULL;
+  lw->nbufs = 0;
+}
+
+/* The bytes of a task's block in a frozen run: its predecessors, its
+ * in-run successors, then the exec's arrays as schedule_locked sizes them
+ * (offsets in *o: successors, args, transfers, waits). */
+static size_t frozen_block(const mz_runtime *rt, const struct mz__task *t, size_t o[4]) {
+  size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v,
+         ab = t->nparams * sizeof *t->exec.args, xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
+         wb = (t->npreds + t->nacc) * sizeof *t->exec.waits;
+  pb = (pb + 15) & ~(size_t)15;
+  sb = (sb + 15) & ~(size_t)15;
+  ab = (ab + 15) & ~(size_t)15;
+  xb = (xb + 15) & ~(size_t)15;
+  wb = (wb + 15) & ~(size_t)15;
+  o[0] = pb;
+  o[1] = pb + sb;
+  o[2] = pb + sb + ab;
+  o[3] = pb + sb + ab + xb;
+  return pb + sb + ab + xb + wb;
+}
+
+/* Run r of lw's root has only in-run edges and touches no partitioned
+ * buffer (the caller checked): copy its run order, its tasks' predecessor
+ * and successor lists and exec arrays, and its buffers' hazard records
+ * into a new frozen arena, and point the tasks at it, so that the next
+ * run replays them.  rt->lock is held and r has not started. */
+static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched) {
+  mz_runtime *rt = r->rt;
+  size_t n = r->ntasks, total = 0, nrd = 0, o[4];
+  for (size_t i = 0; i < n; i++) total += frozen_block(rt, r->tasks[i]->t, o);
+  for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
+  struct mz__arena a = {0};
+  mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
+  mz_op ***succv = mz__arena_alloc(&a, (n ? n : 1) * sizeof *succv);
+  struct mz__lwbuf *bufs = mz__arena_alloc(&a, (ntouched ? ntouched : 1) * sizeof *bufs);
+  mz_op **rd = mz__arena_alloc(&a, (nrd ? nrd : 1) * sizeof *rd);
+  char *mem = mz__arena_alloc(&a, total ? total : 1);
+  if (!topo || !succv || !bufs || !rd || !mem) {
+    mz__arena_free(&a);
+    unfreeze(lw);
+    return;
+  }
+  for (size_t i = 0; i < ntouched; i++) {
+    mz_buffer *b = (mz_buffer *)(void *)touched[i];
+    if (b->nreaders) memcpy(rd, b->readers, b->nreaders * sizeof *rd);
+    bufs[i] = (struct mz__lwbuf){.b = b, .writer = b->last_writer, .nreaders = b->nreaders, .readers = rd};
+    rd += b->nreaders;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct mz__task *t = r->tasks[i]->t;
+    size_t sz = frozen_block(rt, t, o);
+    topo[i] = r->tasks[i];
+    if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
+    if (t->nsucc_run) memcpy(mem + o[0], t->succs.v, t->nsucc_run * sizeof *t->succs.v);
+    t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
+    succv[i] = (mz_op **)(void *)(mem + o[0]);
+    t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
+    t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
+    t->exec.reads = t->exec.xfers ? t->exec.xfers + t->nacc : NULL;
+    t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
+    mem += sz;
+  }
+  mz__arena_free(&lw->frozen);
+  lw->frozen = a;
+  lw->topo = topo;
+  lw->succv = succv;
+  lw->bufs = bufs;
+  lw->nbufs = ntouched;
+  lw->replay = true;
+}
+/* A task joins run r: the per-run state of its last run is reset (its
+ * edges and counters are set by the caller). */
+static inline void task_enter(mz_op *op, struct mz__run *r) {
+  struct mz__task *t = op->t;
+  t->run = r;
+  t->queue = -1;
+  t->status = 0;
+  t->deferred = t->fixed = t->host_wait = false;
+  atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
+  t->policy_word = 0;
+  t->plan_start = t->plan_end = 0;
+  t->plan_prev = t->plan_next = NULL;
+  t->plan_after = false;
+  t->exec.node = op;
+  t->exec.nargs = t->nparams;
+  t->exec.launch = &t->launch;
+  t->exec.kernel = t->kernel;
+  t->exec.host_fn = t->host_fn;
+  t->exec.host_user = t->host_user;
+  /* No times or copies of an earlier run: a node canceled before it is
+   * planned must not report them (mz_future_timings, observers). */
+  t->exec.t_start = t->exec.t_end = 0;
+  t->exec.nxfer = t->exec.nread = 0;
+  t->exec.observed = r->obs.n > 0;
+}
+
+/* Whether lw's frozen run still holds all of its edges: no other run has a
+ * hazard record on its buffers (its own runs, which a re-run waits for,
+ * cleared theirs at their end), none is poisoned (a read of it would be
+ * canceled) and none was partitioned since.  rt->lock is held. */
+static bool replay_ok(const struct mz__lowered *lw) {
+  for (size_t i = 0; i < lw->nbufs; i++) {
+    mz_buffer *b = lw->bufs[i].b;
+    if (b->last_writer || b->nreaders || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
+        atomic_load_explicit(&b->has_tiles, memory_order_relaxed))
+      return false;
+  }
+  return true;
+}
+
+/* Commit run r from lw's frozen run: the same edges, counters as at its
+ * start, the buffers' hazard records as at its end.  rt->lock is held;
+ * r->tasks holds lw->topo.  Cannot fail (a readers list that cannot grow
+ * keeps what fits, as in schedule_locked). */
+static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
+  for (size_t i = 0; i < r->ntasks; i++) {
+    mz_op *op = r->tasks[i];
+    struct mz__task *t = op->t;
+    t->mark = stamp;
+    struct mz__succs *sc = &t->succs;
+    if (sc->heap) free(sc->v);
+    sc->heap = false;
+    sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
+    sc->cap = t->nsucc_run ? t->nsucc_run : 2;
+    sc->n = t->nsucc_run;
+    atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
+    task_enter(op, r);
+    atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + 1, memory_order_relaxed);
+    atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+  }
+  for (size_t i = 0; i < lw->nbufs; i++) {
+    const struct mz__lwbuf *lb = &lw->bufs[i];
+    mz_buffer *b = lb->b;
+    b->last_writer = lb->writer;
+    if (b->capreaders < lb->nreaders) {
+      mz_op **v = realloc(b->readers, lb->nreaders * sizeof *v);
+      if (v) {
+        b->readers = v;
+        b->capreaders = lb->nreaders;
+      }
+    }
+    unsigned n = lb->nreaders <= b->capreaders ? lb->nreaders : b->capreaders;
+    if (n) memcpy(b->readers, lb->readers, n * sizeof *b->readers);
+    b->nreaders = n;
+  }
+}
+
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
                            mz_future **out);
 
@@ -307,6 +470,22 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   uint64_t stamp = ++rt->touch_stamp;
   r->id = ++rt->next_run_id;
   mz__observe_init(rt, r);
+  /* What decides whether the next run of this root may replay this one:
+   * an edge to a task of another run, a partitioned buffer, a lost edge. */
+  bool forward = false, cross_any = false, alias_any = false;
+  size_t nfail = 0;
+  /* The root's last run froze its edges and no other run holds records on
+   * its buffers: replay them. */
+  if (!rc && lw && lw->replay && replay_ok(lw)) {
+    r->tasks = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
+    if (r->tasks) {
+      if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);
+      r->ntasks = lw->ntasks;
+      atomic_init(&r->remaining, r->ntasks);
+      replay(lw, r, stamp);
+      goto linked;
+    }
+  }
   /* 1. Closure, from the tasks the root names (a task, a tuple holding
    * tasks, values they produce). */
   if (!rc && lw) {
@@ -361,7 +540,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   mz_op *self_cycle = NULL, *stale_op = NULL;
   mz_buffer *stale_buf = NULL;
   uint32_t stale_writer = 0;
-  bool forward = false;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = op->t;
@@ -520,6 +698,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* The last writer of b in this run (tasks were visited in build order)
      * is the highest id that has written b: a reader built before it and
      * scheduled later would read too new a value (stale_read). */
+    alias_any |= b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed);
     mz_op *w = b->hz_writer;
     if (w && w->t->mark == stamp && w->g == g) {
       struct mz__bentry *be = mz__graph_bentry(g, b);
@@ -546,30 +725,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * up before it, so its edge can be appended to their successor lists;
    * edges from tasks of runs in flight are registered under their locks,
    * after the task's counters are set. */
-  size_t nfail = 0;
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = op->t;
-    t->run = r;
-    t->queue = -1;
-    t->status = 0;
-    t->deferred = t->fixed = t->host_wait = false;
-    atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
-    t->policy_word = 0;
-    t->plan_start = t->plan_end = 0;
-    t->plan_prev = t->plan_next = NULL;
-    t->plan_after = false;
-    t->exec.node = op;
-    t->exec.nargs = t->nparams;
-    t->exec.launch = &t->launch;
-    t->exec.kernel = t->kernel;
-    t->exec.host_fn = t->host_fn;
-    t->exec.host_user = t->host_user;
-    /* No times or copies of an earlier run: a node canceled before it is
-     * planned must not report them (mz_future_timings, observers). */
-    t->exec.t_start = t->exec.t_end = 0;
-    t->exec.nxfer = t->exec.nread = 0;
-    t->exec.observed = r->obs.n > 0;
+    task_enter(op, r);
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
@@ -589,6 +748,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
     atomic_store_explicit(&t->unfin, inrun + 1, memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+    cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
       if (p->t->mark == stamp) continue;
@@ -609,6 +769,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       mz__spin_unlock(&p->t->lock);
     }
   }
+  if (rerun) {
+    if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks, leaves.v, leaves.n);
+    if (g->lowered.root == root) {
+      if (!nfail && !cross_any && !alias_any) freeze(&g->lowered, r, touched.v, touched.n);
+      else unfreeze(&g->lowered);
+    }
+  }
+linked:
   r->prev = NULL;
   r->next = rt->runs;
   if (rt->runs) rt->runs->prev = r;
@@ -621,7 +789,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 
-  if (rerun && !lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks, leaves.v, leaves.n);
   /* The root's results. */
   r->nresults = leaves.n;
   r->results = leaves.v;

@@ -284,6 +284,10 @@ struct mz__task {
   struct mz__batch b1;        /* a batch of this task alone (inline devices) */
   struct mz__exec *b1e[1];
   uint8_t color;
+  /* The perf model's size bucket of this task + 1 (0: not known yet); its
+   * buffers never change, so the worker that records a sample first keeps
+   * it (src/perfmodel.c).  Sits in padding: no bigger task. */
+  uint8_t pm_key1;
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart).  Sits in the padding before launch: no bigger task. */
@@ -375,11 +379,31 @@ struct mz_graph {
   unsigned active;
   uint32_t ran_max;           /* the highest ran_writer of bmap (guarded by lock) */
   /* The last root mz_graph_run ran: its closure in build order and its
-   * flattened leaves, reused by its next run (guarded by lock). */
+   * flattened leaves, reused by its next run (guarded by lock).
+   *
+   * replay: the last run of that root had no edge to a task of another
+   * run and no partitioned buffer, so its in-run edges are all its edges
+   * for as long as no other run holds a hazard record on its buffers: a
+   * next run replays them (topo: the tasks in run order; bufs: each
+   * buffer's writer and readers at the run's end, its hazard records)
+   * instead of computing them again.  The tasks' predecessor, successor
+   * and exec arrays then live in frozen, which the next frozen run or the
+   * graph's end frees (tasks of no run read none of them). */
   struct mz__lowered {
     struct mz_op *root;
     struct mz_op **tasks, **leaves;
     size_t ntasks, nleaves;
+    bool replay;
+    struct mz_op **topo;
+    struct mz_op ***succv;     /* per task of topo: its in-run successors */
+    struct mz__lwbuf {
+      mz_buffer *b;
+      struct mz_op *writer;
+      unsigned nreaders;
+      struct mz_op **readers;
+    } *bufs;
+    size_t nbufs;
+    struct mz__arena frozen;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
@@ -394,6 +418,8 @@ mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) __attribute__
 struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b);
 /* Flatten op's value into leaves (values and scalars), appending to *v. */
 int mz__flatten(struct mz_op *op, struct mz_op ***v, size_t *n, size_t *cap);
+/* Free what a graph's lowered root holds (graph/lower.c). */
+void mz__lowered_free(struct mz__lowered *lw);
 
 /* ---- the executor (src/exec.c) ---- */
 

@@ -598,9 +598,15 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   struct pm_queue *pq = &pm->qs[q];
   uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
   atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  double bytes = (double)mz_task_bytes((const mz_task *)op);
-  int key = mz__pm_bucket_of((uint64_t)bytes);
   const char *name = task_model_name(op);
+  /* The bucket is kept in the task (pm_key1): the sum over its buffers
+   * costs more than the rest of a skipped sample. */
+  struct mz__task *t = op->t;
+  int key = t->pm_key1 - 1;
+  if (__builtin_expect(key < 0, 0)) {
+    key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
+    t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+  }
   /* A load and a store, not an RMW: one thread finishes a queue's nodes
    * at a time (its worker or its completion thread), and a tick lost to a
    * rare overlap only moves the next sample. */
@@ -610,6 +616,7 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
       atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
       atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)
     return;
+  double bytes = (double)mz_task_bytes((const mz_task *)op);
   pthread_mutex_lock(&pm->lock);
   struct pm_entry *e = entry_get(rt, pm, name, dev, true);
   struct mz__pm_bucket *a = e ? mz__pm_file_bucket(&e->all, key) : NULL;

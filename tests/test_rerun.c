@@ -16,7 +16,10 @@
  * - a later graph reading a buffer whose writer failed in an earlier, ended
  *   run is canceled instead of reading what the failure left;
  * - futures still alive at mz_runtime_destroy are freed (LeakSanitizer
- *   reports them in the sanitizer build). */
+ *   reports them in the sanitizer build);
+ * - replayed runs (a root's run that reuses its last run's edges): one
+ *   waits for another graph's writer in flight, and another graph's
+ *   reader waits for a replayed writer. */
 #include <pthread.h>
 
 #include "common.h"
@@ -438,5 +441,119 @@ Test(rerun, later_graph_does_not_read_a_failed_writers_buffer) {
   mz_buffer_release(z);
   mz_kernel_destroy(accum);
   mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
+/* Replayed runs.  A re-run of a root whose last run had no edge to
+ * another run replays that run's edges instead of computing them again
+ * (graph/lower.c): it must still wait for another graph's writer in
+ * flight, and leave hazard records another graph's run waits on. */
+enum { HB = 64 };
+
+/* Host node on one f32 buffer: b += 1. */
+static int bump_fn(const mz_call *c) {
+  float *b = c->args[0].p;
+  for (int i = 0; i < HB; i++) b[i] += 1.0f;
+  return 0;
+}
+
+/* Host node on one f32 buffer: after 30 ms, b = 100 (a writer still in
+ * flight when the next run is scheduled). */
+static int slow_set_fn(const mz_call *c) {
+  struct timespec ts = {0, 30 * 1000000L};
+  nanosleep(&ts, NULL);
+  float *b = c->args[0].p;
+  for (int i = 0; i < HB; i++) b[i] = 100.0f;
+  return 0;
+}
+
+/* Host node on one f32 buffer: after 30 ms, b += 1. */
+static int slow_bump_fn(const mz_call *c) {
+  struct timespec ts = {0, 30 * 1000000L};
+  nanosleep(&ts, NULL);
+  return bump_fn(c);
+}
+
+/* Host node on (b, c): c = b. */
+static int copy_hb_fn(const mz_call *c) {
+  memcpy(c->args[1].p, c->args[0].p, HB * sizeof(float));
+  return 0;
+}
+
+static void expect_all(mz_runtime *rt, mz_buffer *b, float v, const char *what) {
+  float got[HB];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, got, sizeof got));
+  for (int i = 0; i < HB; i++)
+    cr_assert_float_eq(got[i], v, 1e-6f, "%s: [%d] = %g, expected %g", what, i, (double)got[i], (double)v);
+}
+
+static void run_wait(mz_runtime *rt, mz_graph *g, mz_op *root) {
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_run(g, root, NULL, &f));
+  int st = mz_future_wait(f);
+  cr_assert_eq(st, MZ_OK, "%s: %s", mz_err_name(st), mz_future_message(f));
+  mz_future_destroy(f);
+}
+
+Test(rerun, replayed_run_waits_for_another_graphs_writer) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0};
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero);
+  mz_graph *g1 = NULL, *g2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  mz_op *r1 = mz_host(g1, bump_fn, NULL, mz_value(g1, b));
+  run_wait(rt, g1, r1);
+  run_wait(rt, g1, r1); /* replays the first run's edges */
+  expect_all(rt, b, 2.0f, "two runs");
+  /* A slow writer of b in another graph, in flight; then the root again:
+   * it must run after that writer. */
+  mz_future *f2 = NULL, *f1 = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, slow_set_fn, NULL, mz_value(g2, b)), NULL, &f2));
+  MZ_OK_OR_DIE(rt, mz_graph_run(g1, r1, NULL, &f1));
+  cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
+  cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
+  mz_future_destroy(f1);
+  mz_future_destroy(f2);
+  expect_all(rt, b, 101.0f, "the re-run after the other graph's writer");
+  run_wait(rt, g1, r1);
+  run_wait(rt, g1, r1);
+  expect_all(rt, b, 103.0f, "two more runs");
+  mz_graph_destroy(g1);
+  mz_graph_destroy(g2);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
+
+Test(rerun, another_graph_waits_for_a_replayed_writer) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0};
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero), *c = test_buffer_1d(rt, MZ_F32, HB, zero);
+  mz_graph *g1 = NULL, *g2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+  /* b += 1 after 30 ms, then b += 1: each run writes b twice. */
+  mz_op *slow = mz_host(g1, slow_bump_fn, NULL, mz_value(g1, b));
+  mz_op *r1 = mz_host(g1, bump_fn, NULL, slow);
+  run_wait(rt, g1, r1);
+  run_wait(rt, g1, r1);
+  expect_all(rt, b, 4.0f, "two runs");
+  for (int k = 0; k < 3; k++) {
+    /* A replay in flight, and another graph reading b: it must wait for the
+     * replay's last writer of b. */
+    mz_future *f1 = NULL, *f2 = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(g1, r1, NULL, &f1));
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+    MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, copy_hb_fn, NULL, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, b), mz_value(g2, c)})),
+                                 NULL, &f2));
+    cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
+    cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
+    mz_future_destroy(f1);
+    mz_future_destroy(f2);
+    mz_graph_destroy(g2);
+    expect_all(rt, c, 6.0f + 2.0f * (float)k, "the other graph's copy of b");
+  }
+  mz_graph_destroy(g1);
+  mz_buffer_release(b);
+  mz_buffer_release(c);
   mz_runtime_destroy(rt);
 }

@@ -53,7 +53,13 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) M
  * While an earlier run of this graph (from either call) is in flight, the
  * call waits for it first, so runs of one graph never overlap; from a
  * runtime thread that wait would deadlock, and the call fails with
- * MZ_EDEADLK instead.  Errors and *out as for mz_schedule(). */
+ * MZ_EDEADLK instead.  Errors and *out as for mz_schedule().
+ *
+ * Cost: the first run of a root lowers it (closure, hazard edges, cycle
+ * check); the next run of the same root reuses the closure, and replays
+ * the last run's edges outright when that run had none to another run and
+ * no run of another graph holds its buffers now (no poisoned or newly
+ * partitioned buffer either): then only counters are reset. */
 int mz_graph_run(mz_graph *g, mz_op *root, const char *policy, mz_future **out) MZ_WUR;
 
 /* Options of one run of a built graph. */
