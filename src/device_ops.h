@@ -173,13 +173,15 @@ struct mz__device_ops {
    * exec->event, or a marker the backend records on their queue), make the
    * transfers, run the kernel; then arrange one completion that calls
    * mz__batch_done(b).  A device with a copy engine (dev->copy_engine)
-   * makes the transfers there instead of on q: at once, after
-   * exec->waits (the sources may come from them), in submission order on
+   * makes the transfers there instead of on q, in submission order on
    * that engine, and the kernel waits for them on the device (an event),
-   * so the copies of the next nodes overlap the kernels before them.  The
-   * destinations are copies the core marked invalid, which no node still
-   * queued on the device reads (a writer elsewhere ended their readers
-   * first: hazard edges), so nothing else on q needs to be waited for.
+   * so the copies of the next nodes overlap the kernels before them.  A
+   * copy from another device waits for exec->waits (its source may come
+   * from them); one from host memory need not (a valid host copy was
+   * written by nodes that have finished).  The destinations are copies
+   * the core marked invalid, which no node still queued on the device
+   * reads (a writer elsewhere ended their readers first: hazard edges),
+   * so nothing else on q needs to be waited for.
    * Return MZ_OK, or a negative code when nothing was
    * submitted (the core then fails the batch itself; do not call
    * mz__batch_done).  Thread: see the top of this file.  Ownership: the

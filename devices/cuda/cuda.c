@@ -1211,6 +1211,38 @@ static void launch_dims(const mz_launch *l, unsigned grid[3], unsigned block[3])
   }
 }
 
+/* Make stream ws wait for e's waits on other streams.  Returns 0, or 1
+ * when it cannot: then either *sticky is the sticky error to return from
+ * submission, or the exec has failed (its status and message set). */
+static int wait_preds(struct cu_dev *d, struct mz__queue *q, struct mz__exec *e, CUstream ws, CUresult *sticky) {
+  const struct mz__cuda_api *api = d->api;
+  char ebuf[160];
+  *sticky = CUDA_SUCCESS;
+  for (unsigned i = 0; i < e->nwait; i++) {
+    struct mz__exec *w = e->waits[i];
+    if (!w || w->queue == q) continue; /* the stream orders its own work */
+    if (w->queue->dev->ops != &cuda_ops) {
+      cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: cannot wait on the device for a %s node",
+                                        w->queue->dev->type->name));
+      return 1;
+    }
+    CUevent ev;
+    CUresult r = waited_event(d, w, &ev);
+    bool theirs = r != CUDA_SUCCESS && cu_of(w->queue->dev) != d;
+    if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(ws, ev, 0);
+    if (r != CUDA_SUCCESS) {
+      if (cu_sticky(r) && !theirs) {
+        *sticky = r;
+        return 1;
+      }
+      cu_exec_fail(e, cu_code(r), cu_msg("cuda: waiting for a node on another stream: %s",
+                                         mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* Enqueue one exec's waits, transfers and kernel on the stream.  A
  * problem with this exec alone is recorded in its status and the batch
  * goes on; the return value is a sticky error, after which nothing more
@@ -1225,73 +1257,74 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
    * its stream, and the node's stream waits for them (below). */
   bool ce = d->copy && e->nxfer;
   CUstream xs = ce ? d->copy : st;
-
-  for (unsigned i = 0; i < e->nwait; i++) {
-    struct mz__exec *w = e->waits[i];
-    if (!w || w->queue == q) continue; /* the stream orders its own work */
-    if (w->queue->dev->ops != &cuda_ops) {
-      cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: cannot wait on the device for a %s node",
-                                        w->queue->dev->type->name));
-      return CUDA_SUCCESS;
-    }
-    CUevent ev;
-    r = waited_event(d, w, &ev);
-    bool theirs = r != CUDA_SUCCESS && cu_of(w->queue->dev) != d;
-    if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(xs, ev, 0);
-    if (r != CUDA_SUCCESS) {
-      if (cu_sticky(r) && !theirs) return r;
-      cu_exec_fail(e, cu_code(r), cu_msg("cuda: waiting for a node on another stream: %s",
-                                         mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
-      return CUDA_SUCCESS;
-    }
-  }
+  /* On the copy stream, copies from host memory go first and wait for
+   * nothing (a valid host copy was written by nodes that have finished,
+   * and the destination is a copy no queued node reads); the waits go
+   * before the copies from other devices, which read what the waited
+   * nodes wrote, or on the node's own stream when there are none, so a
+   * node whose predecessors are late holds back the copy stream only when
+   * it reads their output. */
+  unsigned npeer = 0;
+  for (unsigned i = 0; ce && i < e->nxfer; i++) npeer += e->xfers[i].src_host == NULL;
+  bool split = ce && npeer;
+  CUresult sr = CUDA_SUCCESS;
+  if (!split && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
   int xfail = 0;
+  bool wfail = false;
   char *xmsg = NULL;
-  for (unsigned i = 0; i < e->nxfer && r == CUDA_SUCCESS && !xfail; i++) {
-    const struct mz__xfer *x = &e->xfers[i];
-    CUdeviceptr dst = dptr_of(x->dst);
-    const char *what;
-    if (x->bytes == 0) continue;
-    if (x->src_host) {
-      what = "cuMemcpyHtoDAsync";
-      const void *src = x->src_host;
-      CUmemorytype mt = 0;
-      bool pinned = api->PointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-                                             (CUdeviceptr)(uintptr_t)src) == CUDA_SUCCESS &&
-                    mt == CU_MEMORYTYPE_HOST;
-      if (!pinned) {
-        /* The host copy is final now (its producers finished before this
-         * node was submitted), so snapshot it into pinned memory.  Without
-         * room, copy from pageable memory: correct, but the driver may
-         * stall this thread. */
-        void *s = stage(d, cb, x->bytes);
-        if (s) {
-          memcpy(s, src, x->bytes);
-          src = s;
-        }
-      }
-      r = api->MemcpyHtoDAsync(dst, src, x->bytes, xs);
-    } else if (x->src_dev && x->src_dev->ops == &cuda_ops) {
-      struct cu_dev *sd = cu_of(x->src_dev);
-      if (sd == d) {
-        what = "cuMemcpyDtoDAsync";
-        r = api->MemcpyDtoDAsync(dst, dptr_of(x->src), x->bytes, xs);
-      } else {
-        what = "cuMemcpyPeerAsync";
-        r = api->MemcpyPeerAsync(dst, d->ctx, dptr_of(x->src), sd->ctx, x->bytes, xs);
-      }
-    } else {
-      xfail = MZ_EINVAL;
-      xmsg = cu_msg("cuda: a transfer with no source the CUDA device can read");
+  for (unsigned pass = 0; pass < (split ? 2u : 1u) && r == CUDA_SUCCESS && !xfail && !wfail; pass++) {
+    if (split && pass == 1 && wait_preds(d, q, e, xs, &sr)) {
+      if (sr != CUDA_SUCCESS) return sr;
+      wfail = true; /* the node failed; its stream still waits for the copies made */
       break;
     }
-    if (r != CUDA_SUCCESS && !cu_sticky(r)) {
-      xfail = cu_code(r);
-      xmsg = cu_msg("cuda device %d: %s of %zu bytes: %s", d->ordinal, what, x->bytes,
-                    mz__cuda_strerror(api, r, ebuf, sizeof ebuf));
-      r = CUDA_SUCCESS;
+    for (unsigned i = 0; i < e->nxfer && r == CUDA_SUCCESS && !xfail; i++) {
+      const struct mz__xfer *x = &e->xfers[i];
+      CUdeviceptr dst = dptr_of(x->dst);
+      const char *what;
+      if (x->bytes == 0) continue;
+      if (split && (pass == 0) != (x->src_host != NULL)) continue;
+      if (x->src_host) {
+        what = "cuMemcpyHtoDAsync";
+        const void *src = x->src_host;
+        CUmemorytype mt = 0;
+        bool pinned = api->PointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                               (CUdeviceptr)(uintptr_t)src) == CUDA_SUCCESS &&
+                      mt == CU_MEMORYTYPE_HOST;
+        if (!pinned) {
+          /* The host copy is final now (its producers finished before this
+           * node was submitted), so snapshot it into pinned memory.  Without
+           * room, copy from pageable memory: correct, but the driver may
+           * stall this thread. */
+          void *s = stage(d, cb, x->bytes);
+          if (s) {
+            memcpy(s, src, x->bytes);
+            src = s;
+          }
+        }
+        r = api->MemcpyHtoDAsync(dst, src, x->bytes, xs);
+      } else if (x->src_dev && x->src_dev->ops == &cuda_ops) {
+        struct cu_dev *sd = cu_of(x->src_dev);
+        if (sd == d) {
+          what = "cuMemcpyDtoDAsync";
+          r = api->MemcpyDtoDAsync(dst, dptr_of(x->src), x->bytes, xs);
+        } else {
+          what = "cuMemcpyPeerAsync";
+          r = api->MemcpyPeerAsync(dst, d->ctx, dptr_of(x->src), sd->ctx, x->bytes, xs);
+        }
+      } else {
+        xfail = MZ_EINVAL;
+        xmsg = cu_msg("cuda: a transfer with no source the CUDA device can read");
+        break;
+      }
+      if (r != CUDA_SUCCESS && !cu_sticky(r)) {
+        xfail = cu_code(r);
+        xmsg = cu_msg("cuda device %d: %s of %zu bytes: %s", d->ordinal, what, x->bytes,
+                      mz__cuda_strerror(api, r, ebuf, sizeof ebuf));
+        r = CUDA_SUCCESS;
+      }
     }
   }
   if (r != CUDA_SUCCESS) return r; /* sticky */
@@ -1315,6 +1348,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
       return CUDA_SUCCESS;
     }
   }
+  if (wfail) return CUDA_SUCCESS;
   if (xfail) {
     cu_exec_fail(e, xfail, xmsg);
     return CUDA_SUCCESS;

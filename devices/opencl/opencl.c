@@ -18,8 +18,9 @@
  *
  * Copy engine.  Each device has one more in-order queue for the copies
  * into its memory that nodes need (struct mz__exec's xfers): they are
- * enqueued there when the node is submitted, after the node's wait list,
- * and the node's kernel waits for the last one's event, so the copies for
+ * enqueued there when the node is submitted (those from other devices
+ * after the node's wait list, those from host memory at once), and the
+ * node's kernel waits for the last one's event, so the copies for
  * the next nodes run while the kernels before them do (on a GPU, its DMA
  * engines; on PoCL's CPU device, another host thread).  MZ_COPY_ENGINE=0
  * puts them back on the node's own queue, before its kernel.
@@ -886,23 +887,42 @@ static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct m
   bool timed = profiling && e->observed;
   cl_command_queue xq = copyq && e->nxfer ? copyq : cq;
   cl_event copied = NULL; /* the copy engine's last copy for this node */
-  for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
-    struct mz__xfer *x = &e->xfers[i];
-    bool last = xq != cq && i + 1 == e->nxfer;
-    cl_event *xev = timed || last ? (cl_event *)&x->event : NULL;
-    if (x->src_host)
-      err = clEnqueueWriteBuffer(xq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, nw, nw ? waits : NULL, xev);
-    else
-      err = clEnqueueCopyBuffer(xq, x->src, x->dst, 0, 0, x->bytes, nw, nw ? waits : NULL, xev);
-    if (err != CL_SUCCESS) {
-      *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
-                        x->bytes, cl_err_name(err));
-    } else {
-      nw = 0; /* the queue is in order: later commands follow this one */
-      if (last)
-        copied = x->event;
+  /* On the copy engine, copies from host memory go first and wait for
+   * nothing (a valid host copy was written by nodes that have finished,
+   * and the destination is a copy no queued node reads): only copies
+   * from other devices wait for the wait list, so a node whose
+   * predecessors are late holds back the engine's later copies only when
+   * it reads their output.  The last copy enqueued gets the event the
+   * node waits for. */
+  bool ce = xq != cq;
+  unsigned last = e->nxfer, npeer = 0;
+  for (unsigned i = 0; ce && i < e->nxfer; i++)
+    if (!e->xfers[i].src_host)
+      npeer++, last = i;
+  for (unsigned i = 0; ce && !npeer && i < e->nxfer; i++)
+    last = i;
+  for (unsigned pass = 0; pass < (ce ? 2u : 1u); pass++)
+    for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
+      struct mz__xfer *x = &e->xfers[i];
+      if (ce && (pass == 0) != (x->src_host != NULL))
+        continue;
+      bool free_wait = ce && pass == 0; /* from host memory, on the copy engine */
+      cl_uint xn = free_wait ? 0 : nw;
+      cl_event *xev = timed || (ce && i == last) ? (cl_event *)&x->event : NULL;
+      if (x->src_host)
+        err = clEnqueueWriteBuffer(xq, x->dst, CL_FALSE, 0, x->bytes, x->src_host, xn, xn ? waits : NULL, xev);
+      else
+        err = clEnqueueCopyBuffer(xq, x->src, x->dst, 0, 0, x->bytes, xn, xn ? waits : NULL, xev);
+      if (err != CL_SUCCESS) {
+        *why = str_printf("%s of %zu bytes refused: %s", x->src_host ? "clEnqueueWriteBuffer" : "clEnqueueCopyBuffer",
+                          x->bytes, cl_err_name(err));
+      } else {
+        if (!free_wait)
+          nw = 0; /* the queue is in order: later commands follow this one */
+        if (ce && i == last)
+          copied = x->event;
+      }
     }
-  }
   cl_event refused = NULL; /* a marker after the copies enqueued before one was refused */
   if (xq != cq) {
     /* The node's commands wait for its copies on the copy engine (which
@@ -919,7 +939,9 @@ static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct m
       else
         refused = NULL;
     } else if (copied) {
-      waits[nw++] = copied; /* nw was 0: see above */
+      /* nw is 0 after copies from other devices (they waited for the
+       * list), else the list is still to wait for: room for one more. */
+      waits[nw++] = copied;
     }
     clFlush(xq);
   }
