@@ -483,6 +483,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       r->ntasks = lw->ntasks;
       atomic_init(&r->remaining, r->ntasks);
       replay(lw, r, stamp);
+      r->rbufs = lw->bufs;
+      r->nrbufs = lw->nbufs;
       goto linked;
     }
   }
