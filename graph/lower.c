@@ -277,6 +277,23 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   lw->nbufs = ntouched;
   lw->replay = true;
 }
+/* b's hazard records for runs scheduled later: its last writer and the
+ * readers since.  A readers list that cannot grow (ENOMEM) keeps what
+ * fits: a later writer then does not wait for the readers left out. */
+static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsigned nreaders) {
+  b->last_writer = writer;
+  if (b->capreaders < nreaders) {
+    mz_op **v = realloc(b->readers, nreaders * sizeof *v);
+    if (v) {
+      b->readers = v;
+      b->capreaders = nreaders;
+    }
+  }
+  unsigned n = nreaders <= b->capreaders ? nreaders : b->capreaders;
+  if (n) memcpy(b->readers, readers, n * sizeof *b->readers);
+  b->nreaders = n;
+}
+
 /* A task joins run r: the per-run state of its last run is reset (its
  * edges and counters are set by the caller). */
 static inline void task_enter(mz_op *op, struct mz__run *r) {
@@ -341,17 +358,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
   for (size_t i = 0; i < lw->nbufs; i++) {
     const struct mz__lwbuf *lb = &lw->bufs[i];
     mz_buffer *b = lb->b;
-    b->last_writer = lb->writer;
-    if (b->capreaders < lb->nreaders) {
-      mz_op **v = realloc(b->readers, lb->nreaders * sizeof *v);
-      if (v) {
-        b->readers = v;
-        b->capreaders = lb->nreaders;
-      }
-    }
-    unsigned n = lb->nreaders <= b->capreaders ? lb->nreaders : b->capreaders;
-    if (n) memcpy(b->readers, lb->readers, n * sizeof *b->readers);
-    b->nreaders = n;
+    set_records(b, lb->writer, lb->readers, lb->nreaders);
   }
 }
 
@@ -483,6 +490,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       r->ntasks = lw->ntasks;
       atomic_init(&r->remaining, r->ntasks);
       replay(lw, r, stamp);
+      r->rbufs = lw->bufs;
+      r->nrbufs = lw->nbufs;
       goto linked;
     }
   }
@@ -705,17 +714,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
     }
-    b->last_writer = b->hz_writer;
-    if (b->capreaders < b->hz_nreaders) {
-      mz_op **v = realloc(b->readers, b->hz_nreaders * sizeof *v);
-      if (v) {
-        b->readers = v;
-        b->capreaders = b->hz_nreaders;
-      }
-    }
-    unsigned n = b->hz_nreaders <= b->capreaders ? b->hz_nreaders : b->capreaders;
-    if (n) memcpy(b->readers, b->hz_readers, n * sizeof *b->readers);
-    b->nreaders = n;
+    set_records(b, b->hz_writer, b->hz_readers, b->hz_nreaders);
   }
   r->tasks = topo.v;
   r->ntasks = topo.n;

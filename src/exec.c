@@ -1029,10 +1029,19 @@ static void run_start(struct mz__run *r) {
   r->share = sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
              mz__policy_shares(rt->pol[r->policy]);
   size_t nshared = 0;
+  /* The answer depends on the kernel alone: asked once per run of equal
+   * kernels (a graph's nodes mostly come in such runs). */
+  const mz_kernel *pk = NULL;
+  bool psh = false, asked = false;
   for (size_t i = 0; r->share && i < r->ntasks; i++) {
     struct mz__task *t = r->tasks[i]->t;
-    t->shared = shareable(rt, r, t);
-    nshared += t->shared;
+    if (!asked || t->kernel != pk) {
+      psh = shareable(rt, r, t);
+      pk = t->kernel;
+      asked = true;
+    }
+    t->shared = psh;
+    nshared += psh;
   }
   for (size_t i = 0; !r->share && i < r->ntasks; i++) r->tasks[i]->t->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;

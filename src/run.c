@@ -103,6 +103,20 @@ static void run_idle(mz_runtime *rt) {
   pthread_mutex_unlock(&rt->lock);
 }
 
+/* Drop r's hazard records on b: its last writer, its readers, a pending
+ * fetch into device memory.  rt->lock is held. */
+static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
+  if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
+  mz__spin_lock(&b->lock);
+  for (unsigned k = 1; k < rt->nmem; k++)
+    if (b->copies[k].fetcher && b->copies[k].fetcher->node->t->run == r) b->copies[k].fetcher = NULL;
+  mz__spin_unlock(&b->lock);
+  unsigned k = 0;
+  for (unsigned j = 0; j < b->nreaders; j++)
+    if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];
+  b->nreaders = k;
+}
+
 void mz__run_complete(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   r->t1 = mz__now_ns();
@@ -117,21 +131,14 @@ void mz__run_complete(struct mz__run *r) {
     struct mz__task *t = r->tasks[i]->t;
     t->mark = 0;
     if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) device_work = true;
-    for (unsigned a = 0; a < t->nacc; a++) {
+    for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
       if (b->touch_stamp == stamp) continue;
       b->touch_stamp = stamp;
-      if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
-      mz__spin_lock(&b->lock);
-      for (unsigned k = 1; k < rt->nmem; k++)
-        if (b->copies[k].fetcher && b->copies[k].fetcher->node->t->run == r) b->copies[k].fetcher = NULL;
-      mz__spin_unlock(&b->lock);
-      unsigned k = 0;
-      for (unsigned j = 0; j < b->nreaders; j++)
-        if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];
-      b->nreaders = k;
+      clear_records(rt, r, b);
     }
   }
+  for (size_t i = 0; i < r->nrbufs; i++) clear_records(rt, r, r->rbufs[i].b);
   if (r->prev) r->prev->next = r->next;
   else if (rt->runs == r) rt->runs = r->next;
   if (r->next) r->next->prev = r->prev;

@@ -42,6 +42,11 @@ struct mz__run {
    * (the in-run unsub counts are not used). */
   bool share, all_shared;
   struct mz__arena arena;     /* preds, exec arrays */
+  /* A replayed run (graph/lower.c): the buffers its tasks use, each once,
+   * from its graph's lowered root, which cannot change while the run is in
+   * flight (a re-run waits for it); NULL otherwise. */
+  const struct mz__lwbuf *rbufs;
+  size_t nrbufs;
   struct mz_op **tasks;
   size_t ntasks;
   _Atomic size_t remaining;
