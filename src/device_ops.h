@@ -83,6 +83,11 @@ struct mz__exec {
   char *message;              /* malloc'd detail on failure, freed by the core */
   mz_cpu_fn host_fn;          /* host work: the function to call (may be NULL: nothing to run) */
   void *host_user;
+  /* The core's, not the backends': the host-memory device whose arguments
+   * args holds from an earlier plan (NULL: build them).  Host pointers and
+   * build-time scalars do not change, so a re-run planned on the same
+   * device in a host-only runtime reuses them. */
+  const struct mz_device *args_for;
 };
 
 /* Consecutive nodes for one queue, submitted together.  The backend must

@@ -463,6 +463,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     *why = "a node it depends on failed";
     return MZ_ECANCELED;
   }
+  /* A re-run in host memory only: the kernel was prepared for this device
+   * and the arguments built by an earlier plan, and nothing below would
+   * change them (no copy to plan, no fault to inject). */
+  if (e->args_for == dev && rt->nmem == 1 && !rt->faults) return MZ_OK;
+  e->args_for = NULL;
   if (t->kernel) {
     int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
     if (rc) {
@@ -612,6 +617,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
   }
+  if (!m) e->args_for = dev;
   return MZ_OK;
 }
 
