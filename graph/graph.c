@@ -568,14 +568,18 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld[g->nkheld++] = k;
   }
   if (launch) {
-    t->launch = *launch;
+    mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
+    if (!l) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    *l = *launch;
+    t->launch = l;
   } else {
+    /* One work item where no buffer gives a shape. */
+    static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
     const mz_buffer *lb = NULL;
     for (unsigned i = 0; i < k->nparams && !lb; i++)
       if (t->bufs[i] && k->params[i].dir != MZ__IN) lb = t->bufs[i];
     for (unsigned i = 0; i < k->nparams && !lb; i++) lb = t->bufs[i];
-    t->launch.ndim = lb ? lb->shape.ndim : 1;
-    for (unsigned d = 0; d < 3; d++) t->launch.global[d] = lb ? lb->shape.dims[d] : 1;
+    t->launch = lb ? &lb->dlaunch : &one;
   }
   return op;
 }

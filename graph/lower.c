@@ -310,7 +310,8 @@ static inline void task_enter(mz_op *op, struct mz__run *r) {
   t->plan_after = false;
   t->exec.node = op;
   t->exec.nargs = t->nparams;
-  t->exec.launch = &t->launch;
+  static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+  t->exec.launch = t->launch ? t->launch : &none;
   t->exec.kernel = t->kernel;
   t->exec.host_fn = t->host_fn;
   t->exec.host_user = t->host_user;

@@ -147,6 +147,10 @@ struct mz_buffer {
   mz_runtime *rt;
   _Atomic int refs;
   mz_shape shape;
+  /* The launch of an apply given none whose first written buffer (or
+   * first buffer) this is: its shape, the device's work-group size.  Kept
+   * here once, not in every such task. */
+  mz_launch dlaunch;
   size_t bytes;
   void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
@@ -292,7 +296,9 @@ struct mz__task {
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart).  Sits in the padding before launch: no bigger task. */
   uint32_t nbdata;
-  mz_launch launch;
+  /* An apply's launch: the user's (copied into the graph's arena) or the
+   * default (a buffer's dlaunch, or one work item); NULL for host work. */
+  const mz_launch *launch;
   /* run state */
   struct mz__run *run;
   _Atomic uint8_t state;
