@@ -273,29 +273,31 @@ struct mz__task {
   mz_kernel *kernel;          /* apply */
   mz_cpu_fn host_fn;          /* host */
   void *host_user;
+  /* The counts sit together, each array's beside the others', so that no
+   * pointer after a count is padded. */
   unsigned nparams;
-  mz_arg *values;             /* per param: scalar values (buffers: unused) */
-  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   unsigned nacc;
-  struct mz__access *acc;
   unsigned nbpreds;           /* build-time predecessors: producers of the */
-  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
+   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
+   * apart). */
+  uint32_t nbdata;
   unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
-  struct mz_op **xpreds;
-  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
-  uint64_t seen;              /* scratch: predecessor dedup */
   unsigned nsucc_run;         /* successors in the same run (listed first) */
-  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
-  struct mz__exec *b1e[1];
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
-   * it (src/perfmodel.c).  Sits in padding: no bigger task. */
+   * it (src/perfmodel.c). */
   uint8_t pm_key1;
-  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
-   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
-   * apart).  Sits in the padding before launch: no bigger task. */
-  uint32_t nbdata;
+  mz_arg *values;             /* per param: scalar values (buffers: unused) */
+  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
+  struct mz__access *acc;
+  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  struct mz_op **xpreds;
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
+  uint64_t seen;              /* scratch: predecessor dedup */
+  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
+  struct mz__exec *b1e[1];
   /* An apply's launch: the user's (copied into the graph's arena) or the
    * default (a buffer's dlaunch, or one work item); NULL for host work. */
   const mz_launch *launch;
@@ -311,13 +313,12 @@ struct mz__task {
   int queue;                  /* -1 until placed */
   int status;
   unsigned npreds;
-  struct mz_op **preds;
-  struct mz__succs succs;
   _Atomic uint32_t unsub;     /* preds in this run not yet queued */
   _Atomic uint32_t unfin;     /* preds not finished, + 1 gate */
+  struct mz_op **preds;
+  struct mz__succs succs;
   uintptr_t policy_word;
   struct mz__exec exec;
-  uint64_t t_submit;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
   /* Plan order (mz_task_set_after): this task is placed only once
    * plan_prev was, and holds one unsub count of plan_next until it is
