@@ -328,20 +328,25 @@ struct mz__task {
 
 struct mz_op {
   mz_graph *g;
+  struct mz__task *t;         /* NULL for values, scalars and tuples */
+  const char *name;
+  _Atomic(struct mz_op *) next; /* MPSC link */
   uint32_t id;
   uint8_t kind;
-  _Atomic(struct mz_op *) next; /* MPSC link */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     struct { unsigned n; struct mz_op **elems; } tuple;
   } u;
-  /* tasks: their result tuple and task state */
+  /* Tasks only: their result tuple.  Last, so that the other ops end
+   * before it (MZ__OP_HEAD bytes, not sizeof): a graph holds as many
+   * values and scalars as tasks. */
   unsigned nres;
   struct mz_op **res;
-  struct mz__task *t;
-  const char *name;
 };
+
+/* The bytes of an op that is not a task. */
+#define MZ__OP_HEAD offsetof(struct mz_op, nres)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 
