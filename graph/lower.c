@@ -313,8 +313,6 @@ static inline void task_enter(mz_op *op, struct mz__run *r) {
   static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
   t->exec.launch = t->launch ? t->launch : &none;
   t->exec.kernel = t->kernel;
-  t->exec.host_fn = t->host_fn;
-  t->exec.host_user = t->host_user;
   /* No times or copies of an earlier run: a node canceled before it is
    * planned must not report them (mz_future_timings, observers). */
   t->exec.t_start = t->exec.t_end = 0;

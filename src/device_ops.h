@@ -82,8 +82,6 @@ struct mz__exec {
                                  the backend owns it and frees it in release_exec */
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   char *message;              /* malloc'd detail on failure, freed by the core */
-  mz_cpu_fn host_fn;          /* host work: the function to call (may be NULL: nothing to run) */
-  void *host_user;
   /* The core's, not the backends': the host-memory device whose arguments
    * args holds from an earlier plan (NULL: build them).  Host pointers and
    * build-time scalars do not change, so a re-run planned on the same

@@ -271,7 +271,7 @@ static inline bool mz__succs_room(struct mz__succs *s) {
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
   mz_kernel *kernel;          /* apply */
-  mz_cpu_fn host_fn;          /* host */
+  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
   void *host_user;
   /* The counts sit together, each array's beside the others', so that no
    * pointer after a count is padded. */
