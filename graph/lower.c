@@ -455,8 +455,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   } else if (lw) {
     leaves.cap = leaves.n = lw->nleaves;
     leaves.v = malloc((lw->nleaves ? lw->nleaves : 1) * sizeof *leaves.v);
-    if (leaves.v && lw->nleaves) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
-    else rc = MZ_ENOMEM;
+    if (!leaves.v) rc = MZ_ENOMEM;
+    else if (lw->nleaves) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
   } else {
     rc = mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap);
   }

@@ -115,6 +115,20 @@ struct mz__async_ops {
   void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
 };
 static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
+
+/* Outside work for idle CPU workers: the MPI layer's requests (src/mpi.c),
+ * tested by a worker with nothing to run, so that the node a completed
+ * receive releases runs on that worker at once, with no hand-off from
+ * another thread.  One set per runtime (mz__idle_set), called only by CPU
+ * workers, no lock held; neither call may block. */
+enum mz__idle_state { MZ__IDLE_SPIN, MZ__IDLE_WORK, MZ__IDLE_PARK };
+struct mz__idle_ops {
+  /* Make progress; true when something completed (a node may be ready). */
+  bool (*poll)(void *ctx);
+  /* The worker starts spinning idle (SPIN), or stops: it found work
+   * (WORK) or is about to park (PARK). */
+  void (*idle)(void *ctx, enum mz__idle_state to);
+};
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */
 int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log);
@@ -507,7 +521,29 @@ struct mz_runtime {
   /* The device whose queues share ready nodes (ops->share: the CPU
    * device), or NULL.  Set at creation. */
   struct mz_device *share_dev;
+  /* Idle work (struct mz__idle_ops): set and cleared by mz__idle_set;
+   * idle_users counts the workers between mz__idle_get and mz__idle_put. */
+  _Atomic(const struct mz__idle_ops *) idle_ops;
+  void *_Atomic idle_ctx;
+  _Atomic unsigned idle_users;
 };
+
+/* Install ops with ctx (NULL ops: remove them); removing returns once no
+ * worker uses the old ones.  Thread: a user thread. */
+void mz__idle_set(mz_runtime *rt, const struct mz__idle_ops *ops, void *ctx);
+/* A worker's use of the idle ops: NULL when there are none; else put
+ * them back before parking (a parked worker would hold up mz__idle_set). */
+static inline const struct mz__idle_ops *mz__idle_get(mz_runtime *rt, void **ctx) {
+  atomic_fetch_add(&rt->idle_users, 1);
+  const struct mz__idle_ops *io = atomic_load(&rt->idle_ops);
+  if (!io) {
+    atomic_fetch_sub(&rt->idle_users, 1);
+    return NULL;
+  }
+  *ctx = atomic_load(&rt->idle_ctx);
+  return io;
+}
+static inline void mz__idle_put(mz_runtime *rt) { atomic_fetch_sub_explicit(&rt->idle_users, 1, memory_order_release); }
 
 /* Policy plumbing (src/policy.c). */
 int mz__policy_find(mz_runtime *rt, const char *name, unsigned *idx);

@@ -1,33 +1,49 @@
 /* maize over MPI (include/maize/mpi.h): the SPMD model of StarPU-MPI on
- * the public graph API, plus one core hook (struct mz__async_ops) for the
- * send and receive nodes, which end when their MPI request completes.
+ * the public graph API, plus two core hooks: struct mz__async_ops for the
+ * send and receive nodes, which end when their MPI request completes, and
+ * struct mz__idle_ops, through which idle CPU workers test the requests.
  *
- * Threads.  User threads build graphs and call run and wait.  CPU workers
- * start send and receive nodes (xfer_start): with MPI_THREAD_MULTIPLE they
- * post the MPI_Isend or MPI_Irecv themselves (it never blocks) and queue
- * the request; otherwise they queue a command to post.  Any thread that
- * finishes a node may queue a command too (xfer_ended: a transfer whose
- * node will never start).  The communication thread makes every other MPI
- * call of the context after MPI_Init: it posts the queued commands,
- * completes requests with MPI_Testsome and ends their nodes with
- * mz__task_finish, as a device's completion callback does.  It never
- * blocks in MPI: when requests are outstanding it polls (yielding the CPU
- * between polls) for $MZ_MPI_SPIN_US after the last completion, then naps
- * between polls; with none, it sleeps on a condition variable.
+ * Requests.  Every request in flight is in the context's pending set
+ * (guarded by plock), which one thread at a time tests with MPI_Testsome
+ * and completes outside the lock: a send or receive node ends then, which
+ * releases its successors as a device's completion does.  All the
+ * receives of a run are posted when the run starts, each into its
+ * transfer's own staging memory, so a message that comes early is taken
+ * at once; the receive node copies it into the buffer when it runs (at
+ * once when the message is in, else when it completes).  A send is
+ * posted by the worker that runs its node, and tested at once (small
+ * messages go out eagerly: the node then ends on that worker).
  *
- * Locks.  m->qlock guards the command queue and the stop flag, and
- * orders postings (see comm_main); m->lock
- * guards the registry (buffer to data id).  A distributed graph's build
- * state is used by the thread that builds it, as a graph's builders are
- * (mz_dgraph calls on one graph are not to be made concurrently).
+ * Who tests.  With MPI_THREAD_MULTIPLE, CPU workers with nothing to run
+ * test the pending set while they spin, before parking: a receive that
+ * completes ends its node on that worker, whose successor then runs in
+ * the worker's run-next slot, with no wake-up of another thread on the
+ * critical path.  The communication thread makes the other MPI calls
+ * (collectives, communicators) and tests only when someone waits on a
+ * request that no worker tests: a worker parked while a node waited, or
+ * a user thread waiting; it then polls (yielding the CPU between polls)
+ * for $MZ_MPI_SPIN_US after the last completion, then naps between polls.
+ * Otherwise it sleeps, but for a test every few milliseconds while
+ * requests are pending (progress for large messages and for marks).
+ * Without MPI_THREAD_MULTIPLE the communication thread makes every MPI
+ * call: the others queue commands to it, and it polls while anything is
+ * pending.
+ *
+ * Locks.  m->qlock guards the command queue and the stop flag, and is
+ * the communication thread's sleeping lock; m->plock guards the pending
+ * set; m->lock guards the registry (buffer to data id).  None is held
+ * while a node ends.  A distributed graph's build state is used by the
+ * thread that builds it, as a graph's builders are (mz_dgraph calls on
+ * one graph are not to be made concurrently).
  *
  * Messages.  Each distributed graph has its own communicator (an
  * MPI_Comm_idup of the context's), and each planned transfer a tag, its
  * index in the plan, the same on every rank since every rank makes the
  * same calls.  A transfer sends exactly one message per run: the data, or
- * an empty message when the data will not come (its producer failed);
- * messages of one (source, tag, communicator) are matched in order, so a
- * re-run's message never meets the previous run's receive. */
+ * an empty message (a mark) when the data will not come (its producer
+ * failed).  A run starts only once every request of the graph's last run
+ * on this rank has completed, so the messages of one (source, tag,
+ * communicator), matched in order, never meet another run's request. */
 #include <mpi.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -37,13 +53,12 @@
 #include "internal.h"
 #include "maize/mpi.h"
 
-/* ---- commands and requests of the communication thread ---- */
+/* ---- commands and requests ---- */
 
 enum cmd_kind {
   C_SEND,   /* a send node's data */
-  C_RECV,   /* a receive node's data */
+  C_RECV,   /* a transfer's message, into its staging memory */
   C_MARK,   /* an empty message: the data will not come */
-  C_DRAIN,  /* take a message nobody will read (its receive node was canceled) */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
   C_IDUP,   /* a graph's communicator (MPI_Comm_idup) */
   C_FREE,   /* free a graph's communicator, after the commands queued before */
@@ -57,24 +72,32 @@ struct waiter {
   int err;  /* MPI error class, 0 on success */
 };
 
+struct xfer;
+
+/* One request: a transfer's (embedded in its struct xfer, reused every
+ * run) or a collective's (allocated). */
 struct cmd {
-  struct cmd *next;
+  struct cmd *next;   /* the queue, or the list of completed ones */
   enum cmd_kind kind;
-  mz_op *op;          /* C_SEND, C_RECV: the node to end */
-  void *buf;          /* data, a drain's scratch (owned), or the gather's arrays */
+  struct xfer *x;     /* C_SEND, C_RECV, C_MARK */
+  mz_op *op;          /* C_SEND: the node to end */
+  void *buf;          /* data, or the gather's array */
   int bytes;
+  int got;            /* C_RECV: the bytes received */
   int peer, tag;
   MPI_Comm comm;
   MPI_Comm *newcomm;  /* C_IDUP */
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
   MPI_Request req;
-  bool posted;        /* req was posted by the thread that queued c */
 };
 
 /* How long the communication thread naps between polls once nothing has
- * completed for spin_ns. */
+ * completed for spin_ns; between its tests while a node waits but a
+ * worker may test (it is busy, or spinning); and while nobody waits. */
 #define MZ__MPI_NAP_US 50
+#define MZ__MPI_BUSY_US 200
+#define MZ__MPI_IDLE_US 2000
 
 struct mz_mpi {
   mz_runtime *rt;
@@ -82,7 +105,8 @@ struct mz_mpi {
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
-  bool multiple;       /* MPI_THREAD_MULTIPLE: workers post their transfers themselves */
+  bool multiple;       /* MPI_THREAD_MULTIPLE: any thread makes its MPI calls itself */
+  bool idle_hook;      /* the runtime's idle workers test the pending set */
   MPI_Comm comm;
   int tag_ub;          /* the largest tag (MPI_TAG_UB) */
   /* The send and receive kernels, one per element type. */
@@ -102,19 +126,44 @@ struct mz_mpi {
   pthread_cond_t qcond;
   struct cmd *qhead, *qtail;
   bool stop;
+  /* The pending set (guarded by plock); npend mirrors pn for lock-free looks. */
+  pthread_mutex_t plock;
+  MPI_Request *preq;
+  struct cmd **pcmd;
+  int *pidx;
+  MPI_Status *psts;
+  int pn, pcap;
+  _Atomic int npend;
+  /* Someone waits on a pending request (a started send or receive node, a
+   * collective, a run start draining the last run's); workers spinning
+   * idle (they test); the communication thread is asked to poll. */
+  _Atomic int urgent, spinning;
+  _Atomic bool poll_on;
 };
 
 /* One planned transfer of a distributed graph.  Its address travels as
  * the send or receive node's u64 argument. */
+enum xstate {
+  X_POSTED,   /* receive: in flight, its node not started */
+  X_WAITING,  /* receive: in flight, its node waits for it */
+  X_DONE,     /* receive: arrived, its node not started */
+  X_ENDED,    /* nothing more to do this run */
+};
+
 struct xfer {
   mz_dgraph *dg;
   bool send;            /* this rank's side */
   int peer, tag;
   size_t data;          /* data id */
   int bytes;            /* the buffer's size (read here: the registry may grow meanwhile) */
-  /* This run's message is posted or handed to the communication thread
-   * (set by whichever of start and ended comes first). */
+  void *stage;          /* receive: where the message lands (bytes, at least 1) */
+  /* Send: this run's message (data or mark) is posted or handed on (set by
+   * whichever of start and ended comes first). */
   _Atomic bool posted;
+  _Atomic int state;    /* receive: enum xstate */
+  mz_op *op;            /* receive: the waiting node (X_WAITING) */
+  void *dst;            /* receive: its buffer's memory */
+  struct cmd c;
 };
 
 struct mz_dgraph {
@@ -139,6 +188,7 @@ struct mz_dgraph {
   mz_op *root;
   bool frozen;
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
+  _Atomic long inflight; /* this graph's requests not yet completed */
 };
 
 static void comm_fail(mz_mpi *m, int err, const char *what) {
@@ -149,6 +199,14 @@ static void comm_fail(mz_mpi *m, int err, const char *what) {
    * MPI offers no way to tell it, so the job ends, as a lost rank ends it. */
   fprintf(stderr, "maize (rank %d): %s failed: %s; aborting the job\n", m->rank, what, s);
   MPI_Abort(MPI_COMM_WORLD, 70);
+}
+
+/* Ask the communication thread to poll, or to look at its queue. */
+static void wake_comm(mz_mpi *m) {
+  atomic_store(&m->poll_on, true);
+  pthread_mutex_lock(&m->qlock);
+  pthread_cond_signal(&m->qcond);
+  pthread_mutex_unlock(&m->qlock);
 }
 
 static void push_cmd(mz_mpi *m, struct cmd *c) {
@@ -180,6 +238,36 @@ static void waiter_done(struct waiter *w, int err) {
   pthread_mutex_unlock(&w->lock);
 }
 
+/* Whether a pending c has someone waiting on it. */
+static bool is_urgent(const struct cmd *c) { return c->kind == C_SEND || c->kind == C_COLL || c->kind == C_IDUP; }
+
+/* Put c's posted request in the pending set. */
+static void add_pending(mz_mpi *m, struct cmd *c) {
+  if (is_urgent(c)) atomic_fetch_add(&m->urgent, 1);
+  pthread_mutex_lock(&m->plock);
+  if (m->pn == m->pcap) {
+    int nc = m->pcap ? m->pcap * 2 : 64;
+    MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
+    if (r2) m->preq = r2;
+    struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
+    if (c2) m->pcmd = c2;
+    int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
+    if (i2) m->pidx = i2;
+    MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
+    if (s2) m->psts = s2;
+    if (!s2) {
+      fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
+      abort();
+    }
+    m->pcap = nc;
+  }
+  m->preq[m->pn] = c->req;
+  m->pcmd[m->pn] = c;
+  m->pn++;
+  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+  pthread_mutex_unlock(&m->plock);
+}
+
 /* Post c's request; false when it has none to wait for (c is freed). */
 static bool post(mz_mpi *m, struct cmd *c) {
   int err = MPI_SUCCESS;
@@ -188,7 +276,6 @@ static bool post(mz_mpi *m, struct cmd *c) {
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
   case C_RECV:
-  case C_DRAIN:
     err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
   case C_MARK:
@@ -210,133 +297,191 @@ static bool post(mz_mpi *m, struct cmd *c) {
   return true;
 }
 
-static void complete(mz_mpi *m, struct cmd *c, const MPI_Status *st) {
-  (void)m;
+/* Post a transfer's request from this thread when MPI allows it, else
+ * through the communication thread. */
+static void submit(mz_mpi *m, struct cmd *c) {
+  if (m->multiple) {
+    post(m, c);
+    add_pending(m, c);
+  } else {
+    push_cmd(m, c);
+  }
+}
+
+/* The receive's node ends: its data into the buffer, or canceled when
+ * the message was a mark. */
+static void recv_finish(struct xfer *x, mz_op *op) {
+  int st = MZ_OK;
+  if (x->c.got == 0 && x->bytes > 0) st = MZ_ECANCELED; /* the sending rank's producer failed */
+  else if (x->c.got > 0) memcpy(x->dst, x->stage, (size_t)x->c.got);
+  mz__task_finish(op, st);
+}
+
+static void complete(mz_mpi *m, struct cmd *c) {
+  struct xfer *x = c->x;
   switch (c->kind) {
   case C_SEND:
+    atomic_fetch_sub(&m->urgent, 1);
     mz__task_finish(c->op, MZ_OK);
     break;
   case C_RECV: {
-    int n = 0;
-    MPI_Get_count(st, MPI_BYTE, &n);
-    /* Empty: the sending rank's producer failed (its node was canceled). */
-    mz__task_finish(c->op, n == 0 && c->bytes > 0 ? MZ_ECANCELED : MZ_OK);
+    int s = atomic_load_explicit(&x->state, memory_order_relaxed);
+    for (;;) {
+      int to = s == X_POSTED ? X_DONE : X_ENDED;
+      if (s == X_ENDED || atomic_compare_exchange_weak_explicit(&x->state, &s, to, memory_order_acq_rel, memory_order_acquire))
+        break;
+    }
+    if (s == X_WAITING) {
+      atomic_fetch_sub(&m->urgent, 1);
+      recv_finish(x, x->op);
+    }
     break;
   }
-  case C_DRAIN:
-    free(c->buf);
-    break;
   case C_MARK:
-  case C_FREE:
     break;
   case C_COLL:
   case C_IDUP:
+    atomic_fetch_sub(&m->urgent, 1);
     waiter_done(c->w, 0);
+    free(c);
+    return;
+  case C_FREE:
     break;
   }
-  free(c);
+  /* Last: a run start or mz_dgraph_destroy waits for this count, and may
+   * then reuse or free x. */
+  atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
+}
+
+/* Test the pending set and complete what finished; try: leave it when
+ * another thread tests it.  Returns how many completed. */
+static int poll_pending(mz_mpi *m, bool try) {
+  if (!atomic_load_explicit(&m->npend, memory_order_relaxed)) return 0;
+  if (try) {
+    if (pthread_mutex_trylock(&m->plock)) return 0;
+  } else {
+    pthread_mutex_lock(&m->plock);
+  }
+  int n = m->pn, out = 0;
+  struct cmd *head = NULL, **tail = &head;
+  if (n > 0) {
+    int err = MPI_Testsome(n, m->preq, &out, m->pidx, m->psts);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
+    if (out == MPI_UNDEFINED) out = 0;
+    for (int i = 0; i < out; i++) {
+      struct cmd *c = m->pcmd[m->pidx[i]];
+      if (m->psts[i].MPI_ERROR != MPI_SUCCESS && c->kind != C_COLL && c->kind != C_IDUP)
+        comm_fail(m, m->psts[i].MPI_ERROR, "an MPI transfer");
+      if (c->kind == C_RECV) MPI_Get_count(&m->psts[i], MPI_BYTE, &c->got);
+      m->pcmd[m->pidx[i]] = NULL;
+      c->next = NULL;
+      *tail = c;
+      tail = &c->next;
+    }
+    if (out > 0) {
+      int k = 0;
+      for (int i = 0; i < n; i++)
+        if (m->pcmd[i]) {
+          m->pcmd[k] = m->pcmd[i];
+          m->preq[k] = m->preq[i];
+          k++;
+        }
+      m->pn = k;
+      atomic_store_explicit(&m->npend, k, memory_order_relaxed);
+    }
+  }
+  pthread_mutex_unlock(&m->plock);
+  while (head) {
+    struct cmd *c = head;
+    head = c->next;
+    complete(m, c);
+  }
+  return out;
+}
+
+/* ---- the idle workers' hook ---- */
+
+static bool idle_poll(void *ctx) { return poll_pending(ctx, true) > 0; }
+
+static void idle_state(void *ctx, enum mz__idle_state to) {
+  mz_mpi *m = ctx;
+  if (to == MZ__IDLE_SPIN) {
+    atomic_fetch_add(&m->spinning, 1);
+    return;
+  }
+  atomic_fetch_sub(&m->spinning, 1);
+  /* Nobody tests while this worker sleeps: the communication thread
+   * completes what a node waits on, and wakes a worker for its successor. */
+  if (to == MZ__IDLE_PARK && atomic_load(&m->urgent) > 0) wake_comm(m);
+}
+
+static const struct mz__idle_ops idle_ops = {.poll = idle_poll, .idle = idle_state};
+
+/* ---- the communication thread ---- */
+
+/* Whether it should poll now.  qlock held. */
+static bool comm_active(mz_mpi *m) {
+  if (!atomic_load(&m->npend)) return false;
+  if (m->stop || !m->idle_hook) return true;
+  if (!atomic_load(&m->poll_on)) return false;
+  if (atomic_load(&m->urgent) > 0 && atomic_load(&m->spinning) == 0) return true;
+  /* Nothing waits, or a spinning worker tests: sleep until asked again. */
+  atomic_store(&m->poll_on, false);
+  return false;
+}
+
+static void timed_wait(mz_mpi *m, long us) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += us * 1000L;
+  while (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&m->qcond, &m->qlock, &ts);
 }
 
 static void *comm_main(void *arg) {
   mz_mpi *m = arg;
   /* It ends nodes, which may run future callbacks: those must not block. */
   mz__in_runtime_thread = 1;
-  MPI_Request *reqs = NULL;
-  struct cmd **cmds = NULL;
-  int *idx = NULL;
-  MPI_Status *sts = NULL;
-  int n = 0, cap = 0;
   /* Sleeps are short: a timer's default slack (50 us) would add to each. */
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   uint64_t last = mz__now_ns(); /* the last time something was posted or completed */
   for (;;) {
     pthread_mutex_lock(&m->qlock);
-    while (!m->qhead && n == 0 && !m->stop) pthread_cond_wait(&m->qcond, &m->qlock);
-    if (!m->qhead && n == 0 && m->stop) {
-      pthread_mutex_unlock(&m->qlock);
-      break;
-    }
-    if (!m->qhead && n > 0 && mz__now_ns() - last > m->spin_ns) {
+    bool active = comm_active(m);
+    if (!m->qhead && !active) {
+      if (m->stop) {
+        pthread_mutex_unlock(&m->qlock);
+        break;
+      }
+      /* Pending requests still get a test now and then: often while a
+       * node waits (the workers may all be busy), rarely otherwise. */
+      if (atomic_load(&m->npend)) timed_wait(m, atomic_load(&m->urgent) > 0 ? MZ__MPI_BUSY_US : MZ__MPI_IDLE_US);
+      else pthread_cond_wait(&m->qcond, &m->qlock);
+      last = mz__now_ns();
+    } else if (!m->qhead && mz__now_ns() - last > m->spin_ns) {
       /* Nothing completed for a while (long tasks): poll every
        * MZ__MPI_NAP_US instead of spinning, or sooner when a command comes. */
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_nsec += MZ__MPI_NAP_US * 1000L;
-      if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-      }
-      pthread_cond_timedwait(&m->qcond, &m->qlock, &ts);
+      timed_wait(m, MZ__MPI_NAP_US);
     }
     struct cmd *q = m->qhead;
     m->qhead = m->qtail = NULL;
-    /* Posted under the lock, so that a worker posting its own transfer
-     * (xfer_start) never overtakes a message queued before it for the same
-     * tag (an abandoned transfer of the previous run). */
-    struct cmd *keep = NULL, **kt = &keep;
-    while (q) {
-      struct cmd *c = q;
-      q = q->next;
-      if (!c->posted && !post(m, c)) continue;
-      *kt = c;
-      kt = &c->next;
-    }
-    *kt = NULL;
     pthread_mutex_unlock(&m->qlock);
-    q = keep;
     bool progress = q != NULL;
+    /* What it posts has a waiter (a collective's user thread), or is
+     * posted here because the workers may not call MPI: it polls. */
+    if (q) atomic_store(&m->poll_on, true);
     while (q) {
       struct cmd *c = q;
       q = q->next;
-      if (n == cap) {
-        int nc = cap ? cap * 2 : 64;
-        MPI_Request *r2 = realloc(reqs, (size_t)nc * sizeof *r2);
-        if (r2) reqs = r2;
-        struct cmd **c2 = r2 ? realloc(cmds, (size_t)nc * sizeof *c2) : NULL;
-        if (c2) cmds = c2;
-        int *i2 = c2 ? realloc(idx, (size_t)nc * sizeof *i2) : NULL;
-        if (i2) idx = i2;
-        MPI_Status *s2 = i2 ? realloc(sts, (size_t)nc * sizeof *s2) : NULL;
-        if (s2) sts = s2;
-        if (!s2) {
-          fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
-          abort();
-        }
-        cap = nc;
-      }
-      reqs[n] = c->req;
-      cmds[n] = c;
-      n++;
+      if (post(m, c)) add_pending(m, c);
     }
-    if (n > 0) {
-      int out = 0;
-      int err = MPI_Testsome(n, reqs, &out, idx, sts);
-      if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
-      if (out != MPI_UNDEFINED && out > 0) {
-        progress = true;
-        for (int i = 0; i < out; i++) {
-          if (sts[i].MPI_ERROR != MPI_SUCCESS && cmds[idx[i]]->kind != C_COLL && cmds[idx[i]]->kind != C_IDUP)
-            comm_fail(m, sts[i].MPI_ERROR, "an MPI transfer");
-          complete(m, cmds[idx[i]], &sts[i]);
-          cmds[idx[i]] = NULL;
-        }
-        int k = 0;
-        for (int i = 0; i < n; i++)
-          if (cmds[i]) {
-            cmds[k] = cmds[i];
-            reqs[k] = reqs[i];
-            k++;
-          }
-        n = k;
-      }
-    }
+    if (poll_pending(m, false) > 0) progress = true;
     if (progress) last = mz__now_ns();
-    else if (n > 0) sched_yield(); /* spinning: let a worker of this rank (or another rank) run */
+    else if (active) sched_yield(); /* spinning: let a worker of this rank (or another rank) run */
   }
-  free(reqs);
-  free(cmds);
-  free(idx);
-  free(sts);
   return NULL;
 }
 
@@ -344,59 +489,79 @@ static void *comm_main(void *arg) {
 
 static struct xfer *xfer_of(uint64_t v) { return (struct xfer *)(uintptr_t)v; }
 
+static bool on_worker(const mz_mpi *m) { return mz__cur_rt == m->rt && mz__cur_queue >= 0; }
+
 static int xfer_start(mz_op *op, const mz_call *call) {
   struct xfer *x = xfer_of(call->args[1].u64);
   mz_mpi *m = x->dg->m;
+  if (!x->send) {
+    x->op = op;
+    x->dst = call->args[0].p;
+    int s = X_POSTED;
+    atomic_fetch_add(&m->urgent, 1);
+    if (atomic_compare_exchange_strong_explicit(&x->state, &s, X_WAITING, memory_order_acq_rel, memory_order_acquire)) {
+      /* A worker tests the requests when it runs out of work (and asks the
+       * communication thread before it parks); any other thread asks now. */
+      if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+      return 0;
+    }
+    atomic_fetch_sub(&m->urgent, 1);
+    /* Arrived already (X_DONE): the data is in the staging memory. */
+    atomic_store_explicit(&x->state, X_ENDED, memory_order_relaxed);
+    recv_finish(x, op);
+    return 0;
+  }
   atomic_store_explicit(&x->posted, true, memory_order_relaxed);
-  struct cmd *c = new_cmd(x->send ? C_SEND : C_RECV);
+  struct cmd *c = &x->c;
+  c->kind = C_SEND;
   c->op = op;
   c->buf = call->args[0].p;
-  c->bytes = (int)(call->shapes[0].count * mz_dtype_size(call->shapes[0].dtype));
-  c->peer = x->peer;
-  c->tag = x->tag;
-  c->comm = x->dg->comm;
-  /* With MPI_THREAD_MULTIPLE the worker posts it (no hand-off on the
-   * critical path; MPI_Isend and MPI_Irecv never block), unless commands
-   * wait in the queue: those go first (see comm_main).  The communication
-   * thread completes it either way. */
-  c->next = NULL;
-  pthread_mutex_lock(&m->qlock);
-  if (m->multiple && !m->qhead) {
+  c->bytes = x->bytes;
+  atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+  if (m->multiple) {
     post(m, c);
-    c->posted = true;
+    /* Small messages go out at once (eagerly): the node ends here. */
+    int done = 0;
+    MPI_Status st;
+    int err = MPI_Test(&c->req, &done, &st);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+    if (done) {
+      atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
+      mz__task_finish(op, MZ_OK);
+      return 0;
+    }
+    add_pending(m, c);
+    if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+  } else {
+    push_cmd(m, c);
   }
-  if (m->qtail) m->qtail->next = c;
-  else m->qhead = c;
-  m->qtail = c;
-  pthread_cond_signal(&m->qcond);
-  pthread_mutex_unlock(&m->qlock);
   return 0;
 }
 
-/* Post what the peer expects of a transfer that will not run this time. */
+/* Post what the peer expects of a send that will not run this time. */
 static void xfer_abandon(struct xfer *x) {
-  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
-  mz_mpi *m = x->dg->m;
-  struct cmd *c = new_cmd(x->send ? C_MARK : C_DRAIN);
-  if (!x->send) {
-    c->bytes = x->bytes;
-    c->buf = malloc(c->bytes ? (size_t)c->bytes : 1);
-    if (!c->buf) {
-      fprintf(stderr, "maize: out of memory for an MPI drain; aborting\n");
-      abort();
-    }
-  }
-  c->peer = x->peer;
-  c->tag = x->tag;
-  c->comm = x->dg->comm;
-  push_cmd(m, c);
+  if (!x->send || atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  struct cmd *c = &x->c;
+  c->kind = C_MARK;
+  atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+  submit(x->dg->m, c);
 }
 
 static void xfer_ended(mz_op *op, const mz_arg *values, int status, void *user) {
   (void)op;
   (void)status;
   (void)user;
-  xfer_abandon(xfer_of(values[1].u64));
+  struct xfer *x = xfer_of(values[1].u64);
+  if (x->send) {
+    xfer_abandon(x);
+    return;
+  }
+  /* A receive canceled before it ran: its message is still taken (the
+   * request was posted at the run's start), and dropped. */
+  int s = atomic_load_explicit(&x->state, memory_order_relaxed);
+  while ((s == X_POSTED || s == X_DONE) &&
+         !atomic_compare_exchange_weak_explicit(&x->state, &s, X_ENDED, memory_order_acq_rel, memory_order_relaxed)) {
+  }
 }
 
 static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer_ended};
@@ -407,8 +572,6 @@ static int xfer_cpu(const mz_call *call) {
   (void)call;
   return MZ_ESTATE;
 }
-
-/* ---- the context ---- */
 
 static bool under_launcher(void) {
   static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
@@ -448,6 +611,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->qlock, NULL);
   pthread_cond_init(&m->qcond, NULL);
+  pthread_mutex_init(&m->plock, NULL);
   int st = MZ_OK;
   int inited = 0, finalized = 0;
   MPI_Initialized(&inited);
@@ -512,6 +676,11 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       goto fail;
     }
     m->thread_on = true;
+    /* Idle workers test the requests (one context per runtime does). */
+    if (m->multiple && !atomic_load(&rt->idle_ops)) {
+      m->idle_hook = true;
+      mz__idle_set(rt, &idle_ops, m);
+    }
   }
   *out = m;
   return MZ_OK;
@@ -522,6 +691,8 @@ fail:
 
 void mz_mpi_destroy(mz_mpi *m) {
   if (!m) return;
+  if (m->idle_hook) mz__idle_set(m->rt, NULL, NULL);
+  m->idle_hook = false;
   if (m->thread_on) {
     pthread_mutex_lock(&m->qlock);
     m->stop = true;
@@ -542,6 +713,11 @@ void mz_mpi_destroy(mz_mpi *m) {
   pthread_mutex_destroy(&m->lock);
   pthread_mutex_destroy(&m->qlock);
   pthread_cond_destroy(&m->qcond);
+  pthread_mutex_destroy(&m->plock);
+  free(m->preq);
+  free(m->pcmd);
+  free(m->pidx);
+  free(m->psts);
   free(m);
 }
 
@@ -658,6 +834,18 @@ static int dg_fail(mz_dgraph *dg, int code, const char *fmt, ...) {
   return code;
 }
 
+/* Wait until every request of dg's runs on this rank has completed (a
+ * node's, or a mark's, or a receive's whose node was canceled). */
+static void drain(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  if (!atomic_load_explicit(&dg->inflight, memory_order_acquire)) return;
+  atomic_fetch_add(&m->urgent, 1);
+  wake_comm(m);
+  while (atomic_load_explicit(&dg->inflight, memory_order_acquire))
+    nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
+  atomic_fetch_sub(&m->urgent, 1);
+}
+
 /* Run a collective command on the communication thread and wait for it. */
 static int run_collective(mz_mpi *m, struct cmd *c) {
   struct waiter w = {.done = false};
@@ -701,17 +889,21 @@ int mz_dgraph_create(mz_mpi *m, mz_dgraph **out) {
 void mz_dgraph_destroy(mz_dgraph *dg) {
   if (!dg) return;
   mz_graph_destroy(dg->g);
-  /* Every transfer of the runs waited for has completed on this rank;
-   * messages of canceled transfers (marks, drains) are matched by now on
-   * the peers that waited too.  Freeing the communicator is local. */
+  /* The nodes of the runs waited for have ended; the marks of canceled
+   * sends and the receives of canceled receive nodes may still be in
+   * flight (the peers send what they owe when their runs end). */
+  drain(dg);
   if (dg->has_comm) {
-    /* Freed by the communication thread after the commands queued before
-     * (messages of transfers abandoned by the last run may be among them). */
+    /* Freeing the communicator is local; the communication thread makes
+     * the call (MPI may give less than MPI_THREAD_MULTIPLE). */
     struct cmd *c = new_cmd(C_FREE);
     c->comm = dg->comm;
     push_cmd(dg->m, c);
   }
-  for (size_t i = 0; i < dg->nxf; i++) free(dg->xf[i]);
+  for (size_t i = 0; i < dg->nxf; i++) {
+    free(dg->xf[i]->stage);
+    free(dg->xf[i]);
+  }
   free(dg->xf);
   free(dg->tasks);
   free(dg->latest);
@@ -797,6 +989,16 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst) {
   x->data = d;
   mz_buffer *b = m->data[d];
   x->bytes = (int)mz_buffer_bytes(b);
+  x->c.x = x;
+  x->c.peer = x->peer;
+  x->c.tag = tag;
+  x->c.comm = dg->comm;
+  x->c.bytes = x->bytes;
+  atomic_init(&x->state, X_ENDED);
+  if (!x->send && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
+    free(x);
+    return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+  }
   dg->xf[dg->nxf++] = x;
   mz_dtype t = mz_buffer_shape(b)->dtype;
   mz_op *args = mz_zip(dg->g, 2, (mz_op *[]){mz_value(dg->g, b), mz_u64(dg->g, (uint64_t)(uintptr_t)x)});
@@ -929,26 +1131,39 @@ static int freeze(mz_dgraph *dg) {
   return MZ_OK;
 }
 
+/* Reset dg's transfers for a run and post all its receives. */
+static void start_transfers(mz_dgraph *dg) {
+  for (size_t i = 0; i < dg->nxf; i++) {
+    struct xfer *x = dg->xf[i];
+    atomic_store_explicit(&x->posted, false, memory_order_relaxed);
+    if (x->send) continue;
+    atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
+    x->c.kind = C_RECV;
+    x->c.buf = x->stage;
+    x->c.got = 0;
+    atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
+    submit(dg->m, &x->c);
+  }
+}
+
 int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   if (out) *out = NULL;
   if (!dg || !out) return MZ_EINVAL;
   mz_runtime *rt = dg->m->rt;
   if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_dgraph_run: called from a runtime thread");
   int st = freeze(dg);
-  if (st == MZ_OK) {
-    /* No node of the previous run may still end a transfer: its flags are
-     * reset for this run. */
-    pthread_mutex_lock(&rt->lock);
-    while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
-    pthread_mutex_unlock(&rt->lock);
-    for (size_t i = 0; i < dg->nxf; i++) atomic_store_explicit(&dg->xf[i]->posted, false, memory_order_relaxed);
-    st = mz_graph_run(dg->g, dg->root, policy, out);
-  } else {
-    mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
-    for (size_t i = 0; i < dg->nxf; i++) atomic_store_explicit(&dg->xf[i]->posted, false, memory_order_relaxed);
-  }
+  /* No node of the previous run may still use a transfer, nor any of its
+   * requests be in flight: they are reset for this run. */
+  pthread_mutex_lock(&rt->lock);
+  while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
+  pthread_mutex_unlock(&rt->lock);
+  drain(dg);
+  if (dg->m->use_mpi) start_transfers(dg);
+  if (st == MZ_OK) st = mz_graph_run(dg->g, dg->root, policy, out);
+  else mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
   dg->run_status = st;
-  /* Nothing runs here: the peers still get one message per transfer. */
+  /* Nothing runs here: the peers still get one message per send (the
+   * receives posted take theirs). */
   if (st != MZ_OK && dg->m->use_mpi)
     for (size_t i = 0; i < dg->nxf; i++) xfer_abandon(dg->xf[i]);
   return st;

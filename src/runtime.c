@@ -1,4 +1,5 @@
 /* The runtime: configuration, device discovery, queues, teardown. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,6 +320,18 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
           rt->policy_name);
   *out = rt;
   return MZ_OK;
+}
+
+void mz__idle_set(mz_runtime *rt, const struct mz__idle_ops *ops, void *ctx) {
+  if (ops) {
+    atomic_store(&rt->idle_ctx, ctx);
+    atomic_store(&rt->idle_ops, ops);
+    return;
+  }
+  atomic_store(&rt->idle_ops, NULL);
+  /* A worker that read the old ops before the store is counted (seq_cst
+   * both sides); it holds them for one spell of spinning at most. */
+  while (atomic_load(&rt->idle_users)) sched_yield();
 }
 
 void mz_runtime_destroy(mz_runtime *rt) {

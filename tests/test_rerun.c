@@ -557,3 +557,30 @@ Test(rerun, another_graph_waits_for_a_replayed_writer) {
   mz_buffer_release(c);
   mz_runtime_destroy(rt);
 }
+
+static int count_fn(const mz_call *c) {
+  atomic_fetch_add((_Atomic int *)c->user, 1);
+  return 0;
+}
+
+/* A root whose closure holds no value (a host node with no inputs, joined
+ * with another): it has no leaves, and its later runs must still run. */
+Test(rerun, root_without_values) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  _Atomic int ran = 0;
+  mz_op *a = mz_host(g, count_fn, (void *)&ran, NULL), *b = mz_host(g, count_fn, (void *)&ran, NULL);
+  mz_op *root = mz_join(g, 2, (mz_op *[]){a, b});
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  for (int k = 1; k <= 3; k++) {
+    mz_future *f = NULL;
+    int rc = mz_graph_run(g, root, NULL, &f);
+    cr_assert_eq(rc, MZ_OK, "run %d: %s: %s", k, mz_err_name(rc), mz_runtime_last_error(rt));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "run %d: %s", k, mz_future_message(f));
+    mz_future_destroy(f);
+    cr_assert_eq(atomic_load(&ran), 2 * k, "after run %d the host nodes ran %d times", k, atomic_load(&ran));
+  }
+  mz_graph_destroy(g);
+  mz_runtime_destroy(rt);
+}

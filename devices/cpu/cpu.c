@@ -236,6 +236,7 @@ static void *worker_main(void *arg) {
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = w->q->dev->rt;
+  mz_runtime *rt = w->q->dev->rt;
   w->watch = w->q->dev->rt->watchdog != NULL; /* started before the queues, never restarted */
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
@@ -245,15 +246,29 @@ static void *worker_main(void *arg) {
     /* Spin a bounded time (the clock is read every 16 polls), then park:
      * a successor usually arrives within a task's length. */
     uint64_t until = 0;
+    void *ictx = NULL;
+    const struct mz__idle_ops *io = op ? NULL : mz__idle_get(rt, &ictx);
+    if (io) io->idle(ictx, MZ__IDLE_SPIN);
     for (unsigned i = 1; !op; i++) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
       op = take(w);
       if (op || i % 16) continue;
+      /* Outside work (MPI requests): a node it releases comes to this
+       * worker's run-next slot; the nodes it ended are counted here, and
+       * published before the worker may park. */
+      if (io && io->poll(ictx)) {
+        if ((op = take(w)) != NULL) break;
+        mz__queue_flush(w->q);
+      }
       uint64_t now = mz__now_ns();
       if (!until) until = now + w->spin_ns;
       else if (now >= until) break;
+    }
+    if (io) {
+      io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
+      mz__idle_put(rt);
     }
     if (!op && !atomic_load(&w->stop)) {
       /* Say so, look once more, then sleep until a node is shared or
@@ -473,8 +488,26 @@ static const struct mz__device_ops cpu_ops = {
     .queue_distance = cpu_queue_distance,
 };
 
+/* This process's share of ncores among the ranks of an MPI job on this
+ * machine, from the launcher's environment (Open MPI's, else MPICH's):
+ * the first core and how many; unchanged outside a launcher or alone. */
+static void local_share(unsigned ncores, unsigned *first, unsigned *span) {
+  static const char *const vars[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                        {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"}};
+  for (size_t v = 0; v < sizeof vars / sizeof vars[0]; v++) {
+    const char *rs = getenv(vars[v][0]), *ns = getenv(vars[v][1]);
+    if (!rs || !ns) continue;
+    char *e1, *e2;
+    long r = strtol(rs, &e1, 10), n = strtol(ns, &e2, 10);
+    if (*e1 || *e2 || n < 2 || r < 0 || r >= n || n > 1 << 20) return;
+    *first = (unsigned)((unsigned long)r * ncores / (unsigned long)n);
+    *span = ncores / (unsigned)n ? ncores / (unsigned)n : 1;
+    return;
+  }
+}
+
 /* sel->arg is the number of workers ("cpu:2"); the default is one per
- * core the process may run on.  A runtime whose MZ_DEVICES names no CPU
+ * core the process may run on (its share of them: see local_share).  A runtime whose MZ_DEVICES names no CPU
  * still gets one host-only worker for host nodes (sel->arg "host"). */
 static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel) {
   struct cpu_dev *cd = calloc(1, sizeof *cd);
@@ -505,7 +538,15 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
   int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_CORE);
   int npus = hwloc_get_nbobjs_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_PU);
   if (ncores <= 0) ncores = npus > 0 ? npus : 1;
-  unsigned n = (unsigned)ncores;
+  /* Ranks of an MPI job on one machine that the launcher left unbound (as
+   * mpirun does when oversubscribed) would each pin worker i to core i:
+   * every rank's workers on the same cores.  Local rank r of n takes its
+   * own share instead, from core r * ncores / n, and by default one
+   * worker per core of its share. */
+  unsigned first = 0, span = (unsigned)ncores;
+  if (!cd->nobind && hwloc_bitmap_isequal(allowed, hwloc_topology_get_allowed_cpuset(cd->topo)))
+    local_share((unsigned)ncores, &first, &span);
+  unsigned n = span;
   if (host_only) {
     n = 1;
   } else if (sel->arg) {
@@ -532,8 +573,9 @@ static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const st
   /* Pin worker i to core i (round robin when there are more workers than
    * cores); binding to a core, not a PU, leaves its hyperthreads free. */
   for (unsigned i = 0; cd->sets && i < n; i++) {
-    hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_CORE, i % (unsigned)ncores);
-    if (!core) core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_PU, i % (unsigned)(npus > 0 ? npus : 1));
+    unsigned c = first + i % span;
+    hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_CORE, c % (unsigned)ncores);
+    if (!core) core = hwloc_get_obj_inside_cpuset_by_type(cd->topo, allowed, HWLOC_OBJ_PU, c % (unsigned)(npus > 0 ? npus : 1));
     cd->sets[i] = core ? hwloc_bitmap_dup(core->cpuset) : NULL;
     if (cd->sets[i]) hwloc_bitmap_and(cd->sets[i], cd->sets[i], allowed);
   }
