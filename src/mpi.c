@@ -126,19 +126,22 @@ struct mz_mpi {
   pthread_cond_t qcond;
   struct cmd *qhead, *qtail;
   bool stop;
-  /* The pending set (guarded by plock); npend mirrors pn for lock-free looks. */
+  /* The pending set (guarded by plock): entries phead to phead + pn - 1
+   * of the arrays, oldest first (a run's receives in plan order, which is
+   * about the order they complete in); npend mirrors pn for lock-free looks. */
   pthread_mutex_t plock;
   MPI_Request *preq;
   struct cmd **pcmd;
   int *pidx;
   MPI_Status *psts;
-  int pn, pcap;
+  int phead, pn, pcap;
   _Atomic int npend;
   /* Someone waits on a pending request (a started send or receive node, a
    * collective, a run start draining the last run's); workers spinning
    * idle (they test); the communication thread is asked to poll. */
   _Atomic int urgent, spinning;
   _Atomic bool poll_on;
+  _Atomic int uwait;   /* user threads waiting on a request (a collective, a drain) */
 };
 
 /* One planned transfer of a distributed graph.  Its address travels as
@@ -241,10 +244,27 @@ static void waiter_done(struct waiter *w, int err) {
 /* Whether a pending c has someone waiting on it. */
 static bool is_urgent(const struct cmd *c) { return c->kind == C_SEND || c->kind == C_COLL || c->kind == C_IDUP; }
 
-/* Put c's posted request in the pending set. */
+/* Put c's posted request in the pending set: one somebody waits on first
+ * when there is room before the oldest (idle workers test the oldest few
+ * only), else last. */
 static void add_pending(mz_mpi *m, struct cmd *c) {
-  if (is_urgent(c)) atomic_fetch_add(&m->urgent, 1);
+  bool urgent = is_urgent(c);
+  if (urgent) atomic_fetch_add(&m->urgent, 1);
   pthread_mutex_lock(&m->plock);
+  if (urgent && m->phead > 0) {
+    m->phead--;
+    m->preq[m->phead] = c->req;
+    m->pcmd[m->phead] = c;
+    m->pn++;
+    atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+    pthread_mutex_unlock(&m->plock);
+    return;
+  }
+  if (m->phead + m->pn == m->pcap && m->phead > 0) {
+    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
+    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
+    m->phead = 0;
+  }
   if (m->pn == m->pcap) {
     int nc = m->pcap ? m->pcap * 2 : 64;
     MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
@@ -261,8 +281,8 @@ static void add_pending(mz_mpi *m, struct cmd *c) {
     }
     m->pcap = nc;
   }
-  m->preq[m->pn] = c->req;
-  m->pcmd[m->pn] = c;
+  m->preq[m->phead + m->pn] = c->req;
+  m->pcmd[m->phead + m->pn] = c;
   m->pn++;
   atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
   pthread_mutex_unlock(&m->plock);
@@ -353,41 +373,49 @@ static void complete(mz_mpi *m, struct cmd *c) {
   atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
 }
 
-/* Test the pending set and complete what finished; try: leave it when
- * another thread tests it.  Returns how many completed. */
-static int poll_pending(mz_mpi *m, bool try) {
+/* How many of the oldest pending requests an idle worker tests (all of
+ * them would cost it a pass over every receive of the run each poll). */
+#define MZ__MPI_WINDOW 32
+
+/* Test the oldest limit pending requests and complete what finished;
+ * try: leave them when another thread tests them.  Returns how many
+ * completed. */
+static int poll_pending(mz_mpi *m, bool try, int limit) {
   if (!atomic_load_explicit(&m->npend, memory_order_relaxed)) return 0;
   if (try) {
     if (pthread_mutex_trylock(&m->plock)) return 0;
   } else {
     pthread_mutex_lock(&m->plock);
   }
-  int n = m->pn, out = 0;
+  int n = m->pn < limit ? m->pn : limit, out = 0, h = m->phead;
   struct cmd *head = NULL, **tail = &head;
   if (n > 0) {
-    int err = MPI_Testsome(n, m->preq, &out, m->pidx, m->psts);
+    int err = MPI_Testsome(n, m->preq + h, &out, m->pidx, m->psts);
     if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
     if (out == MPI_UNDEFINED) out = 0;
     for (int i = 0; i < out; i++) {
-      struct cmd *c = m->pcmd[m->pidx[i]];
+      struct cmd *c = m->pcmd[h + m->pidx[i]];
       if (m->psts[i].MPI_ERROR != MPI_SUCCESS && c->kind != C_COLL && c->kind != C_IDUP)
         comm_fail(m, m->psts[i].MPI_ERROR, "an MPI transfer");
       if (c->kind == C_RECV) MPI_Get_count(&m->psts[i], MPI_BYTE, &c->got);
-      m->pcmd[m->pidx[i]] = NULL;
+      m->pcmd[h + m->pidx[i]] = NULL;
       c->next = NULL;
       *tail = c;
       tail = &c->next;
     }
     if (out > 0) {
-      int k = 0;
-      for (int i = 0; i < n; i++)
+      /* The window's survivors move to its end, the head past the gap. */
+      int k = h + n - 1;
+      for (int i = h + n - 1; i >= h; i--)
         if (m->pcmd[i]) {
           m->pcmd[k] = m->pcmd[i];
           m->preq[k] = m->preq[i];
-          k++;
+          k--;
         }
-      m->pn = k;
-      atomic_store_explicit(&m->npend, k, memory_order_relaxed);
+      m->phead = h + out;
+      m->pn -= out;
+      if (m->pn == 0) m->phead = 0;
+      atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
     }
   }
   pthread_mutex_unlock(&m->plock);
@@ -401,7 +429,7 @@ static int poll_pending(mz_mpi *m, bool try) {
 
 /* ---- the idle workers' hook ---- */
 
-static bool idle_poll(void *ctx) { return poll_pending(ctx, true) > 0; }
+static bool idle_poll(void *ctx) { return poll_pending(ctx, true, MZ__MPI_WINDOW) > 0; }
 
 static void idle_state(void *ctx, enum mz__idle_state to) {
   mz_mpi *m = ctx;
@@ -422,7 +450,7 @@ static const struct mz__idle_ops idle_ops = {.poll = idle_poll, .idle = idle_sta
 /* Whether it should poll now.  qlock held. */
 static bool comm_active(mz_mpi *m) {
   if (!atomic_load(&m->npend)) return false;
-  if (m->stop || !m->idle_hook) return true;
+  if (m->stop || !m->idle_hook || atomic_load(&m->uwait) > 0) return true;
   if (!atomic_load(&m->poll_on)) return false;
   if (atomic_load(&m->urgent) > 0 && atomic_load(&m->spinning) == 0) return true;
   /* Nothing waits, or a spinning worker tests: sleep until asked again. */
@@ -478,7 +506,10 @@ static void *comm_main(void *arg) {
       q = q->next;
       if (post(m, c)) add_pending(m, c);
     }
-    if (poll_pending(m, false) > 0) progress = true;
+    if (poll_pending(m, false, INT32_MAX) > 0) progress = true;
+    /* Asked to poll for a parked worker: what completed woke one, which
+     * tests again when it runs out of work (or asks again). */
+    if (progress && m->idle_hook) atomic_store(&m->poll_on, false);
     if (progress) last = mz__now_ns();
     else if (active) sched_yield(); /* spinning: let a worker of this rank (or another rank) run */
   }
@@ -840,9 +871,11 @@ static void drain(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
   if (!atomic_load_explicit(&dg->inflight, memory_order_acquire)) return;
   atomic_fetch_add(&m->urgent, 1);
+  atomic_fetch_add(&m->uwait, 1);
   wake_comm(m);
   while (atomic_load_explicit(&dg->inflight, memory_order_acquire))
     nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
+  atomic_fetch_sub(&m->uwait, 1);
   atomic_fetch_sub(&m->urgent, 1);
 }
 
@@ -852,10 +885,12 @@ static int run_collective(mz_mpi *m, struct cmd *c) {
   pthread_mutex_init(&w.lock, NULL);
   pthread_cond_init(&w.cond, NULL);
   c->w = &w;
+  atomic_fetch_add(&m->uwait, 1);
   push_cmd(m, c);
   pthread_mutex_lock(&w.lock);
   while (!w.done) pthread_cond_wait(&w.cond, &w.lock);
   pthread_mutex_unlock(&w.lock);
+  atomic_fetch_sub(&m->uwait, 1);
   pthread_mutex_destroy(&w.lock);
   pthread_cond_destroy(&w.cond);
   return w.err;

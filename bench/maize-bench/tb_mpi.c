@@ -708,49 +708,66 @@ int mzb_mpi_weak_main(int argc, char **argv) {
   }
   tb_sys_opts opts = {.workers = 1};
   /* The same work per rank on one rank: every rank runs its own one-point
-   * graph on maize alone (built once and run again, as the
-   * distributed graph is) at the same time (so the machine is as loaded as
-   * in the distributed run), timed between barriers; the slowest counts. */
-  double t1 = 0;
+   * graph on maize alone (built once and run again, as the distributed
+   * graph is) at the same time (so the machine is as loaded as in the
+   * distributed run), timed between barriers; the slowest counts.  The
+   * two are run in turn (one, all, one, all, ...), so that a drift of the
+   * machine's speed moves both alike. */
+  void *st1 = NULL, *st = NULL;
   int bad = 0;
-  {
-    void *st1 = NULL;
-    if (tb_system_maize_rerun.create(&one, &opts, &st1, err, sizeof err)) {
-      fprintf(stderr, "maize-bench mpi-weak: one rank: %s\n", err);
-      bad = 1;
-    }
-    double tr[101];
-    for (int r = 0; r < reps; r++) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      double a = MPI_Wtime(), dummy;
-      if (!bad && tb_system_maize_rerun.run(st1, &dummy, err, sizeof err)) {
-        fprintf(stderr, "maize-bench mpi-weak: one rank: %s\n", err);
-        bad = 1;
-      }
-      tr[r] = max_all(MPI_Wtime() - a);
-    }
-    tb_system_maize_rerun.destroy(st1);
-    qsort(tr, (size_t)reps, sizeof tr[0], cmp_double);
-    t1 = reps % 2 ? tr[reps / 2] : 0.5 * (tr[reps / 2 - 1] + tr[reps / 2]);
+  if (tb_system_maize_rerun.create(&one, &opts, &st1, err, sizeof err)) {
+    fprintf(stderr, "maize-bench mpi-weak: one rank: %s\n", err);
+    bad = 1;
   }
   int anybad = 0;
   MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (anybad) return 1;
-  void *st = NULL;
-  double tn = 0;
-  if (tb_system_maize_mpi_rerun.create(&all, &opts, &st, err, sizeof err) ||
-      timed(&tb_system_maize_mpi_rerun, st, (int)reps, &tn, err, sizeof err)) {
-    fprintf(stderr, "maize-bench mpi-weak: %d ranks: %s\n", size, err);
-    tb_system_maize_mpi_rerun.destroy(st);
+  if (anybad) {
+    tb_system_maize_rerun.destroy(st1);
     return 1;
   }
+  if (tb_system_maize_mpi_rerun.create(&all, &opts, &st, err, sizeof err)) {
+    fprintf(stderr, "maize-bench mpi-weak: %d ranks: %s\n", size, err);
+    tb_system_maize_rerun.destroy(st1);
+    return 1;
+  }
+  double tr[101], tn[101], ratio[101];
+  for (int r = 0; r < reps && !bad; r++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double a = MPI_Wtime(), dummy;
+    if (tb_system_maize_rerun.run(st1, &dummy, err, sizeof err)) {
+      fprintf(stderr, "maize-bench mpi-weak: one rank: %s\n", err);
+      bad = 1;
+    }
+    tr[r] = max_all(MPI_Wtime() - a);
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) break;
+    if (tb_system_maize_mpi_rerun.run(st, &tn[r], err, sizeof err)) {
+      fprintf(stderr, "maize-bench mpi-weak: %d ranks: %s\n", size, err);
+      bad = 1;
+    }
+    ratio[r] = tn[r] / tr[r];
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) break;
+  }
   tb_system_maize_mpi_rerun.destroy(st);
+  tb_system_maize_rerun.destroy(st1);
+  if (anybad) return 1;
+  qsort(tr, (size_t)reps, sizeof tr[0], cmp_double);
+  qsort(tn, (size_t)reps, sizeof tn[0], cmp_double);
+  qsort(ratio, (size_t)reps, sizeof ratio[0], cmp_double);
+  double t1 = reps % 2 ? tr[reps / 2] : 0.5 * (tr[reps / 2 - 1] + tr[reps / 2]);
+  double tnm = reps % 2 ? tn[reps / 2] : 0.5 * (tn[reps / 2 - 1] + tn[reps / 2]);
+  double rm = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
   if (rank == 0) {
     printf("mpi-weak: stencil_1d, %ld steps, compute_bound %ld iterations, one point per rank, median of %ld\n", steps,
            iter, reps);
-    printf("  1 rank (each rank alone, at once):  %.4f s (%.1f us per task)\n", t1, t1 * 1e6 / (double)steps);
-    printf("  %d ranks: %.4f s (%.1f us per task per rank)\n", size, tn, tn * 1e6 / (double)steps);
-    printf("BENCH mpi.weak ranks=%d one_s=%.4f all_s=%.4f ratio=%.3f\n", size, t1, tn, tn / t1);
+    printf("  1 rank (each rank alone, at once):  %.4f s (%.1f us per task), %.4f to %.4f\n", t1, t1 * 1e6 / (double)steps,
+           tr[0], tr[reps - 1]);
+    printf("  %d ranks: %.4f s (%.1f us per task per rank), %.4f to %.4f\n", size, tnm, tnm * 1e6 / (double)steps, tn[0],
+           tn[reps - 1]);
+    printf("  ratio of each pair: median %.3f, %.3f to %.3f\n", rm, ratio[0], ratio[reps - 1]);
+    printf("BENCH mpi.weak ranks=%d one_s=%.4f all_s=%.4f ratio=%.3f pair_ratio=%.3f pair_min=%.3f pair_max=%.3f\n", size,
+           t1, tnm, tnm / t1, rm, ratio[0], ratio[reps - 1]);
   }
   return 0;
 }
