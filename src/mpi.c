@@ -722,8 +722,8 @@ fail:
 
 void mz_mpi_destroy(mz_mpi *m) {
   if (!m) return;
+  /* The workers stop testing (idle_hook stays: the thread reads it). */
   if (m->idle_hook) mz__idle_set(m->rt, NULL, NULL);
-  m->idle_hook = false;
   if (m->thread_on) {
     pthread_mutex_lock(&m->qlock);
     m->stop = true;

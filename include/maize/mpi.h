@@ -14,15 +14,29 @@
  * transfer).  Inside a rank everything is as in one process: devices,
  * policies, coherence, futures.
  *
- * One communication thread per context drives MPI: it completes every
- * request with MPI_Testsome and makes the collectives of mz_dgraph_wait;
- * a worker only posts a send or receive (MPI_Isend, MPI_Irecv, when MPI
- * gives MPI_THREAD_MULTIPLE; else the thread posts those too) and never
- * blocks in MPI.  A send or receive node ends when its request completes,
- * which releases its successors as a device's completion does.  The
- * thread polls without pausing (yielding the CPU between polls) for
- * $MZ_MPI_SPIN_US microseconds (default 200) after the last completion,
- * then every 50 us until one comes.
+ * Progress.  Every receive of a run is posted when the run starts, into
+ * memory of its own, so a message that comes early is taken at once; the
+ * receive node copies it into the buffer when it runs.  A send is posted
+ * by the worker that runs its node (MPI_Isend) and tested at once.  With
+ * MPI_THREAD_MULTIPLE, CPU workers with nothing to run test the requests
+ * (MPI_Testsome) while they spin, before parking: a receive that
+ * completes ends its node there, and the successor runs on that worker.
+ * One communication thread per context makes the collectives of
+ * mz_dgraph_wait and tests the requests only when a node waits on one
+ * and no worker tests (a worker parked): it then polls without pausing
+ * (yielding the CPU between polls) for $MZ_MPI_SPIN_US microseconds
+ * (default 200) after the last completion, then every 50 us; otherwise it
+ * sleeps, but for a test every 0.2 ms while a node waits (the workers
+ * may all be busy) and every 2 ms while only requests nobody waits on
+ * are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
+ * least) the thread makes every MPI call.  No worker blocks in MPI.
+ *
+ * Binding.  Ranks that mpirun leaves unbound (it does when they
+ * outnumber the cores) pin their CPU workers to their own share of the
+ * machine's cores by local rank ($OMPI_COMM_WORLD_LOCAL_RANK of
+ * $OMPI_COMM_WORLD_LOCAL_SIZE), one worker per core of the share by
+ * default, instead of every rank on cores 0, 1, ... (MZ_BIND=none leaves
+ * them unpinned).
  *
  * Failures cross ranks: a send node canceled (its producer failed) sends an
  * empty message instead of the data, and the receiving rank's node fails
