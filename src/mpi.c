@@ -96,7 +96,7 @@ struct cmd {
  * completed for spin_ns; between its tests while a node waits but a
  * worker may test (it is busy, or spinning); and while nobody waits. */
 #define MZ__MPI_NAP_US 50
-#define MZ__MPI_BUSY_US 200
+#define MZ__MPI_BUSY_US 1000
 #define MZ__MPI_IDLE_US 2000
 
 struct mz_mpi {

@@ -26,7 +26,7 @@
  * and no worker tests (a worker parked): it then polls without pausing
  * (yielding the CPU between polls) for $MZ_MPI_SPIN_US microseconds
  * (default 200) after the last completion, then every 50 us; otherwise it
- * sleeps, but for a test every 0.2 ms while a node waits (the workers
+ * sleeps, but for a test every 1 ms while a node waits (the workers
  * may all be busy) and every 2 ms while only requests nobody waits on
  * are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
  * least) the thread makes every MPI call.  No worker blocks in MPI.
