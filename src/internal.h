@@ -534,6 +534,8 @@ void mz__idle_set(mz_runtime *rt, const struct mz__idle_ops *ops, void *ctx);
 /* A worker's use of the idle ops: NULL when there are none; else put
  * them back before parking (a parked worker would hold up mz__idle_set). */
 static inline const struct mz__idle_ops *mz__idle_get(mz_runtime *rt, void **ctx) {
+  /* Most runtimes have none: no shared write then. */
+  if (!atomic_load_explicit(&rt->idle_ops, memory_order_relaxed)) return NULL;
   atomic_fetch_add(&rt->idle_users, 1);
   const struct mz__idle_ops *io = atomic_load(&rt->idle_ops);
   if (!io) {

@@ -507,8 +507,9 @@ static void local_share(unsigned ncores, unsigned *first, unsigned *span) {
 }
 
 /* sel->arg is the number of workers ("cpu:2"); the default is one per
- * core the process may run on (its share of them: see local_share).  A runtime whose MZ_DEVICES names no CPU
- * still gets one host-only worker for host nodes (sel->arg "host"). */
+ * core the process may run on (its share of them: see local_share).  A
+ * runtime whose MZ_DEVICES names no CPU still gets one host-only worker
+ * for host nodes (sel->arg "host"). */
 static int cpu_discover(mz_runtime *rt, const struct mz__devtype *type, const struct mz__devsel *sel) {
   struct cpu_dev *cd = calloc(1, sizeof *cd);
   if (!cd) return MZ_ENOMEM;
