@@ -926,11 +926,11 @@ int mz_dgraph_create(mz_mpi *m, mz_dgraph **out) {
 
 void mz_dgraph_destroy(mz_dgraph *dg) {
   if (!dg) return;
-  mz_graph_destroy(dg->g);
   /* The nodes of the runs waited for have ended; the marks of canceled
    * sends and the receives of canceled receive nodes may still be in
    * flight (the peers send what they owe when their runs end). */
   drain(dg);
+  mz_graph_destroy(dg->g);
   if (dg->has_comm) {
     /* Freeing the communicator is local; the communication thread makes
      * the call (MPI may give less than MPI_THREAD_MULTIPLE). */
