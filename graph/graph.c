@@ -111,8 +111,9 @@ static mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
   return NULL;
 }
 
-static mz_op *new_op(mz_graph *g, enum mz__kind kind, size_t extra) {
-  mz_op *op = mz__arena_alloc(&g->arena, sizeof *op + extra);
+/* A value, scalar or tuple: the op without the task's fields. */
+static mz_op *new_op(mz_graph *g, enum mz__kind kind) {
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
   if (!op) return NULL;
   op->g = g;
   op->kind = (uint8_t)kind;
@@ -175,7 +176,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER))
     return fail(g, MZ_EINVAL, "mz_value: not a live buffer (released, or another kind of handle)");
   if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
-  mz_op *op = new_op(g, MZ__K_VALUE, 0);
+  mz_op *op = new_op(g, MZ__K_VALUE);
   struct mz__bentry *be = op ? bmap_get(g, b) : NULL;
   if (!be) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
   op->u.value.buf = b;
@@ -192,7 +193,7 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
   if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
-  mz_op *op = new_op(g, MZ__K_SCALAR, 0);
+  mz_op *op = new_op(g, MZ__K_SCALAR);
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
   memcpy(&op->u.scalar.v, value, es);
@@ -215,7 +216,7 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     mz_op *e = check_op(g, who, ops[i]);
     if (e) return e;
   }
-  mz_op *op = new_op(g, MZ__K_TUPLE, 0);
+  mz_op *op = new_op(g, MZ__K_TUPLE);
   mz_op **el = op ? mz__arena_alloc(&g->arena, n * sizeof *el) : NULL;
   if (!el) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   memcpy(el, ops, n * sizeof *el);
@@ -430,7 +431,7 @@ static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
 }
 
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
-  mz_op *r = new_op(g, MZ__K_VALUE, 0);
+  mz_op *r = new_op(g, MZ__K_VALUE);
   if (!r) return NULL;
   r->u.value.buf = b;
   r->u.value.producer = producer;
@@ -568,14 +569,18 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld[g->nkheld++] = k;
   }
   if (launch) {
-    t->launch = *launch;
+    mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
+    if (!l) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    *l = *launch;
+    t->launch = l;
   } else {
+    /* One work item where no buffer gives a shape. */
+    static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
     const mz_buffer *lb = NULL;
     for (unsigned i = 0; i < k->nparams && !lb; i++)
       if (t->bufs[i] && k->params[i].dir != MZ__IN) lb = t->bufs[i];
     for (unsigned i = 0; i < k->nparams && !lb; i++) lb = t->bufs[i];
-    t->launch.ndim = lb ? lb->shape.ndim : 1;
-    for (unsigned d = 0; d < 3; d++) t->launch.global[d] = lb ? lb->shape.dims[d] : 1;
+    t->launch = lb ? &lb->dlaunch : &one;
   }
   return op;
 }

@@ -264,6 +264,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
     succv[i] = (mz_op **)(void *)(mem + o[0]);
     t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
+    t->exec.args_for = NULL;
     t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
     t->exec.reads = t->exec.xfers ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
@@ -309,10 +310,9 @@ static inline void task_enter(mz_op *op, struct mz__run *r) {
   t->plan_after = false;
   t->exec.node = op;
   t->exec.nargs = t->nparams;
-  t->exec.launch = &t->launch;
+  static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+  t->exec.launch = t->launch ? t->launch : &none;
   t->exec.kernel = t->kernel;
-  t->exec.host_fn = t->host_fn;
-  t->exec.host_user = t->host_user;
   /* No times or copies of an earlier run: a node canceled before it is
    * planned must not report them (mz_future_timings, observers). */
   t->exec.t_start = t->exec.t_end = 0;
@@ -609,6 +609,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->preds = preds.n ? (mz_op **)(void *)blk : NULL;
     t->npreds = (unsigned)preds.n;
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
+    t->exec.args_for = NULL;
     t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
     t->exec.reads = xb ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;

@@ -56,6 +56,8 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
   b->rt = rt;
   atomic_init(&b->refs, 1);
   b->shape = sh;
+  b->dlaunch.ndim = sh.ndim;
+  for (unsigned d = 0; d < 3; d++) b->dlaunch.global[d] = sh.dims[d];
   b->bytes = sh.count * es;
   b->copies = copies;
   pthread_mutex_init(&b->fetch_lock, NULL);

@@ -60,29 +60,33 @@ struct mz__exec {
   struct mz__queue *queue;
   const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
   void *kernel_dev;           /* the backend's prepared kernel for this device */
+  /* The counts sit together, so that no pointer after one is padded. */
   unsigned nargs;
+  unsigned nxfer;
+  unsigned nread;             /* reads: see below */
+  unsigned nwait;
+  int status;                 /* set by the backend before batch completion; 0 = ok */
+  /* Someone observes this run (an mz_observer or the trace): a backend that
+   * can measure its transfers does so (it costs an event per copy). */
+  bool observed;
   struct mz__xarg *args;
   const mz_launch *launch;    /* never NULL: the core fills the default */
-  unsigned nxfer;
   struct mz__xfer *xfers;     /* transfers to make first, in order */
   /* Reads back into host memory the core made itself while planning the
    * node (synchronous mem_read calls: a CPU node's stale inputs, or the
    * first leg of a copy between two backends), already done and timed;
    * src_dev is the device read from.  Backends ignore them. */
-  unsigned nread;
   struct mz__xfer *reads;
-  /* Someone observes this run (an mz_observer or the trace): a backend that
-   * can measure its transfers does so (it costs an event per copy). */
-  bool observed;
-  unsigned nwait;
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */
-  int status;                 /* set by the backend before batch completion; 0 = ok */
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   char *message;              /* malloc'd detail on failure, freed by the core */
-  mz_cpu_fn host_fn;          /* host work: the function to call (may be NULL: nothing to run) */
-  void *host_user;
+  /* The core's, not the backends': the host-memory device whose arguments
+   * args holds from an earlier plan (NULL: build them).  Host pointers and
+   * build-time scalars do not change, so a re-run planned on the same
+   * device in a host-only runtime reuses them. */
+  const struct mz_device *args_for;
 };
 
 /* Consecutive nodes for one queue, submitted together.  The backend must

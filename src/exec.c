@@ -200,9 +200,12 @@ static void submit(mz_op *op, unsigned q, struct work *w);
 
 /* Plan order (mz_task_set_after): op is placed (or will never be), so the
  * task planned after it on its queue may be placed.  Exactly once. */
-static void plan_release(mz_op *op, struct work *w) {
-  mz_op *s = __atomic_exchange_n(&op->t->plan_next, NULL, __ATOMIC_ACQ_REL);
+static void plan_release_to(mz_op *s, struct work *w) {
   if (s && atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+}
+
+static void plan_release(mz_op *op, struct work *w) {
+  plan_release_to(__atomic_exchange_n(&op->t->plan_next, NULL, __ATOMIC_ACQ_REL), w);
 }
 
 /* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
@@ -463,6 +466,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     *why = "a node it depends on failed";
     return MZ_ECANCELED;
   }
+  /* A re-run in host memory only: the kernel was prepared for this device
+   * and the arguments built by an earlier plan, and nothing below would
+   * change them (no copy to plan, no fault to inject). */
+  if (e->args_for == dev && rt->nmem == 1 && !rt->faults) return MZ_OK;
+  e->args_for = NULL;
   if (t->kernel) {
     int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
     if (rc) {
@@ -612,6 +620,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
   }
+  if (!m) e->args_for = dev;
   return MZ_OK;
 }
 
@@ -667,9 +676,13 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
    * holding the task) may be gone before this function returns.  With
    * successors left, the run cannot end before they are released below. */
   unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
-  /* Before the hand-off too; the node released is only pushed on w, so it
-   * is placed after this one. */
-  plan_release(op, w);
+  /* The node planned after this one on its queue is claimed before the
+   * hand-off (this node's end then finds none to release) and released
+   * after it: released before, it could be placed by another thread that
+   * drops its last count in between, and reach the queue first.  It is
+   * alive after the hand-off: it cannot be placed, so cannot end, before
+   * this release, and its run cannot end before it does. */
+  mz_op *plan_next = __atomic_exchange_n(&t->plan_next, NULL, __ATOMIC_ACQ_REL);
   atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;
@@ -702,6 +715,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
     mz__mpsc_push(&dev->proxy->inbox, op);
     mz__parker_wake(&dev->proxy->park);
   }
+  plan_release_to(plan_next, w);
   /* Successors in this run may now be placed behind it. */
   if (!nsucc) return;
   mz__spin_lock(&t->lock);

@@ -147,6 +147,10 @@ struct mz_buffer {
   mz_runtime *rt;
   _Atomic int refs;
   mz_shape shape;
+  /* The launch of an apply given none whose first written buffer (or
+   * first buffer) this is: its shape, the device's work-group size.  Kept
+   * here once, not in every such task. */
+  mz_launch dlaunch;
   size_t bytes;
   void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
@@ -267,32 +271,36 @@ static inline bool mz__succs_room(struct mz__succs *s) {
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
   mz_kernel *kernel;          /* apply */
-  mz_cpu_fn host_fn;          /* host */
+  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
   void *host_user;
+  /* The counts sit together, each array's beside the others', so that no
+   * pointer after a count is padded. */
   unsigned nparams;
-  mz_arg *values;             /* per param: scalar values (buffers: unused) */
-  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   unsigned nacc;
-  struct mz__access *acc;
   unsigned nbpreds;           /* build-time predecessors: producers of the */
-  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
+   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
+   * apart). */
+  uint32_t nbdata;
   unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
-  struct mz_op **xpreds;
-  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
-  uint64_t seen;              /* scratch: predecessor dedup */
   unsigned nsucc_run;         /* successors in the same run (listed first) */
-  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
-  struct mz__exec *b1e[1];
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
-   * it (src/perfmodel.c).  Sits in padding: no bigger task. */
+   * it (src/perfmodel.c). */
   uint8_t pm_key1;
-  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
-   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
-   * apart).  Sits in the padding before launch: no bigger task. */
-  uint32_t nbdata;
-  mz_launch launch;
+  mz_arg *values;             /* per param: scalar values (buffers: unused) */
+  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
+  struct mz__access *acc;
+  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  struct mz_op **xpreds;
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
+  uint64_t seen;              /* scratch: predecessor dedup */
+  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
+  struct mz__exec *b1e[1];
+  /* An apply's launch: the user's (copied into the graph's arena) or the
+   * default (a buffer's dlaunch, or one work item); NULL for host work. */
+  const mz_launch *launch;
   /* run state */
   struct mz__run *run;
   _Atomic uint8_t state;
@@ -305,13 +313,12 @@ struct mz__task {
   int queue;                  /* -1 until placed */
   int status;
   unsigned npreds;
-  struct mz_op **preds;
-  struct mz__succs succs;
   _Atomic uint32_t unsub;     /* preds in this run not yet queued */
   _Atomic uint32_t unfin;     /* preds not finished, + 1 gate */
+  struct mz_op **preds;
+  struct mz__succs succs;
   uintptr_t policy_word;
   struct mz__exec exec;
-  uint64_t t_submit;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
   /* Plan order (mz_task_set_after): this task is placed only once
    * plan_prev was, and holds one unsub count of plan_next until it is
@@ -321,20 +328,25 @@ struct mz__task {
 
 struct mz_op {
   mz_graph *g;
+  struct mz__task *t;         /* NULL for values, scalars and tuples */
+  const char *name;
+  _Atomic(struct mz_op *) next; /* MPSC link */
   uint32_t id;
   uint8_t kind;
-  _Atomic(struct mz_op *) next; /* MPSC link */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     struct { unsigned n; struct mz_op **elems; } tuple;
   } u;
-  /* tasks: their result tuple and task state */
+  /* Tasks only: their result tuple.  Last, so that the other ops end
+   * before it (MZ__OP_HEAD bytes, not sizeof): a graph holds as many
+   * values and scalars as tasks. */
   unsigned nres;
   struct mz_op **res;
-  struct mz__task *t;
-  const char *name;
 };
+
+/* The bytes of an op that is not a task. */
+#define MZ__OP_HEAD offsetof(struct mz_op, nres)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 

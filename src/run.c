@@ -125,12 +125,22 @@ void mz__run_complete(struct mz__run *r) {
    * rt->runs, which mz_runtime_set_observer waits on. */
   if (r->obs.n) mz__observe_run_end(r);
   bool device_work = false;
+  /* Every node of the run went to the CPU workers: no device resource to
+   * release, so the tasks are walked once and their queues not looked at. */
+  bool cpu_only = r->all_shared;
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
   for (size_t i = 0; i < r->ntasks; i++) {
     struct mz__task *t = r->tasks[i]->t;
     t->mark = 0;
-    if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) device_work = true;
+    if (cpu_only) {
+      if (__builtin_expect(t->exec.message != NULL, 0)) {
+        free(t->exec.message);
+        t->exec.message = NULL;
+      }
+    } else if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) {
+      device_work = true;
+    }
     for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
       if (b->touch_stamp == stamp) continue;
@@ -183,7 +193,7 @@ void mz__run_complete(struct mz__run *r) {
     }
     pthread_mutex_unlock(&rp->m);
   }
-  if (!device_work) {
+  if (!device_work && !cpu_only) {
     for (size_t i = 0; i < r->ntasks; i++) {
       struct mz__exec *e = &r->tasks[i]->t->exec;
       if (__builtin_expect(e->message != NULL, 0)) {

@@ -68,6 +68,9 @@ static void log_free(struct log *l) {
   pthread_mutex_destroy(&l->m);
 }
 
+/* Within a run: plans of different runs are not ordered against each
+ * other (a plan that expected a node later than it ran may put it after
+ * the next run's first nodes). */
 static int by_queue_then_start(const void *a, const void *b) {
   const struct nrec *x = a, *y = b;
   if (x->run != y->run) return x->run < y->run ? -1 : 1;
@@ -76,10 +79,8 @@ static int by_queue_then_start(const void *a, const void *b) {
   return (x->pstart > y->pstart) - (x->pstart < y->pstart);
 }
 
-/* Every node has planned times, and on each queue real and planned starts
- * come in the same order within a run (each run's plan has its own
- * estimates: a first run, planned before any time was measured, may plan
- * later times than the next one runs at). */
+/* Every node has planned times, and in each run, on each queue, real and
+ * planned starts come in the same order. */
 static void check_plan_order(struct log *l, const char *what) {
   cr_assert_gt(l->n, 0, "%s: no node records", what);
   qsort(l->v, l->n, sizeof *l->v, by_queue_then_start);
@@ -88,11 +89,12 @@ static void check_plan_order(struct log *l, const char *what) {
     const struct nrec *r = &l->v[i];
     cr_assert(r->pend > 0 && r->pend >= r->pstart, "%s: node %u has no planned times (%" PRIu64 ", %" PRIu64 ")", what,
               r->node, r->pstart, r->pend);
-    if (i && l->v[i - 1].queue == r->queue && l->v[i - 1].run == r->run) {
+    if (i && l->v[i - 1].run == r->run && l->v[i - 1].queue == r->queue) {
       queued_behind++;
       cr_assert_leq(l->v[i - 1].pstart, r->pstart,
-                    "%s: on queue %d node %u started before node %u but was planned after it (%" PRIu64 " > %" PRIu64 ")",
-                    what, r->queue, l->v[i - 1].node, r->node, l->v[i - 1].pstart, r->pstart);
+                    "%s: run %" PRIu64 ", queue %d: node %u started before node %u but was planned after it (%" PRIu64
+                    " > %" PRIu64 ")",
+                    what, r->run, r->queue, l->v[i - 1].node, r->node, l->v[i - 1].pstart, r->pstart);
     }
   }
   cr_assert_gt(queued_behind, 0, "%s: no queue ran two nodes: nothing was checked", what);

@@ -94,8 +94,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       fn = mz__kernel_spec(e->kernel)->cpu.fn;
       user = mz__kernel_spec(e->kernel)->cpu.user;
     } else {
-      fn = e->host_fn;
-      user = e->host_user;
+      fn = op->t->host_fn; /* host work (may be NULL: nothing to run) */
+      user = op->t->host_user;
     }
     if (fn) {
       mz_arg argv[16];
