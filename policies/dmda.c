@@ -177,8 +177,9 @@ static unsigned rh_pop(struct rh *R, size_t *nh) {
 /* The run as dmda would place it if every node became ready when its
  * predecessors are predicted to end, on the queues allowed (allow[q]), the
  * device of each copy reused by later readers there.  Returns the
- * predicted end (plan time 0 is now). */
-static double rehearse(struct rh *R, const bool *allow) {
+ * predicted end (plan time 0 is now), or INFINITY once a node ends at
+ * cutoff or later (a home known to end by then is better). */
+static double rehearse(struct rh *R, const bool *allow, double cutoff) {
   const struct dmda *d = R->d;
   unsigned nq = d->nq, ncls = d->ncls;
   for (unsigned q = 0; q < nq; q++) {
@@ -260,6 +261,7 @@ static double rehearse(struct rh *R, const bool *allow) {
       }
     }
     if (R->fin[i] > end) end = R->fin[i];
+    if (end >= cutoff) return INFINITY;
     for (size_t k = R->soff[i]; k < R->soff[i + 1]; k++) {
       unsigned v = R->succ[k];
       if (R->fin[i] > R->rdy[v]) R->rdy[v] = R->fin[i];
@@ -382,18 +384,18 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
    * device on a tie: it moves nothing). */
   unsigned home_dev = d->qdev[rep[f]];
   for (unsigned q = 0; q < nq; q++) allow[q] = d->qdev[q] == home_dev;
-  double best = rehearse(&R, allow);
+  double best = rehearse(&R, allow, INFINITY);
   uintptr_t home = (uintptr_t)home_dev + 1;
   if (ndevc[f] > 1 && ndevc[f] < nlive) {
     for (unsigned q = 0; q < nq; q++) allow[q] = d->qcls[q] == f;
-    double e = rehearse(&R, allow);
+    double e = rehearse(&R, allow, best);
     if (e < best) {
       best = e;
       home = HOME_CLASS | (uintptr_t)(f + 1);
     }
   }
   for (unsigned q = 0; q < nq; q++) allow[q] = true;
-  if (rehearse(&R, allow) < best) home = 0;
+  if (rehearse(&R, allow, best) < best) home = 0;
   for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = home;
   indexed = false;
 out:
