@@ -29,21 +29,28 @@
  * there run one after another and the perf model learns their time alone,
  * not the time of several sharing the device.
  *
- * One device for the whole run, when spreading cannot pay (plan, before
- * the run starts): greedy finish times count the transfers of a node's
- * inputs but not those its successors will make for its output, so once a
- * run with dear transfers is spread over devices, nearly every edge crosses
- * and the queues fill with copies (with CCR 10, dmda ended 8 to 15 times
- * later than the fastest device alone).  So the plan compares two rough
- * makespans: W, all of the run's work on one device of the fastest class
- * (nodes that class cannot run counted where they run fastest), against
- * W / C + E (1 - 1/D) / D, the work spread over the capacity C of the D
- * devices (in devices of the fastest class) plus the transfers of every
- * edge's bytes over the cheapest link, shared among the devices, for the
- * edges a random placement would cut.  When the second is larger, every
- * node of the run is kept on that fastest device (its policy word holds
- * the device), except nodes it cannot run.  Nodes without an estimate
- * leave the run free, so exploration still calibrates the models.
+ * Where the run may go (plan, before the run starts): greedy finish times
+ * count the transfers of a node's inputs but not those its successors will
+ * make for its output, so once a run with dear transfers is spread over
+ * devices, nearly every edge crosses and the queues fill with copies (with
+ * CCR 10, dmda ended 8 to 15 times later than the fastest device alone).
+ * So the plan rehearses the run: dmda's own rule on a virtual clock, each
+ * node decided when its predecessors are predicted to end (a heap of ready
+ * times), with the queues' and copy engines' backlogs, the links between
+ * classes, and a node's output copied to a device once for all its readers
+ * there.  It rehearses three homes: one device of the fastest class (the
+ * class whose devices would run the whole run soonest; nodes it cannot run
+ * go where they can), that whole class (when it has several devices and
+ * others exist), and every device; the run gets the home that ends first,
+ * the single device on a tie (it moves nothing).  A home is kept in each
+ * task's policy word (a device, or a class: HOME_CLASS); select only looks
+ * there, except for nodes no queue of the home can run.  Nodes without an
+ * estimate leave the run free, so exploration still calibrates the models.
+ * The rehearsal costs O(n (classes + queues) + edges (classes + copies))
+ * per home.  (It replaced a formula that compared the single device with
+ * the work spread evenly plus every edge's transfer shared among the
+ * devices: too dear at CCR 1, where a spread run on two devices ends at
+ * the work bound.)
  *
  * Cost per decision: one estimate and one capability check per device
  * class, one transfer estimate per input and memory node, and a pass over
@@ -102,95 +109,332 @@ static int dmda_init(const mz_sched *s, void **state) {
 
 enum { STACK_Q = 256 };
 
-/* Whether the run should stay on one device: see the top of the file.
- * Marks every task with 1 + that device in its policy word; a run left
- * free keeps 0. */
+/* The home a plan gives a run, in each task's policy word: 0, free; a
+ * device + 1; or HOME_CLASS | (class + 1): the devices of one class. */
+#define HOME_CLASS ((uintptr_t)1 << 30)
+
+/* ---- the plan's rehearsal: dmda's own decisions on a virtual clock ---- */
+
+struct rh_link {
+  double lat, per_byte;
+};
+
+struct rh {
+  const struct dmda *d;
+  const mz_sched *s;
+  mz_task *const *tasks;
+  size_t n, ne;
+  const double *w;            /* [i * ncls + c]: INFINITY where the class cannot run it */
+  const size_t *eoff;         /* preds of i: edges[eoff[i] .. eoff[i + 1]) */
+  const unsigned *ep;         /* predecessor index per edge */
+  const size_t *ebytes;
+  const size_t *soff;         /* successors of i: succ[soff[i] .. soff[i + 1]) */
+  const unsigned *succ;
+  const struct rh_link *links; /* [a * ncls + b], distinct devices */
+  const double *qback, *cback; /* per queue: backlog of the queue, of its copy engine */
+  double *qfree, *cfree;       /* per queue (copy engine: its lead queue's device's first queue) */
+  double *fin, *rdy;
+  int *dev;                    /* per node: the device it ran on */
+  const unsigned *dcls;        /* per device: its class */
+  const bool *live;            /* per queue: takes nodes (alive, and its device's first queue where they share it) */
+  double *base, *disc;         /* per class, per device: the copies of the node being placed */
+  unsigned *left, *heap, *ncp, *cpd; /* preds not yet done; ready heap; copies made (device) */
+};
+
+#define RH_NCOPY 4
+
+static bool rh_less(const struct rh *R, unsigned a, unsigned b) {
+  return R->rdy[a] < R->rdy[b] || (R->rdy[a] == R->rdy[b] && a < b);
+}
+
+static void rh_push(struct rh *R, size_t *nh, unsigned v) {
+  size_t i = (*nh)++;
+  R->heap[i] = v;
+  while (i && rh_less(R, R->heap[i], R->heap[(i - 1) / 2])) {
+    unsigned t = R->heap[i];
+    R->heap[i] = R->heap[(i - 1) / 2];
+    R->heap[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+static unsigned rh_pop(struct rh *R, size_t *nh) {
+  unsigned top = R->heap[0];
+  R->heap[0] = R->heap[--*nh];
+  for (size_t i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < *nh && rh_less(R, R->heap[l], R->heap[m])) m = l;
+    if (r < *nh && rh_less(R, R->heap[r], R->heap[m])) m = r;
+    if (m == i) break;
+    unsigned t = R->heap[i];
+    R->heap[i] = R->heap[m];
+    R->heap[m] = t;
+    i = m;
+  }
+  return top;
+}
+
+/* The run as dmda would place it if every node became ready when its
+ * predecessors are predicted to end, on the queues allowed (allow[q]), the
+ * device of each copy reused by later readers there.  Returns the
+ * predicted end (plan time 0 is now), or INFINITY once a node ends at
+ * cutoff or later (a home known to end by then is better). */
+static double rehearse(struct rh *R, const bool *allow, double cutoff) {
+  const struct dmda *d = R->d;
+  unsigned nq = d->nq, ncls = d->ncls;
+  for (unsigned q = 0; q < nq; q++) {
+    R->qfree[q] = R->qback[q];
+    R->cfree[q] = R->cback[q];
+  }
+  size_t nh = 0;
+  for (size_t i = 0; i < R->n; i++) {
+    R->left[i] = (unsigned)(R->eoff[i + 1] - R->eoff[i]);
+    R->ncp[i] = 0;
+    R->rdy[i] = 0;
+    if (!R->left[i]) rh_push(R, &nh, (unsigned)i);
+  }
+  double end = 0;
+  while (nh) {
+    unsigned i = rh_pop(R, &nh);
+    double ready = R->rdy[i], best_f = INFINITY, best_x = 0;
+    int best = -1;
+    /* The copies each class would make (base), less those a device needs
+     * not make: its own outputs, and copies made there before (disc). */
+    for (unsigned c = 0; c < ncls; c++) R->base[c] = 0;
+    for (size_t k = R->eoff[i]; k < R->eoff[i + 1]; k++) {
+      unsigned p = R->ep[k];
+      if (!R->ebytes[k] || R->dev[p] < 0) continue;
+      unsigned pc = R->dcls[R->dev[p]];
+      for (unsigned c = 0; c < ncls; c++) {
+        const struct rh_link *l = &R->links[pc * ncls + c];
+        R->base[c] += l->lat + l->per_byte * (double)R->ebytes[k];
+      }
+      const struct rh_link *l = &R->links[pc * ncls + pc];
+      R->disc[R->dev[p]] += l->lat + l->per_byte * (double)R->ebytes[k];
+      for (unsigned a = 0; a < R->ncp[p]; a++) {
+        unsigned e = R->cpd[p * RH_NCOPY + a];
+        const struct rh_link *m = &R->links[pc * ncls + R->dcls[e]];
+        R->disc[e] += m->lat + m->per_byte * (double)R->ebytes[k];
+      }
+    }
+    for (int any = 0; any < 2 && best < 0; any++) /* a node no allowed queue runs goes where it can */
+      for (unsigned q = 0; q < nq; q++) {
+        unsigned c = d->qcls[q];
+        if (!R->live[q] || (!any && !allow[q]) || !isfinite(R->w[i * ncls + c])) continue;
+        double x = R->base[c] - R->disc[d->qdev[q]];
+        if (x < 1e-9) x = 0;
+        double at = R->qfree[q] > ready ? R->qfree[q] : ready, st;
+        if (d->copy[q] && x > 0) {
+          double cr = R->cfree[q] > ready ? R->cfree[q] : ready;
+          st = fmax(at, cr + x);
+        } else {
+          st = at + x;
+        }
+        double f = st + R->w[i * ncls + c];
+        if (f < best_f) {
+          best_f = f;
+          best = (int)q;
+          best_x = x;
+        }
+      }
+    for (size_t k = R->eoff[i]; k < R->eoff[i + 1]; k++) {
+      unsigned p = R->ep[k];
+      if (R->dev[p] < 0) continue;
+      R->disc[R->dev[p]] = 0;
+      for (unsigned a = 0; a < R->ncp[p]; a++) R->disc[R->cpd[p * RH_NCOPY + a]] = 0;
+    }
+    if (best < 0) { /* nothing runs it: the run fails at select, not here */
+      R->fin[i] = ready;
+      R->dev[i] = -1;
+    } else {
+      unsigned q = (unsigned)best, dv = d->qdev[q];
+      R->fin[i] = best_f;
+      R->dev[i] = (int)dv;
+      R->qfree[q] = best_f;
+      if (d->copy[q] && best_x > 0) R->cfree[q] = (R->cfree[q] > ready ? R->cfree[q] : ready) + best_x;
+      for (size_t k = R->eoff[i]; k < R->eoff[i + 1]; k++) {
+        unsigned p = R->ep[k];
+        if (!R->ebytes[k] || R->dev[p] < 0 || R->dev[p] == (int)dv || R->ncp[p] >= RH_NCOPY) continue;
+        bool there = false;
+        for (unsigned a = 0; a < R->ncp[p] && !there; a++) there = R->cpd[p * RH_NCOPY + a] == dv;
+        if (!there) R->cpd[p * RH_NCOPY + R->ncp[p]++] = dv;
+      }
+    }
+    if (R->fin[i] > end) end = R->fin[i];
+    if (end >= cutoff) return INFINITY;
+    for (size_t k = R->soff[i]; k < R->soff[i + 1]; k++) {
+      unsigned v = R->succ[k];
+      if (R->fin[i] > R->rdy[v]) R->rdy[v] = R->fin[i];
+      if (--R->left[v] == 0) rh_push(R, &nh, v);
+    }
+  }
+  return end;
+}
+
+/* Where the run should go: see the top of the file.  Marks every task
+ * with its home in its policy word (HOME_CLASS); a run left free keeps 0. */
 static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct dmda *d = state;
-  unsigned nq = d->nq, ncls = d->ncls;
-  if (n < 2 || ncls == 0) return 0;
-  double *wc = calloc(ncls, sizeof *wc), *spd = calloc(ncls, sizeof *spd); /* per class: run's work, node's cost */
-  int *rep = malloc(ncls * sizeof *rep);
-  unsigned *ndevc = calloc(ncls, sizeof *ndevc);
-  bool *runs = calloc(ncls, sizeof *runs);
+  unsigned nq = d->nq, ncls = d->ncls, ndev = mz_sched_device_count(s);
+  if (n < 2 || ncls == 0 || nq == 0) return 0;
+  size_t ne = 0;
+  for (size_t i = 0; i < n; i++) ne += mz_task_pred_count(tasks[i]);
+  double *w = malloc((n * ncls + 1) * sizeof *w), *wc = calloc(ncls + 1, sizeof *wc);
+  size_t *eoff = malloc((n + 1) * sizeof *eoff), *soff = calloc(n + 2, sizeof *soff);
+  unsigned *ep = malloc((ne + 1) * sizeof *ep), *succ = malloc((ne + 1) * sizeof *succ);
+  size_t *ebytes = malloc((ne + 1) * sizeof *ebytes);
+  struct rh_link *links = calloc((size_t)ncls * ncls + 1, sizeof *links);
+  double *qback = calloc(nq + 1, sizeof *qback), *cback = calloc(nq + 1, sizeof *cback);
+  double *qfree = malloc((nq + 1) * sizeof *qfree), *cfree = malloc((nq + 1) * sizeof *cfree);
+  double *fin = malloc((n + 1) * sizeof *fin), *rdy = malloc((n + 1) * sizeof *rdy);
+  int *dev = malloc((n + 1) * sizeof *dev), *rep = malloc((ncls + 1) * sizeof *rep);
+  unsigned *left = malloc((n + 1) * sizeof *left), *heap = malloc((n + 1) * sizeof *heap);
+  unsigned *ncp = malloc((n + 1) * sizeof *ncp), *cpd = malloc((n * RH_NCOPY + 1) * sizeof *cpd);
+  unsigned *dcls = calloc(ndev + 1, sizeof *dcls), *ndevc = calloc(ncls + 1, sizeof *ndevc);
+  bool *live = calloc(nq + 1, sizeof *live), *allow = calloc(nq + 1, sizeof *allow), *runs = calloc(ncls + 1, sizeof *runs);
+  uint64_t *at = malloc((nq + 1) * sizeof *at);
+  double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc);
   int rc = 0;
-  if (!wc || !spd || !rep || !ndevc || !runs) {
+  bool indexed = false;
+  if (!w || !wc || !eoff || !soff || !ep || !succ || !ebytes || !links || !qback || !cback || !qfree || !cfree || !fin ||
+      !rdy || !dev || !rep || !left || !heap || !ncp || !cpd || !dcls || !ndevc || !live || !allow || !runs || !at || !base || !disc) {
     rc = -2; /* MZ_ENOMEM */
     goto out;
   }
+  for (unsigned k = 0; k < ndev; k++) dcls[k] = mz_sched_device_class(s, k);
   for (unsigned c = 0; c < ncls; c++) rep[c] = -1;
-  unsigned ndev = 0;
+  unsigned nlive = 0;
   for (unsigned q = 0; q < nq; q++) {
-    if (mz_sched_device_dead(s, d->qdev[q]) || (d->lead[q] >= 0 && d->lead[q] != (int)q)) continue;
-    if (q && d->qdev[q - 1] == d->qdev[q]) continue; /* a device counts once */
+    live[q] = !mz_sched_device_dead(s, d->qdev[q]) && (d->lead[q] < 0 || d->lead[q] == (int)q);
+    if (!live[q]) continue;
     if (rep[d->qcls[q]] < 0) rep[d->qcls[q]] = (int)q;
-    ndevc[d->qcls[q]]++;
-    ndev++;
+    if (!(q && d->qdev[q - 1] == d->qdev[q])) ndevc[d->qcls[q]]++, nlive++; /* a device counts once */
   }
-  /* Work per class: all of the run on one device of it, but for nodes it
-   * cannot run, which go where they run fastest anyway.  A node without an
-   * estimate leaves the run free (exploration decides). */
+  if (nlive < 2) goto out;
+  /* Costs per class, and the work of the whole run on one device of each
+   * class (nodes it cannot run counted where they run fastest).  A node
+   * without an estimate leaves the run free (exploration decides). */
   for (size_t i = 0; i < n; i++) {
     double wmin = INFINITY;
     for (unsigned c = 0; c < ncls; c++) {
-      spd[c] = INFINITY; /* this node's cost per class */
+      double *v = &w[i * ncls + c];
+      *v = INFINITY;
       if (rep[c] < 0 || !mz_task_can_run(s, tasks[i], (unsigned)rep[c])) continue;
       double e = mz_task_expected_ns(s, tasks[i], (unsigned)rep[c]);
       if (e < 0) goto out;
-      spd[c] = e;
+      *v = e;
       if (e < wmin) wmin = e;
     }
     if (!isfinite(wmin)) continue; /* no class can run it: select says so */
     for (unsigned c = 0; c < ncls; c++) {
-      wc[c] += isfinite(spd[c]) ? spd[c] : wmin;
-      if (isfinite(spd[c])) runs[c] = true;
+      wc[c] += isfinite(w[i * ncls + c]) ? w[i * ncls + c] : wmin;
+      if (isfinite(w[i * ncls + c])) runs[c] = true;
     }
   }
-  for (unsigned c = 0; c < ncls; c++)
-    if (!runs[c]) rep[c] = -1; /* a class that runs none of it is no home */
   unsigned f = ncls;
   for (unsigned c = 0; c < ncls; c++)
-    if (rep[c] >= 0 && (f == ncls || wc[c] < wc[f])) f = c;
-  if (f == ncls || !isfinite(wc[f]) || ndev < 2) goto out;
-  /* The run's capacity in units of one device of class f, and the
-   * transfers if every edge crossed devices, over the cheapest link. */
-  double cap = 0;
-  ndev = 0;
-  for (unsigned c = 0; c < ncls; c++)
-    if (rep[c] >= 0 && wc[c] > 0 && isfinite(wc[c])) {
-      cap += ndevc[c] * wc[f] / wc[c];
-      ndev += ndevc[c];
-    }
-  if (ndev < 2) goto out;
-  double lat = INFINITY, pb = INFINITY;
-  for (unsigned a = 0; a < nq; a++)
-    for (unsigned b = 0; b < nq; b++) {
-      if (d->qdev[a] == d->qdev[b]) continue;
-      double l = mz_sched_link_ns(s, a, b, 0), m = mz_sched_link_ns(s, a, b, 1u << 20);
-      if (l < 0 || m < l) continue;
-      if (l < lat) lat = l;
-      if ((m - l) / (double)(1u << 20) < pb) pb = (m - l) / (double)(1u << 20);
-    }
-  if (!isfinite(lat)) goto out;
-  double edges = 0;
-  for (size_t i = 0; i < n; i++)
+    if (rep[c] >= 0 && runs[c] && (f == ncls || wc[c] < wc[f])) f = c;
+  if (f == ncls || !isfinite(wc[f])) goto out;
+  /* The run's edges (predecessors in this run only) and successors. */
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = i + 1;
+  indexed = true;
+  ne = 0;
+  for (size_t i = 0; i < n; i++) {
+    eoff[i] = ne;
     for (unsigned k = 0, np = mz_task_pred_count(tasks[i]); k < np; k++) {
-      size_t b = mz_task_edge_bytes(tasks[i], k);
-      if (b) edges += lat + pb * (double)b;
+      mz_task *p = mz_task_pred(tasks[i], k);
+      uintptr_t ix = *mz_task_policy_data(p);
+      if (ix == 0 || ix > n || tasks[ix - 1] != p) continue; /* of another run */
+      ep[ne] = (unsigned)(ix - 1);
+      ebytes[ne] = mz_task_edge_bytes(tasks[i], k);
+      soff[ix]++;
+      ne++;
     }
-  /* With copy engines everywhere the copies overlap the work: the longer
-   * of the two bounds the spread run, not their sum. */
-  double xf = edges * (1 - 1.0 / ndev) / ndev;
-  double spread = d->all_copy ? fmax(wc[f] / cap, xf) : wc[f] / cap + xf;
-  if (spread <= wc[f]) goto out;
-  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = (uintptr_t)d->qdev[rep[f]] + 1;
+  }
+  eoff[n] = ne;
+  for (size_t i = 0; i < n; i++) soff[i + 1] += soff[i];
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = eoff[i]; k < eoff[i + 1]; k++) succ[soff[ep[k]]++] = (unsigned)i;
+  for (size_t i = n; i > 0; i--) soff[i] = soff[i - 1]; /* back to starts */
+  soff[0] = 0;
+  /* Links between classes, from a pair of queues on distinct devices. */
+  for (unsigned a = 0; a < ncls; a++)
+    for (unsigned b = 0; b < ncls && rep[a] >= 0; b++)
+      for (unsigned q = 0; q < nq; q++) {
+        if (d->qcls[q] != b || d->qdev[q] == d->qdev[rep[a]]) continue;
+        double l = mz_sched_link_ns(s, (unsigned)rep[a], q, 0), m = mz_sched_link_ns(s, (unsigned)rep[a], q, 1u << 20);
+        if (l >= 0 && m >= l) links[a * ncls + b] = (struct rh_link){l, (m - l) / (double)(1u << 20)};
+        break;
+      }
+  /* Queues and copy engines start from their backlog; a shared device's
+   * work left is summed on its first queue. */
+  uint64_t now = mz_sched_now_ns(s);
+  mz_sched_queue_ready_ns_all(s, at);
+  for (unsigned q = 0; q < nq; q++) {
+    qback[q] = at[q] > now ? (double)(at[q] - now) : 0;
+    uint64_t c = d->copy[q] ? mz_sched_copy_ready_ns(s, q) : 0;
+    cback[q] = c > now ? (double)(c - now) : 0;
+  }
+  for (unsigned q = 0; q < nq; q++)
+    if (d->lead[q] >= 0 && d->lead[q] != (int)q) qback[d->lead[q]] += qback[q];
+  struct rh R = {d,  s,     tasks, n,     ne,    w,    eoff, ep,  ebytes, soff, succ, links, qback, cback,
+                 qfree, cfree, fin, rdy, dev, dcls, live, base, disc, left, heap, ncp, cpd};
+  /* Rehearse the run on the fastest class's first device alone, on that
+   * class, and on every device; keep the home that ends first (the single
+   * device on a tie: it moves nothing). */
+  unsigned home_dev = d->qdev[rep[f]];
+  for (unsigned q = 0; q < nq; q++) allow[q] = d->qdev[q] == home_dev;
+  double best = rehearse(&R, allow, INFINITY);
+  uintptr_t home = (uintptr_t)home_dev + 1;
+  if (ndevc[f] > 1 && ndevc[f] < nlive) {
+    for (unsigned q = 0; q < nq; q++) allow[q] = d->qcls[q] == f;
+    double e = rehearse(&R, allow, best);
+    if (e < best) {
+      best = e;
+      home = HOME_CLASS | (uintptr_t)(f + 1);
+    }
+  }
+  for (unsigned q = 0; q < nq; q++) allow[q] = true;
+  if (rehearse(&R, allow, best) < best) home = 0;
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = home;
+  indexed = false;
 out:
+  if (indexed)
+    for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = 0;
+  free(w);
   free(wc);
-  free(spd);
+  free(eoff);
+  free(soff);
+  free(ep);
+  free(succ);
+  free(ebytes);
+  free(links);
+  free(qback);
+  free(cback);
+  free(qfree);
+  free(cfree);
+  free(fin);
+  free(rdy);
+  free(dev);
   free(rep);
+  free(left);
+  free(heap);
+  free(ncp);
+  free(cpd);
+  free(dcls);
   free(ndevc);
+  free(live);
+  free(allow);
   free(runs);
+  free(at);
+  free(base);
+  free(disc);
   return rc;
+}
+
+/* Whether queue q is in the home a plan gave the run. */
+static bool at_home(const struct dmda *d, uintptr_t home, unsigned q) {
+  return home & HOME_CLASS ? d->qcls[q] + 1 == (home & ~HOME_CLASS) : d->qdev[q] + 1 == home;
 }
 
 static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
@@ -217,13 +461,13 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   uintptr_t home = *mz_task_policy_data(t);
   if (home) {
     bool any = false;
-    for (unsigned q = 0; q < nq && !any; q++) any = d->qdev[q] + 1 == home && mz_task_can_run(s, t, q);
+    for (unsigned q = 0; q < nq && !any; q++) any = at_home(d, home, q) && mz_task_can_run(s, t, q);
     if (!any) home = 0;
   }
   for (unsigned q = 0; q < nq; q++) {
     unsigned c = d->qcls[q];
     if (d->lead[q] >= 0 && d->lead[q] != (int)q) continue;
-    if (home && d->qdev[q] + 1 != home) continue;
+    if (home && !at_home(d, home, q)) continue;
     /* Devices of one class run the same code: estimate once per class.
      * Whether a queue can run the node is asked per queue, since a dead
      * device, or one a run leaves out (mz_graph_run_with), cannot. */

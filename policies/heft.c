@@ -166,6 +166,7 @@ struct link {
 struct heft {
   unsigned nq, ndev, ncls;
   unsigned *qcls, *qdev; /* per queue */
+  unsigned *dcls;        /* per device: its class */
   int *rep;              /* per class: a queue of it */
   unsigned *qorder;      /* queues, fastest class first (per plan) */
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
@@ -177,6 +178,7 @@ static void heft_fini(void *state) {
   if (!h) return;
   free(h->qcls);
   free(h->qdev);
+  free(h->dcls);
   free(h->rep);
   free(h->qorder);
   free(h->lead);
@@ -195,15 +197,17 @@ static int heft_init(const mz_sched *s, void **state) {
   }
   h->qcls = malloc((h->nq + 1) * sizeof *h->qcls);
   h->qdev = malloc((h->nq + 1) * sizeof *h->qdev);
+  h->dcls = malloc((h->ndev + 1) * sizeof *h->dcls);
   h->qorder = malloc((h->nq + 1) * sizeof *h->qorder);
   h->rep = malloc((h->ncls + 1) * sizeof *h->rep);
   h->lead = malloc((h->nq + 1) * sizeof *h->lead);
   h->copy = malloc((h->nq + 1) * sizeof *h->copy);
-  if (!h->qcls || !h->qdev || !h->rep || !h->qorder || !h->lead || !h->copy) {
+  if (!h->qcls || !h->qdev || !h->dcls || !h->rep || !h->qorder || !h->lead || !h->copy) {
     heft_fini(h);
     return -2;
   }
   for (unsigned c = 0; c < h->ncls; c++) h->rep[c] = -1;
+  for (unsigned d = 0; d < h->ndev; d++) h->dcls[d] = mz_sched_device_class(s, d);
   for (unsigned q = 0; q < h->nq; q++) {
     h->qdev[q] = mz_sched_queue_device(s, q);
     h->qcls[q] = mz_sched_device_class(s, h->qdev[q]);
@@ -235,7 +239,16 @@ struct pass {
   const double *cbacklog;     /* per device: the copy engine busy until this */
   double *aft, *ast, *base, *disc, *xfer; /* ast, aft: planned start and finish */
   int *placed;
+  /* Per node, the devices its output was already planned to be copied to
+   * (NCOPY at most), and when it arrives there: a later successor on such
+   * a device reads that copy (the runtime keeps a valid copy until the
+   * buffer is written again, and a node's output is written once). */
+  unsigned *ndst, *dst;
+  double *arrive;
+  double *darr; /* per device: the latest arrival of a copy made before, for the node being placed */
 };
+
+#define NCOPY 4
 
 static double link_cost(const struct link *l, size_t bytes) { return l->lat + l->per_byte * (double)bytes; }
 
@@ -268,7 +281,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     P->cq[k].maxgap = 0;
     if (P->cbacklog[k] > 0 && insert_slot(&P->cq[k], 0, P->cbacklog[k])) return -2;
   }
-  for (size_t i = 0; i < P->n; i++) P->placed[i] = -1;
+  for (size_t i = 0; i < P->n; i++) P->placed[i] = -1, P->ndst[i] = 0;
   for (size_t oi = 0; oi < P->n; oi++) {
     size_t i = P->order[oi].i;
     mz_task *t = P->tasks[i];
@@ -278,13 +291,21 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     /* Inputs from other devices: every class pays its link; the device
      * holding the predecessor's output pays nothing (disc takes it back). */
     for (size_t k = P->eoff[i]; k < P->eoff[i + 1]; k++) {
-      int pq = P->placed[P->edges[k].p];
+      unsigned p = P->edges[k].p;
+      int pq = P->placed[p];
       if (pq < 0) continue;
-      if (P->aft[P->edges[k].p] > ready) ready = P->aft[P->edges[k].p];
+      if (P->aft[p] > ready) ready = P->aft[p];
       if (!P->edges[k].bytes) continue;
       unsigned pc = h->qcls[pq];
       for (unsigned c = 0; c < ncls; c++) P->base[c] += link_cost(&P->links[pc * ncls + c], P->edges[k].bytes);
       P->disc[h->qdev[pq]] += link_cost(&P->links[pc * ncls + pc], P->edges[k].bytes);
+      /* A device that already gets p's output for an earlier successor
+       * pays nothing for it, but the node waits for that copy. */
+      for (unsigned a = 0; a < P->ndst[p]; a++) {
+        unsigned e = P->dst[p * NCOPY + a];
+        P->disc[e] += link_cost(&P->links[pc * ncls + h->dcls[e]], P->edges[k].bytes);
+        if (P->arrive[p * NCOPY + a] > P->darr[e]) P->darr[e] = P->arrive[p * NCOPY + a];
+      }
     }
     if (root) mz_task_transfer_ns_all(P->s, t, P->xfer);
     int best = -1;
@@ -298,7 +319,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
           oq = skip[oq] - 1;
           continue;
         }
-        double d, from = ready, cs = 0, x = 0;
+        double d, from = ready > P->darr[h->qdev[q]] ? ready : P->darr[h->qdev[q]], cs = 0, x = 0;
         if (h->copy[q]) {
           /* Copies beside the kernels, on the device's copy lane, from the
            * node's submission (its predecessors' end) on. */
@@ -306,7 +327,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
           x = P->base[c] - P->disc[h->qdev[q]] + (root ? P->xfer[q] : 0);
           if (x > 1e-9) {
             cs = find_gap(&P->cq[h->qdev[q]], ready, x);
-            from = cs + x;
+            if (cs + x > from) from = cs + x;
           } else {
             x = 0;
           }
@@ -325,8 +346,22 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
         }
       }
     for (size_t k = P->eoff[i]; k < P->eoff[i + 1]; k++) {
-      int pq = P->placed[P->edges[k].p];
-      if (pq >= 0) P->disc[h->qdev[pq]] = 0;
+      unsigned p = P->edges[k].p;
+      int pq = P->placed[p];
+      if (pq < 0) continue;
+      P->disc[h->qdev[pq]] = 0;
+      bool there = best < 0 || !P->edges[k].bytes || h->qdev[pq] == h->qdev[best];
+      for (unsigned a = 0; a < P->ndst[p]; a++) {
+        unsigned e = P->dst[p * NCOPY + a];
+        P->disc[e] = 0;
+        P->darr[e] = 0;
+        if (best >= 0 && e == h->qdev[best]) there = true;
+      }
+      if (!there && P->ndst[p] < NCOPY) { /* copied for this node: in before it starts */
+        P->dst[p * NCOPY + P->ndst[p]] = h->qdev[best];
+        P->arrive[p * NCOPY + P->ndst[p]] = h->copy[best] ? best_cs + best_x : best_f - P->w[i * ncls + h->qcls[best]];
+        P->ndst[p]++;
+      }
     }
     P->placed[i] = best;
     P->aft[i] = best >= 0 ? best_f : ready;
@@ -361,10 +396,12 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   bool *alive = calloc(nq + 1, sizeof *alive);
   unsigned *allowed = calloc(nq + 1, sizeof *allowed), *skip = calloc(nq + 1, sizeof *skip);
   unsigned *cls_order = malloc((ncls + 1) * sizeof *cls_order);
+  unsigned *ndst = malloc((n + 1) * sizeof *ndst), *dst = malloc((n * NCOPY + 1) * sizeof *dst);
+  double *arrive = malloc((n * NCOPY + 1) * sizeof *arrive), *darr = calloc(ndev + 1, sizeof *darr);
   struct edge *edges = NULL;
   int rc = -2; /* MZ_ENOMEM */
   if (!w || !wbar || !rank || !aft || !ast || !best_aft || !best_ast || !placed || !best_placed || !order || !links || !qp || !cq || !cbacklog || !eoff || !base || !disc ||
-      !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order)
+      !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order || !ndst || !dst || !arrive || !darr)
     goto out;
 
   for (unsigned q = 0; q < nq; q++)
@@ -510,7 +547,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
    * skipped when its work bound (the sum over nodes of the cheapest cost
    * among its queues, over its queue count) already cannot. */
   struct pass P = {h,     s,  tasks,    n,   w,   links, eoff, edges, order, alive, backlog,
-                   qp,    cq, cbacklog, aft, ast, base,  disc, xfer,  placed};
+                   qp,    cq, cbacklog, aft, ast, base,  disc, xfer,  placed, ndst, dst, arrive, darr};
   double best_end = INFINITY;
   unsigned nprefix = ncap < MAX_PASSES ? ncap : MAX_PASSES;
   if (!nprefix) nprefix = 1;
@@ -596,6 +633,10 @@ out:
   free(allowed);
   free(skip);
   free(cls_order);
+  free(ndst);
+  free(dst);
+  free(arrive);
+  free(darr);
   return rc;
 }
 

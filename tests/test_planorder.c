@@ -14,6 +14,8 @@
  *   order that makes a cycle with the run's edges fails the run with
  *   MZ_EPOLICY and a message, and the future resolves (no hang), also
  *   when the plan that made it failed.
+ * - On simulated devices with copy engines no node ends later than heft
+ *   planned (a copy to a device serves every later reader there).
  * Results under faults and memory limits with heft's order are checked by
  * test_faults (its random fault runs and memory sweeps include heft). */
 #include <inttypes.h>
@@ -122,6 +124,47 @@ Test(planorder, heft_in_plan_order_on_sim) {
   heft_on_sim("sim:fast*2@speed=8,link=200M/s;sim:slow*2@speed=2,link=400M/s", 0.1, 3);
   heft_on_sim("sim:fast*2@speed=8,link=200M/s;sim:slow*2@speed=2,link=400M/s", 1.0, 5);
   heft_on_sim("sim:a*4@speed=4", 0.5, 11);
+}
+
+/* On simulated devices with copy engines, whose costs are exact, no node
+ * ends later than heft planned: the plan charges every copy the runtime
+ * makes (a copy to a device serves every later reader there, as the plan
+ * assumes), and the simulator starts a node's copies no later than the
+ * plan does (each from its own producer's end).  The DAG's producers have
+ * several readers, so copies are shared. */
+static void heft_plan_is_run(const char *devices, double ccr, uint64_t seed) {
+  mz_runtime *rt = test_runtime(devices);
+  struct log l;
+  log_init(rt, &l);
+  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = seed, .ccr = ccr, .flops = 1e5,
+                     .ref_speed = 5, .ref_link = 0.3};
+  mz_dag *d;
+  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &p, &d));
+  mz_future *f;
+  MZ_OK_OR_DIE(rt, mz_schedule(d->g, d->root, "heft", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  mz_dag_destroy(d);
+  mz_runtime_destroy(rt);
+  cr_assert_eq(l.n, 300, "%s: %zu node records", devices, l.n);
+  size_t queues[64] = {0};
+  for (size_t i = 0; i < l.n; i++) {
+    const struct nrec *r = &l.v[i];
+    /* Plan and simulator round each cost to the nanosecond on their own. */
+    cr_assert(r->end <= r->pend + 100, "%s, ccr %g: node %u planned %" PRIu64 "..%" PRIu64 " ns, ran %" PRIu64 "..%" PRIu64,
+              devices, ccr, r->node, r->pstart, r->pend, r->start, r->end);
+    if (r->queue >= 0 && r->queue < 64) queues[r->queue]++;
+  }
+  size_t used = 0;
+  for (int q = 0; q < 64; q++) used += queues[q] > 0;
+  cr_assert_gt(used, 1, "%s, ccr %g: the plan used one queue: no copy was planned", devices, ccr);
+  log_free(&l);
+}
+
+Test(planorder, heft_never_ends_later_than_planned_on_sim) {
+  heft_plan_is_run("sim:fast*2@speed=8,link=200M/s,copy=1;sim:slow*2@speed=2,link=400M/s,copy=1", 0.1, 3);
+  heft_plan_is_run("sim:fast*2@speed=8,link=200M/s,copy=1;sim:slow*2@speed=2,link=400M/s,copy=1", 1.0, 9);
+  heft_plan_is_run("sim:a*4@speed=4,link=1G/s,copy=1", 0.5, 11);
 }
 
 static int k_spin(const mz_call *c) {

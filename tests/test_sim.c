@@ -5,6 +5,7 @@
  * and the DAG generators. */
 #include <criterion/criterion.h>
 #include <hwloc.h>
+#include <math.h>
 #include <maize.h>
 #include <maize/daggen.h>
 #include <maize/policy.h>
@@ -229,6 +230,36 @@ Test(sim, cost_policies_prefer_the_fast_device) {
     double fast = (double)busy[1] * 10, slow = (double)(busy[2] + busy[3] + busy[4]);
     cr_expect_gt(fast / (fast + slow), 0.6, "%s: the fast device did %.0f%% of the work", pols[i],
                  100 * fast / (fast + slow));
+    mz_runtime_destroy(rt);
+  }
+}
+
+/* dmda rehearses a run before it starts and keeps it where it ends first:
+ * with transfers as dear as a node (CCR 1) a fast and a slow device with
+ * copy engines share the run, and it ends before the fast device alone
+ * could end it; with transfers ten times dearer (CCR 10) the fast device
+ * runs it alone, and the slow one does nothing. */
+Test(sim, dmda_spreads_only_where_it_pays) {
+  const double ccrs[] = {1, 10};
+  for (unsigned i = 0; i < 2; i++) {
+    mz_runtime *rt = sim_runtime("sim:fast*1@speed=8,link=200M/s,copy=1;sim:slow*1@speed=2,link=200M/s,copy=1");
+    mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = 5, .ccr = ccrs[i], .flops = 1e6,
+                       .ref_speed = 5, .ref_link = 0.2};
+    mz_dag *d;
+    OK(rt, mz_dag_generate(rt, &p, &d));
+    double alone = d->total_flops / 8; /* ns on the fast device, at 8 flops per ns */
+    mz_dag_destroy(d);
+    uint64_t busy[3];
+    mz_run_stats st = run_dag(rt, &p, "dmda", busy, 3);
+    if (ccrs[i] == 1) {
+      cr_expect_gt(busy[2], 0, "ccr 1: the slow device did nothing");
+      cr_expect_lt((double)st.virtual_ns, 0.9 * alone, "ccr 1: %llu ns, the fast device alone %.0f",
+                   (unsigned long long)st.virtual_ns, alone);
+    } else {
+      cr_expect_eq(busy[2], 0, "ccr 10: the slow device ran %llu ns of nodes", (unsigned long long)busy[2]);
+      cr_expect_lt(fabs((double)st.virtual_ns - alone), 300, "ccr 10: %llu ns, the fast device alone %.0f (each node rounded to 1 ns)",
+                   (unsigned long long)st.virtual_ns, alone);
+    }
     mz_runtime_destroy(rt);
   }
 }
