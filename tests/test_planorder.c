@@ -100,19 +100,25 @@ static void check_plan_order(struct log *l, const char *what) {
   cr_assert_gt(queued_behind, 0, "%s: no queue ran two nodes: nothing was checked", what);
 }
 
-static void heft_on_sim(const char *devices, double ccr, uint64_t seed) {
+/* Run a generated DAG under policy on devices, with every node record
+ * collected in *l (delivered by the runtime's end). */
+static void run_dag_logged(const char *devices, const mz_dag_params *p, const char *policy, struct log *l) {
   mz_runtime *rt = test_runtime(devices);
-  struct log l;
-  log_init(rt, &l);
-  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = seed, .ccr = ccr, .flops = 1e5};
+  log_init(rt, l);
   mz_dag *d;
-  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &p, &d));
+  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, p, &d));
   mz_future *f;
-  MZ_OK_OR_DIE(rt, mz_schedule(d->g, d->root, "heft", &f));
+  MZ_OK_OR_DIE(rt, mz_schedule(d->g, d->root, policy, &f));
   cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
   mz_future_destroy(f);
   mz_dag_destroy(d);
   mz_runtime_destroy(rt); /* every record delivered */
+}
+
+static void heft_on_sim(const char *devices, double ccr, uint64_t seed) {
+  struct log l;
+  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = seed, .ccr = ccr, .flops = 1e5};
+  run_dag_logged(devices, &p, "heft", &l);
   char what[256];
   snprintf(what, sizeof what, "heft on %s, ccr %g", devices, ccr);
   cr_assert_eq(l.n, 300, "%s: %zu node records", what, l.n);
@@ -133,19 +139,10 @@ Test(planorder, heft_in_plan_order_on_sim) {
  * plan does (each from its own producer's end).  The DAG's producers have
  * several readers, so copies are shared. */
 static void heft_plan_is_run(const char *devices, double ccr, uint64_t seed) {
-  mz_runtime *rt = test_runtime(devices);
   struct log l;
-  log_init(rt, &l);
   mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 300, .seed = seed, .ccr = ccr, .flops = 1e5,
                      .ref_speed = 5, .ref_link = 0.3};
-  mz_dag *d;
-  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &p, &d));
-  mz_future *f;
-  MZ_OK_OR_DIE(rt, mz_schedule(d->g, d->root, "heft", &f));
-  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
-  mz_future_destroy(f);
-  mz_dag_destroy(d);
-  mz_runtime_destroy(rt);
+  run_dag_logged(devices, &p, "heft", &l);
   cr_assert_eq(l.n, 300, "%s: %zu node records", devices, l.n);
   size_t queues[64] = {0};
   for (size_t i = 0; i < l.n; i++) {
@@ -206,18 +203,9 @@ Test(planorder, heft_in_plan_order_on_cpu) {
 
 /* dmda says what it expects of each node it places. */
 Test(planorder, dmda_reports_expected_times) {
-  mz_runtime *rt = test_runtime("sim:fast*2@speed=8;sim:slow*2@speed=2");
   struct log l;
-  log_init(rt, &l);
   mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 200, .seed = 9, .ccr = 0.1, .flops = 1e5};
-  mz_dag *d;
-  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &p, &d));
-  mz_future *f;
-  MZ_OK_OR_DIE(rt, mz_schedule(d->g, d->root, "dmda", &f));
-  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
-  mz_future_destroy(f);
-  mz_dag_destroy(d);
-  mz_runtime_destroy(rt);
+  run_dag_logged("sim:fast*2@speed=8;sim:slow*2@speed=2", &p, "dmda", &l);
   cr_assert_eq(l.n, 200);
   for (size_t i = 0; i < l.n; i++)
     cr_assert(l.v[i].pend > 0 && l.v[i].pend >= l.v[i].pstart, "node %u: no expected times", l.v[i].node);
