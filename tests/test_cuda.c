@@ -901,6 +901,10 @@ Test(cuda, emulator_catches_broken_rules) {
   /* A pinned source changed between the call and the copy. */
   void *pin;
   cr_assert_eq(api.MemHostAlloc(&pin, 64, 0), CUDA_SUCCESS);
+  /* Known bytes first: fresh memory may already hold the ones written
+   * below (MALLOC_PERTURB_=254 fills it with 0x01), and then nothing
+   * would change. */
+  memset(pin, 0, 64);
   cr_assert_eq(api.MemAlloc(&p, 64), CUDA_SUCCESS);
   atomic_store(&gate, 0);
   cr_assert_eq(api.LaunchHostFunc(s, host_fn_waits, NULL), CUDA_SUCCESS);
