@@ -17,6 +17,7 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   if (!g) return mz__set_error(rt, MZ_ENOMEM, "mz_graph_create: out of memory");
   g->tag = MZ__TAG_GRAPH;
   g->rt = rt;
+  g->arena.pool = &rt->chunks;
   g->error_op.g = g;
   g->error_op.kind = MZ__K_ERROR;
   g->error_op.name = "error";

@@ -238,7 +238,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
   for (size_t i = 0; i < n; i++) total += frozen_block(rt, r->tasks[i]->t, o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
-  struct mz__arena a = {0};
+  struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
   mz_op ***succv = mz__arena_alloc(&a, (n ? n : 1) * sizeof *succv);
   struct mz__lwbuf *bufs = mz__arena_alloc(&a, (ntouched ? ntouched : 1) * sizeof *bufs);
@@ -428,6 +428,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   struct mz_future *f = calloc(1, sizeof *f);
   if (!f) return mz__set_error(rt, MZ_ENOMEM, "%s: out of memory", who);
   struct mz__run *r = &f->run;
+  r->arena.pool = &rt->chunks;
   if (opts->devices) {
     r->devok = calloc(rt->ndev, 1);
     if (!r->devok) {

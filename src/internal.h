@@ -521,6 +521,9 @@ struct mz_runtime {
   /* The device whose queues share ready nodes (ops->share: the CPU
    * device), or NULL.  Set at creation. */
   struct mz_device *share_dev;
+  /* Arena chunks that graphs, runs and frozen runs gave back, for the next
+   * ones (its own lock). */
+  struct mz__chunk_pool chunks;
   /* Idle work (struct mz__idle_ops): set and cleared by mz__idle_set;
    * idle_users counts the workers between mz__idle_get and mz__idle_put. */
   _Atomic(const struct mz__idle_ops *) idle_ops;

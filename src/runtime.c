@@ -223,6 +223,7 @@ static void runtime_free(mz_runtime *rt) {
   pthread_mutex_destroy(&rt->errlock);
   pthread_mutex_destroy(&rt->pol_lock);
   pthread_mutex_destroy(&rt->trace_lock);
+  mz__chunk_pool_fini(&rt->chunks); /* after every graph and run gave its chunks back */
   rt->tag = MZ__TAG_DEAD;
   free(rt);
 }
@@ -233,6 +234,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   mz_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MZ_ENOMEM;
   rt->tag = MZ__TAG_RUNTIME;
+  rt->chunks.max = 1024; /* up to 64 MiB of graph and run memory kept for reuse */
   if (cfg) rt->cfg = *cfg;
   pthread_mutex_init(&rt->lock, NULL);
   pthread_cond_init(&rt->idle, NULL);

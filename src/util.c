@@ -30,11 +30,23 @@ struct mz__chunk {
   _Alignas(16) unsigned char data[];
 };
 
+enum { MZ__CHUNK = 65536 };
+
 void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
   bytes = (bytes + 15) & ~(size_t)15;
   if (!a->head || a->used + bytes > a->cap) {
-    size_t cap = bytes > 65536 ? bytes : 65536;
-    struct mz__chunk *c = malloc(sizeof *c + cap);
+    size_t cap = bytes > MZ__CHUNK ? bytes : MZ__CHUNK;
+    struct mz__chunk *c = NULL;
+    if (cap == MZ__CHUNK && a->pool) {
+      mz__spin_lock(&a->pool->lock);
+      c = a->pool->free;
+      if (c) {
+        a->pool->free = c->next;
+        a->pool->n--;
+      }
+      mz__spin_unlock(&a->pool->lock);
+    }
+    if (!c) c = malloc(sizeof *c + cap);
     if (!c) return NULL;
     c->next = a->head;
     c->cap = cap;
@@ -49,14 +61,38 @@ void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
 }
 
 void mz__arena_free(struct mz__arena *a) {
-  struct mz__chunk *c = a->head;
+  struct mz__chunk *c = a->head, *drop = NULL;
+  struct mz__chunk_pool *p = a->pool;
+  if (p) mz__spin_lock(&p->lock);
   while (c) {
     struct mz__chunk *n = c->next;
-    free(c);
+    if (p && c->cap == MZ__CHUNK && p->n < p->max) {
+      c->next = p->free;
+      p->free = c;
+      p->n++;
+    } else {
+      c->next = drop; /* freed after the lock */
+      drop = c;
+    }
     c = n;
+  }
+  if (p) mz__spin_unlock(&p->lock);
+  while (drop) {
+    struct mz__chunk *n = drop->next;
+    free(drop);
+    drop = n;
   }
   a->head = NULL;
   a->used = a->cap = 0;
+}
+
+void mz__chunk_pool_fini(struct mz__chunk_pool *p) {
+  while (p->free) {
+    struct mz__chunk *n = p->free->next;
+    free(p->free);
+    p->free = n;
+  }
+  p->n = 0;
 }
 
 /* ---- MPSC queue (Dmitry Vyukov's intrusive design) ---- */

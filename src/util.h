@@ -66,12 +66,26 @@ static inline void mz__ylock_lock(mz__ylock *l) {
 static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
 
 /* A bump allocator: many small blocks, freed together. */
+/* Chunks of the standard size that arenas gave back, kept for the next
+ * arenas of the same owner (a runtime), so that a graph built after
+ * another reuses its memory instead of faulting fresh pages in.  Up to max
+ * chunks are kept; the rest go back to malloc.  Thread: any (its lock). */
+struct mz__chunk_pool {
+  mz__spin lock;
+  struct mz__chunk *free;
+  size_t n, max;
+};
+void mz__chunk_pool_fini(struct mz__chunk_pool *p); /* frees the kept chunks */
+
+/* Bump allocation, freed all at once.  pool: where chunks come from and go
+ * back to (NULL: malloc and free). */
 struct mz__arena {
   struct mz__chunk *head;
   size_t used, cap;
+  struct mz__chunk_pool *pool;
 };
 void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 16-aligned; NULL on ENOMEM */
-void mz__arena_free(struct mz__arena *a);
+void mz__arena_free(struct mz__arena *a); /* keeps a->pool */
 
 /* An intrusive multi-producer single-consumer queue (Vyukov): push from any
  * thread, pop from the owner only.  Items are tasks linked through
