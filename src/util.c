@@ -61,26 +61,50 @@ void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
 }
 
 void mz__arena_free(struct mz__arena *a) {
-  struct mz__chunk *c = a->head, *drop = NULL;
   struct mz__chunk_pool *p = a->pool;
-  if (p) mz__spin_lock(&p->lock);
+  /* Outside the lock: the chunks to keep (at most max of them), the rest
+   * freed; under it, only a splice (and a cut of at most max steps). */
+  struct mz__chunk *keep = NULL, *tail = NULL, *c = a->head;
+  size_t k = 0;
   while (c) {
     struct mz__chunk *n = c->next;
-    if (p && c->cap == MZ__CHUNK && p->n < p->max) {
-      c->next = p->free;
-      p->free = c;
-      p->n++;
+    if (p && c->cap == MZ__CHUNK && k < p->max) {
+      c->next = keep;
+      keep = c;
+      if (!tail) tail = c;
+      k++;
     } else {
-      c->next = drop; /* freed after the lock */
-      drop = c;
+      free(c);
     }
     c = n;
   }
-  if (p) mz__spin_unlock(&p->lock);
-  while (drop) {
-    struct mz__chunk *n = drop->next;
-    free(drop);
-    drop = n;
+  struct mz__chunk *extra = NULL;
+  if (keep) {
+    mz__spin_lock(&p->lock);
+    size_t room = p->n < p->max ? p->max - p->n : 0;
+    if (k > room) { /* keep the first room chunks of the list */
+      struct mz__chunk *last = NULL;
+      extra = keep;
+      for (size_t i = 0; i < room; i++) {
+        last = extra;
+        extra = extra->next;
+      }
+      if (last) last->next = NULL;
+      tail = last;
+      keep = room ? keep : NULL;
+      k = room;
+    }
+    if (keep) {
+      tail->next = p->free;
+      p->free = keep;
+      p->n += k;
+    }
+    mz__spin_unlock(&p->lock);
+  }
+  while (extra) {
+    struct mz__chunk *n = extra->next;
+    free(extra);
+    extra = n;
   }
   a->head = NULL;
   a->used = a->cap = 0;

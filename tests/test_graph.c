@@ -12,6 +12,7 @@
  * read-only applies, and a join of them) pulling them into the run, and
  * 2D and 3D buffers. */
 #include "common.h"
+#include "util.h" /* the arena and its chunk pool */
 
 /* ---- kernels ---- */
 
@@ -665,4 +666,31 @@ Test(graph, depend_on_tasks_that_write_nothing, .timeout = 30) {
   mz_kernel_destroy(km);
   mz_kernel_destroy(kr);
   mz_runtime_destroy(rt);
+}
+
+/* The runtime's pool of arena chunks: an arena takes chunks back from it,
+ * and an arena freed into a pool with less room than it has chunks keeps
+ * as many as fit and frees the rest (ASan and valgrind see no leak, the
+ * count never passes max). */
+Test(graph, arena_chunks_come_back_up_to_the_pool_size, .timeout = 30) {
+  struct mz__chunk_pool pool = {.max = 5};
+  struct mz__arena a = {.pool = &pool}, b = {.pool = &pool};
+  for (int i = 0; i < 3; i++) cr_assert_not_null(mz__arena_alloc(&a, 60000)); /* 3 standard chunks */
+  cr_assert_not_null(mz__arena_alloc(&a, 200000));                          /* one larger: never kept */
+  mz__arena_free(&a);
+  cr_assert_eq(pool.n, 3);
+  for (int i = 0; i < 4; i++) {
+    unsigned char *p = mz__arena_alloc(&b, 60000);
+    cr_assert_not_null(p);
+    for (int j = 0; j < 60000; j += 4096) cr_assert_eq(p[j], 0, "a reused chunk is handed out zeroed");
+  }
+  cr_assert_eq(pool.n, 0, "the 3 kept chunks were taken before any new one");
+  mz__arena_free(&b);
+  cr_assert_eq(pool.n, 4);
+  for (int i = 0; i < 8; i++) cr_assert_not_null(mz__arena_alloc(&a, 60000)); /* 4 reused, 4 new */
+  mz__arena_free(&a); /* room for 5 of its 8 */
+  cr_assert_eq(pool.n, 5);
+  mz__chunk_pool_fini(&pool);
+  cr_assert_eq(pool.n, 0);
+  cr_assert_null(pool.free);
 }
