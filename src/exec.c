@@ -576,7 +576,11 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       }
       mz__spin_lock(&b->lock);
       if (c->mem) {
+        /* Lost a race: free it outside the spinlock (a device's free may
+         * wait for its queues, whose completion callbacks take the lock). */
+        mz__spin_unlock(&b->lock);
         dev->ops->mem_free(dev, mem);
+        mz__spin_lock(&b->lock);
       } else {
         c->mem = mem;
         c->alias = false;

@@ -22,7 +22,9 @@
  * buffer are bounded by the ops that use it.
  *
  * Locks: the device's mutex, then a buffer's fetch_lock (trylock only),
- * then its spinlock.  Nothing here takes rt->lock. */
+ * then its spinlock.  Nothing here takes rt->lock.  No device memory is
+ * freed or read back under the device's mutex: those calls may wait for
+ * the device's completion callbacks, which take it (mz__mem_unpin). */
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,6 +473,22 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
   return rc;
 }
 
+/* Free b's copy mem on dev; called with md->m held, which it drops around
+ * the free.  A device's free may wait for the device to go idle (CUDA's
+ * cuMemFree does), and the device's completion callbacks take md->m
+ * (mz__mem_unpin): freeing under it deadlocks as soon as a batch ends
+ * meanwhile.  The bytes count until the free returns; md->evicting tells
+ * an allocation that runs short meanwhile to retry rather than fail. */
+static void free_copy(struct memdev *md, struct mz_device *dev, mz_buffer *b, void *mem) {
+  md->evicting++;
+  pthread_mutex_unlock(&md->m);
+  dev->ops->mem_free(dev, mem);
+  pthread_mutex_lock(&md->m);
+  md->evicting--;
+  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
+  res_remove(md, b);
+}
+
 void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem) {
   struct mz__memlimit *ml = dev->rt->ml;
   if (!ml) {
@@ -479,9 +497,7 @@ void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem) {
   }
   struct memdev *md = &ml->md[dev->info.index];
   pthread_mutex_lock(&md->m);
-  dev->ops->mem_free(dev, mem);
-  md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
-  res_remove(md, b);
+  free_copy(md, dev, b, mem);
   pthread_mutex_unlock(&md->m);
 }
 
@@ -494,11 +510,7 @@ void mz__mem_drop(struct mz_device *dev, mz_buffer *b) {
   void *mem = b->copies[m].mem;
   b->copies[m].mem = NULL;
   mz__spin_unlock(&b->lock);
-  if (mem) {
-    dev->ops->mem_free(dev, mem);
-    md->used = md->used >= b->bytes ? md->used - b->bytes : 0;
-    res_remove(md, b);
-  }
+  if (mem) free_copy(md, dev, b, mem);
   pthread_mutex_unlock(&md->m);
 }
 

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <dlfcn.h>
 
@@ -470,6 +471,45 @@ Test(cuda, one_callback_per_batch) {
   cr_assert_geq(st.batches, 1);
   cr_assert_eq(st.callbacks, st.batches);
   mz_graph_destroy(g);
+  mz_buffer_release(y);
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+  emu_check_clean();
+}
+
+/* A buffer released while a batch on the same device finishes.  A real
+ * cuMemFree waits until the device is idle, host functions included, and
+ * the completion callback takes the device's memory mutex: a free made
+ * under that mutex deadlocked on an H200.  Here the emulator starts each
+ * host function 200 ms late, so that the free always overlaps one. */
+Test(cuda, free_while_a_batch_finishes, .timeout = 60) {
+  NEED_EMU();
+  setenv("MZ_CUDA_EMU", "devices=1;hostfn_delay_us=200000", 1);
+  mz_runtime *rt = runtime("cuda:0", "single", 1);
+  mz_kernel *scale = ptx_kernel(rt, "scale", "f32 a, inout f32[] y, u64 n = sizeof(y)");
+  const size_t n = 4096;
+  mz_buffer *x = fbuf(rt, n, 1.0f), *y = fbuf(rt, n, 1.0f);
+  mz_graph *g1 = NULL, *g2 = NULL;
+  cr_assert_eq(mz_graph_create(rt, &g1), MZ_OK);
+  mz_op *a = mz_apply(g1, scale, mz_zip(g1, 2, (mz_op *[]){mz_f32(g1, 2.0f), mz_value(g1, x)}), NULL);
+  cr_assert_eq(run(g1, a, "single", NULL), MZ_OK); /* x now has a copy on the device */
+  mz_graph_destroy(g1);
+  cr_assert_eq(mz_graph_create(rt, &g2), MZ_OK);
+  mz_op *b = mz_apply(g2, scale, mz_zip(g2, 2, (mz_op *[]){mz_f32(g2, 3.0f), mz_value(g2, y)}), NULL);
+  mz_future *f = NULL;
+  cr_assert_eq(mz_schedule(g2, b, "single", &f), MZ_OK);
+  struct timespec d = {0, 50 * 1000000L}; /* the batch is on the stream, its host function pending */
+  nanosleep(&d, NULL);
+  mz_buffer_release(x); /* frees x's device copy while the host function waits to run */
+  int rc = mz_future_wait_for(f, 30ull * 1000000000ull);
+  cr_assert_eq(rc, MZ_OK, "%s: %s", mz_err_name(rc), mz_future_message(f));
+  mz_future_destroy(f);
+  float *h = malloc(n * sizeof *h);
+  cr_assert_not_null(h);
+  cr_assert_eq(mz_buffer_read(y, h, n * sizeof *h), MZ_OK);
+  for (size_t i = 0; i < n; i++) cr_assert_float_eq(h[i], 3.0f * (1.0f + (float)(i % 7)), 1e-5, "y[%zu] = %g", i, h[i]);
+  free(h);
+  mz_graph_destroy(g2);
   mz_buffer_release(y);
   mz_kernel_destroy(scale);
   mz_runtime_destroy(rt);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "devices/cuda/cuda_loader.h"
 #include "mzemu.h"
@@ -165,6 +166,7 @@ struct config {
   bool managed; /* managed memory with concurrent access (default 1) */
   bool peer[MAXDEV][MAXDEV];
   bool strict;
+  unsigned hostfn_delay_us;
   struct inject {
     int sym;
     unsigned long long k;
@@ -537,6 +539,10 @@ static void *stream_main(void *arg) {
       case OP_KERNEL: r = do_kernel(s, o); break;
       case OP_HOSTFN:
         pthread_mutex_unlock(&G.lock);
+        if (G.cfg.hostfn_delay_us) { /* the stream stays busy meanwhile */
+          struct timespec d = {G.cfg.hostfn_delay_us / 1000000u, (long)(G.cfg.hostfn_delay_us % 1000000u) * 1000};
+          nanosleep(&d, NULL);
+        }
         in_hostfn = true;
         o->hfn(o->user);
         in_hostfn = false;
@@ -761,6 +767,10 @@ static bool parse_config(struct config *cfg, const char *spec) {
     } else if (!strcmp(kv, "managed")) {
       ok = !strcmp(val, "0") || !strcmp(val, "1");
       cfg->managed = !strcmp(val, "1");
+    } else if (!strcmp(kv, "hostfn_delay_us")) {
+      long n = strtol(val, &end, 10);
+      ok = end != val && !*end && n >= 0 && n <= 10000000;
+      if (ok) cfg->hostfn_delay_us = (unsigned)n;
     } else if (!strcmp(kv, "strict")) {
       ok = !strcmp(val, "0") || !strcmp(val, "1");
       cfg->strict = !strcmp(val, "1");
@@ -1186,6 +1196,19 @@ static void legacy_sync(struct ctx *c) {
   }
 }
 
+/* cuMemFree and cuMemFreeHost synchronize the whole context on a real
+ * driver: they return once every stream's work, host functions included,
+ * has finished (seen on an H200 with driver 580: a cuMemFree waited for a
+ * host function that waited for a lock the freeing thread held).  So here
+ * too, not only for the work that uses the memory freed. */
+static void ctx_idle(struct ctx *c) {
+  for (bool busy = true; busy;) {
+    busy = false;
+    for (struct stream *st = G.streams; st && !busy; st = st->snext) busy = st->h.ctx == c && st->head;
+    if (busy) pthread_cond_wait(&G.changed, &G.lock);
+  }
+}
+
 EXPORT CUresult cuStreamSynchronize(CUstream hs) {
   CUresult r;
   struct ctx *c = begin(SYM_StreamSynchronize, "cuStreamSynchronize", &r, NULL);
@@ -1396,11 +1419,10 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
     violation("cuMemFree: device memory 0x%" PRIx64 " freed twice", (uint64_t)p);
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
-    /* cuMemFree synchronizes: work still using the memory finishes first. */
-    while (any_op_uses(a->base, a->size)) {
-      pthread_cond_wait(&G.changed, &G.lock);
-      a = alloc_find(p);
-    }
+    /* cuMemFree synchronizes the context (ctx_idle), so work still using
+     * the memory finishes first. */
+    ctx_idle(c);
+    a = alloc_find(p);
     free(a->host);
     a->host = NULL;
     a->freed = true;
@@ -1445,14 +1467,19 @@ EXPORT CUresult cuMemFreeHost(void *p) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
     /* Synchronizing, like cuMemFree. */
-    while (any_op_uses((uintptr_t)p, G.pinned[i].size)) {
+    ctx_idle(c);
+    for (i = 0; i < G.npinned && G.pinned[i].p != p;) i++;
+    while (i < G.npinned && any_op_uses((uintptr_t)p, G.pinned[i].size)) {
       pthread_cond_wait(&G.changed, &G.lock);
       for (i = 0; i < G.npinned && G.pinned[i].p != p;) i++;
-      if (i == G.npinned) break; /* freed meanwhile by another thread */
     }
-    free(p);
-    G.pinned[i] = G.pinned[--G.npinned];
-    G.st.live_pinned--;
+    if (i == G.npinned) { /* freed meanwhile by another thread */
+      r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+      free(p);
+      G.pinned[i] = G.pinned[--G.npinned];
+      G.st.live_pinned--;
+    }
   }
   pthread_mutex_unlock(&G.lock);
   return r;

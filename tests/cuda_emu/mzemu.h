@@ -66,6 +66,10 @@
  *                    cuMemAlloc_v2) returns CODE (a number, or a name
  *                    without its CUDA_ERROR_ prefix, as OUT_OF_MEMORY);
  *                    may be given more than once
+ *   hostfn_delay_us=N       each host function starts N microseconds after
+ *                    its stream reaches it (default 0), so that a test can
+ *                    make a driver call overlap a host function: a
+ *                    synchronizing call (cuMemFree) then waits for it
  * A bad configuration makes cuInit fail with CUDA_ERROR_INVALID_VALUE and
  * a message on stderr.
  *
