@@ -382,6 +382,10 @@ struct mz_graph {
   struct mz__bentry {
     mz_buffer *buf;
     struct mz_op *writer;
+    /* The last mz_value of buf, shared by later ones while writer stays
+     * (a value is only the buffer and its producer: readers of one
+     * version need one node, not one each). */
+    struct mz_op *value;
     struct mz_op *part;
     bool partitioned;
     uint32_t ran_writer;
