@@ -361,13 +361,18 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = dev->rt;
-  bool fin = false;
+  bool fin = false, ran = false;
   while (!fin) {
     mz_op *op = take(w);
     if (!op) {
-      /* Publish what ran here: the run may end with it.  Then spin as a
-       * worker does, for the next node or the end of the run. */
+      /* Publish what ran here: the run may end with it.  Then, while CPU
+       * work goes on (this thread ran some, or a worker is awake), spin as
+       * a worker does for the next node or the end of the run; with none
+       * (a run on other devices) go back to sleeping at once: a spinning
+       * waiter would take a core from the threads that feed them. */
       mz__queue_flush(w->q);
+      if ((fin = done(arg)) || (!ran && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
+        break;
       uint64_t until = 0;
       for (unsigned i = 1; !op && !(fin = done(arg)); i++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -382,6 +387,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
       if (!op) break;
     }
     run_taken(w, op);
+    ran = true;
   }
   mz__queue_flush(w->q);
   mz__in_runtime_thread = saved_in;
