@@ -478,6 +478,7 @@ struct mz_runtime {
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
+  bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP, default on) */
   unsigned ndev, capdev;
   struct mz_device **devs;
   unsigned nq;
