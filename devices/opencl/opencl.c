@@ -70,11 +70,14 @@ struct ocl_dev {
   cl_ulong global_mem;       /* CL_DEVICE_GLOBAL_MEM_SIZE */
   cl_uint base_align;        /* CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bytes */
   _Atomic uint64_t allocated; /* bytes of live buffers from mem_alloc */
+  _Atomic uint64_t freed;     /* mem_free calls: a freed cl_mem's address may come back */
   bool unified;              /* CL_DEVICE_HOST_UNIFIED_MEMORY */
   bool svm_fine;             /* fine-grained buffer SVM (MZ_BUFFER_MANAGED) */
   bool use_map;              /* mem_read/mem_write go through map/unmap */
   bool profiling;            /* queues record start/end times */
 };
+
+#define OCL_ARG_MEMO 16 /* arguments whose last bound value is remembered */
 
 /* A kernel prepared for one device (the kdev handle). */
 struct ocl_kernel {
@@ -82,6 +85,13 @@ struct ocl_kernel {
   cl_kernel kernel;
   const struct mz__ocl_native *native; /* a canned op's library call (ops/native.h), or NULL */
   void *native_state;                  /* the library call's own data (plans), or NULL */
+  /* The argument values last bound to kernel (submission thread only):
+   * a chain of nodes running the same kernel on the same buffers binds
+   * them once.  args_known has bit i when args_last[i] holds argument i's
+   * bits; args_freed is the device's freed count then. */
+  uint64_t args_last[OCL_ARG_MEMO];
+  uint32_t args_known;
+  uint64_t args_freed;
 };
 
 extern const struct mz__devtype mz__devtype_opencl;
@@ -525,6 +535,8 @@ static int ocl_prepare(struct mz_device *dev, const mz_kernel *k, void **kdev, c
   ok->kernel = kernel;
   ok->native = NULL;
   ok->native_state = NULL;
+  ok->args_known = 0;
+  ok->args_freed = 0;
   *kdev = ok;
   return MZ_OK;
 }
@@ -578,6 +590,9 @@ static void ocl_mem_free(struct mz_device *dev, void *mem)
   size_t size = 0;
   if (clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL) == CL_SUCCESS)
     atomic_fetch_sub(&ocl_of(dev)->allocated, size);
+  /* Before the release: a kernel's remembered binding of this handle must
+   * read as stale by the time a new buffer can get its address. */
+  atomic_fetch_add_explicit(&ocl_of(dev)->freed, 1, memory_order_release);
   clReleaseMemObject(mem);
 }
 
@@ -837,22 +852,47 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
 }
 
 /* Bind the arguments of one exec to the device's cl_kernel.  Returns
- * CL_SUCCESS or the first error, with the argument's index in *bad. */
-static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad)
+ * CL_SUCCESS or the first error, with the argument's index in *bad.
+ * A kernel keeps its arguments from one enqueue to the next, so an
+ * argument whose bits are those bound last is not bound again (PoCL
+ * spends more on a clSetKernelArg than the core on planning a node).
+ * The memo is dropped when a buffer of the device was freed since, as a
+ * new buffer may then have an old one's handle, and after an error. */
+static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__exec *e, unsigned *bad)
 {
+  if (ok->args_freed != freed) {
+    ok->args_known = 0;
+    ok->args_freed = freed;
+  }
   for (unsigned i = 0; i < e->nargs; i++) {
     const struct mz__xarg *a = &e->args[i];
-    cl_int err;
+    const void *val;
+    size_t size;
+    cl_mem m = a->mem;
     if (a->is_buffer) {
-      cl_mem m = a->mem;
-      err = clSetKernelArg(kernel, i, sizeof m, &m);
+      val = &m;
+      size = sizeof m;
     } else {
       /* Every member of the mz_arg union starts at its first byte. */
-      err = clSetKernelArg(kernel, i, mz_dtype_size(a->dtype), &a->value);
+      val = &a->value;
+      size = mz_dtype_size(a->dtype);
     }
+    uint64_t bits = 0;
+    bool memo = i < OCL_ARG_MEMO && size <= sizeof bits;
+    if (memo) {
+      memcpy(&bits, val, size);
+      if ((ok->args_known >> i & 1u) && ok->args_last[i] == bits)
+        continue;
+    }
+    cl_int err = clSetKernelArg(ok->kernel, i, size, val);
     if (err != CL_SUCCESS) {
+      ok->args_known = 0;
       *bad = i;
       return err;
+    }
+    if (memo) {
+      ok->args_last[i] = bits;
+      ok->args_known |= 1u << i;
     }
   }
   return CL_SUCCESS;
@@ -863,8 +903,7 @@ static cl_int set_args(cl_kernel kernel, const struct mz__exec *e, unsigned *bad
  * gets the exec's last command's event.  On failure the message is in
  * *why (malloc'd), and e->event is a marker in the kernel's place when the
  * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct mz__exec *e, bool profiling,
-                           char **why)
+static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
@@ -880,6 +919,8 @@ static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct m
     if (e->waits[i] && e->waits[i]->event)
       waits[nw++] = e->waits[i]->event;
 
+  cl_command_queue copyq = od->copy;
+  bool profiling = od->profiling;
   cl_int err = CL_SUCCESS;
   /* A copy gets an event only when someone observes the run and the queue
    * keeps timestamps: batch_complete reads its times and releases it.  On
@@ -972,7 +1013,7 @@ static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct m
   } else if (err == CL_SUCCESS && e->kernel) {
     struct ocl_kernel *ok = e->kernel_dev;
     unsigned bad = 0;
-    err = set_args(ok->kernel, e, &bad);
+    err = set_args(ok, atomic_load_explicit(&od->freed, memory_order_acquire), e, &bad);
     if (err != CL_SUCCESS) {
       *why = str_printf("clSetKernelArg(%u) refused: %s", bad, cl_err_name(err));
     } else {
@@ -1014,12 +1055,13 @@ static cl_int enqueue_exec(cl_command_queue cq, cl_command_queue copyq, struct m
 static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 {
   cl_command_queue cq = q->priv;
+  struct ocl_dev *od = ocl_of(q->dev);
   cl_event last = NULL;
   int first_err = MZ_OK;
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(cq, ocl_of(q->dev)->copy, e, ocl_of(q->dev)->profiling, &why);
+    cl_int err = enqueue_exec(od, cq, e, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
