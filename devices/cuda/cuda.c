@@ -1197,15 +1197,32 @@ static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *ou
   return r;
 }
 
+/* ceil(g / bl) for bl >= 1, without a division for the power-of-two
+ * block sizes that are the rule (and without the overflow of g + bl - 1). */
+static inline size_t blocks_of(size_t g, size_t bl) {
+  if (!(bl & (bl - 1))) return (g >> __builtin_ctzll((unsigned long long)bl)) + ((g & (bl - 1)) != 0);
+  return g / bl + (g % bl != 0);
+}
+
 /* Default block shapes: 256 threads, spread over the dimensions used. */
 static void launch_dims(const mz_launch *l, unsigned grid[3], unsigned block[3]) {
   static const unsigned dflt[3][3] = {{256, 1, 1}, {16, 16, 1}, {8, 8, 4}};
+  if (l->ndim == 1 && !l->local[0]) {
+    /* The common case, as the loop below computes it: 256 threads, fewer
+     * for a tiny launch. */
+    size_t g = l->global[0];
+    size_t n = (g >> 8) + ((g & 255) != 0);
+    block[0] = g && g < 256 ? (unsigned)g : 256;
+    grid[0] = n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
+    block[1] = block[2] = grid[1] = grid[2] = 1;
+    return;
+  }
   unsigned nd = l->ndim >= 1 && l->ndim <= 3 ? l->ndim : 1;
   for (unsigned i = 0; i < 3; i++) {
     size_t g = i < nd ? l->global[i] : 1;
     size_t bl = i < nd && l->local[i] ? l->local[i] : dflt[nd - 1][i];
     if (bl > g && g > 0 && !(i < nd && l->local[i])) bl = g; /* a tiny launch needs no idle threads */
-    size_t n = g ? (g + bl - 1) / bl : 0;
+    size_t n = g ? blocks_of(g, bl) : 0;
     block[i] = bl > UINT32_MAX ? UINT32_MAX : (unsigned)bl;
     grid[i] = n > UINT32_MAX ? UINT32_MAX : (unsigned)n;
   }
@@ -1268,14 +1285,18 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   for (unsigned i = 0; ce && i < e->nxfer; i++) npeer += e->xfers[i].src_host == NULL;
   bool split = ce && npeer;
   CUresult sr = CUDA_SUCCESS;
-  if (!split && wait_preds(d, q, e, st, &sr)) return sr;
+  /* Most nodes wait only for nodes on their own stream, which orders them:
+   * then there is nothing for wait_preds to do. */
+  bool other = false;
+  for (unsigned i = 0; i < e->nwait && !other; i++) other = e->waits[i] && e->waits[i]->queue != q;
+  if (!split && other && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
   int xfail = 0;
   bool wfail = false;
   char *xmsg = NULL;
   for (unsigned pass = 0; pass < (split ? 2u : 1u) && r == CUDA_SUCCESS && !xfail && !wfail; pass++) {
-    if (split && pass == 1 && wait_preds(d, q, e, xs, &sr)) {
+    if (split && pass == 1 && other && wait_preds(d, q, e, xs, &sr)) {
       if (sr != CUDA_SUCCESS) return sr;
       wfail = true; /* the node failed; its stream still waits for the copies made */
       break;
