@@ -471,8 +471,15 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
    * change them (no copy to plan, no fault to inject). */
   if (e->args_for == dev && rt->nmem == 1 && !rt->faults) return MZ_OK;
   e->args_for = NULL;
-  if (t->kernel) {
-    int rc = mz__kernel_prepare(t->kernel, dev, &e->kernel_dev, log);
+  mz_kernel *kern = t->kernel;
+  unsigned di = dev->info.index;
+  /* Built for this device already: mz__kernel_prepare's first check, inline. */
+  if (kern && dev->ops->prepare && di < kern->rt->ndev && kern->rt->devs[di] == dev &&
+      __atomic_load_n(&kern->prep_status[di], __ATOMIC_ACQUIRE) == 1) {
+    e->kernel_dev = kern->prepared[di];
+    if (log) *log = NULL;
+  } else if (kern) {
+    int rc = mz__kernel_prepare(kern, dev, &e->kernel_dev, log);
     if (rc) {
       *why = "cannot build the kernel for this device";
       return rc;
