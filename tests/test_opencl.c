@@ -623,6 +623,44 @@ Test(opencl, host_nodes_around_opencl)
 }
 
 /* Tiles of one buffer, each scaled on OpenCL (both devices), put back. */
+/* The OpenCL device binds an argument only when it differs from the value
+ * bound last for that kernel: alternating buffers and scalars in one chain,
+ * and buffers freed and created again (a new cl_mem may get an old one's
+ * address), must each reach the kernel. */
+Test(opencl, kernel_arguments_follow_each_node)
+{
+  NEED_OPENCL(1);
+  mz_runtime *rt = rt_open("opencl", 1);
+  enum { N = 777, ROUNDS = 12 };
+  mz_kernel *scale = kernel_ex(rt, K_SCALE, NULL, false);
+  static const float as[] = { 2.0f, 2.0f, 0.5f, 3.0f, 3.0f };
+  for (int round = 0; round < ROUNDS; round++) {
+    float init[2][N], want[2][N];
+    fill(init[0], N, (float)round);
+    fill(init[1], N, 100.0f + (float)round);
+    memcpy(want, init, sizeof want);
+    mz_buffer *b[2] = { buf_f32(rt, N, init[0]), buf_f32(rt, N, init[1]) };
+    mz_graph *g = graph_new(rt);
+    mz_op *v[2] = { mz_value(g, b[0]), mz_value(g, b[1]) };
+    /* Buffers 0, 0, 1, 0, 1, ...: the same, then a change, back and forth. */
+    for (int i = 0; i < 9; i++) {
+      int which = i < 2 ? 0 : i % 2;
+      float a = as[(i + round) % 5];
+      v[which] = mz_unzip(g, mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, a), v[which] }), NULL), 1);
+      for (int k = 0; k < N; k++)
+        want[which][k] *= a;
+    }
+    cr_assert_eq(run_root(g, mz_zip(g, 2, v), NULL, NULL), MZ_OK, "round %d: %s", round, mz_runtime_last_error(rt));
+    expect_buf(b[0], want[0], N, "the first buffer");
+    expect_buf(b[1], want[1], N, "the second buffer");
+    mz_graph_destroy(g);
+    mz_buffer_release(b[0]);
+    mz_buffer_release(b[1]);
+  }
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
 Test(opencl, partition_tiles_on_opencl)
 {
   NEED_OPENCL(1);
