@@ -1210,7 +1210,8 @@ static void *proxy_main(void *arg) {
      * on the first ones while later ones are planned; each batch costs one
      * completion callback. */
     if (b->n >= MZ__BATCH_MAX) proxy_flush(p, &b, &w);
-    work_drain(&w);
+    /* Mostly nothing was made ready here: spare the call. */
+    if (w.n || w.nsh || w.v != w.inl) work_drain(&w);
   }
   return NULL;
 }
