@@ -285,6 +285,7 @@ struct cu_dev {
   pthread_cond_t cond;
   struct cu_batch *inflight;
   bool stop;
+  bool probing;                     /* the monitor is querying the streams (without lock) */
   pthread_t monitor;
   bool monitor_started;
 
@@ -657,9 +658,14 @@ static void *monitor_main(void *arg) {
     }
     pthread_cond_timedwait(&d->cond, &d->lock, &ts);
     if (d->inflight && !d->stop && !atomic_load(&d->failed)) {
+      /* The last batch may complete and its queues be torn down while the
+       * streams are queried: cuda_queue_fini waits for the probe to end. */
+      d->probing = true;
       pthread_mutex_unlock(&d->lock);
       monitor_probe(d);
       pthread_mutex_lock(&d->lock);
+      d->probing = false;
+      pthread_cond_broadcast(&d->cond);
     }
   }
   pthread_mutex_unlock(&d->lock);
@@ -940,9 +946,14 @@ static int cuda_queue_init(struct mz__queue *q) {
 }
 
 static void cuda_queue_fini(struct mz__queue *q) {
-  struct cu_queue *cq = q->priv;
-  if (!cq) return;
   struct cu_dev *d = cu_of(q->dev);
+  /* Not while the monitor queries this queue's stream (monitor_probe). */
+  pthread_mutex_lock(&d->lock);
+  while (d->probing) pthread_cond_wait(&d->cond, &d->lock);
+  struct cu_queue *cq = q->priv;
+  q->priv = NULL;
+  pthread_mutex_unlock(&d->lock);
+  if (!cq) return;
   cu_current(d);
 #if MZ_HAVE_CUBLAS
   /* cublasDestroy synchronizes with the handle's work, then frees it. */
@@ -950,7 +961,6 @@ static void cuda_queue_fini(struct mz__queue *q) {
 #endif
   d->api->StreamDestroy(cq->stream);
   free(cq);
-  q->priv = NULL;
 }
 
 /* ------------------------------------------------------------------ */
