@@ -845,6 +845,22 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     }
     m->spin_ns = (uint64_t)v * 1000u;
   }
+  bool fold = true, serialized = false;
+  const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
+  if (fv && *fv) {
+    if (strcmp(fv, "0") && strcmp(fv, "1")) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_FOLD must be 0 or 1, not '%s'", fv);
+    }
+    fold = fv[0] == '1';
+  }
+  if (tv && *tv) {
+    if (strcmp(tv, "multiple") && strcmp(tv, "serialized")) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_THREAD must be multiple or serialized, not '%s'", tv);
+    }
+    serialized = tv[0] == 's';
+  }
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->qlock, NULL);
   pthread_cond_init(&m->qcond, NULL);
@@ -861,7 +877,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   if (m->use_mpi) {
     int provided = 0, err;
     if (!inited) {
-      err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+      err = MPI_Init_thread(NULL, NULL, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE, &provided);
       if (err != MPI_SUCCESS) {
         st = mpi_error(rt, err, "MPI_Init_thread");
         goto fail;
@@ -870,7 +886,9 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     } else {
       MPI_Query_thread(&provided);
     }
-    m->multiple = provided >= MPI_THREAD_MULTIPLE;
+    /* MZ_MPI_THREAD=serialized: as if MPI gave no more (the path such an
+     * MPI takes, tested where it gives more). */
+    m->multiple = provided >= MPI_THREAD_MULTIPLE && !serialized;
     /* The communication thread makes the calls, while the thread that
      * initialized MPI may be another: at least serialized. */
     if (provided < MPI_THREAD_SERIALIZED) {
@@ -915,8 +933,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     m->thread_on = true;
     /* Transfers fold into the tasks where only the CPU runs them (another
      * device could hold a copy of a buffer that a folded receive bypasses). */
-    const char *fold = getenv("MZ_MPI_FOLD");
-    m->fold = rt->ndev == 1 && rt->share_dev == rt->devs[0] && !(fold && !strcmp(fold, "0"));
+    m->fold = fold && rt->ndev == 1 && rt->share_dev == rt->devs[0];
     /* Idle workers test the requests (one context per runtime does). */
     if (m->multiple && !atomic_load(&rt->idle_ops)) {
       m->idle_hook = true;
