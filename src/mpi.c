@@ -14,6 +14,24 @@
  * posted by the worker that runs its node, and tested at once (small
  * messages go out eagerly: the node then ends on that worker).
  *
+ * Folded transfers.  On a runtime whose only device is the CPU, a task
+ * whose kernel has a CPU function is built with that kernel's wrapper (one
+ * per kernel: its parameters and a u64, the task's struct dtask), an async
+ * kernel whose start calls the user's function.  A remote value it only
+ * reads is a folded receive: no node; the task holds a gate (struct
+ * mz__task's ngates) per such transfer, released (mz__task_ungate) once
+ * the message is in and the run has started (enum gstate: the counters
+ * are set by mz_graph_run, after the receives were posted), and the
+ * wrapper passes the staging memory in place of the buffer.  A value it
+ * writes that another rank reads is copied into the transfer's staging
+ * memory and sent when the user's function returns (struct dtask's out),
+ * up to MZ__MPI_FOLD_MAX bytes; a larger one, or one with no wrapped
+ * producer, gets a send node.  A task that updates a received value in
+ * place, or one not wrapped, reads it from the buffer: a receive node
+ * copies it there (made when such a reader comes).  The messages are the
+ * same either way; a failed or canceled producer sends a mark
+ * (task_ended), and a mark cancels the gated readers.
+ *
  * Who tests.  With MPI_THREAD_MULTIPLE, CPU workers with nothing to run
  * test the pending set while they spin, before parking: a receive that
  * completes ends its node on that worker, whose successor then runs in
