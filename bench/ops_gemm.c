@@ -1,13 +1,14 @@
 /* mz-bench-ops-gemm: maize's canned gemm (mz_op_gemm) against calling the
  * library directly, on the same data: OpenBLAS on the CPU, CLBlast on the
- * first OpenCL device (PoCL in CI).  f32, square sizes 256 to 1024 (or the
+ * first OpenCL device (PoCL in CI), cuBLAS on the first CUDA device (loaded
+ * at run time as maize loads it; skipped without a GPU).  f32, square sizes 256 to 1024 (or the
  * sizes given).  Repetitions interleave maize and direct calls (the order
  * alternates), after one warm-up of each; a maize repetition counts the
  * whole user path: build the graph, schedule, wait.  The data stay on the
  * device between repetitions in both (maize's coherence keeps C there).
  *
  * Output, one line per device and size:
- *   BENCH ops.gemm device=<cpu|opencl> n=<n> reps=<r> maize_ms=<median> [min max]
+ *   BENCH ops.gemm device=<cpu|opencl|cuda> n=<n> reps=<r> maize_ms=<median> [min max]
  *         direct_ms=<median> [min max] ratio=<maize/direct medians>
  *
  * Usage: mz-bench-ops-gemm [-r reps] [n ...] */
@@ -28,6 +29,13 @@
 #endif
 
 #include "bench_util.h"
+#if MZ_HAVE_CUDA && MZ_HAVE_CUBLAS
+#include "devices/cuda/cuda_libs.h"
+#include "devices/cuda/cuda_loader.h"
+#define HAVE_CUDA_DIRECT 1
+#else
+#define HAVE_CUDA_DIRECT 0
+#endif
 
 static double now_ms(void) {
   struct timespec ts;
@@ -73,11 +81,67 @@ static float *matrix(size_t n, unsigned seed) {
   return v;
 }
 
+#if HAVE_CUDA_DIRECT
+/* cuBLAS called by hand on the primary context of device 0, through the
+ * same loaders maize uses; the matrices stay on the device. */
+struct cu_direct {
+  struct mz__cuda_api api;
+  struct mz__cublas_api bl;
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream st;
+  cublasHandle_t h;
+  CUdeviceptr a, b, c;
+};
+
+static bool cu_direct_init(struct cu_direct *w, const float *a, const float *b, const float *c, size_t n) {
+  char why[256];
+  memset(w, 0, sizeof *w);
+  size_t bytes = n * n * sizeof(float);
+  if (mz__cuda_load(NULL, &w->api, why, sizeof why) || mz__cublas_load(&w->bl, why, sizeof why)) {
+    fprintf(stderr, "cuda direct: %s\n", why);
+    return false;
+  }
+  const struct mz__cuda_api *A = &w->api;
+  return A->Init(0) == CUDA_SUCCESS && A->DeviceGet(&w->dev, 0) == CUDA_SUCCESS &&
+         A->DevicePrimaryCtxRetain(&w->ctx, w->dev) == CUDA_SUCCESS && A->CtxSetCurrent(w->ctx) == CUDA_SUCCESS &&
+         A->StreamCreate(&w->st, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS && A->MemAlloc(&w->a, bytes) == CUDA_SUCCESS &&
+         A->MemAlloc(&w->b, bytes) == CUDA_SUCCESS && A->MemAlloc(&w->c, bytes) == CUDA_SUCCESS &&
+         A->MemcpyHtoD(w->a, a, bytes) == CUDA_SUCCESS && A->MemcpyHtoD(w->b, b, bytes) == CUDA_SUCCESS &&
+         A->MemcpyHtoD(w->c, c, bytes) == CUDA_SUCCESS && w->bl.Create(&w->h) == CUBLAS_STATUS_SUCCESS &&
+         w->bl.SetStream(w->h, w->st) == CUBLAS_STATUS_SUCCESS;
+}
+
+/* Row-major C = A B is column-major C^T = B^T A^T: the operands swap. */
+static bool cu_direct_gemm(struct cu_direct *w, size_t n) {
+  const float one = 1.0f, zero = 0.0f;
+  int k = (int)n;
+  w->api.CtxSetCurrent(w->ctx);
+  return w->bl.Sgemm(w->h, CUBLAS_OP_N, CUBLAS_OP_N, k, k, k, &one, (const float *)(uintptr_t)w->b, k,
+                     (const float *)(uintptr_t)w->a, k, &zero, (float *)(uintptr_t)w->c, k) == CUBLAS_STATUS_SUCCESS &&
+         w->api.StreamSynchronize(w->st) == CUDA_SUCCESS;
+}
+
+static void cu_direct_fini(struct cu_direct *w) {
+  if (!w->api.handle) return;
+  w->api.CtxSetCurrent(w->ctx);
+  if (w->h) w->bl.Destroy(w->h);
+  if (w->a) w->api.MemFree(w->a);
+  if (w->b) w->api.MemFree(w->b);
+  if (w->c) w->api.MemFree(w->c);
+  if (w->st) w->api.StreamDestroy(w->st);
+  if (w->ctx) w->api.DevicePrimaryCtxRelease(w->dev);
+  /* cuBLAS stays loaded (cuda_libs.h: a loaded library is never closed). */
+  mz__cuda_unload(&w->api);
+}
+#endif
+
 static void bench_size(const char *devices, size_t n, int reps) {
-  bool cl = strncmp(devices, "opencl", 6) == 0;
+  bool cl = strncmp(devices, "opencl", 6) == 0, cu = strncmp(devices, "cuda", 4) == 0;
+  const char *name = cl ? "opencl" : cu ? "cuda" : "cpu";
   mz_runtime *rt = NULL;
   if (mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true}, &rt)) {
-    printf("BENCH ops.gemm device=%s n=%zu skipped=1 (no such device)\n", cl ? "opencl" : "cpu", n);
+    printf("BENCH ops.gemm device=%s n=%zu skipped=1 (no such device)\n", name, n);
     return;
   }
   float *a = matrix(n, 1), *b = matrix(n, 2), *c = matrix(n, 3);
@@ -108,6 +172,11 @@ static void bench_size(const char *devices, size_t n, int reps) {
     mc = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, c, &err);
   }
 #endif
+#if HAVE_CUDA_DIRECT
+  struct cu_direct cw;
+  memset(&cw, 0, sizeof cw);
+  if (cu && !cu_direct_init(&cw, a, b, c, n)) ok = false;
+#endif
   for (int r = -1; r < reps && ok; r++) { /* r == -1: warm-up (CLBlast compiles its kernels) */
     for (int k = 0; k < 2; k++) {
       bool do_maize = (k == 0) == (r % 2 == 0);
@@ -118,7 +187,11 @@ static void bench_size(const char *devices, size_t n, int reps) {
         if (r >= 0) tm[r] = t;
       } else {
         double t0 = now_ms();
-        if (cl) {
+        if (cu) {
+#if HAVE_CUDA_DIRECT
+          if (!cu_direct_gemm(&cw, n)) ok = false;
+#endif
+        } else if (cl) {
 #if MZ_HAVE_CLBLAST
           cl_event ev = NULL;
           if (CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, n, n, n, 1.0f, ma, 0, n, mb, 0,
@@ -138,8 +211,11 @@ static void bench_size(const char *devices, size_t n, int reps) {
       }
     }
   }
-  if (ok) report(cl ? "opencl" : "cpu", n, reps, tm, td);
-  else printf("BENCH ops.gemm device=%s n=%zu failed=1\n", cl ? "opencl" : "cpu", n);
+  if (ok) report(name, n, reps, tm, td);
+  else printf("BENCH ops.gemm device=%s n=%zu failed=1\n", name, n);
+#if HAVE_CUDA_DIRECT
+  if (cu) cu_direct_fini(&cw);
+#endif
 #if MZ_HAVE_CLBLAST
   if (cl) {
     clReleaseMemObject(ma);
@@ -193,6 +269,8 @@ int main(int argc, char **argv) {
     else printf("BENCH ops.gemm device=cpu skipped=1 (built without OpenBLAS)\n");
     if (MZ_HAVE_CLBLAST) bench_size("opencl:0", sizes[i], reps);
     else printf("BENCH ops.gemm device=opencl skipped=1 (built without CLBlast)\n");
+    if (HAVE_CUDA_DIRECT) bench_size("cuda:0", sizes[i], reps);
+    else printf("BENCH ops.gemm device=cuda skipped=1 (built without cuda.h or cublas_v2.h)\n");
   }
   return 0;
 }

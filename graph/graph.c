@@ -177,14 +177,18 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (!MZ__LIVE(b, MZ__TAG_BUFFER))
     return fail(g, MZ_EINVAL, "mz_value: not a live buffer (released, or another kind of handle)");
   if (b->rt != g->rt) return fail(g, MZ_EINVAL, "mz_value: the buffer belongs to another runtime");
-  mz_op *op = new_op(g, MZ__K_VALUE);
-  struct mz__bentry *be = op ? bmap_get(g, b) : NULL;
+  struct mz__bentry *be = bmap_get(g, b);
   if (!be) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
-  op->u.value.buf = b;
   /* The buffer as it is at this point of the build: after the last task
-   * built so far that writes it, so scheduling this value runs that task. */
+   * built so far that writes it, so scheduling this value runs that task.
+   * The same version asked for again is the same node. */
+  if (be->value && be->value->u.value.producer == be->writer) return be->value;
+  mz_op *op = new_op(g, MZ__K_VALUE);
+  if (!op) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
+  op->u.value.buf = b;
   op->u.value.producer = be->writer;
   op->name = "value";
+  be->value = op;
   return op;
 }
 

@@ -206,6 +206,14 @@ struct mz__device_ops {
    * be queued is not lost (the backend aborts on ENOMEM, as the core's
    * work lists do). */
   void (*share)(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n);
+  /* Lend the calling thread to the device: it runs the device's nodes in
+   * place of a queue thread that sleeps meanwhile, until done(arg) holds
+   * or it finds no work for a while.  Returns done(arg).  A thread that
+   * waits for a run calls it (mz__run_wait), so that a node it can take
+   * costs no wake-up and no more threads run nodes than the device has
+   * queues.  NULL where the device has no pool.  Thread: a user thread,
+   * never a runtime thread.  Locks: none held. */
+  bool (*help)(struct mz_device *dev, bool (*done)(void *), void *arg);
 
   /* Free exec->event and anything the backend attached to the exec.
    * Thread: the thread tearing down the run (never a callback of the same

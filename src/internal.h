@@ -386,6 +386,10 @@ struct mz_graph {
   struct mz__bentry {
     mz_buffer *buf;
     struct mz_op *writer;
+    /* The last mz_value of buf, shared by later ones while writer stays
+     * (a value is only the buffer and its producer: readers of one
+     * version need one node, not one each). */
+    struct mz_op *value;
     struct mz_op *part;
     bool partitioned;
     uint32_t ran_writer;
@@ -481,6 +485,7 @@ struct mz_runtime {
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
+  bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP, default on) */
   unsigned ndev, capdev;
   struct mz_device **devs;
   unsigned nq;

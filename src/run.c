@@ -234,8 +234,17 @@ void mz__run_unref(struct mz__run *r) {
   free(r);
 }
 
+static bool run_done(void *arg) { return atomic_load(&((struct mz__run *)arg)->done); }
+
 int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed) {
   if (atomic_load(&r->done)) return atomic_load(&r->status);
+  /* Without a deadline, the waiting thread first runs CPU nodes in place of
+   * a sleeping worker (a node may take long: a timed wait would overrun). */
+  mz_runtime *rt = r->rt;
+  if (!timed && rt->wait_help && !mz__in_runtime_thread)
+    for (unsigned d = 0; d < rt->ndev; d++)
+      if (rt->devs[d]->ops->help && !mz_device_is_dead(rt->devs[d]) && rt->devs[d]->ops->help(rt->devs[d], run_done, r))
+        return atomic_load(&r->status);
   pthread_mutex_lock(&r->m);
   if (!timed) {
     while (!atomic_load(&r->done)) pthread_cond_wait(&r->c, &r->m);

@@ -93,7 +93,9 @@ void mz__run_stats(const struct mz__run *r, mz_run_stats *out);
  * called once, by the thread that finished it (a worker, a submission or
  * completion thread), with no lock held.  unref: drop a reference; the
  * last frees the run.  Any thread, no lock held.  wait: block until the
- * future resolves (timed: at most timeout_ns, then MZ_ETIMEDOUT). */
+ * future resolves (timed: at most timeout_ns, then MZ_ETIMEDOUT); untimed,
+ * from a user thread, it first runs CPU nodes in place of a sleeping
+ * worker (struct mz__device_ops.help) unless rt->wait_help is off. */
 void mz__run_complete(struct mz__run *r);
 void mz__run_unref(struct mz__run *r);
 int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);

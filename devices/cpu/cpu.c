@@ -13,7 +13,20 @@
  * workers take from in chunks.  A worker takes work in this order: run-next,
  * inbox, own deque, injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
- * and only when one is idle (one atomic load otherwise). */
+ * and only when one is idle (one atomic load otherwise).
+ *
+ * Lending (cpu_help).  A thread that waits for a run borrows a parked
+ * worker: it runs that worker's loop on its own stack (run-next slot,
+ * inbox, deque, counters) while the worker sleeps on, so a node it can
+ * take costs no wake-up, the run's end wakes nobody, and no more threads
+ * run nodes than there are workers.  w->lend says who owns the worker:
+ * LEND_OWN (its thread), LEND_PARKED (its thread committed to sleep; a
+ * waiter may take it with one CAS), LEND_BORROWED, LEND_MISSED (borrowed,
+ * and its thread woke for work meanwhile and sleeps again until it is
+ * handed back).  The CAS that takes it and the exchange that gives it
+ * back are acquire/release, so each side sees the other's deque and slot;
+ * the one that gives it back wakes its thread when it missed a wake-up or
+ * has work left, else leaves it asleep and still counted idle. */
 #include <hwloc.h>
 #include <ctype.h>
 #include <stdlib.h>
@@ -59,10 +72,13 @@ struct worker {
   uint64_t spin_ns;        /* how long an idle worker spins before it parks */
   bool watch;             /* the runtime has a watchdog: tell it what runs */
   struct cpu_dev *cd;
-  struct mz_op *next;     /* run-next slot (this thread only) */
+  struct mz_op *next;     /* run-next slot (its owner only: see lend) */
   _Atomic bool idle;      /* about to park or parked (see the top) */
+  _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
   struct mz__deque dq;    /* shared nodes: this worker takes, others steal */
 };
+
+enum { LEND_OWN, LEND_PARKED, LEND_BORROWED, LEND_MISSED };
 
 static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
   (void)dev;
@@ -230,6 +246,39 @@ static mz_op *take(struct worker *w) {
   return NULL;
 }
 
+/* Run a node that take() gave w's loop (its thread's or a borrower's). */
+static void run_taken(struct worker *w, mz_op *op) {
+  /* Another run's node may take long: publish the previous run's
+   * completions first, so that run is not held open behind it. */
+  if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
+  struct mz__task *t = op->t;
+  if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
+    __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
+    t->exec.queue = w->q;
+    atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+  }
+  run_task(w, &t->exec);
+  /* The watchdog reads progress from the runs' counters: publish
+   * them per node while it watches. */
+  if (w->watch) mz__queue_flush(w->q);
+}
+
+/* After a park: take the worker's loop back, sleeping on while a waiter
+ * has it (see the top). */
+static void reclaim(struct worker *w) {
+  for (;;) {
+    int exp = LEND_PARKED;
+    if (atomic_compare_exchange_strong_explicit(&w->lend, &exp, LEND_OWN, memory_order_acq_rel,
+                                                memory_order_acquire))
+      return;
+    if (exp == LEND_BORROWED &&
+        !atomic_compare_exchange_strong_explicit(&w->lend, &exp, LEND_MISSED, memory_order_acq_rel,
+                                                 memory_order_acquire))
+      continue; /* handed back meanwhile */
+    mz__parker_park(&w->park); /* the one who hands it back wakes it */
+  }
+}
+
 static void *worker_main(void *arg) {
   struct worker *w = arg;
   struct cpu_dev *cd = w->cd;
@@ -276,31 +325,80 @@ static void *worker_main(void *arg) {
       atomic_store(&w->idle, true);
       atomic_fetch_add(&cd->nidle, 1); /* seq_cst: ordered before the look below */
       op = take(w);
-      if (!op && !atomic_load(&w->stop)) mz__parker_park(&w->park);
+      if (!op && !atomic_load(&w->stop)) {
+        atomic_store_explicit(&w->lend, LEND_PARKED, memory_order_release); /* a waiter may borrow it now */
+        mz__parker_park(&w->park);
+        reclaim(w);
+      }
       atomic_store(&w->idle, false);
       atomic_fetch_sub(&cd->nidle, 1);
       if (!op) continue;
     }
     if (op) {
-      /* Another run's node may take long: publish the previous run's
-       * completions first, so that run is not held open behind it. */
-      if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
-      struct mz__task *t = op->t;
-      if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
-        __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
-        t->exec.queue = w->q;
-        atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
-      }
-      run_task(w, &t->exec);
-      /* The watchdog reads progress from the runs' counters: publish
-       * them per node while it watches. */
-      if (w->watch) mz__queue_flush(w->q);
+      run_taken(w, op);
       continue;
     }
     break; /* stopped */
   }
   mz__queue_flush(w->q);
   return NULL;
+}
+
+/* See the top of the file and struct mz__device_ops.help. */
+static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
+  struct cpu_dev *cd = dev->priv;
+  struct worker *w = NULL;
+  for (unsigned i = 0; i < cd->nworkers && !w; i++) {
+    struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
+    int exp = LEND_PARKED;
+    if (v && atomic_compare_exchange_strong_explicit(&v->lend, &exp, LEND_BORROWED, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+      w = v;
+  }
+  if (!w) return done(arg);
+  int saved_in = mz__in_runtime_thread, saved_q = mz__cur_queue;
+  const mz_runtime *saved_rt = mz__cur_rt;
+  mz__in_runtime_thread = 1;
+  mz__cur_queue = (int)w->q->index;
+  mz__cur_rt = dev->rt;
+  bool fin = false, ran = false;
+  while (!fin) {
+    mz_op *op = take(w);
+    if (!op) {
+      /* Publish what ran here: the run may end with it.  Then, while CPU
+       * work goes on (this thread ran some, or a worker is awake), spin as
+       * a worker does for the next node or the end of the run; with none
+       * (a run on other devices) go back to sleeping at once: a spinning
+       * waiter would take a core from the threads that feed them. */
+      mz__queue_flush(w->q);
+      if ((fin = done(arg)) || (!ran && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
+        break;
+      uint64_t until = 0;
+      for (unsigned i = 1; !op && !(fin = done(arg)); i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        op = take(w);
+        if (op || i % 16) continue;
+        uint64_t now = mz__now_ns();
+        if (!until) until = now + w->spin_ns;
+        else if (now >= until) break;
+      }
+      if (!op) break;
+    }
+    run_taken(w, op);
+    ran = true;
+  }
+  mz__queue_flush(w->q);
+  mz__in_runtime_thread = saved_in;
+  mz__cur_queue = saved_q;
+  mz__cur_rt = saved_rt;
+  /* Read before the hand-back: after it, the worker's thread owns these. */
+  bool pending = w->next != NULL || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
+                                        atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+  int old = atomic_exchange_explicit(&w->lend, LEND_PARKED, memory_order_acq_rel);
+  if (old == LEND_MISSED || pending || !atomic_load(&w->idle)) mz__parker_wake(&w->park);
+  return fin || done(arg);
 }
 
 /* See the top of the file and struct mz__device_ops.share. */
@@ -483,6 +581,7 @@ static const struct mz__device_ops cpu_ops = {
     .mem_write = cpu_mem_write,
     .submit = cpu_submit,
     .share = cpu_share,
+    .help = cpu_help,
     .queue_init = cpu_queue_init,
     .queue_fini = cpu_queue_fini,
     .queue_distance = cpu_queue_distance,
