@@ -792,33 +792,35 @@ static const struct mz__async_ops task_ops = {.start = task_start, .ended = task
 
 /* The wrapper of user kernel uk: its parameters and a u64 (the struct
  * dtask), run on the CPU by task_start.  Created once per kernel. */
-static mz_kernel *wrapper_of(mz_mpi *m, mz_kernel *uk) {
+static int wrapper_of(mz_mpi *m, mz_kernel *uk, mz_kernel **out) {
   for (size_t i = 0; i < m->nwraps; i++)
-    if (m->wraps[i].uk == uk) return m->wraps[i].wk;
+    if (m->wraps[i].uk == uk) return (*out = m->wraps[i].wk) ? MZ_OK : MZ_ENOTSUP;
   if (m->nwraps == m->capwraps) {
     size_t nc = m->capwraps ? m->capwraps * 2 : 8;
     void *nw = realloc(m->wraps, nc * sizeof *m->wraps);
-    if (!nw) return NULL;
+    if (!nw) return mz__set_error(m->rt, MZ_ENOMEM, "out of memory");
     m->wraps = nw;
     m->capwraps = nc;
   }
   const mz_kernel_spec *us = mz__kernel_spec(uk);
   size_t len = strlen(us->params) + 32;
   char *params = malloc(len);
-  if (!params) return NULL;
+  if (!params) return mz__set_error(m->rt, MZ_ENOMEM, "out of memory");
   snprintf(params, len, "%s, u64 mz_mpi_task", us->params);
   /* The same name: traces and perf models see the user's kernel. */
   mz_kernel_spec ks = {.name = us->name, .params = params, .cpu = {.fn = xfer_cpu, .user = m}};
   mz_kernel *wk = NULL;
   int st = mz_kernel_create(m->rt, &ks, &wk);
   free(params);
-  if (st != MZ_OK) return NULL;
-  mz__kernel_set_async(wk, &task_ops);
+  /* Kept either way: a kernel that cannot be wrapped is tried once. */
+  if (st == MZ_OK) mz__kernel_set_async(wk, &task_ops);
+  else wk = NULL;
   atomic_fetch_add(&uk->refs, 1);
   m->wraps[m->nwraps].uk = uk;
   m->wraps[m->nwraps].wk = wk;
   m->nwraps++;
-  return wk;
+  *out = wk;
+  return wk ? MZ_OK : st;
 }
 
 /* Never called: the node's work is started by xfer_start.  The kernel
@@ -1432,8 +1434,11 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
   mz_kernel *wk = NULL;
   struct dtask *dt = NULL;
   if (here && m->fold && n < 64 && k->spec.cpu.fn) {
-    wk = wrapper_of(m, k);
-    dt = wk ? calloc(1, sizeof *dt) : NULL;
+    /* A kernel that cannot be wrapped (a parameter named as the wrapper's
+     * own) runs as it is, its transfers as nodes. */
+    if (wrapper_of(m, k, &wk) == MZ_OK) dt = calloc(1, sizeof *dt);
+  }
+  if (wk) {
     if (dt && dg->ndts == dg->capdts) {
       size_t nc = dg->capdts ? dg->capdts * 2 : 64;
       struct dtask **nd = realloc(dg->dts, nc * sizeof *nd);

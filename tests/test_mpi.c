@@ -17,7 +17,8 @@
  *              time, the result of three times the steps
  *   readers    a received value read by a task, then updated in place by
  *              one pinned to the receiving rank, then sent home: small and
- *              large (over the folded-send limit) buffers, run twice
+ *              large (over the folded-send limit) buffers, and a reader
+ *              whose kernel cannot be wrapped; run twice
  *   api        bad arguments return errors, never crash
  *
  * Not a Criterion test: Criterion forks a process per test, and MPI may be
@@ -410,11 +411,14 @@ static int k_addto(const mz_call *call) {
   return 0;
 }
 
-static bool case_readers(mz_runtime *rt, mz_mpi *m, size_t w) {
+/* clash: the reader on r1 has a parameter named as the one maize adds to
+ * wrap a task (it then runs unwrapped, its receive a node). */
+static bool case_readers(mz_runtime *rt, mz_mpi *m, size_t w, bool clash) {
   int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
   int r1 = size > 1 ? 1 : 0;
   mz_kernel *kf = kern(rt, "plus_one", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
   mz_kernel *ka = kern(rt, "addto", "in f64[] a, inout f64[] o", k_addto);
+  mz_kernel *kr = clash ? kern(rt, "plus_one_clash", "in f64[] a, out f64[] mz_mpi_task, i32 fail", k_maybe_fail) : kf;
   double *one = malloc(w * sizeof *one), *got = malloc(w * sizeof *got);
   if (!one || !got) exit(1);
   for (size_t j = 0; j < w; j++) one[j] = 1.0;
@@ -424,7 +428,7 @@ static bool case_readers(mz_runtime *rt, mz_mpi *m, size_t w) {
   mz_dgraph *dg = NULL;
   CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
   mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(y), I32(0)}, NULL, MZ_MPI_OWNER); /* y = 2 on 0 */
-  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(a), I32(0)}, NULL, MZ_MPI_OWNER); /* a = 3 on r1: y comes */
+  mz_dgraph_apply(dg, kr, 3, (mz_darg[]){B(y), B(a), I32(0)}, NULL, MZ_MPI_OWNER); /* a = 3 on r1: y comes */
   mz_dgraph_apply(dg, ka, 2, (mz_darg[]){B(a), B(y)}, NULL, r1);                   /* y = 5 on r1, in place */
   mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(c), I32(0)}, NULL, MZ_MPI_OWNER); /* c = 6 on r1 */
   CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
@@ -455,6 +459,7 @@ static bool case_readers(mz_runtime *rt, mz_mpi *m, size_t w) {
   for (int i = 0; i < 4; i++) mz_buffer_release(all[i]);
   mz_kernel_destroy(kf);
   mz_kernel_destroy(ka);
+  if (clash) mz_kernel_destroy(kr);
   free(one);
   free(got);
   return ok;
@@ -553,7 +558,7 @@ int main(void) {
   res[nres].name = "rerun";
   res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3));
   res[nres].name = "readers";
-  res[nres++].ok = all_ok(case_readers(rt, m, 8) && case_readers(rt, m, 16384));
+  res[nres++].ok = all_ok(case_readers(rt, m, 8, false) && case_readers(rt, m, 16384, false) && case_readers(rt, m, 8, true));
   res[nres].name = "api";
   res[nres++].ok = all_ok(case_api(rt, m));
   bool ok = true;
