@@ -14,7 +14,8 @@
  * is as in one process: devices, policies, coherence, futures.
  *
  * Transfers are folded into the tasks where the runtime's only device is
- * its CPU and the task's kernel has a CPU function: the task's remote
+ * its CPU and the task's kernel has a CPU function (and no parameter named
+ * mz_mpi_task, the name of the one maize adds to it): the task's remote
  * inputs gate it (it becomes ready when their messages are in, and reads
  * them from the transfer's own memory, where they landed), and its outputs
  * that other ranks read are copied and sent by the task itself when its
