@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "mz_config.h"
@@ -381,11 +382,28 @@ static mz_kernel *runnable(mz_graph *g, const char *who, enum op_id id, mz_kerne
   mz__graph_fail(g, MZ_ENODEV,
                  "%s: no device of this runtime can run %s (on the CPU it needs %s%s; on OpenCL %s%s; on CUDA %s%s%s%s)",
                  who, s->name, ops[id].cpu_lib ? ops[id].cpu_lib : "nothing", s->cpu.fn ? ", built" : ", not built",
-                 ops[id].cl_lib ? ops[id].cl_lib : "an OpenCL C compiler",
+                 ops[id].cl_lib                                 ? ops[id].cl_lib
+                 : id >= OP_RNG_UNIFORM && id <= OP_RNG_BITS ? "an OpenCL C compiler and the Random123 headers "
+                                                                  "($MZ_RANDOM123_INCLUDE/Random123)"
+                                                                : "an OpenCL C compiler",
                  s->opencl.format != MZ_CODE_NONE ? ", built" : ", not built",
                  ops[id].cu_lib ? ops[id].cu_lib : "its PTX", s->cuda.format != MZ_CODE_NONE ? ", built" : ", not built",
                  cu_why ? ", not loaded: " : "", cu_why ? cu_why : "");
   return NULL;
+}
+
+/* The OpenCL generators include Random123 when a device compiles them, so
+ * its headers must be on the machine that runs them, not only on the one
+ * that built maize: under $MZ_RANDOM123_INCLUDE when set, else where the
+ * build found them.  Without them the generators are not offered to OpenCL
+ * devices (the CPU or CUDA runs them), instead of failing every run with
+ * the compiler's "file not found".  dir gets the folder; false when absent. */
+static bool r123_headers(char *dir, size_t len) {
+  const char *e = getenv("MZ_RANDOM123_INCLUDE");
+  snprintf(dir, len, "%s", e && *e ? e : MZ_RANDOM123_INCLUDE);
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof path, "%s/Random123/philox.h", dir) >= sizeof path) return false;
+  return access(path, R_OK) == 0;
 }
 
 static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dtype t) {
@@ -415,16 +433,17 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
   s.cost.bytes_per_elem = (double)mz_dtype_size(t) * (id == OP_AXPY || id == OP_DOT ? 3.0 : 2.0);
   static const char *const cl_types[MZ_DTYPE_COUNT] = {[MZ_F32] = "-DT=float", [MZ_F64] = "-DT=double -DIS_F64",
                                                        [MZ_U32] = "-DT=uint"};
-  char opts[128];
+  char opts[PATH_MAX + 64], r123[PATH_MAX];
   const struct mz__ocl_native *nat = native_of(id);
   if (nat) {
     s.opencl.format = MZ__CODE_NATIVE;
     s.opencl.data = nat;
   }
   /* OpenCL C where CLBlast has no routine or is missing. */
-  if (d->entry && s.opencl.format == MZ_CODE_NONE && (id < OP_RNG_UNIFORM || MZ_HAVE_RANDOM123)) {
-    bool rng = id >= OP_RNG_UNIFORM;
-    snprintf(opts, sizeof opts, "%s%s", cl_types[t], rng ? " -I" MZ_RANDOM123_INCLUDE : "");
+  bool rng = id >= OP_RNG_UNIFORM && id <= OP_RNG_BITS;
+  if (d->entry && s.opencl.format == MZ_CODE_NONE &&
+      (!rng || (MZ_HAVE_RANDOM123 && r123_headers(r123, sizeof r123)))) {
+    snprintf(opts, sizeof opts, "%s%s%s", cl_types[t], rng ? " -I" : "", rng ? r123 : "");
     s.opencl.format = MZ_CODE_SOURCE;
     s.opencl.data = rng ? cl_rng_src : cl_small_src;
     s.opencl.options = opts;

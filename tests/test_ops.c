@@ -382,6 +382,33 @@ Test(ops, rng_cuda_bits_u32) { check_rng_cuda(MZ_U32, MZ_RNG_BITS); }
 Test(ops, rng_cuda_normal_f32) { check_rng_cuda(MZ_F32, MZ_RNG_NORMAL); }
 Test(ops, rng_cuda_normal_f64) { check_rng_cuda(MZ_F64, MZ_RNG_NORMAL); }
 
+/* Without the Random123 headers on the machine that runs it (a build moved
+ * elsewhere), the generator is not offered to OpenCL: beside a CPU it runs
+ * there, and on OpenCL alone the op says what is missing, up front. */
+Test(ops, rng_without_random123_headers, .timeout = 120) {
+  if (!MZ_HAVE_RANDOM123) cr_skip_test("this build has no Random123");
+  const size_t n = 257;
+  void *want = rng_bytes("cpu", MZ_F32, MZ_RNG_UNIFORM, n, 1);
+  setenv("MZ_RANDOM123_INCLUDE", "/nonexistent/include", 1);
+  void *got = rng_bytes("cpu,opencl:0", MZ_F32, MZ_RNG_UNIFORM, n, 1);
+  cr_expect(memcmp(want, got, n * sizeof(float)) == 0, "CPU beside OpenCL without the headers: other numbers");
+  mz_runtime *rt = ops_runtime("opencl:0");
+  mz_buffer *b = NULL;
+  MZ_OK_OR_DIE(rt, mz_buffer_create(rt, MZ_F32, 1, (size_t[]){n}, NULL, &b));
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *op = mz_op_rng(g, mz_value(g, b), 42, MZ_RNG_UNIFORM);
+  unsetenv("MZ_RANDOM123_INCLUDE");
+  cr_expect_eq(mz_graph_status(g), MZ_ENODEV, "%s", mz_err_name(mz_graph_status(g)));
+  cr_expect(strstr(mz_graph_message(g), "Random123") != NULL, "the message: %s", mz_graph_message(g));
+  (void)op;
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+  free(want);
+  free(got);
+}
+
 Test(ops, rng_uniform_f32, .timeout = 300) { check_rng(MZ_F32, MZ_RNG_UNIFORM); }
 Test(ops, rng_uniform_f64, .timeout = 300) { check_rng(MZ_F64, MZ_RNG_UNIFORM); }
 Test(ops, rng_bits_u32, .timeout = 300) { check_rng(MZ_U32, MZ_RNG_BITS); }
