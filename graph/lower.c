@@ -352,7 +352,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + 1, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + 1 + t->ngates, memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
   for (size_t i = 0; i < lw->nbufs; i++) {
@@ -747,7 +747,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       s->v[s->n++] = op;
     }
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, inrun + 1, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, inrun + 1 + t->ngates, memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {

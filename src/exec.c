@@ -279,7 +279,7 @@ static void place(mz_op *op, struct work *w) {
   __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED);
   struct mz__queue *Q = rt->queues[q];
   unsigned nw = 0;
-  bool device_side = true;
+  bool device_side = t->ngates == 0; /* an outside gate is released on the host */
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
     mz_op *p = t->preds[i];
     int s = atomic_load_explicit(&p->t->state, memory_order_acquire);
@@ -975,6 +975,17 @@ void mz__task_finish(mz_op *op, int status) {
   work_init(&w);
   finish(op, status, NULL, &w);
   work_drain(&w);
+}
+
+void mz__task_ungate(mz_op *op, bool failed) {
+  int saved = mz__in_runtime_thread;
+  mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
+  if (failed) atomic_store_explicit(&op->t->pred_failed, true, memory_order_release);
+  struct work w;
+  work_init(&w);
+  release_gate(op, &w);
+  work_drain(&w);
+  mz__in_runtime_thread = saved;
 }
 
 void mz__batch_done(struct mz__batch *b) {

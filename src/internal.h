@@ -328,7 +328,11 @@ struct mz__task {
   int status;
   unsigned npreds;
   _Atomic uint32_t unsub;     /* preds in this run not yet queued */
-  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate */
+  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
+  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
+   * each run's start, each released once by mz__task_ungate; a gated task
+   * always waits on the host (it is never submitted behind a predecessor). */
+  uint32_t ngates;
   struct mz_op **preds;
   struct mz__succs succs;
   uintptr_t policy_word;
@@ -455,6 +459,9 @@ void mz__lowered_free(struct mz__lowered *lw);
 
 void mz__run_start(struct mz__run *r);
 void mz__task_finish(struct mz_op *op, int status);
+/* Release one of op's outside gates (struct mz__task's ngates) in its
+ * run, from any thread, no lock held; failed: op is canceled once ready. */
+void mz__task_ungate(struct mz_op *op, bool failed);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 /* Whether the failure of p, a task of another run (in flight or done),
  * cancels s: p is a build-time predecessor of s (an argument's producer,

@@ -14,6 +14,24 @@
  * posted by the worker that runs its node, and tested at once (small
  * messages go out eagerly: the node then ends on that worker).
  *
+ * Folded transfers.  On a runtime whose only device is the CPU, a task
+ * whose kernel has a CPU function is built with that kernel's wrapper (one
+ * per kernel: its parameters and a u64, the task's struct dtask), an async
+ * kernel whose start calls the user's function.  A remote value it only
+ * reads is a folded receive: no node; the task holds a gate (struct
+ * mz__task's ngates) per such transfer, released (mz__task_ungate) once
+ * the message is in and the run has started (enum gstate: the counters
+ * are set by mz_graph_run, after the receives were posted), and the
+ * wrapper passes the staging memory in place of the buffer.  A value it
+ * writes that another rank reads is copied into the transfer's staging
+ * memory and sent when the user's function returns (struct dtask's out),
+ * up to MZ__MPI_FOLD_MAX bytes; a larger one, or one with no wrapped
+ * producer, gets a send node.  A task that updates a received value in
+ * place, or one not wrapped, reads it from the buffer: a receive node
+ * copies it there (made when such a reader comes).  The messages are the
+ * same either way; a failed or canceled producer sends a mark
+ * (task_ended), and a mark cancels the gated readers.
+ *
  * Who tests.  With MPI_THREAD_MULTIPLE, CPU workers with nothing to run
  * test the pending set while they spin, before parking: a receive that
  * completes ends its node on that worker, whose successor then runs in
@@ -57,6 +75,7 @@
 
 enum cmd_kind {
   C_SEND,   /* a send node's data */
+  C_FSEND,  /* a task's output, sent from its completion (staged) */
   C_RECV,   /* a transfer's message, into its staging memory */
   C_MARK,   /* an empty message: the data will not come */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
@@ -107,6 +126,11 @@ struct mz_mpi {
   bool finalize;       /* MPI was initialized here */
   bool multiple;       /* MPI_THREAD_MULTIPLE: any thread makes its MPI calls itself */
   bool idle_hook;      /* the runtime's idle workers test the pending set */
+  bool fold;           /* transfers fold into the tasks (see the top); $MZ_MPI_FOLD=0 turns it off */
+  /* The tasks' kernels as this layer runs them (folded transfers): per
+   * user kernel (referenced), its wrapper. */
+  struct { mz_kernel *uk, *wk; } *wraps;
+  size_t nwraps, capwraps;
   MPI_Comm comm;
   int tag_ub;          /* the largest tag (MPI_TAG_UB) */
   /* The send and receive kernels, one per element type. */
@@ -166,7 +190,32 @@ struct xfer {
   _Atomic int state;    /* receive: enum xstate */
   mz_op *op;            /* receive: the waiting node (X_WAITING) */
   void *dst;            /* receive: its buffer's memory */
+  /* Folded: a receive whose readers read its staging memory and wait on
+   * it through a gate (no node), or a send posted by its producer task's
+   * completion from the staging memory (no node). */
+  bool fold;
+  bool has_node;        /* receive: a node also copies it into the buffer */
+  _Atomic int gate;     /* folded receive: enum gstate */
+  mz_op **readers;      /* folded receive: the tasks it gates */
+  size_t nreaders, capreaders;
   struct cmd c;
+};
+
+/* A folded receive's gates, per run: released once both the message is in
+ * and the run has started (its counters are set then). */
+enum gstate { G_POSTED, G_DONE, G_ARMED, G_RELEASED };
+
+/* A task built with its kernel's wrapper: the user's kernel, the inputs it
+ * reads from folded receives (parameter index, transfer), the outputs its
+ * completion sends.  Its address travels as the wrapper's last argument. */
+struct tio {
+  unsigned p;
+  struct xfer *x;
+};
+struct dtask {
+  mz_kernel *uk;
+  struct tio *in, *out;
+  unsigned nin, capin, nout, capout;
 };
 
 struct mz_dgraph {
@@ -181,7 +230,15 @@ struct mz_dgraph {
    * (m->size bits each). */
   int *latest;
   uint8_t *valid;
+  /* This rank's side, per data: the wrapped task here that wrote its
+   * latest value (and the parameter), and the folded receive that brought
+   * it here (NULL: none). */
+  struct dtask **wtask;
+  unsigned *wparam;
+  struct xfer **rx;
   size_t nmodel, vbytes;
+  struct dtask **dts;
+  size_t ndts, capdts;
   int ntags;
   /* This rank's part: its transfers and its tasks (the run's root joins them). */
   struct xfer **xf;
@@ -242,7 +299,9 @@ static void waiter_done(struct waiter *w, int err) {
 }
 
 /* Whether a pending c has someone waiting on it. */
-static bool is_urgent(const struct cmd *c) { return c->kind == C_SEND || c->kind == C_COLL || c->kind == C_IDUP; }
+static bool is_urgent(const struct cmd *c) {
+  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_COLL || c->kind == C_IDUP;
+}
 
 /* Put c's posted request in the pending set: one somebody waits on first
  * when there is room before the oldest (idle workers test the oldest few
@@ -293,6 +352,7 @@ static bool post(mz_mpi *m, struct cmd *c) {
   int err = MPI_SUCCESS;
   switch (c->kind) {
   case C_SEND:
+  case C_FSEND:
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
   case C_RECV:
@@ -337,6 +397,40 @@ static void recv_finish(struct xfer *x, mz_op *op) {
   mz__task_finish(op, st);
 }
 
+/* A folded receive's message is in and its run started: its readers may
+ * run (canceled when the message is a mark). */
+static void release_gates(struct xfer *x) {
+  bool failed = x->c.got == 0 && x->bytes > 0;
+  for (size_t i = 0; i < x->nreaders; i++) mz__task_ungate(x->readers[i], failed);
+}
+
+/* The message of folded receive x is in. */
+static void gate_arrived(mz_mpi *m, struct xfer *x) {
+  int s = G_POSTED;
+  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_DONE, memory_order_acq_rel, memory_order_acquire)) return;
+  if (s == G_ARMED) {
+    atomic_fetch_sub(&m->urgent, 1);
+    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
+    release_gates(x);
+  }
+}
+
+/* The run of folded receive x started (its tasks' counters are set).
+ * True when its message is still to come: its readers wait on it, as a
+ * started receive node does (urgent). */
+static bool gate_arm(mz_mpi *m, struct xfer *x) {
+  int s = G_POSTED;
+  atomic_fetch_add(&m->urgent, 1);
+  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_ARMED, memory_order_acq_rel, memory_order_acquire))
+    return true;
+  atomic_fetch_sub(&m->urgent, 1);
+  if (s == G_DONE) {
+    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
+    release_gates(x);
+  }
+  return false;
+}
+
 static void complete(mz_mpi *m, struct cmd *c) {
   struct xfer *x = c->x;
   switch (c->kind) {
@@ -344,7 +438,12 @@ static void complete(mz_mpi *m, struct cmd *c) {
     atomic_fetch_sub(&m->urgent, 1);
     mz__task_finish(c->op, MZ_OK);
     break;
+  case C_FSEND:
+    atomic_fetch_sub(&m->urgent, 1);
+    break;
   case C_RECV: {
+    if (x->fold) gate_arrived(m, x);
+    if (!x->has_node) break;
     int s = atomic_load_explicit(&x->state, memory_order_relaxed);
     for (;;) {
       int to = s == X_POSTED ? X_DONE : X_ENDED;
@@ -600,6 +699,130 @@ static void xfer_ended(mz_op *op, const mz_arg *values, int status, void *user) 
 
 static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer_ended};
 
+/* ---- tasks with folded transfers ---- */
+
+static int xfer_cpu(const mz_call *call);
+
+/* Send a folded send's data (src, the producer's output) from its
+ * staging memory: the producer ends at once, and a later writer of the
+ * buffer need not wait for the message. */
+static void fsend(struct xfer *x, const void *src) {
+  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  mz_mpi *m = x->dg->m;
+  struct cmd *c = &x->c;
+  memcpy(x->stage, src, (size_t)x->bytes);
+  c->kind = C_FSEND;
+  c->buf = x->stage;
+  c->bytes = x->bytes;
+  atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+  if (!m->multiple) {
+    push_cmd(m, c);
+    return;
+  }
+  post(m, c);
+  int done = 0;
+  MPI_Status st;
+  int err = MPI_Test(&c->req, &done, &st);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+  if (done) {
+    atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
+    return;
+  }
+  /* A large message needs progress until the peer has it. */
+  add_pending(m, c);
+  if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+}
+
+static struct dtask *dtask_of(uint64_t v) { return (struct dtask *)(uintptr_t)v; }
+
+/* A wrapped task: its gates are released (its folded inputs are in their
+ * staging memory); run the user's function on them, then send the
+ * outputs that other ranks read. */
+static int task_start(mz_op *op, const mz_call *call) {
+  unsigned n = call->nargs - 1;
+  struct dtask *dt = dtask_of(call->args[n].u64);
+  const mz_kernel_spec *ks = mz__kernel_spec(dt->uk);
+  mz_arg argv[16];
+  mz_arg *args = n <= 16 ? argv : malloc(n * sizeof *args);
+  struct mz__exec *e = &op->t->exec;
+  int st = MZ_OK;
+  char *msg = NULL;
+  if (!args) {
+    st = MZ_ENOMEM;
+  } else {
+    memcpy(args, call->args, n * sizeof *args);
+    for (unsigned i = 0; i < dt->nin; i++) args[dt->in[i].p].p = dt->in[i].x->stage;
+    mz_call uc = *call;
+    uc.kernel = dt->uk;
+    uc.nargs = n;
+    uc.args = args;
+    uc.user = ks->cpu.user;
+    int ret = ks->cpu.fn(&uc);
+    e->t_end = mz__now_ns();
+    if (ret != 0) {
+      /* As a CPU function's failure (devices/cpu/cpu.c). */
+      char buf[200];
+      const char *name = mz_err_name(ret);
+      snprintf(buf, sizeof buf, "the kernel's CPU function returned %d (%s)", ret,
+               strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
+      msg = strdup(buf);
+      st = MZ_EKERNEL;
+    } else {
+      for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p);
+    }
+  }
+  if (args != argv) free(args);
+  if (msg) {
+    free(e->message);
+    e->message = msg;
+  }
+  /* On a failure the peers get marks (task_ended). */
+  mz__task_finish(op, st);
+  return 0;
+}
+
+static void task_ended(mz_op *op, const mz_arg *values, int status, void *user) {
+  (void)status;
+  (void)user;
+  struct dtask *dt = dtask_of(values[op->t->nparams - 1].u64);
+  for (unsigned i = 0; i < dt->nout; i++) xfer_abandon(dt->out[i].x);
+}
+
+static const struct mz__async_ops task_ops = {.start = task_start, .ended = task_ended};
+
+/* The wrapper of user kernel uk: its parameters and a u64 (the struct
+ * dtask), run on the CPU by task_start.  Created once per kernel. */
+static int wrapper_of(mz_mpi *m, mz_kernel *uk, mz_kernel **out) {
+  for (size_t i = 0; i < m->nwraps; i++)
+    if (m->wraps[i].uk == uk) return (*out = m->wraps[i].wk) ? MZ_OK : MZ_ENOTSUP;
+  if (m->nwraps == m->capwraps) {
+    size_t nc = m->capwraps ? m->capwraps * 2 : 8;
+    void *nw = realloc(m->wraps, nc * sizeof *m->wraps);
+    if (!nw) return mz__set_error(m->rt, MZ_ENOMEM, "out of memory");
+    m->wraps = nw;
+    m->capwraps = nc;
+  }
+  const mz_kernel_spec *us = mz__kernel_spec(uk);
+  size_t len = strlen(us->params) + 32;
+  char *params = malloc(len);
+  if (!params) return mz__set_error(m->rt, MZ_ENOMEM, "out of memory");
+  snprintf(params, len, "%s, u64 mz_mpi_task", us->params);
+  /* The same name: traces and perf models see the user's kernel. */
+  mz_kernel_spec ks = {.name = us->name, .params = params, .cpu = {.fn = xfer_cpu, .user = m}};
+  mz_kernel *wk = NULL;
+  int st = mz_kernel_create(m->rt, &ks, &wk);
+  free(params);
+  /* Kept either way: a kernel that cannot be wrapped is tried once. */
+  if (st == MZ_OK) mz__kernel_set_async(wk, &task_ops);
+  else wk = NULL;
+  atomic_fetch_add(&uk->refs, 1);
+  m->wraps[m->nwraps].uk = uk;
+  m->wraps[m->nwraps].wk = wk;
+  m->nwraps++;
+  *out = wk;
+  return wk ? MZ_OK : st;
+}
+
 /* Never called: the node's work is started by xfer_start.  The kernel
  * needs a CPU function to be placed on the CPU. */
 static int xfer_cpu(const mz_call *call) {
@@ -642,6 +865,22 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     }
     m->spin_ns = (uint64_t)v * 1000u;
   }
+  bool fold = true, serialized = false;
+  const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
+  if (fv && *fv) {
+    if (strcmp(fv, "0") && strcmp(fv, "1")) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_FOLD must be 0 or 1, not '%s'", fv);
+    }
+    fold = fv[0] == '1';
+  }
+  if (tv && *tv) {
+    if (strcmp(tv, "multiple") && strcmp(tv, "serialized")) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_THREAD must be multiple or serialized, not '%s'", tv);
+    }
+    serialized = tv[0] == 's';
+  }
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->qlock, NULL);
   pthread_cond_init(&m->qcond, NULL);
@@ -658,7 +897,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   if (m->use_mpi) {
     int provided = 0, err;
     if (!inited) {
-      err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+      err = MPI_Init_thread(NULL, NULL, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE, &provided);
       if (err != MPI_SUCCESS) {
         st = mpi_error(rt, err, "MPI_Init_thread");
         goto fail;
@@ -667,7 +906,9 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
     } else {
       MPI_Query_thread(&provided);
     }
-    m->multiple = provided >= MPI_THREAD_MULTIPLE;
+    /* MZ_MPI_THREAD=serialized: as if MPI gave no more (the path such an
+     * MPI takes, tested where it gives more). */
+    m->multiple = provided >= MPI_THREAD_MULTIPLE && !serialized;
     /* The communication thread makes the calls, while the thread that
      * initialized MPI may be another: at least serialized. */
     if (provided < MPI_THREAD_SERIALIZED) {
@@ -710,6 +951,9 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       goto fail;
     }
     m->thread_on = true;
+    /* Transfers fold into the tasks where only the CPU runs them (another
+     * device could hold a copy of a buffer that a folded receive bypasses). */
+    m->fold = fold && rt->ndev == 1 && rt->share_dev == rt->devs[0];
     /* Idle workers test the requests (one context per runtime does). */
     if (m->multiple && !atomic_load(&rt->idle_ops)) {
       m->idle_hook = true;
@@ -738,6 +982,11 @@ void mz_mpi_destroy(mz_mpi *m) {
     mz_kernel_destroy(m->ksend[t]);
     mz_kernel_destroy(m->krecv[t]);
   }
+  for (size_t i = 0; i < m->nwraps; i++) {
+    mz_kernel_destroy(m->wraps[i].wk);
+    mz__kernel_unref(m->wraps[i].uk);
+  }
+  free(m->wraps);
   for (size_t i = 0; i < m->ndata; i++) mz_buffer_release(m->data[i]);
   free(m->data);
   free(m->owner);
@@ -940,8 +1189,18 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
   }
   for (size_t i = 0; i < dg->nxf; i++) {
     free(dg->xf[i]->stage);
+    free(dg->xf[i]->readers);
     free(dg->xf[i]);
   }
+  for (size_t i = 0; i < dg->ndts; i++) {
+    free(dg->dts[i]->in);
+    free(dg->dts[i]->out);
+    free(dg->dts[i]);
+  }
+  free(dg->dts);
+  free(dg->wtask);
+  free(dg->wparam);
+  free(dg->rx);
   free(dg->xf);
   free(dg->tasks);
   free(dg->latest);
@@ -971,8 +1230,20 @@ static int model_fit(mz_dgraph *dg) {
   uint8_t *v = realloc(dg->valid, n * dg->vbytes);
   if (!v) return MZ_ENOMEM;
   dg->valid = v;
+  struct dtask **wt = realloc(dg->wtask, n * sizeof *wt);
+  if (!wt) return MZ_ENOMEM;
+  dg->wtask = wt;
+  unsigned *wp = realloc(dg->wparam, n * sizeof *wp);
+  if (!wp) return MZ_ENOMEM;
+  dg->wparam = wp;
+  struct xfer **rx = realloc(dg->rx, n * sizeof *rx);
+  if (!rx) return MZ_ENOMEM;
+  dg->rx = rx;
   for (size_t d = dg->nmodel; d < n; d++) {
     l[d] = m->owner[d];
+    wt[d] = NULL;
+    wp[d] = 0;
+    rx[d] = NULL;
     memset(v + d * dg->vbytes, 0, dg->vbytes);
     v[d * dg->vbytes + (size_t)l[d] / 8] |= (uint8_t)(1u << (l[d] % 8));
   }
@@ -986,6 +1257,8 @@ static bool is_valid(const mz_dgraph *dg, size_t d, int r) {
 
 static void set_written(mz_dgraph *dg, size_t d, int r) {
   dg->latest[d] = r;
+  dg->wtask[d] = NULL;
+  dg->rx[d] = NULL;
   memset(dg->valid + d * dg->vbytes, 0, dg->vbytes);
   dg->valid[d * dg->vbytes + (size_t)r / 8] |= (uint8_t)(1u << (r % 8));
 }
@@ -1002,10 +1275,30 @@ static int add_task(mz_dgraph *dg, mz_op *op) {
   return MZ_OK;
 }
 
-/* Plan the transfer of data d's latest value to rank dst, and build this
- * rank's side of it. */
-static int plan_transfer(mz_dgraph *dg, size_t d, int dst) {
+/* The send or receive node of transfer x. */
+static int xfer_node(mz_dgraph *dg, struct xfer *x) {
   mz_mpi *m = dg->m;
+  mz_buffer *b = m->data[x->data];
+  mz_dtype t = mz_buffer_shape(b)->dtype;
+  mz_op *args = mz_zip(dg->g, 2, (mz_op *[]){mz_value(dg->g, b), mz_u64(dg->g, (uint64_t)(uintptr_t)x)});
+  mz_op *op = mz_apply(dg->g, x->send ? m->ksend[t] : m->krecv[t], args, NULL);
+  x->has_node = true;
+  int st = mz_graph_status(dg->g);
+  if (st != MZ_OK) return dg_fail(dg, st, "mz_dgraph_apply: %s", mz_graph_message(dg->g));
+  return add_task(dg, op);
+}
+
+/* The largest send folded into its producer (copied into staging memory
+ * there); a larger one gets a node, which holds the buffer until sent. */
+#define MZ__MPI_FOLD_MAX 65536
+
+/* Plan the transfer of data d's latest value to rank dst, and build this
+ * rank's side of it.  rfold: the receiving side has a reader that can wait
+ * on it as a gate (no receive node).  *out: this rank's transfer (NULL
+ * when this rank has no side in it). */
+static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xfer **out) {
+  mz_mpi *m = dg->m;
+  if (out) *out = NULL;
   int src = dg->latest[d];
   int tag = dg->ntags++;
   if (tag < 0 || tag > m->tag_ub) return dg_fail(dg, MZ_ENOTSUP, "mz_dgraph_apply: more transfers than MPI tags");
@@ -1033,19 +1326,33 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst) {
   x->c.comm = dg->comm;
   x->c.bytes = x->bytes;
   atomic_init(&x->state, X_ENDED);
-  if (!x->send && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
+  atomic_init(&x->gate, G_RELEASED);
+  struct dtask *prod = x->send ? dg->wtask[d] : NULL;
+  x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold;
+  if ((!x->send || x->fold) && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
     free(x);
     return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
   }
   dg->xf[dg->nxf++] = x;
-  mz_dtype t = mz_buffer_shape(b)->dtype;
-  mz_op *args = mz_zip(dg->g, 2, (mz_op *[]){mz_value(dg->g, b), mz_u64(dg->g, (uint64_t)(uintptr_t)x)});
-  mz_op *op = mz_apply(dg->g, x->send ? m->ksend[t] : m->krecv[t], args, NULL);
   if (x->send) dg->nsends++;
   else dg->nrecvs++;
-  int st = mz_graph_status(dg->g);
-  if (st != MZ_OK) return dg_fail(dg, st, "mz_dgraph_apply: %s", mz_graph_message(dg->g));
-  return add_task(dg, op);
+  if (out) *out = x;
+  if (x->fold && x->send) {
+    if (prod->nout == prod->capout) {
+      unsigned nc = prod->capout ? prod->capout * 2 : 2;
+      struct tio *no = realloc(prod->out, nc * sizeof *no);
+      if (!no) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+      prod->out = no;
+      prod->capout = nc;
+    }
+    prod->out[prod->nout++] = (struct tio){dg->wparam[d], x};
+    return MZ_OK;
+  }
+  if (x->fold) {
+    dg->rx[d] = x;
+    return MZ_OK;
+  }
+  return xfer_node(dg, x);
 }
 
 static size_t data_id(mz_mpi *m, const mz_buffer *b) {
@@ -1086,6 +1393,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
   /* The arguments' data ids (id + 1; 0 for scalars) and directions. */
   size_t ids[64];
   enum mz__dir dirs[64];
+  unsigned pidx[64]; /* each argument's parameter index */
   if (n > 64) {
     dg_fail(dg, MZ_ENOTSUP, "mz_dgraph_apply: more than 64 arguments");
     return NULL;
@@ -1100,6 +1408,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
       return NULL;
     }
     dirs[a] = dir;
+    pidx[a] = p;
     ids[a] = 0;
     if (dir == MZ__SCALAR) {
       if (args[a].buf) {
@@ -1119,26 +1428,111 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
     a++;
   }
   int exec = rank != MZ_MPI_OWNER ? rank : first_w >= 0 ? first_w : first_r >= 0 ? first_r : 0;
-  /* Reads of values not on exec: a transfer from the rank holding them. */
-  for (unsigned i = 0; i < n; i++)
-    if (ids[i] && (dirs[i] == MZ__IN || dirs[i] == MZ__INOUT) && !is_valid(dg, ids[i] - 1, exec))
-      if (plan_transfer(dg, ids[i] - 1, exec) != MZ_OK) return NULL;
+  bool here = m->rank == exec;
+  /* Here, a CPU-only runtime runs the task through its kernel's wrapper,
+   * so that its transfers fold into it (see the top). */
+  mz_kernel *wk = NULL;
+  struct dtask *dt = NULL;
+  if (here && m->fold && n < 64 && k->spec.cpu.fn) {
+    /* A kernel that cannot be wrapped (a parameter named as the wrapper's
+     * own) runs as it is, its transfers as nodes. */
+    if (wrapper_of(m, k, &wk) == MZ_OK) dt = calloc(1, sizeof *dt);
+  }
+  if (wk) {
+    if (dt && dg->ndts == dg->capdts) {
+      size_t nc = dg->capdts ? dg->capdts * 2 : 64;
+      struct dtask **nd = realloc(dg->dts, nc * sizeof *nd);
+      if (nd) {
+        dg->dts = nd;
+        dg->capdts = nc;
+      }
+    }
+    if (!dt || dg->ndts == dg->capdts) {
+      free(dt);
+      dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+      return NULL;
+    }
+    dg->dts[dg->ndts++] = dt;
+    dt->uk = k;
+  }
+  /* Reads of values not on exec: a transfer from the rank holding them.
+   * A wrapped task reads a value it does not also write from the
+   * transfer's staging memory, gated on its message; any other reader
+   * needs the value in the buffer: a receive node. */
+  for (unsigned i = 0; i < n; i++) {
+    if (!ids[i] || (dirs[i] != MZ__IN && dirs[i] != MZ__INOUT)) continue;
+    size_t d = ids[i] - 1;
+    bool writes = false;
+    for (unsigned j = 0; j < n; j++) writes |= ids[j] == ids[i] && dirs[j] != MZ__IN;
+    bool gated = dt && !writes;
+    struct xfer *x = NULL;
+    if (!is_valid(dg, d, exec)) {
+      if (plan_transfer(dg, d, exec, gated, &x) != MZ_OK) return NULL;
+    } else if (here && dg->rx[d]) {
+      x = dg->rx[d];
+      if (!gated) {
+        /* From now on in the buffer too. */
+        if (!x->has_node && xfer_node(dg, x) != MZ_OK) return NULL;
+        dg->rx[d] = NULL;
+        x = NULL;
+      }
+    }
+    if (!here || !x || !gated) continue;
+    if (dt->nin == dt->capin) {
+      unsigned nc = dt->capin ? dt->capin * 2 : 4;
+      struct tio *ni = realloc(dt->in, nc * sizeof *ni);
+      if (!ni) {
+        dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+        return NULL;
+      }
+      dt->in = ni;
+      dt->capin = nc;
+    }
+    dt->in[dt->nin++] = (struct tio){pidx[i], x};
+  }
   mz_op *res = NULL;
-  if (m->rank == exec) {
-    mz_op *ops[64];
+  if (here) {
+    mz_op *ops[65];
     for (unsigned i = 0; i < n; i++)
       ops[i] = ids[i] ? mz_value(dg->g, args[i].buf) : mz_scalar(dg->g, args[i].dtype, &args[i].value);
-    mz_op *z = n == 1 ? ops[0] : mz_zip(dg->g, n, ops);
-    res = mz_apply(dg->g, k, z, launch);
+    if (dt) ops[n] = mz_u64(dg->g, (uint64_t)(uintptr_t)dt);
+    unsigned na = n + (dt != NULL);
+    mz_op *z = na == 1 ? ops[0] : mz_zip(dg->g, na, ops);
+    res = mz_apply(dg->g, dt ? wk : k, z, launch);
     int st = mz_graph_status(dg->g);
     if (st != MZ_OK) {
       dg_fail(dg, st, "mz_dgraph_apply: %s", mz_graph_message(dg->g));
       return NULL;
     }
     if (add_task(dg, res) != MZ_OK) return NULL;
+    /* One gate per transfer it reads. */
+    for (unsigned i = 0; dt && i < dt->nin; i++) {
+      struct xfer *x = dt->in[i].x;
+      bool seen = false;
+      for (unsigned j = 0; j < i && !seen; j++) seen = dt->in[j].x == x;
+      if (seen) continue;
+      if (x->nreaders == x->capreaders) {
+        size_t nc = x->capreaders ? x->capreaders * 2 : 2;
+        mz_op **nr = realloc(x->readers, nc * sizeof *nr);
+        if (!nr) {
+          dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+          return NULL;
+        }
+        x->readers = nr;
+        x->capreaders = nc;
+      }
+      x->readers[x->nreaders++] = res;
+      res->t->ngates++;
+    }
   }
   for (unsigned i = 0; i < n; i++)
-    if (ids[i] && dirs[i] != MZ__IN) set_written(dg, ids[i] - 1, exec);
+    if (ids[i] && dirs[i] != MZ__IN) {
+      set_written(dg, ids[i] - 1, exec);
+      if (dt) {
+        dg->wtask[ids[i] - 1] = dt;
+        dg->wparam[ids[i] - 1] = pidx[i];
+      }
+    }
   return res;
 }
 
@@ -1156,7 +1550,7 @@ static int freeze(mz_dgraph *dg) {
   for (size_t d = 0; d < dg->nmodel && dg->status == MZ_OK; d++)
     if (dg->latest[d] != dg->m->owner[d]) {
       int dst = dg->m->owner[d];
-      if (plan_transfer(dg, d, dst) == MZ_OK) set_written(dg, d, dst);
+      if (plan_transfer(dg, d, dst, false, NULL) == MZ_OK) set_written(dg, d, dst);
     }
   if (dg->status != MZ_OK) return dg->status;
   if (dg->ntasks == 0) {
@@ -1176,6 +1570,7 @@ static void start_transfers(mz_dgraph *dg) {
     atomic_store_explicit(&x->posted, false, memory_order_relaxed);
     if (x->send) continue;
     atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
+    atomic_store_explicit(&x->gate, G_POSTED, memory_order_relaxed);
     x->c.kind = C_RECV;
     x->c.buf = x->stage;
     x->c.got = 0;
@@ -1199,6 +1594,13 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   if (dg->m->use_mpi) start_transfers(dg);
   if (st == MZ_OK) st = mz_graph_run(dg->g, dg->root, policy, out);
   else mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
+  /* The run's counters are set: the gates of what came may open. */
+  if (st == MZ_OK && dg->m->use_mpi) {
+    bool waits = false;
+    for (size_t i = 0; i < dg->nxf; i++)
+      if (!dg->xf[i]->send && dg->xf[i]->fold) waits |= gate_arm(dg->m, dg->xf[i]);
+    if (waits) wake_comm(dg->m);
+  }
   dg->run_status = st;
   /* Nothing runs here: the peers still get one message per send (the
    * receives posted take theirs). */

@@ -15,6 +15,10 @@
  *              MZ_EKERNEL
  *   rerun      one stencil graph run three times: the same transfers each
  *              time, the result of three times the steps
+ *   readers    a received value read by a task, then updated in place by
+ *              one pinned to the receiving rank, then sent home: small and
+ *              large (over the folded-send limit) buffers, and a reader
+ *              whose kernel cannot be wrapped; run twice
  *   api        bad arguments return errors, never crash
  *
  * Not a Criterion test: Criterion forks a process per test, and MPI may be
@@ -397,6 +401,70 @@ static bool case_failure(mz_runtime *rt, mz_mpi *m) {
   return ok;
 }
 
+/* ---- one received value, several readers ---- */
+
+/* o += a, elementwise. */
+static int k_addto(const mz_call *call) {
+  const double *a = call->args[0].p;
+  double *o = call->args[1].p;
+  for (size_t j = 0; j < call->shapes[1].count; j++) o[j] += a[j];
+  return 0;
+}
+
+/* clash: the reader on r1 has a parameter named as the one maize adds to
+ * wrap a task (it then runs unwrapped, its receive a node). */
+static bool case_readers(mz_runtime *rt, mz_mpi *m, size_t w, bool clash) {
+  int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
+  int r1 = size > 1 ? 1 : 0;
+  mz_kernel *kf = kern(rt, "plus_one", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
+  mz_kernel *ka = kern(rt, "addto", "in f64[] a, inout f64[] o", k_addto);
+  mz_kernel *kr = clash ? kern(rt, "plus_one_clash", "in f64[] a, out f64[] mz_mpi_task, i32 fail", k_maybe_fail) : kf;
+  double *one = malloc(w * sizeof *one), *got = malloc(w * sizeof *got);
+  if (!one || !got) exit(1);
+  for (size_t j = 0; j < w; j++) one[j] = 1.0;
+  mz_buffer *x = vec(rt, w, one), *y = vec(rt, w, one), *a = vec(rt, w, one), *c = vec(rt, w, one);
+  CHECK(mz_mpi_register(m, x, 0) == MZ_OK && mz_mpi_register(m, y, 0) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, a, r1) == MZ_OK && mz_mpi_register(m, c, r1) == MZ_OK, "register");
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(y), I32(0)}, NULL, MZ_MPI_OWNER); /* y = 2 on 0 */
+  mz_dgraph_apply(dg, kr, 3, (mz_darg[]){B(y), B(a), I32(0)}, NULL, MZ_MPI_OWNER); /* a = 3 on r1: y comes */
+  mz_dgraph_apply(dg, ka, 2, (mz_darg[]){B(a), B(y)}, NULL, r1);                   /* y = 5 on r1, in place */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(c), I32(0)}, NULL, MZ_MPI_OWNER); /* c = 6 on r1 */
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  bool ok = true;
+  for (int run = 0; run < 2; run++) {
+    mz_future *f = NULL;
+    int st = mz_dgraph_run(dg, NULL, &f);
+    CHECK(st == MZ_OK, "run: %s", mz_err_name(st));
+    int ws = mz_dgraph_wait(dg, f);
+    CHECK(ws == MZ_OK, "run %d: %s", run, mz_err_name(ws));
+    ok = ok && st == MZ_OK && ws == MZ_OK;
+    mz_future_destroy(f);
+    /* y went home to rank 0; a and c stay on r1. */
+    struct { mz_buffer *b; int owner; double want; const char *name; } chk[] = {
+        {y, 0, 5.0, "y"}, {a, r1, 3.0, "a"}, {c, r1, 6.0, "c"}};
+    for (int i = 0; i < 3; i++) {
+      if (rank != chk[i].owner) continue;
+      int rs = mz_buffer_read(chk[i].b, got, w * sizeof *got);
+      bool good = rs == MZ_OK;
+      for (size_t j = 0; good && j < w; j++) good = got[j] == chk[i].want;
+      CHECK(good, "run %d, %zu elements: %s is %g, expected %g (%s)", run, w, chk[i].name, got[0], chk[i].want,
+            mz_err_name(rs));
+      ok = ok && good;
+    }
+  }
+  mz_dgraph_destroy(dg);
+  mz_buffer *all[] = {x, y, a, c};
+  for (int i = 0; i < 4; i++) mz_buffer_release(all[i]);
+  mz_kernel_destroy(kf);
+  mz_kernel_destroy(ka);
+  if (clash) mz_kernel_destroy(kr);
+  free(one);
+  free(got);
+  return ok;
+}
+
 /* ---- bad arguments ---- */
 
 static bool case_api(mz_runtime *rt, mz_mpi *m) {
@@ -437,6 +505,21 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
   CHECK(mz_dgraph_run(NULL, NULL, &f) == MZ_EINVAL, "NULL graph");
   CHECK(mz_dgraph_wait(NULL, NULL) == MZ_EINVAL, "NULL graph wait");
   CHECK(mz_mpi_create(NULL, NULL) == MZ_EINVAL, "NULL runtime");
+  /* Bad settings fail before MPI is touched (a second context is refused
+   * then, not created). */
+  static const char *const bad[][2] = {{"MZ_MPI_FOLD", "2"}, {"MZ_MPI_FOLD", "yes"}, {"MZ_MPI_THREAD", "funneled"},
+                                       {"MZ_MPI_SPIN_US", "-1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *was = getenv(bad[i][0]);
+    char *keep = was ? strdup(was) : NULL;
+    setenv(bad[i][0], bad[i][1], 1);
+    mz_mpi *m2 = NULL;
+    CHECK(mz_mpi_create(rt, &m2) == MZ_EINVAL && m2 == NULL, "%s=%s accepted", bad[i][0], bad[i][1]);
+    CHECK(strstr(mz_runtime_last_error(rt), bad[i][0]) != NULL, "message: %s", mz_runtime_last_error(rt));
+    if (keep) setenv(bad[i][0], keep, 1);
+    else unsetenv(bad[i][0]);
+    free(keep);
+  }
   mz_dgraph_destroy(NULL);
   mz_mpi_destroy(NULL);
   mz_buffer_release(x);
@@ -474,6 +557,8 @@ int main(void) {
   res[nres++].ok = all_ok(case_failure(rt, m));
   res[nres].name = "rerun";
   res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3));
+  res[nres].name = "readers";
+  res[nres++].ok = all_ok(case_readers(rt, m, 8, false) && case_readers(rt, m, 16384, false) && case_readers(rt, m, 8, true));
   res[nres].name = "api";
   res[nres++].ok = all_ok(case_api(rt, m));
   bool ok = true;

@@ -7,12 +7,27 @@
  * the first buffer it writes (owner computes), or on the rank it is pinned
  * to.  A rank builds, in its local mz_graph, only the tasks it runs; where
  * a task reads a buffer whose latest value is on another rank, the
- * producing rank gets a send node (MPI_Isend, after the producer) and this
- * rank a receive node (MPI_Irecv, before the task), so the transfer starts
- * as soon as the data is ready and overlaps the other work.  A value
- * received once is kept until the buffer is written again (no second
- * transfer).  Inside a rank everything is as in one process: devices,
- * policies, coherence, futures.
+ * producing rank sends it (MPI_Isend, as soon as the producer ends) and
+ * this rank receives it (MPI_Irecv, before the task), so the transfer
+ * overlaps the other work.  A value received once is kept until the
+ * buffer is written again (no second transfer).  Inside a rank everything
+ * is as in one process: devices, policies, coherence, futures.
+ *
+ * Transfers are folded into the tasks where the runtime's only device is
+ * its CPU and the task's kernel has a CPU function (and no parameter named
+ * mz_mpi_task, the name of the one maize adds to it): the task's remote
+ * inputs gate it (it becomes ready when their messages are in, and reads
+ * them from the transfer's own memory, where they landed), and its outputs
+ * that other ranks read are copied and sent by the task itself when its
+ * function returns (up to 64 KiB each), so a step of a distributed graph
+ * is one node per task, as in one process.  Otherwise, or with
+ * MZ_MPI_FOLD=0, a transfer is a node of the local graph: a send node
+ * after the producer (it holds the buffer until the message is out) and a
+ * receive node that copies the message into the buffer; a received value
+ * that a task updates in place (inout), or that a task without a CPU
+ * function reads, also goes through a receive node.  Folded or not, the
+ * messages are the same.  A buffer registered on a rank that does not own
+ * it holds the values it received only where a receive node copied them.
  *
  * Progress.  Every receive of a run is posted when the run starts, into
  * memory of its own, so a message that comes early is taken at once; the
@@ -29,7 +44,8 @@
  * sleeps, but for a test every 1 ms while a node waits (the workers
  * may all be busy) and every 2 ms while only requests nobody waits on
  * are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
- * least) the thread makes every MPI call.  No worker blocks in MPI.
+ * least), or with MZ_MPI_THREAD=serialized, the thread makes every MPI
+ * call and polls while requests are in flight.  No worker blocks in MPI.
  *
  * Binding.  Ranks that mpirun leaves unbound (it does when they
  * outnumber the cores) pin their CPU workers to their own share of the
@@ -38,10 +54,11 @@
  * default, instead of every rank on cores 0, 1, ... (MZ_BIND=none leaves
  * them unpinned).
  *
- * Failures cross ranks: a send node canceled (its producer failed) sends an
- * empty message instead of the data, and the receiving rank's node fails
- * with MZ_ECANCELED, canceling its dependents there; a receive node that
- * cannot run still takes its message, so the sender never waits.  Every
+ * Failures cross ranks: a transfer whose producer failed (or was canceled)
+ * sends an empty message instead of the data, and on the receiving rank
+ * the receive node, or the tasks it gates, fail with MZ_ECANCELED,
+ * canceling their dependents there; a receive that cannot run still takes
+ * its message, so the sender never waits.  Every
  * rank's future resolves; mz_dgraph_wait() returns the same status on
  * every rank.  A rank that dies takes the job down (mpirun aborts it: MPI
  * cannot survive a lost rank).
@@ -80,15 +97,23 @@ typedef struct mz_mpi mz_mpi;         /* the distributed context of one runtime 
 typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
 
 /* Create the context on rt.  Initializes MPI with MPI_THREAD_MULTIPLE
- * when the program has not (and then finalizes it in mz_mpi_destroy);
- * a program that initialized MPI itself must have asked for
- * MPI_THREAD_MULTIPLE (else MZ_ENOTSUP) and finalizes it itself, after
- * mz_mpi_destroy().  Works on a duplicate of MPI_COMM_WORLD.  Outside
- * mpirun (see above) the context has one rank and MPI is never called.
- * Collective: every rank calls it.  Thread: a user thread.  On success
- * *out is freed by mz_mpi_destroy(), which must come before
- * mz_runtime_destroy(rt).  Errors: MZ_EINVAL (NULL arguments, rt not
- * live), MZ_ENOMEM, MZ_EIO (MPI failed; message in
+ * (MPI_THREAD_SERIALIZED with MZ_MPI_THREAD=serialized) when the program
+ * has not, and then finalizes it in mz_mpi_destroy.  A program that
+ * initialized MPI itself finalizes it itself, after mz_mpi_destroy(), and
+ * must have been given MPI_THREAD_SERIALIZED at least (else MZ_ENOTSUP),
+ * since maize's own threads make its MPI calls: with
+ * MPI_THREAD_MULTIPLE, CPU workers and the communication thread; with
+ * less, the communication thread alone, and then the program's own MPI
+ * calls must not overlap it, so it makes none while the context lives.
+ * Works on a duplicate of MPI_COMM_WORLD.  Outside mpirun (see above)
+ * the context has one rank and MPI is never called.  Collective: every
+ * rank calls it.  Thread: a user thread.  On success *out is freed by
+ * mz_mpi_destroy(), which must come before mz_runtime_destroy(rt).
+ * Environment: MZ_MPI_SPIN_US (0 to 10000000), MZ_MPI_FOLD (0 or 1,
+ * default 1), MZ_MPI_THREAD (multiple, the default, or serialized).
+ * Errors: MZ_EINVAL (NULL arguments, rt not live, a bad environment
+ * value), MZ_ENOTSUP (MPI's thread level), MZ_ESTATE (MPI finalized
+ * already), MZ_ENOMEM, MZ_EIO (MPI failed; message in
  * mz_runtime_last_error()). */
 int mz_mpi_create(mz_runtime *rt, mz_mpi **out) MZ_WUR;
 
@@ -105,7 +130,8 @@ int mz_mpi_size(const mz_mpi *m);
 
 /* Give b an owner rank.  Every rank registers the same buffers (same
  * shapes) in the same order; each has its own local buffer for it: the
- * owner's holds the data, the others' receive the values they read.
+ * owner's holds the data (after each run, its latest value), the others'
+ * are where receive nodes copy values to (see above).
  * The context holds a reference on b until it is destroyed.  Errors:
  * MZ_EINVAL (NULL, b of another runtime, already registered),
  * MZ_ERANGE (owner not a rank), MZ_ENOTSUP (b over 2 GiB, more than one
