@@ -1206,7 +1206,7 @@ static void *proxy_main(void *arg) {
       b->queue = Q;
     }
     if (b->n == cap) {
-      cap *= 2;
+      cap *= 4; /* 16, 64, 256 = MZ__BATCH_MAX: two copies for a full batch */
       struct mz__exec **v = realloc(b->execs, cap * sizeof *v);
       if (!v) {
         proxy_flush(p, &b, &w);
