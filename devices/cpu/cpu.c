@@ -374,15 +374,28 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
       if ((fin = done(arg)) || (!ran && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
         break;
       uint64_t until = 0;
+      /* Outside work (MPI requests) is tested while spinning, as a
+       * spinning worker does (worker_main). */
+      void *ictx = NULL;
+      const struct mz__idle_ops *io = mz__idle_get(dev->rt, &ictx);
+      if (io) io->idle(ictx, MZ__IDLE_SPIN);
       for (unsigned i = 1; !op && !(fin = done(arg)); i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         op = take(w);
         if (op || i % 16) continue;
+        if (io && io->poll(ictx)) {
+          if ((op = take(w)) != NULL) break;
+          mz__queue_flush(w->q);
+        }
         uint64_t now = mz__now_ns();
         if (!until) until = now + w->spin_ns;
         else if (now >= until) break;
+      }
+      if (io) {
+        io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
+        mz__idle_put(dev->rt);
       }
       if (!op) break;
     }
