@@ -624,6 +624,26 @@ static struct xfer *xfer_of(uint64_t v) { return (struct xfer *)(uintptr_t)v; }
 
 static bool on_worker(const mz_mpi *m) { return mz__cur_rt == m->rt && mz__cur_queue >= 0; }
 
+/* Post send c of transfer x from this thread (MPI_THREAD_MULTIPLE) and
+ * test it once: a small message goes out at once (eagerly), and true says
+ * it is done; a large one needs progress until the peer has it, so it is
+ * left to the pending requests that the workers and the communication
+ * thread test. */
+static bool send_now(mz_mpi *m, struct xfer *x, struct cmd *c) {
+  post(m, c);
+  int done = 0;
+  MPI_Status st;
+  int err = MPI_Test(&c->req, &done, &st);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+  if (done) {
+    atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
+    return true;
+  }
+  add_pending(m, c);
+  if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+  return false;
+}
+
 static int xfer_start(mz_op *op, const mz_call *call) {
   struct xfer *x = xfer_of(call->args[1].u64);
   mz_mpi *m = x->dg->m;
@@ -651,23 +671,8 @@ static int xfer_start(mz_op *op, const mz_call *call) {
   c->buf = call->args[0].p;
   c->bytes = x->bytes;
   atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
-  if (m->multiple) {
-    post(m, c);
-    /* Small messages go out at once (eagerly): the node ends here. */
-    int done = 0;
-    MPI_Status st;
-    int err = MPI_Test(&c->req, &done, &st);
-    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
-    if (done) {
-      atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
-      mz__task_finish(op, MZ_OK);
-      return 0;
-    }
-    add_pending(m, c);
-    if (!on_worker(m) || !m->idle_hook) wake_comm(m);
-  } else {
-    push_cmd(m, c);
-  }
+  if (!m->multiple) push_cmd(m, c);
+  else if (send_now(m, x, c)) mz__task_finish(op, MZ_OK); /* out already: the node ends here */
   return 0;
 }
 
@@ -715,22 +720,8 @@ static void fsend(struct xfer *x, const void *src) {
   c->buf = x->stage;
   c->bytes = x->bytes;
   atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
-  if (!m->multiple) {
-    push_cmd(m, c);
-    return;
-  }
-  post(m, c);
-  int done = 0;
-  MPI_Status st;
-  int err = MPI_Test(&c->req, &done, &st);
-  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
-  if (done) {
-    atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
-    return;
-  }
-  /* A large message needs progress until the peer has it. */
-  add_pending(m, c);
-  if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+  if (!m->multiple) push_cmd(m, c);
+  else send_now(m, x, c);
 }
 
 static struct dtask *dtask_of(uint64_t v) { return (struct dtask *)(uintptr_t)v; }

@@ -246,6 +246,40 @@ static mz_op *take(struct worker *w) {
   return NULL;
 }
 
+/* Spin a bounded time (the clock is read every 16 polls) for w's next
+ * node; NULL when none came.  Outside work (MPI requests) is tested
+ * meanwhile: a node it releases comes to w's run-next slot, and the nodes
+ * it ended are counted in w's queue and published before w may park.  A
+ * waiter that borrowed w (done non-NULL) also stops once done(arg), which
+ * *fin then says. */
+static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool *fin) {
+  mz_runtime *rt = w->q->dev->rt;
+  mz_op *op = NULL;
+  uint64_t until = 0;
+  void *ictx = NULL;
+  const struct mz__idle_ops *io = mz__idle_get(rt, &ictx);
+  if (io) io->idle(ictx, MZ__IDLE_SPIN);
+  for (unsigned i = 1; !op && !(done && (*fin = done(arg))); i++) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    op = take(w);
+    if (op || i % 16) continue;
+    if (io && io->poll(ictx)) {
+      if ((op = take(w)) != NULL) break;
+      mz__queue_flush(w->q);
+    }
+    uint64_t now = mz__now_ns();
+    if (!until) until = now + w->spin_ns;
+    else if (now >= until) break;
+  }
+  if (io) {
+    io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
+    mz__idle_put(rt);
+  }
+  return op;
+}
+
 /* Run a node that take() gave w's loop (its thread's or a borrower's). */
 static void run_taken(struct worker *w, mz_op *op) {
   /* Another run's node may take long: publish the previous run's
@@ -285,40 +319,15 @@ static void *worker_main(void *arg) {
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = w->q->dev->rt;
-  mz_runtime *rt = w->q->dev->rt;
   w->watch = w->q->dev->rt->watchdog != NULL; /* started before the queues, never restarted */
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = take(w);
     /* Out of work: publish the completions counted so far (exec.c). */
     if (!op) mz__queue_flush(w->q);
-    /* Spin a bounded time (the clock is read every 16 polls), then park:
-     * a successor usually arrives within a task's length. */
-    uint64_t until = 0;
-    void *ictx = NULL;
-    const struct mz__idle_ops *io = op ? NULL : mz__idle_get(rt, &ictx);
-    if (io) io->idle(ictx, MZ__IDLE_SPIN);
-    for (unsigned i = 1; !op; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      op = take(w);
-      if (op || i % 16) continue;
-      /* Outside work (MPI requests): a node it releases comes to this
-       * worker's run-next slot; the nodes it ended are counted here, and
-       * published before the worker may park. */
-      if (io && io->poll(ictx)) {
-        if ((op = take(w)) != NULL) break;
-        mz__queue_flush(w->q);
-      }
-      uint64_t now = mz__now_ns();
-      if (!until) until = now + w->spin_ns;
-      else if (now >= until) break;
-    }
-    if (io) {
-      io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
-      mz__idle_put(rt);
-    }
+    /* Spin a bounded time, then park: a successor usually arrives within
+     * a task's length. */
+    if (!op) op = spin_take(w, NULL, NULL, NULL);
     if (!op && !atomic_load(&w->stop)) {
       /* Say so, look once more, then sleep until a node is shared or
        * submitted (see wake_idle). */
@@ -373,30 +382,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
       mz__queue_flush(w->q);
       if ((fin = done(arg)) || (!ran && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
         break;
-      uint64_t until = 0;
-      /* Outside work (MPI requests) is tested while spinning, as a
-       * spinning worker does (worker_main). */
-      void *ictx = NULL;
-      const struct mz__idle_ops *io = mz__idle_get(dev->rt, &ictx);
-      if (io) io->idle(ictx, MZ__IDLE_SPIN);
-      for (unsigned i = 1; !op && !(fin = done(arg)); i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        op = take(w);
-        if (op || i % 16) continue;
-        if (io && io->poll(ictx)) {
-          if ((op = take(w)) != NULL) break;
-          mz__queue_flush(w->q);
-        }
-        uint64_t now = mz__now_ns();
-        if (!until) until = now + w->spin_ns;
-        else if (now >= until) break;
-      }
-      if (io) {
-        io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
-        mz__idle_put(dev->rt);
-      }
+      op = spin_take(w, done, arg, &fin);
       if (!op) break;
     }
     run_taken(w, op);
