@@ -485,7 +485,7 @@ struct mz_runtime {
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
-  bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP, default on) */
+  bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP=1; off by default) */
   unsigned ndev, capdev;
   struct mz_device **devs;
   unsigned nq;

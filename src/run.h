@@ -95,7 +95,7 @@ void mz__run_stats(const struct mz__run *r, mz_run_stats *out);
  * last frees the run.  Any thread, no lock held.  wait: block until the
  * future resolves (timed: at most timeout_ns, then MZ_ETIMEDOUT); untimed,
  * from a user thread, it first runs CPU nodes in place of a sleeping
- * worker (struct mz__device_ops.help) unless rt->wait_help is off. */
+ * worker (struct mz__device_ops.help) when rt->wait_help is on. */
 void mz__run_complete(struct mz__run *r);
 void mz__run_unref(struct mz__run *r);
 int mz__run_wait(struct mz__run *r, uint64_t timeout_ns, bool timed);

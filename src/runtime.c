@@ -246,11 +246,14 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   rt->quiet = rt->cfg.quiet || (q && *q && strcmp(q, "0"));
   int rc = MZ_OK;
   rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(rt, &rc, 0, "MZ_SPIN_US", 50);
+  /* Off by default: on 2 cores, an unpinned waiter ran beside a pinned
+   * worker while the borrowed worker's core idled (METG stencil_1d about
+   * 2x worse in the median); see devices/cpu/cpu.c, "Lending". */
   const char *wh = getenv("MZ_WAIT_HELP");
-  rt->wait_help = true;
+  rt->wait_help = false;
   if (wh && *wh) {
-    if (!strcmp(wh, "0")) rt->wait_help = false;
-    else if (strcmp(wh, "1") && !rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_WAIT_HELP must be 0 or 1, not '%.64s'", wh);
+    if (!strcmp(wh, "1")) rt->wait_help = true;
+    else if (strcmp(wh, "0") && !rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_WAIT_HELP must be 0 or 1, not '%.64s'", wh);
   }
   rt->cfg.opencl_queues = env_uint(rt, &rc, rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
   rt->cfg.cuda_streams = env_uint(rt, &rc, rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);

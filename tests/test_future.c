@@ -9,8 +9,8 @@
  * (ops equal to the tasks that ran, busy time), destroying a future while
  * its run is in flight (the run finishes; ASan checks for leaks), that
  * blocking calls from inside a host node return MZ_EDEADLK instead of
- * deadlocking, and that the waiting thread runs nodes while the workers
- * sleep (and never with MZ_WAIT_HELP=0). */
+ * deadlocking, and that with MZ_WAIT_HELP=1 the waiting thread runs nodes
+ * while the workers sleep (and never with MZ_WAIT_HELP=0 or by default). */
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -400,7 +400,8 @@ static int record_thread(const mz_call *c) {
 /* n one-node runs, each scheduled once the workers have gone to sleep
  * (they spin 50 us, then park): how many ran on this, the waiting, thread. */
 static unsigned ran_on_waiter(const char *help, unsigned n) {
-  setenv("MZ_WAIT_HELP", help, 1);
+  if (help) setenv("MZ_WAIT_HELP", help, 1);
+  else unsetenv("MZ_WAIT_HELP");
   mz_runtime *rt = test_runtime("cpu:2");
   unsetenv("MZ_WAIT_HELP");
   unsigned mine = 0;
@@ -429,6 +430,7 @@ Test(future, waiting_thread_runs_nodes, .timeout = 60) {
   cr_log_info("%u of 100 one-node runs ran on the waiting thread", mine);
   cr_expect_gt(mine, 0, "no node ran on the waiting thread");
   cr_expect_eq(ran_on_waiter("0", 30), 0, "MZ_WAIT_HELP=0: a node ran on the waiting thread");
+  cr_expect_eq(ran_on_waiter(NULL, 30), 0, "by default a node ran on the waiting thread");
   setenv("MZ_WAIT_HELP", "2", 1);
   mz_runtime *rt = NULL;
   cr_expect_eq(mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt), MZ_EINVAL);

@@ -15,7 +15,10 @@
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
  *
- * Lending (cpu_help).  A thread that waits for a run borrows a parked
+ * Lending (cpu_help, with MZ_WAIT_HELP=1; off by default, since the
+ * waiting thread is not pinned: on few cores it may share one with a
+ * worker while the core of the worker it stands in for idles).  A thread
+ * that waits for a run borrows a parked
  * worker: it runs that worker's loop on its own stack (run-next slot,
  * inbox, deque, counters) while the worker sleeps on, so a node it can
  * take costs no wake-up, the run's end wakes nobody, and no more threads

@@ -82,14 +82,17 @@ int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_f
 
 /* Block until the run finishes; return its status.  MZ_EDEADLK when called
  * from a runtime thread (a task, a host node, a completion callback).
- * Meanwhile the calling thread runs CPU nodes of any run in place of a
- * CPU worker that sleeps, as an OpenMP master thread does: a node it takes
- * costs no wake-up, and no more threads run nodes than there are CPU
- * queues.  A node run there is on a runtime thread for its duration (the
- * blocking calls above return MZ_EDEADLK in it).  MZ_WAIT_HELP=0 turns
- * this off; mz_future_wait_for with a deadline never does it (a node
- * could outlast it).  mz_buffer_read and mz_buffer_write, waiting for the
- * runs that use a buffer, help the same way. */
+ * With MZ_WAIT_HELP=1 (off by default) the calling thread meanwhile runs
+ * CPU nodes of any run in place of a CPU worker that sleeps, as an OpenMP
+ * master thread does: a node it takes costs no wake-up (a one-node graph
+ * ends several times sooner), and no more threads run nodes than there
+ * are CPU queues; a node run there is on a runtime thread for its
+ * duration (the blocking calls above return MZ_EDEADLK in it).  Off by
+ * default because the waiting thread is not pinned as the workers are:
+ * on few cores it can share one with a worker while the core of the
+ * worker it stands in for idles.  mz_future_wait_for with a deadline never
+ * helps (a node could outlast it); mz_buffer_read and mz_buffer_write,
+ * waiting for the runs that use a buffer, help the same way. */
 int mz_future_wait(mz_future *f);
 
 /* As mz_future_wait(), giving up after timeout_ns: MZ_ETIMEDOUT then, and
