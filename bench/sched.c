@@ -134,6 +134,18 @@ struct bitem {
   size_t from; /* the neighbour's index */
 };
 
+/* Room for need items in the scratch arrays (grown together); false on ENOMEM. */
+static bool room(struct bitem **it, unsigned **ord, size_t *cap, size_t need) {
+  if (need <= *cap) return true;
+  struct bitem *v = realloc(*it, need * sizeof *v);
+  unsigned *o = realloc(*ord, need * sizeof *o);
+  if (v) *it = v;
+  if (o) *ord = o;
+  if (!v || !o) return false;
+  *cap = need;
+  return true;
+}
+
 static int by_ra(const void *a, const void *b) {
   double x = ((const struct bitem *)a)->ra, y = ((const struct bitem *)b)->ra;
   return x < y ? -1 : x > y;
@@ -298,14 +310,7 @@ static int comm_bound(const mz_sched *s, mz_task *const tasks[], size_t n, struc
   unsigned nsrc = 0, nsink = 0;
   for (size_t j = 0; j < n; j++) {
     unsigned np = mz_task_pred_count(tasks[j]), k = 0;
-    if (np > itcap) {
-      struct bitem *v = realloc(it, np * sizeof *v);
-      unsigned *o = realloc(ord, np * sizeof *o);
-      if (v) it = v;
-      if (o) ord = o;
-      if (!v || !o) goto done;
-      itcap = np;
-    }
+    if (!room(&it, &ord, &itcap, np)) goto done;
     for (unsigned e = 0; e < np; e++) {
       mz_task *p = mz_task_pred(tasks[j], e);
       uintptr_t ix = *mz_task_policy_data(p);
@@ -336,14 +341,7 @@ static int comm_bound(const mz_sched *s, mz_task *const tasks[], size_t n, struc
   }
   for (size_t i = n; i-- > 0;) {
     unsigned k = nsucc[i];
-    if (k > itcap) {
-      struct bitem *v = realloc(it, k * sizeof *v);
-      unsigned *o = realloc(ord, k * sizeof *o);
-      if (v) it = v;
-      if (o) ord = o;
-      if (!v || !o) goto done;
-      itcap = k;
-    }
+    if (!room(&it, &ord, &itcap, k)) goto done;
     double last = 0;
     for (unsigned x = 0; x < k; x++) {
       const struct bsucc *e = &sl[sstart[i] + x];
