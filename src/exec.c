@@ -1158,7 +1158,12 @@ static void *proxy_main(void *arg) {
   mz__in_runtime_thread = 1;
   struct mz__batch *b = NULL;
   unsigned cap = 0;
-  const unsigned spin = 4000; /* polls before parking (no pause: submission latency) */
+  /* Polls before parking, for as long as an idle CPU worker spins (the
+   * runtime's spin setting): a program that submits one op at a time (a
+   * canned gemm, then a wait) finds the thread awake, not parked behind a
+   * wake-up that costs tens of microseconds in a VM.  No pause between
+   * polls: submission latency. */
+  const uint64_t spin_ns = (uint64_t)p->dev->rt->spin * 1000u;
   for (;;) {
     mz_op *op = mz__mpsc_pop(&p->inbox);
     if (!op) {
@@ -1166,7 +1171,14 @@ static void *proxy_main(void *arg) {
       work_init(&w);
       proxy_flush(p, &b, &w);
       work_drain(&w);
-      for (unsigned i = 0; i < spin && !op; i++) op = mz__mpsc_pop(&p->inbox);
+      uint64_t until = 0;
+      for (unsigned i = 1; !op; i++) {
+        op = mz__mpsc_pop(&p->inbox);
+        if (op || i % 64) continue;
+        uint64_t now = mz__now_ns();
+        if (!until) until = now + spin_ns;
+        else if (now >= until) break;
+      }
       if (!op) {
         if (atomic_load(&p->stop)) break;
         mz__parker_park(&p->park);
