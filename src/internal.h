@@ -375,6 +375,13 @@ struct mz_op {
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 
+/* A task op's task, without a load: new_task (graph/graph.c) puts the task
+ * right after its op, so a pass over a run's tasks need not touch the
+ * op's cache line to find them.  op must be a task op. */
+static inline struct mz__task *mz__task_of(const struct mz_op *op) {
+  return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 
 struct mz_graph {

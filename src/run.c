@@ -22,7 +22,7 @@ struct mz__reaper {
 static void release_execs(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   for (size_t i = 0; i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+    struct mz__task *t = mz__task_of(r->tasks[i]);
     if (t->queue < 0) continue;
     struct mz_device *dev = rt->queues[t->queue]->dev;
     if (dev->ops->release_exec) dev->ops->release_exec(&t->exec);
@@ -106,14 +106,14 @@ static void run_idle(mz_runtime *rt) {
 /* Drop r's hazard records on b: its last writer, its readers, a pending
  * fetch into device memory.  rt->lock is held. */
 static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
-  if (b->last_writer && b->last_writer->t->run == r) b->last_writer = NULL;
+  if (b->last_writer && mz__task_of(b->last_writer)->run == r) b->last_writer = NULL;
   mz__spin_lock(&b->lock);
   for (unsigned k = 1; k < rt->nmem; k++)
-    if (b->copies[k].fetcher && b->copies[k].fetcher->node->t->run == r) b->copies[k].fetcher = NULL;
+    if (b->copies[k].fetcher && mz__task_of(b->copies[k].fetcher->node)->run == r) b->copies[k].fetcher = NULL;
   mz__spin_unlock(&b->lock);
   unsigned k = 0;
   for (unsigned j = 0; j < b->nreaders; j++)
-    if (b->readers[j]->t->run != r) b->readers[k++] = b->readers[j];
+    if (mz__task_of(b->readers[j])->run != r) b->readers[k++] = b->readers[j];
   b->nreaders = k;
 }
 
@@ -131,7 +131,7 @@ void mz__run_complete(struct mz__run *r) {
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
   for (size_t i = 0; i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+    struct mz__task *t = mz__task_of(r->tasks[i]);
     t->mark = 0;
     if (cpu_only) {
       if (__builtin_expect(t->exec.message != NULL, 0)) {
@@ -195,7 +195,7 @@ void mz__run_complete(struct mz__run *r) {
   }
   if (!device_work && !cpu_only) {
     for (size_t i = 0; i < r->ntasks; i++) {
-      struct mz__exec *e = &r->tasks[i]->t->exec;
+      struct mz__exec *e = &mz__task_of(r->tasks[i])->exec;
       if (__builtin_expect(e->message != NULL, 0)) {
         free(e->message);
         e->message = NULL;
@@ -213,7 +213,7 @@ void mz__run_unref(struct mz__run *r) {
   pthread_mutex_lock(&rt->lock);
   /* A later run of the graph may have taken the task over. */
   for (size_t i = 0; i < r->ntasks; i++)
-    if (r->tasks[i]->t->run == r) r->tasks[i]->t->run = NULL;
+    if (mz__task_of(r->tasks[i])->run == r) mz__task_of(r->tasks[i])->run = NULL;
   if (r->fprev) r->fprev->fnext = r->fnext;
   else if (rt->futures == r) rt->futures = r->fnext;
   if (r->fnext) r->fnext->fprev = r->fprev;
@@ -244,7 +244,7 @@ void mz__run_unref(struct mz__run *r) {
 static bool off_host(const struct mz__run *r) {
   const mz_runtime *rt = r->rt;
   for (size_t i = 0; i < r->ntasks; i++) {
-    const struct mz__task *t = r->tasks[i]->t;
+    const struct mz__task *t = mz__task_of(r->tasks[i]);
     if (atomic_load_explicit(&t->state, memory_order_acquire) == MZ__T_DONE) continue;
     int q = __atomic_load_n(&t->queue, __ATOMIC_RELAXED);
     if (q < 0 || rt->queues[q]->dev->info.unified_memory) return false;
