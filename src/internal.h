@@ -298,6 +298,10 @@ struct mz__task {
   bool deferred, fixed, host_wait;
   bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
   bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  /* Planned in this run (plan_exec): its exec's times and copies are this
+   * run's; a node that ends unplanned has them cleared by finish. */
+  bool planned;
+  bool plan_times;            /* plan_start/plan_end set (mz_task_set_expected_times) */
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
