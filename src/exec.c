@@ -30,7 +30,7 @@ enum { W_PLACE, W_READY };
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
   size_t n, cap;
-  /* Ready nodes for the CPU workers' pool, linked through mz_op.next (a
+  /* Ready nodes for the CPU workers' pool, linked through their tasks (mz__op_next: a
    * shared node is in no inbox), handed over together when the list is
    * drained: one hand-off per cascade, and no allocation. */
   mz_op *sh_head, *sh_tail;
@@ -53,8 +53,8 @@ static void work_init(struct work *w) {
 #define SHARE_BURST 64
 
 static void work_share(struct work *w, mz_runtime *rt, mz_op *op) {
-  atomic_store_explicit(&op->next, NULL, memory_order_relaxed);
-  if (w->sh_tail) atomic_store_explicit(&w->sh_tail->next, op, memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(op), NULL, memory_order_relaxed);
+  if (w->sh_tail) atomic_store_explicit(mz__op_next(w->sh_tail), op, memory_order_relaxed);
   else w->sh_head = op;
   w->sh_tail = op;
   w->shdev = rt->share_dev;
@@ -677,7 +677,7 @@ int mz__exec_prepare(struct mz__exec *e) {
 
 struct mz__proxy {
   struct mz__mpsc inbox;
-  struct mz_op stub;
+  struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
@@ -1260,7 +1260,7 @@ int mz__proxy_start(struct mz_device *dev) {
   struct mz__proxy *p = calloc(1, sizeof *p);
   if (!p) return MZ_ENOMEM;
   p->dev = dev;
-  mz__mpsc_init(&p->inbox, &p->stub);
+  mz__mpsc_init(&p->inbox, &p->stub.op);
   mz__parker_init(&p->park);
   if (pthread_create(&p->thread, NULL, proxy_main, p)) {
     mz__parker_fini(&p->park);

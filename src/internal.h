@@ -322,6 +322,9 @@ struct mz__task {
   uint32_t ngates;
   struct mz__run *run;
   mz_kernel *kernel;          /* apply */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
   struct mz__succs succs;
   uintptr_t policy_word;
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
@@ -359,7 +362,6 @@ struct mz_op {
   mz_graph *g;
   struct mz__task *t;         /* NULL for values, scalars and tuples */
   const char *name;
-  _Atomic(struct mz_op *) next; /* MPSC link */
   uint32_t id;
   uint8_t kind;
   union {
@@ -385,6 +387,18 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
 }
+
+/* The link of task op: queues and lists of tasks are linked through the
+ * task's first lines, not its op's. */
+static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
+ * room after it, since the link is in the task. */
+struct mz__stub {
+  struct mz_op op;
+  struct mz__task t;
+};
+_Static_assert(offsetof(struct mz__stub, t) == sizeof(struct mz_op), "a stub's task must follow its op");
 
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 

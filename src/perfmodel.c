@@ -532,7 +532,8 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  return op->t->kernel ? op->t->kernel->spec.name : op->name ? op->name : "host";
+  const mz_kernel *k = mz__task_of(op)->kernel; /* the op's own line only for host work */
+  return k ? k->spec.name : op->name ? op->name : "host";
 }
 
 static bool table_grow(struct mz__perfmodel *pm) {
@@ -625,7 +626,7 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   const char *name = task_model_name(op);
   /* The bucket is kept in the task (pm_key1): the sum over its buffers
    * costs more than the rest of a skipped sample. */
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   int key = t->pm_key1 - 1;
   if (__builtin_expect(key < 0, 0)) {
     key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
