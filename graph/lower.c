@@ -349,7 +349,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
     t->mark = stamp;
     struct mz__succs *sc = &t->succs;
     if (sc->heap) free(sc->v);
-    sc->heap = false;
+    sc->heap = 0;
     sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
     sc->cap = t->nsucc_run ? t->nsucc_run : 2;
     sc->n = t->nsucc_run;

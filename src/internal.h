@@ -267,8 +267,9 @@ struct mz__access {
  * when the run is scheduled), or malloc'd once a later run adds edges to
  * it (heap). */
 struct mz__succs {
-  unsigned n, cap;
-  bool heap;
+  unsigned n;
+  unsigned cap : 31;          /* a run's edges are counted in 32 bits */
+  unsigned heap : 1;
   struct mz_op **v;
   struct mz_op *inl[2];
 };
@@ -280,8 +281,8 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   if (!v) return false;
   if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
   s->v = v;
-  s->cap = cap;
-  s->heap = true;
+  s->cap = cap & 0x7fffffffu;
+  s->heap = 1;
   return true;
 }
 
@@ -320,6 +321,7 @@ struct mz__task {
    * each run's start, each released once by mz__task_ungate; a gated task
    * always waits on the host (it is never submitted behind a predecessor). */
   uint32_t ngates;
+  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   struct mz__run *run;
   mz_kernel *kernel;          /* apply */
   /* The link of the queue or list the task waits in (a device's inbox, the
@@ -344,7 +346,7 @@ struct mz__task {
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart). */
   uint32_t nbdata;
-  unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
+
   mz_arg *values;             /* per param: scalar values (buffers: unused) */
   mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
