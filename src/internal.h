@@ -387,6 +387,17 @@ static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
 }
 
+/* The node whose task holds exec e (every exec is a task's). */
+static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
+  return (struct mz_op *)(void *)((char *)(uintptr_t)e - offsetof(struct mz__task, exec) - sizeof(struct mz_op));
+}
+
+/* e's reads back into host memory (struct mz__exec): after its transfers,
+ * one slot per access; NULL when the runtime has host memory only. */
+static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
+  return e->xfers ? e->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
+}
+
 /* The link of task op: queues and lists of tasks are linked through the
  * task's first lines, not its op's. */
 static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }

@@ -109,7 +109,7 @@ static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
   if (b->last_writer && mz__task_of(b->last_writer)->run == r) b->last_writer = NULL;
   mz__spin_lock(&b->lock);
   for (unsigned k = 1; k < rt->nmem; k++)
-    if (b->copies[k].fetcher && mz__task_of(b->copies[k].fetcher->node)->run == r) b->copies[k].fetcher = NULL;
+    if (b->copies[k].fetcher && mz__task_of(mz__exec_node(b->copies[k].fetcher))->run == r) b->copies[k].fetcher = NULL;
   mz__spin_unlock(&b->lock);
   unsigned k = 0;
   for (unsigned j = 0; j < b->nreaders; j++)
