@@ -779,6 +779,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
 linked:
+  r->lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
   r->prev = NULL;
   r->next = rt->runs;
   if (rt->runs) rt->runs->prev = r;

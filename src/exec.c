@@ -1102,10 +1102,14 @@ static void run_start(struct mz__run *r) {
              mz__policy_shares(rt->pol[r->policy]);
   size_t nshared = 0;
   /* The answer depends on the kernel alone: asked once per run of equal
-   * kernels (a graph's nodes mostly come in such runs). */
+   * kernels (a graph's nodes mostly come in such runs).  Not asked at all
+   * when the last run of the same tasks shared them all (struct
+   * mz__lowered.all_shared): one pass over the tasks fewer. */
   const mz_kernel *pk = NULL;
   bool psh = false, asked = false;
-  for (size_t i = 0; r->share && i < r->ntasks; i++) {
+  bool known = r->share && !r->devok && r->lw && r->lw->all_shared;
+  if (known) nshared = r->ntasks;
+  for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (!asked || t->kernel != pk) {
       psh = shareable(rt, r, t);
@@ -1117,6 +1121,8 @@ static void run_start(struct mz__run *r) {
   }
   for (size_t i = 0; !r->share && i < r->ntasks; i++) mz__task_of(r->tasks[i])->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;
+  if (r->lw) r->lw->all_shared = r->all_shared && !r->devok;
+  r->lw = NULL;
   if (r->all_shared) {
     /* No node is placed: open every gate; the sources are ready now, and
      * handed over in bursts as they are found.  From the first burst on,

@@ -480,6 +480,11 @@ struct mz_graph {
     } *bufs;
     size_t nbufs;
     struct mz__arena frozen;
+    /* The last run of these tasks gave every one to the CPU workers with
+     * every device allowed (run_start): their shared flags are still set,
+     * and stay right, since a device's death only adds nodes that only
+     * the CPU can run.  Cleared by any run of them that decides otherwise. */
+    bool all_shared;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
