@@ -1071,6 +1071,13 @@ static void hold_all(mz_runtime *rt, bool on) {
     if (mz__devtypes[i]->hold) mz__devtypes[i]->hold(rt, on);
 }
 
+bool mz__run_may_share(const struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
+  const struct mz_device *sd = rt->share_dev;
+  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
+         mz__policy_shares(rt->pol[r->policy]);
+}
+
 void mz__run_start(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   hold_all(rt, true);
@@ -1097,9 +1104,20 @@ static void run_start(struct mz__run *r) {
    * (no select call, no queue chosen ahead).  Not with injected faults,
    * which can kill the CPU device (a node is then placed again). */
   mz_runtime *rt = r->rt;
-  struct mz_device *sd = rt->share_dev;
-  r->share = sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
-             mz__policy_shares(rt->pol[r->policy]);
+  if (r->gates_open) {
+    /* Replayed with every task shared and its gate open (graph/lower.c,
+     * replay): release the sources.  The first may end the run; the list
+     * is the graph's, which lives on. */
+    struct mz__lowered *lw = r->lw;
+    r->lw = NULL;
+    r->share = r->all_shared = true;
+    mz_op **src = lw->sources;
+    size_t ns = lw->nsources;
+    for (size_t i = 0; i < ns; i++) ready(src[i], &w);
+    work_drain(&w);
+    return;
+  }
+  r->share = mz__run_may_share(r);
   size_t nshared = 0;
   /* The answer depends on the kernel alone: asked once per run of equal
    * kernels (a graph's nodes mostly come in such runs).  Not asked at all
