@@ -209,6 +209,7 @@ static void runtime_free(mz_runtime *rt) {
   for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     mz__proxy_free(dev);
+    for (unsigned q = 0; q < dev->nqueues; q++) free(dev->queues[q].pend);
     free(dev->queues);
     free(dev);
   }

@@ -499,7 +499,7 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
   mz_runtime_destroy(rt);
   const size_t bytes = n * sizeof(uint32_t);
   const uint64_t limits[] = {64 * bytes, 15 * bytes, 8 * bytes, 5 * bytes, 4 * bytes, 3 * bytes, 2 * bytes, bytes};
-  const char *policies[] = {"eager", "dmda", "round-robin", "heft"}; /* heft: its plan order, too */
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "dmdas"}; /* heft: its plan order, dmdas: its pick */
   unsigned ok = 0, enomem = 0;
   uint64_t max_ev = 0, evictions = 0, writebacks = 0, waits = 0;
   for (unsigned p = 0; p < sizeof policies / sizeof *policies; p++)
@@ -632,7 +632,7 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   OK(rt, mz__faults_set(rt, NULL));
   if (kind < MZ__FAULT_KINDS) OK(rt, mz__fault_arm(rt, kind, k));
   else if (kind == MZ__FAULT_KINDS) OK(rt, mz__fault_kill(rt, victim, k));
-  static const char *const pols[] = {"eager", "round-robin", "ws", "dmda", "heft", "single", "pin"};
+  static const char *const pols[] = {"eager", "round-robin", "ws", "dmda", "heft", "single", "pin", "dmdas"};
   const char *pol = pols[below(&s, sizeof pols / sizeof *pols)];
   /* A quarter of the runs cap the devices' memory at 3 to 8 buffers: a
    * node needs at most 3, so they must still succeed, through evictions. */
@@ -760,8 +760,8 @@ static bool random_dag_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   uint64_t k = 1 + below(&s, (unsigned)d->nodes);
   if (kind < MZ__FAULT_KINDS) OK(rt, mz__fault_arm(rt, kind, k));
   else OK(rt, mz__fault_kill(rt, 1 + below(&s, mz_runtime_device_count(rt) - 1), k));
-  static const char *const pols[] = {"eager", "ws", "dmda", "heft"};
-  const char *pol = pols[below(&s, 4)];
+  static const char *const pols[] = {"eager", "ws", "dmda", "heft", "dmdas"};
+  const char *pol = pols[below(&s, sizeof pols / sizeof *pols)];
   mz_future *f;
   OK(rt, mz_schedule(d->g, d->root, pol, &f));
   tl->futures++;
