@@ -342,12 +342,16 @@ static void share(mz_op *op, struct work *w);
 
 /* How many nodes such a queue holds submitted and unfinished: one where the
  * device runs nodes on the thread that ends them (a CPU worker, the
- * simulator), which then submits the next with no gap; two where a
- * submission thread or a copy engine stands between, so that the next
- * node's submission and input copies overlap the current node. */
+ * simulator), which then submits the next with no gap; two behind a
+ * submission thread, so that the next node's submission overlaps the
+ * current node; PICK_PREFETCH on a device with a copy engine, whose copies
+ * start at submission: a shallower window starves the engine (in
+ * mz-bench-sched --quick, dmdas's mean SLR was 3.54 with two, 3.42 with
+ * four, 3.38 with eight or more, and dmda's 3.39). */
+#define PICK_PREFETCH 8
 static unsigned pick_window(const struct mz__queue *Q) {
   const struct mz_device *d = Q->dev;
-  return d->ops->inline_submit && !d->copy_engine ? 1 : 2;
+  return d->copy_engine ? PICK_PREFETCH : d->ops->inline_submit ? 1 : 2;
 }
 
 /* Hand Q's pending nodes to Q while it has free slots, in the order the
@@ -360,12 +364,12 @@ static unsigned pick_window(const struct mz__queue *Q) {
  * the other's write. */
 static void pick_drain(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
   unsigned win = pick_window(Q);
-  mz_op *out[2]; /* the window's worth at most, in picked order */
+  mz_op *out[PICK_PREFETCH]; /* the window's worth at most, in picked order */
   unsigned nout = 0;
   mz__spin_lock(&Q->pend_lock);
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
   unsigned busy = atomic_load(&Q->backlog);
-  while (n && busy < win && nout < 2) { /* a drop meanwhile: its thread drains too */
+  while (n && busy < win && nout < PICK_PREFETCH) { /* a drop meanwhile: its thread drains too */
     unsigned pi = Q->pend[0]->t->run->policy, k = 0;
     bool same = true, bad = false;
     for (unsigned i = 1; i < n && same; i++) same = Q->pend[i]->t->run->policy == pi;

@@ -96,12 +96,12 @@ struct mz_policy_ops {
   /* Order queue q.  Optional.  With pick, a node of this policy's runs
    * that is placed on a queue (by select or plan) waits until every
    * predecessor has finished, then joins q's pending list, in arrival
-   * order; whenever q has a free slot (one node submitted and unfinished
-   * on a queue whose device runs nodes on the calling thread, such as a
-   * CPU worker; two where a submission thread or a copy engine stands
-   * between, so the next node's submission and copies overlap the current
-   * node), the runtime calls pick with the pending list and submits the
-   * node at the returned index.  Every node passes through pick, also one
+   * order; whenever q has a free slot (q holds one node submitted and
+   * unfinished where its device runs nodes on the thread that ends them,
+   * such as a CPU worker; two behind a submission thread; eight where the
+   * device has a copy engine, whose copies start at submission), the
+   * runtime calls pick with the pending list and submits the node at the
+   * returned index.  Every node passes through pick, also one
    * that finds q idle (then n may be 1).  Without pick, a placed node is
    * submitted at once and q runs nodes in placement order.
    * Thread: any runtime thread, as select; pick calls for one queue never
