@@ -311,7 +311,7 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
-  struct mz__task *t = (struct mz__task *)(op + 1);
+  struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
   op->t = t;
   op->name = name;
   t->nparams = np;

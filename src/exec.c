@@ -116,7 +116,7 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
   int expected = 0;
   if (atomic_compare_exchange_strong(&r->status, &expected, code)) {
     if (op) {
-      int q = op->t->queue;
+      int q = mz__task_of(op)->queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
       snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, op->name, dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
@@ -133,13 +133,13 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   if (q >= rt->nq) return false;
   struct mz_device *dev = rt->queues[q]->dev;
   if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
-  const mz_kernel *k = op->t->kernel;
+  const mz_kernel *k = mz__task_of(op)->kernel;
   /* Host work (host nodes, partition, unpartition) runs where host memory
    * is the device's memory and a worker runs it: capabilities, not kinds. */
   if (!k) return dev->ops->host_memory && dev->ops->inline_submit;
   /* A run on a subset of the devices (mz_graph_run_with) limits kernels;
    * host work still runs where host memory is. */
-  const struct mz__run *r = op->t->run;
+  const struct mz__run *r = mz__task_of(op)->run;
   if (r && r->devok && !r->devok[dev->info.index]) return false;
   return dev->kernels && dev->ops->can_run(dev, k);
 }
@@ -169,7 +169,7 @@ static bool queue_dead(const mz_runtime *rt, int q) {
 /* Ask the policy; returns a valid queue, MZ_POLICY_DEFER, or a negative
  * error with a message in *why. */
 static int choose(mz_op *op, bool ready, const char **why) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (t->fixed) {
@@ -212,11 +212,11 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted);
 /* Plan order (mz_task_set_after): op is placed (or will never be), so the
  * task planned after it on its queue may be placed.  Exactly once. */
 static void plan_release_to(mz_op *s, struct work *w) {
-  if (s && atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+  if (s && atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
 }
 
 static void plan_release(mz_op *op, struct work *w) {
-  plan_release_to(__atomic_exchange_n(&op->t->plan_next, NULL, __ATOMIC_ACQ_REL), w);
+  plan_release_to(__atomic_exchange_n(&mz__task_of(op)->plan_next, NULL, __ATOMIC_ACQ_REL), w);
 }
 
 /* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
@@ -246,12 +246,12 @@ static bool alias_wait(const struct mz__task *t) {
 }
 
 static void release_gate(mz_op *op, struct work *w) {
-  if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
+  if (atomic_fetch_sub_explicit(&mz__task_of(op)->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
 }
 
 /* unsub reached zero: every predecessor in the run is queued or done. */
 static void place(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   /* Cancel once the predecessors are done; a shared node is handed to the
@@ -295,15 +295,15 @@ static void place(mz_op *op, struct work *w) {
   bool device_side = t->ngates == 0 && !rt->pol_pick[r->policy];
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
     mz_op *p = t->preds[i];
-    int s = atomic_load_explicit(&p->t->state, memory_order_acquire);
+    int s = atomic_load_explicit(&mz__task_of(p)->state, memory_order_acquire);
     if (s == MZ__T_DONE) continue;
-    if (p->t->run != r) {
+    if (mz__task_of(p)->run != r) {
       device_side = false;
       break;
     }
-    int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
+    int pq = __atomic_load_n(&mz__task_of(p)->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     /* In-order queue, unless p ends after its function returns. */
-    if (pq == q && !(p->t->kernel && p->t->kernel->async)) continue;
+    if (pq == q && !(mz__task_of(p)->kernel && mz__task_of(p)->kernel->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
       device_side = false;
       break;
@@ -321,7 +321,7 @@ static void place(mz_op *op, struct work *w) {
     bool planned = s >= MZ__T_FLUSHED || (P->dev->ops->inline_submit && !P->dev->ops->host_memory);
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
         (same_dev || (planned && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
-      t->exec.waits[nw++] = &p->t->exec;
+      t->exec.waits[nw++] = &mz__task_of(p)->exec;
       continue;
     }
     device_side = false;
@@ -370,9 +370,9 @@ static void pick_drain(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
   unsigned busy = atomic_load(&Q->backlog);
   while (n && busy < win && nout < PICK_PREFETCH) { /* a drop meanwhile: its thread drains too */
-    unsigned pi = Q->pend[0]->t->run->policy, k = 0;
+    unsigned pi = mz__task_of(Q->pend[0])->run->policy, k = 0;
     bool same = true, bad = false;
-    for (unsigned i = 1; i < n && same; i++) same = Q->pend[i]->t->run->policy == pi;
+    for (unsigned i = 1; i < n && same; i++) same = mz__task_of(Q->pend[i])->run->policy == pi;
     if (same && rt->pol_pick[pi]) {
       k = rt->pol_pick[pi](rt->pol_state[pi], &rt->sched, Q->index, (mz_task *const *)Q->pend, n);
       if (k >= n) {
@@ -412,7 +412,7 @@ static void pick_later(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
 /* A ready node placed on queue q by a policy with pick: into q's pending
  * list, then to q if a slot is free. */
 static void pend(mz_op *op, unsigned q, struct work *w) {
-  mz_runtime *rt = op->t->run->rt;
+  mz_runtime *rt = mz__task_of(op)->run->rt;
   struct mz__queue *Q = rt->queues[q];
   mz__spin_lock(&Q->pend_lock);
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
@@ -440,7 +440,7 @@ static inline void pick_after_drop(mz_runtime *rt, struct mz__queue *Q, struct w
 
 /* Every predecessor finished (host-side path). */
 static void ready(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
     finish(op, MZ_ECANCELED, NULL, w);
     return;
@@ -491,7 +491,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     /* The transfer may not have run yet.  Wait for it on the device when the
      * device can (same run: its event lives until the run ends), else copy
      * again: the same bytes, from a copy that stays valid until we finish. */
-    if (ft->run == e->node->t->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
+    if (ft->run == mz__task_of(e->node)->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
       bool have = false;
       for (unsigned i = 0; i < e->nwait && !have; i++) have = e->waits[i] == f;
       if (!have) e->waits[e->nwait++] = f;
@@ -515,7 +515,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     for (unsigned k = 1; k < rt->nmem && !src; k++) {
       const struct mz__copy *ck = &b->copies[k];
       if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
+      if (ck->fetcher && atomic_load_explicit(&mz__task_of(ck->fetcher->node)->state, memory_order_acquire) != MZ__T_DONE)
         continue;
       src = k;
     }
@@ -560,7 +560,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
  * submission keeps a reader on one worker from trusting a host copy that
  * another worker has planned but not yet fetched. */
 static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   struct mz_device *dev = Q->dev;
@@ -753,7 +753,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
  * predictable branch when all are off), and a plan that fails leaves no
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
-  mz_runtime *rt = op->t->run->rt;
+  mz_runtime *rt = mz__task_of(op)->run->rt;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
    * was, so it skips that check (the limits are on wherever a runtime has
@@ -763,7 +763,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     if (rc) return rc;
   }
   int rc = plan_exec_body(op, Q, why, log);
-  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&op->t->exec);
+  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&mz__task_of(op)->exec);
   return rc;
 }
 
@@ -792,7 +792,7 @@ struct mz__proxy {
 
 /* counted: pick_drain has added op to Q's backlog already. */
 static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   struct mz__queue *Q = rt->queues[q];
@@ -847,7 +847,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
   mz__spin_lock(&t->lock);
   for (unsigned i = 0; i < nsucc; i++) {
     mz_op *s = t->succs.v[i];
-    if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+    if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
   }
   mz__spin_unlock(&t->lock);
 }
@@ -855,7 +855,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
 /* A ready node for the CPU workers' pool: no policy call, no queue yet
  * (the worker that takes it sets it); handed over when w is drained. */
 static void share(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   /* Read before the hand-off, as in submit(). */
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
@@ -866,7 +866,7 @@ static void share(mz_op *op, struct work *w) {
     mz__spin_lock(&t->lock);
     for (unsigned i = 0; i < nsucc; i++) {
       mz_op *s = t->succs.v[i];
-      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+      if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }
     mz__spin_unlock(&t->lock);
   }
@@ -880,7 +880,7 @@ static void share(mz_op *op, struct work *w) {
 
 /* Back to the host-side path: submitted once every predecessor is done. */
 static void resume(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   if (t->host_wait) {
     work_push(w, op, W_READY); /* came through ready(): its predecessors are done */
   } else {
@@ -893,7 +893,7 @@ static void resume(mz_op *op, struct work *w) {
  * predecessor taken back, no memory yet): undo its hand-off to the queue.
  * It keeps its successors (released by its first submit, never again). */
 static void demote(mz_op *op, int why, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   mz_runtime *rt = t->run->rt;
   atomic_fetch_sub(&rt->queues[t->queue]->backlog, 1);
   pick_after_drop(rt, rt->queues[t->queue], w);
@@ -918,7 +918,7 @@ static void demote(mz_op *op, int why, struct work *w) {
 }
 
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (__builtin_expect(status <= MZ__ERETRY, 0)) { /* not an end, see demote */
@@ -1026,7 +1026,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (status < 0)
     for (unsigned i = 0; i < t->succs.n; i++) {
       mz_op *s = t->succs.v[i];
-      if (s->t->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
+      if (mz__task_of(s)->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&mz__task_of(s)->pred_failed, true, memory_order_release);
     }
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
@@ -1044,7 +1044,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   /* The successor list is frozen now: registrants check DONE under the lock. */
   for (unsigned i = 0; i < t->succs.n; i++) {
     mz_op *s = t->succs.v[i];
-    if (atomic_fetch_sub_explicit(&s->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
+    if (atomic_fetch_sub_explicit(&mz__task_of(s)->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
   }
   plan_release(op, w);
   /* A task that never reached a queue still holds its successors' unsub
@@ -1052,7 +1052,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (!was_queued && !r->all_shared && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
     for (unsigned i = 0; i < t->nsucc_run; i++) {
       mz_op *s = t->succs.v[i];
-      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+      if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }
   }
   if (acct) acct->done++;
@@ -1081,7 +1081,7 @@ static void work_drain(struct work *w) {
       switch (w->v[w->n].what) {
       case W_PLACE: place(op, w); break;
       case W_READY: ready(op, w); break;
-      case W_SUBMIT: submit(op, (unsigned)op->t->queue, w, true); break;
+      case W_SUBMIT: submit(op, (unsigned)mz__task_of(op)->queue, w, true); break;
       default: finish(op, MZ_EPOLICY, "the policy's pick returned no pending node", w); break;
       }
     }
@@ -1108,7 +1108,7 @@ void mz__task_finish(mz_op *op, int status) {
 void mz__task_ungate(mz_op *op, bool failed) {
   int saved = mz__in_runtime_thread;
   mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
-  if (failed) atomic_store_explicit(&op->t->pred_failed, true, memory_order_release);
+  if (failed) atomic_store_explicit(&mz__task_of(op)->pred_failed, true, memory_order_release);
   struct work w;
   work_init(&w);
   release_gate(op, &w);
@@ -1123,8 +1123,8 @@ void mz__batch_done(struct mz__batch *b) {
   work_init(&w);
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
-  bool own = n && b != &ex[0]->node->t->b1;
-  if (n) atomic_fetch_add_explicit(&ex[0]->node->t->run->st_callbacks, 1, memory_order_relaxed);
+  bool own = n && b != &mz__task_of(ex[0]->node)->b1;
+  if (n) atomic_fetch_add_explicit(&mz__task_of(ex[0]->node)->run->st_callbacks, 1, memory_order_relaxed);
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
     finish(e->node, e->status, e->message, &w);
@@ -1181,7 +1181,7 @@ static void run_start(struct mz__run *r) {
   }
   if (st < 0) {
     for (size_t i = 0; i < r->ntasks; i++) {
-      atomic_store(&r->tasks[i]->t->pred_failed, true);
+      atomic_store(&mz__task_of(r->tasks[i])->pred_failed, true);
     }
   }
   /* Nodes only the CPU can run, under a policy that would put them on any
@@ -1198,7 +1198,7 @@ static void run_start(struct mz__run *r) {
   const mz_kernel *pk = NULL;
   bool psh = false, asked = false;
   for (size_t i = 0; r->share && i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+    struct mz__task *t = mz__task_of(r->tasks[i]);
     if (!asked || t->kernel != pk) {
       psh = shareable(rt, r, t);
       pk = t->kernel;
@@ -1207,7 +1207,7 @@ static void run_start(struct mz__run *r) {
     t->shared = psh;
     nshared += psh;
   }
-  for (size_t i = 0; !r->share && i < r->ntasks; i++) r->tasks[i]->t->shared = false;
+  for (size_t i = 0; !r->share && i < r->ntasks; i++) mz__task_of(r->tasks[i])->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;
   if (r->all_shared) {
     /* No node is placed: open every gate; the sources are ready now, and
@@ -1219,15 +1219,15 @@ static void run_start(struct mz__run *r) {
     size_t n = r->ntasks;
     for (size_t i = 0; i < n; i++) {
       mz_op *op = tasks[i];
-      op->t->host_wait = true;
-      if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
+      mz__task_of(op)->host_wait = true;
+      if (atomic_fetch_sub_explicit(&mz__task_of(op)->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
     }
     work_drain(&w);
     return;
   }
   /* Tasks with no predecessor in the run, in topological order. */
   for (size_t i = 0; i < r->ntasks; i++)
-    if (atomic_load_explicit(&r->tasks[i]->t->unsub, memory_order_acquire) == 0) work_push(&w, r->tasks[i], W_PLACE);
+    if (atomic_load_explicit(&mz__task_of(r->tasks[i])->unsub, memory_order_acquire) == 0) work_push(&w, r->tasks[i], W_PLACE);
   /* Place in topological order: the work list is a stack, so reverse. */
   for (size_t i = 0, j = w.n ? w.n - 1 : 0; i < j; i++, j--) {
     mz_op *tmp = w.v[i].op;
@@ -1244,7 +1244,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (!b) return;
   *bp = NULL;
   struct mz__queue *Q = b->queue;
-  struct mz__run *r0 = b->execs[0]->node->t->run;
+  struct mz__run *r0 = mz__task_of(b->execs[0]->node)->run;
   atomic_fetch_add_explicit(&r0->st_batches, 1, memory_order_relaxed);
   unsigned n = b->n;
   /* Mark flushed before the device can complete them; the CAS keeps a
@@ -1257,7 +1257,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   }
   for (unsigned i = 0; ops && i < n; i++) {
     ops[i] = b->execs[i]->node;
-    runs[i] = ops[i]->t->run; /* keep the nodes alive past a fast callback */
+    runs[i] = mz__task_of(ops[i])->run; /* keep the nodes alive past a fast callback */
     atomic_fetch_add(&runs[i]->refs, 1);
   }
   mz_runtime *rt = Q->dev->rt;
@@ -1273,7 +1273,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   } else if (ops) {
     for (unsigned i = 0; i < n; i++) {
       uint8_t exp = MZ__T_QUEUED;
-      atomic_compare_exchange_strong(&ops[i]->t->state, &exp, MZ__T_FLUSHED);
+      atomic_compare_exchange_strong(&mz__task_of(ops[i])->state, &exp, MZ__T_FLUSHED);
     }
   }
   for (unsigned i = 0; ops && i < n; i++) mz__run_unref(runs[i]);
@@ -1286,7 +1286,12 @@ static void *proxy_main(void *arg) {
   mz__in_runtime_thread = 1;
   struct mz__batch *b = NULL;
   unsigned cap = 0;
-  const unsigned spin = 4000; /* polls before parking (no pause: submission latency) */
+  /* Polls before parking, for as long as an idle CPU worker spins (the
+   * runtime's spin setting): a program that submits one op at a time (a
+   * canned gemm, then a wait) finds the thread awake, not parked behind a
+   * wake-up that costs tens of microseconds in a VM.  No pause between
+   * polls: submission latency. */
+  const uint64_t spin_ns = (uint64_t)p->dev->rt->spin * 1000u;
   for (;;) {
     mz_op *op = mz__mpsc_pop(&p->inbox);
     if (!op) {
@@ -1294,14 +1299,21 @@ static void *proxy_main(void *arg) {
       work_init(&w);
       proxy_flush(p, &b, &w);
       work_drain(&w);
-      for (unsigned i = 0; i < spin && !op; i++) op = mz__mpsc_pop(&p->inbox);
+      uint64_t until = 0;
+      for (unsigned i = 1; !op; i++) {
+        op = mz__mpsc_pop(&p->inbox);
+        if (op || i % 64) continue;
+        uint64_t now = mz__now_ns();
+        if (!until) until = now + spin_ns;
+        else if (now >= until) break;
+      }
       if (!op) {
         if (atomic_load(&p->stop)) break;
         mz__parker_park(&p->park);
         continue;
       }
     }
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__task_of(op);
     struct mz__queue *Q = p->dev->rt->queues[t->queue];
     struct work w;
     work_init(&w);

@@ -29,6 +29,9 @@
 #include "mz_config.h"
 
 #define MZ__MAX_POLICIES 32
+/* The default of MZ_WAIT_SPIN_US: how long, in microseconds, a thread
+ * waiting on a run with at most two nodes left spins before it sleeps. */
+#define MZ__WAIT_SPIN_US 50
 
 #include "util.h"
 
@@ -284,64 +287,68 @@ static inline bool mz__succs_room(struct mz__succs *s) {
 
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
-  mz_kernel *kernel;          /* apply */
-  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
-  void *host_user;
+  /* Hot: what every run touches for every task (its start, the workers,
+   * its end), first, so that a pass over a run's tasks touches the same
+   * few cache lines of each; build-time and rarely used fields follow. */
+  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
+  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
+  _Atomic uint8_t state;
+  _Atomic bool pred_failed;
+  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
+  bool deferred, fixed, host_wait;
+  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
+  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  uint8_t color;
+  /* The perf model's size bucket of this task + 1 (0: not known yet); its
+   * buffers never change, so the worker that records a sample first keeps
+   * it (src/perfmodel.c). */
+  uint8_t pm_key1;
+  mz__spin lock;              /* guards state transitions to DONE and succs */
+  int queue;                  /* -1 until placed */
+  int status;
   /* The counts sit together, each array's beside the others', so that no
    * pointer after a count is padded. */
+  unsigned npreds;
+  unsigned nsucc_run;         /* successors in the same run (listed first) */
   unsigned nparams;
   unsigned nacc;
+  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
+   * each run's start, each released once by mz__task_ungate; a gated task
+   * always waits on the host (it is never submitted behind a predecessor). */
+  uint32_t ngates;
+  struct mz__run *run;
+  mz_kernel *kernel;          /* apply */
+  struct mz__succs succs;
+  uintptr_t policy_word;
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
+  struct mz_op **preds;
+  struct mz__access *acc;
+  /* Plan order (mz_task_set_after): this task is placed only once
+   * plan_prev was, and holds one unsub count of plan_next until it is
+   * placed or finishes (released once: exchanged with NULL). */
+  struct mz_op *plan_prev, *plan_next;
+  struct mz__exec exec;
+  /* Warm: CPU submission of a task that is not shared, and scheduling. */
+  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
+  struct mz__exec *b1e[1];
+  uint64_t seen;              /* scratch: predecessor dedup */
+  /* Cold: build time, host work, policies' expectations. */
+  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
+  void *host_user;
   unsigned nbpreds;           /* build-time predecessors: producers of the */
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart). */
   uint32_t nbdata;
   unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
-  unsigned nsucc_run;         /* successors in the same run (listed first) */
-  uint8_t color;
-  /* The perf model's size bucket of this task + 1 (0: not known yet); its
-   * buffers never change, so the worker that records a sample first keeps
-   * it (src/perfmodel.c). */
-  uint8_t pm_key1;
   mz_arg *values;             /* per param: scalar values (buffers: unused) */
   mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
-  struct mz__access *acc;
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
   struct mz_op **xpreds;
-  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
-  uint64_t seen;              /* scratch: predecessor dedup */
-  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
-  struct mz__exec *b1e[1];
   /* An apply's launch: the user's (copied into the graph's arena) or the
    * default (a buffer's dlaunch, or one work item); NULL for host work. */
   const mz_launch *launch;
-  /* run state */
-  struct mz__run *run;
-  _Atomic uint8_t state;
-  mz__spin lock;              /* guards state transitions to DONE and succs */
-  bool deferred, fixed, host_wait;
-  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
-  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
-  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
-  _Atomic bool pred_failed;
-  int queue;                  /* -1 until placed */
-  int status;
-  unsigned npreds;
-  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
-  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
-  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
-   * each run's start, each released once by mz__task_ungate; a gated task
-   * always waits on the host (it is never submitted behind a predecessor). */
-  uint32_t ngates;
-  struct mz_op **preds;
-  struct mz__succs succs;
-  uintptr_t policy_word;
-  struct mz__exec exec;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
-  /* Plan order (mz_task_set_after): this task is placed only once
-   * plan_prev was, and holds one unsub count of plan_next until it is
-   * placed or finishes (released once: exchanged with NULL). */
-  struct mz_op *plan_prev, *plan_next;
 };
 
 struct mz_op {
@@ -367,6 +374,13 @@ struct mz_op {
 #define MZ__OP_HEAD offsetof(struct mz_op, nres)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
+
+/* A task op's task, without a load: new_task (graph/graph.c) puts the task
+ * right after its op, so a pass over a run's tasks need not touch the
+ * op's cache line to find them.  op must be a task op. */
+static inline struct mz__task *mz__task_of(const struct mz_op *op) {
+  return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
 
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 
@@ -485,6 +499,7 @@ struct mz_runtime {
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
+  unsigned wait_spin;          /* us a waiter spins on a run nearly done (MZ_WAIT_SPIN_US) */
   bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP=1; off by default) */
   unsigned ndev, capdev;
   struct mz_device **devs;

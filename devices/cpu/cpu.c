@@ -94,7 +94,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   mz_op *op = e->node;
   int status = MZ_OK;
   char *msg = NULL;
-  if (atomic_load_explicit(&op->t->pred_failed, memory_order_acquire)) {
+  if (atomic_load_explicit(&mz__task_of(op)->pred_failed, memory_order_acquire)) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
@@ -113,8 +113,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       fn = mz__kernel_spec(e->kernel)->cpu.fn;
       user = mz__kernel_spec(e->kernel)->cpu.user;
     } else {
-      fn = op->t->host_fn; /* host work (may be NULL: nothing to run) */
-      user = op->t->host_user;
+      fn = mz__task_of(op)->host_fn; /* host work (may be NULL: nothing to run) */
+      user = mz__task_of(op)->host_user;
     }
     if (fn) {
       mz_arg argv[16];
@@ -287,8 +287,8 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 static void run_taken(struct worker *w, mz_op *op) {
   /* Another run's node may take long: publish the previous run's
    * completions first, so that run is not held open behind it. */
-  if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
-  struct mz__task *t = op->t;
+  if (w->q->acct.run && w->q->acct.run != mz__task_of(op)->run) mz__queue_flush(w->q);
+  struct mz__task *t = mz__task_of(op);
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
     t->exec.queue = w->q;
