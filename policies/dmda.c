@@ -52,6 +52,16 @@
  * devices: too dear at CCR 1, where a spread run on two devices ends at
  * the work bound.)
  *
+ * dmdas (after StarPU's dmdas) places as dmda does and also orders each
+ * queue (policy ABI 2's pick): its plan computes each node's upward rank
+ * (HEFT's priority: the longest expected path from the node to the run's
+ * end, in the high half of the policy word), and when a queue has a free
+ * slot it takes the pending node of highest rank, the oldest on ties, so
+ * the critical path goes first among the ready nodes placed there.  Its
+ * nodes wait in the runtime's pending lists, in no backlog the runtime
+ * knows: select adds what each adds to its queue's finish time to a
+ * per-queue sum of its own, which pick takes down.
+ *
  * Cost per decision: one estimate and one capability check per device
  * class, one transfer estimate per input and memory node, and a pass over
  * the queues with what the state caches (each queue's device and class). */
