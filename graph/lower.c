@@ -296,28 +296,32 @@ static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsi
 }
 
 /* A task joins run r: the per-run state of its last run is reset (its
- * edges and counters are set by the caller). */
-static inline void task_enter(mz_op *op, struct mz__run *r) {
+ * edges and counters are set by the caller).  Only fields on the task's
+ * first lines: its exec's times and copies are reset where it is planned
+ * (plan_exec, src/exec.c), or at its end when it never was (finish).
+ * fresh: the exec's fields that never change (its node, kernel, launch)
+ * are set too; a replayed run's tasks have them from the run it copies. */
+static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   struct mz__task *t = mz__task_of(op);
   t->run = r;
   t->queue = -1;
   t->status = 0;
-  t->deferred = t->fixed = t->host_wait = false;
+  t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   t->policy_word = 0;
-  t->plan_start = t->plan_end = 0;
+  if (__builtin_expect(t->plan_times, 0)) {
+    t->plan_start = t->plan_end = 0;
+    t->plan_times = false;
+  }
   t->plan_prev = t->plan_next = NULL;
   t->plan_after = false;
-  t->exec.node = op;
-  t->exec.nargs = t->nparams;
-  static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
-  t->exec.launch = t->launch ? t->launch : &none;
-  t->exec.kernel = t->kernel;
-  /* No times or copies of an earlier run: a node canceled before it is
-   * planned must not report them (mz_future_timings, observers). */
-  t->exec.t_start = t->exec.t_end = 0;
-  t->exec.nxfer = t->exec.nread = 0;
-  t->exec.observed = r->obs.n > 0;
+  if (fresh) {
+    t->exec.node = op;
+    t->exec.nargs = t->nparams;
+    static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+    t->exec.launch = t->launch ? t->launch : &none;
+    t->exec.kernel = t->kernel;
+  }
 }
 
 /* Whether lw's frozen run still holds all of its edges: no other run has a
@@ -350,7 +354,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
     sc->cap = t->nsucc_run ? t->nsucc_run : 2;
     sc->n = t->nsucc_run;
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
-    task_enter(op, r);
+    task_enter(op, r, false);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
     atomic_store_explicit(&t->unfin, t->npreds + 1 + t->ngates, memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
@@ -729,7 +733,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
-    task_enter(op, r);
+    task_enter(op, r, true);
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {

@@ -195,7 +195,7 @@ struct mz__device_ops {
   int (*submit)(struct mz__queue *q, struct mz__batch *b);
 
   /* Work sharing (optional; the CPU device): take n ready nodes, from
-   * head to tail linked through mz_op.next (the backend may relink them), for
+   * head to tail linked through mz__op_next (the backend may relink them), for
    * whichever queue of dev gets to them first, instead of a queue the
    * policy picked.  The core hands over only nodes no other device could
    * run, under a policy that would have picked any idle queue (eager, ws);

@@ -35,7 +35,7 @@ enum { W_PLACE, W_READY, W_SUBMIT, W_BADPICK };
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
   size_t n, cap;
-  /* Ready nodes for the CPU workers' pool, linked through mz_op.next (a
+  /* Ready nodes for the CPU workers' pool, linked through their tasks (mz__op_next: a
    * shared node is in no inbox), handed over together when the list is
    * drained: one hand-off per cascade, and no allocation. */
   mz_op *sh_head, *sh_tail;
@@ -64,8 +64,8 @@ static void work_init(struct work *w) {
 #define SHARE_BURST 64
 
 static void work_share(struct work *w, mz_runtime *rt, mz_op *op) {
-  atomic_store_explicit(&op->next, NULL, memory_order_relaxed);
-  if (w->sh_tail) atomic_store_explicit(&w->sh_tail->next, op, memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(op), NULL, memory_order_relaxed);
+  if (w->sh_tail) atomic_store_explicit(mz__op_next(w->sh_tail), op, memory_order_relaxed);
   else w->sh_head = op;
   w->sh_tail = op;
   w->shdev = rt->share_dev;
@@ -753,7 +753,16 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
  * predictable branch when all are off), and a plan that fails leaves no
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
-  mz_runtime *rt = mz__task_of(op)->run->rt;
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  /* This run's times and copies from here on (reset here rather than when
+   * the run starts, which then need not touch the exec's lines). */
+  struct mz__exec *e = &t->exec;
+  e->t_start = e->t_end = 0;
+  e->nxfer = e->nread = 0;
+  e->observed = r->obs.n > 0;
+  t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
    * was, so it skips that check (the limits are on wherever a runtime has
@@ -782,7 +791,7 @@ int mz__exec_prepare(struct mz__exec *e) {
 
 struct mz__proxy {
   struct mz__mpsc inbox;
-  struct mz_op stub;
+  struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
@@ -859,7 +868,8 @@ static void share(mz_op *op, struct work *w) {
   struct mz__run *r = t->run;
   /* Read before the hand-off, as in submit(). */
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
-  t->exec.nwait = 0;
+  /* No exec.nwait to clear: the CPU workers wait for nothing on a device
+   * (a node taken back from them is placed again, which sets it). */
   if (__builtin_expect(__atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL, 0)) plan_release(op, w); /* eager and ws set none */
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
@@ -926,6 +936,13 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     return;
   }
   if (status == MZ_OK && atomic_load_explicit(&t->pred_failed, memory_order_acquire)) status = MZ_ECANCELED;
+  /* Never planned in this run (canceled first, or failed to be placed):
+   * no times or copies to report (observers, busy time, perf models), not
+   * an earlier run's. */
+  if (__builtin_expect(!t->planned, 0)) {
+    t->exec.t_start = t->exec.t_end = 0;
+    t->exec.nxfer = t->exec.nread = 0;
+  }
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = NULL;
   if (mz__cur_rt == rt) {
@@ -1371,7 +1388,7 @@ int mz__proxy_start(struct mz_device *dev) {
   struct mz__proxy *p = calloc(1, sizeof *p);
   if (!p) return MZ_ENOMEM;
   p->dev = dev;
-  mz__mpsc_init(&p->inbox, &p->stub);
+  mz__mpsc_init(&p->inbox, &p->stub.op);
   mz__parker_init(&p->park);
   if (pthread_create(&p->thread, NULL, proxy_main, p)) {
     mz__parker_fini(&p->park);

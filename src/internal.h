@@ -298,6 +298,10 @@ struct mz__task {
   bool deferred, fixed, host_wait;
   bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
   bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  /* Planned in this run (plan_exec): its exec's times and copies are this
+   * run's; a node that ends unplanned has them cleared by finish. */
+  bool planned;
+  bool plan_times;            /* plan_start/plan_end set (mz_task_set_expected_times) */
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
@@ -318,6 +322,9 @@ struct mz__task {
   uint32_t ngates;
   struct mz__run *run;
   mz_kernel *kernel;          /* apply */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
   struct mz__succs succs;
   uintptr_t policy_word;
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
@@ -355,7 +362,6 @@ struct mz_op {
   mz_graph *g;
   struct mz__task *t;         /* NULL for values, scalars and tuples */
   const char *name;
-  _Atomic(struct mz_op *) next; /* MPSC link */
   uint32_t id;
   uint8_t kind;
   union {
@@ -381,6 +387,18 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
 }
+
+/* The link of task op: queues and lists of tasks are linked through the
+ * task's first lines, not its op's. */
+static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
+ * room after it, since the link is in the task. */
+struct mz__stub {
+  struct mz_op op;
+  struct mz__task t;
+};
+_Static_assert(offsetof(struct mz__stub, t) == sizeof(struct mz_op), "a stub's task must follow its op");
 
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 

@@ -310,6 +310,7 @@ int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns,
   struct mz__task *k = ((mz_op *)t)->t;
   k->plan_start = start_ns;
   k->plan_end = end_ns;
+  k->plan_times = true;
   return MZ_OK;
 }
 bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }

@@ -50,7 +50,7 @@ struct cpu_dev {
   _Atomic(struct worker *) *workers;
   _Atomic unsigned nidle;       /* workers that said they are idle */
   /* Nodes shared from outside the workers, or too many for one worker's
-   * deque: a FIFO linked through mz_op.next (a shared node is in no inbox),
+   * deque: a FIFO linked through their tasks (mz__op_next: a shared node is in no inbox),
    * so sharing allocates nothing, however many nodes. */
   pthread_mutex_t inj_lock;     /* guards the injection list */
   struct mz_op *inj_head, *inj_tail;
@@ -64,7 +64,7 @@ struct cpu_dev {
 
 struct worker {
   struct mz__mpsc inbox;
-  struct mz_op stub;
+  struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
@@ -207,18 +207,18 @@ static mz_op *take_injected(struct worker *w) {
   if (n > 64) n = 64;
   if (n > cd->inj_n) n = cd->inj_n;
   mz_op *first = cd->inj_head, *last = first;
-  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(&last->next, memory_order_relaxed);
+  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
   if (n) {
-    cd->inj_head = atomic_load_explicit(&last->next, memory_order_relaxed);
+    cd->inj_head = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
     if (!cd->inj_head) cd->inj_tail = NULL;
     cd->inj_n -= n;
   }
   atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
   pthread_mutex_unlock(&cd->inj_lock);
   /* The first runs here; the rest go to this worker's deque. */
-  mz_op *op = n ? atomic_load_explicit(&first->next, memory_order_relaxed) : NULL;
+  mz_op *op = n ? atomic_load_explicit(mz__op_next(first), memory_order_relaxed) : NULL;
   for (size_t i = 1; i < n; i++) {
-    mz_op *nx = i + 1 < n ? atomic_load_explicit(&op->next, memory_order_relaxed) : NULL;
+    mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
     if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
     op = nx;
   }
@@ -413,7 +413,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   if (w) {
     size_t i = 0;
     /* Read each link before the node is visible to others. */
-    mz_op *nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+    mz_op *nx = atomic_load_explicit(mz__op_next(head), memory_order_relaxed);
     if (!w->next) {
       w->next = head;
       head = nx;
@@ -423,7 +423,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
                    atomic_load_explicit(&w->dq.top, memory_order_relaxed);
     size_t pushed = 0;
     for (; i < n && held < LOCAL_MAX; i++, held++, pushed++) {
-      nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+      nx = atomic_load_explicit(mz__op_next(head), memory_order_relaxed);
       if (!mz__deque_push(&w->dq, head)) break;
       head = nx;
     }
@@ -433,7 +433,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   }
   size_t added = n;
   pthread_mutex_lock(&cd->inj_lock);
-  if (cd->inj_tail) atomic_store_explicit(&cd->inj_tail->next, head, memory_order_relaxed);
+  if (cd->inj_tail) atomic_store_explicit(mz__op_next(cd->inj_tail), head, memory_order_relaxed);
   else cd->inj_head = head;
   cd->inj_tail = tail;
   cd->inj_n += added;
@@ -468,7 +468,7 @@ static int cpu_queue_init(struct mz__queue *q) {
     free(w);
     return MZ_ENOMEM;
   }
-  mz__mpsc_init(&w->inbox, &w->stub);
+  mz__mpsc_init(&w->inbox, &w->stub.op);
   mz__parker_init(&w->park);
   q->priv = w;
   if (pthread_create(&w->thread, NULL, worker_main, w)) {
