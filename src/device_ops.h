@@ -191,7 +191,10 @@ struct mz__device_ops {
    * submitted (the core then fails the batch itself; do not call
    * mz__batch_done).  Thread: see the top of this file.  Ownership: the
    * batch belongs to the core; the backend may keep it until it calls
-   * mz__batch_done. */
+   * mz__batch_done, which frees it.  A backend with both host_memory and
+   * inline_submit (the CPU) ends each node with mz__task_finish instead
+   * and must not keep b once submit returns: its one-node batches are on
+   * the caller's stack. */
   int (*submit)(struct mz__queue *q, struct mz__batch *b);
 
   /* Work sharing (optional; the CPU device): take n ready nodes, from

@@ -827,17 +827,37 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
     /* Host-memory devices plan on their worker (see plan_exec). */
     int rc = dev->ops->host_memory ? MZ_OK : plan_exec(op, Q, &why, &log);
     if (rc == MZ_OK) {
-      t->b1.queue = Q;
-      t->b1.n = 1;
-      t->b1e[0] = &t->exec;
-      t->b1.execs = t->b1e;
+      /* A batch of this node alone.  A device with host memory (the CPU)
+       * ends its nodes itself and keeps no batch past submit: one on the
+       * stack.  Another (a simulated device) keeps it until it calls
+       * mz__batch_done, which frees it. */
+      struct mz__exec *one[1] = {&t->exec};
+      struct mz__batch sb = {.queue = Q, .n = 1, .execs = one}, *b = &sb;
+      if (!dev->ops->host_memory) {
+        b = malloc(sizeof *b);
+        struct mz__exec **v = b ? malloc(sizeof *v) : NULL;
+        if (!v) {
+          free(b);
+          b = NULL;
+        } else {
+          v[0] = &t->exec;
+          *b = (struct mz__batch){.queue = Q, .n = 1, .execs = v};
+        }
+      }
       atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
-      if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) {
+      if (!b) {
+        rc = MZ_ENOMEM;
+        why = "no memory for a batch";
+      } else if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) {
         rc = MZ_EDEVICE;
         why = "injected fault: the device refused the submission";
       } else {
-        rc = dev->ops->submit(Q, &t->b1);
+        rc = dev->ops->submit(Q, b);
         if (rc) why = "the device refused the submission";
+      }
+      if (rc && b && b != &sb) {
+        free(b->execs);
+        free(b);
       }
       if (rc) mz__exec_unplan(&t->exec);
     }
@@ -1140,16 +1160,15 @@ void mz__batch_done(struct mz__batch *b) {
   work_init(&w);
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
-  bool own = n && b != &mz__task_of(ex[0]->node)->b1;
   if (n) atomic_fetch_add_explicit(&mz__task_of(ex[0]->node)->run->st_callbacks, 1, memory_order_relaxed);
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
     finish(e->node, e->status, e->message, &w);
   }
-  if (own) {
-    free(ex);
-    free(b);
-  }
+  /* Every batch that ends here was allocated for it (a submission
+   * thread's, or an inline device's one-node batch: see submit). */
+  free(ex);
+  free(b);
   work_drain(&w);
   mz__in_runtime_thread = saved;
 }

@@ -335,9 +335,6 @@ struct mz__task {
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
   struct mz__exec exec;
-  /* Warm: CPU submission of a task that is not shared, and scheduling. */
-  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
-  struct mz__exec *b1e[1];
   uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
   mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
