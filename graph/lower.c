@@ -266,7 +266,6 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
-    t->exec.reads = t->exec.xfers ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
     mem += sz;
   }
@@ -316,7 +315,6 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->plan_prev = t->plan_next = NULL;
   t->plan_after = false;
   if (fresh) {
-    t->exec.node = op;
     t->exec.nargs = t->nparams;
     static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
     t->exec.launch = t->launch ? t->launch : &none;
@@ -349,7 +347,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
     t->mark = stamp;
     struct mz__succs *sc = &t->succs;
     if (sc->heap) free(sc->v);
-    sc->heap = false;
+    sc->heap = 0;
     sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
     sc->cap = t->nsucc_run ? t->nsucc_run : 2;
     sc->n = t->nsucc_run;
@@ -616,7 +614,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
-    t->exec.reads = xb ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;
   }
 
@@ -782,6 +779,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
 linked:
+  r->lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
   r->prev = NULL;
   r->next = rt->runs;
   if (rt->runs) rt->runs->prev = r;

@@ -57,7 +57,8 @@ struct mz__xarg {
 
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
-  struct mz_op *node;
+  /* Its node is not a field: the exec is in the node's task
+   * (mz__exec_node, src/internal.h). */
   struct mz__queue *queue;
   const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
   void *kernel_dev;           /* the backend's prepared kernel for this device */
@@ -76,8 +77,8 @@ struct mz__exec {
   /* Reads back into host memory the core made itself while planning the
    * node (synchronous mem_read calls: a CPU node's stale inputs, or the
    * first leg of a copy between two backends), already done and timed;
-   * src_dev is the device read from.  Backends ignore them. */
-  struct mz__xfer *reads;
+   * src_dev is the device read from; they follow the transfers in the
+   * same array (mz__exec_reads, src/internal.h).  Backends ignore them. */
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */

@@ -475,7 +475,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   struct mz__copy *c = &b->copies[m];
   if (c->alias) {
     /* A read back into the host copy on the way is recorded like any. */
-    struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
     int rc = mz__plan_alias_read(rt, b, m, dev, moved, why, rec);
     if (rec && rec->bytes) e->nread++;
     return rc;
@@ -483,7 +483,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
-    struct mz__task *ft = f->node->t;
+    struct mz__task *ft = mz__exec_node(f)->t;
     if (atomic_load_explicit(&ft->state, memory_order_acquire) == MZ__T_DONE) {
       c->fetcher = NULL;
       return MZ_OK;
@@ -491,7 +491,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     /* The transfer may not have run yet.  Wait for it on the device when the
      * device can (same run: its event lives until the run ends), else copy
      * again: the same bytes, from a copy that stays valid until we finish. */
-    if (ft->run == mz__task_of(e->node)->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
+    if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
       bool have = false;
       for (unsigned i = 0; i < e->nwait && !have; i++) have = e->waits[i] == f;
       if (!have) e->waits[e->nwait++] = f;
@@ -515,7 +515,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     for (unsigned k = 1; k < rt->nmem && !src; k++) {
       const struct mz__copy *ck = &b->copies[k];
       if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&mz__task_of(ck->fetcher->node)->state, memory_order_acquire) != MZ__T_DONE)
+      if (ck->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(ck->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
         continue;
       src = k;
     }
@@ -534,7 +534,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
        * memory.  The producer has finished, since such edges are released
        * on the host (place()). */
       mz__spin_unlock(&b->lock);
-      struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
       int rc = mz__buffer_fetch_host(b, moved, rec);
       if (rec && rec->bytes) e->nread++;
       mz__spin_lock(&b->lock);
@@ -665,7 +665,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
         int rc = mz__buffer_fetch_host(b, &moved, rec);
         if (rec && rec->bytes) e->nread++;
         if (rc) {
@@ -779,7 +779,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
   char *log = NULL;
-  int rc = plan_exec(e->node, e->queue, &why, &log);
+  int rc = plan_exec(mz__exec_node(e), e->queue, &why, &log);
   if (rc) {
     free(e->message);
     e->message = log ? log : strdup(why ? why : mz_strerror(rc));
@@ -1017,7 +1017,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     if (e->nxfer | e->nread) {
       uint64_t bytes = 0;
       for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xfers[i].bytes;
-      for (unsigned i = 0; i < e->nread; i++) bytes += e->reads[i].bytes;
+      for (unsigned i = 0; i < e->nread; i++) bytes += mz__exec_reads(e)[i].bytes;
       atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
     }
@@ -1160,10 +1160,10 @@ void mz__batch_done(struct mz__batch *b) {
   work_init(&w);
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
-  if (n) atomic_fetch_add_explicit(&mz__task_of(ex[0]->node)->run->st_callbacks, 1, memory_order_relaxed);
+  if (n) atomic_fetch_add_explicit(&mz__task_of(mz__exec_node(ex[0]))->run->st_callbacks, 1, memory_order_relaxed);
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
-    finish(e->node, e->status, e->message, &w);
+    finish(mz__exec_node(e), e->status, e->message, &w);
   }
   /* Every batch that ends here was allocated for it (a submission
    * thread's, or an inline device's one-node batch: see submit). */
@@ -1230,10 +1230,14 @@ static void run_start(struct mz__run *r) {
              mz__policy_shares(rt->pol[r->policy]);
   size_t nshared = 0;
   /* The answer depends on the kernel alone: asked once per run of equal
-   * kernels (a graph's nodes mostly come in such runs). */
+   * kernels (a graph's nodes mostly come in such runs).  Not asked at all
+   * when the last run of the same tasks shared them all (struct
+   * mz__lowered.all_shared): one pass over the tasks fewer. */
   const mz_kernel *pk = NULL;
   bool psh = false, asked = false;
-  for (size_t i = 0; r->share && i < r->ntasks; i++) {
+  bool known = r->share && !r->devok && r->lw && r->lw->all_shared;
+  if (known) nshared = r->ntasks;
+  for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (!asked || t->kernel != pk) {
       psh = shareable(rt, r, t);
@@ -1245,6 +1249,8 @@ static void run_start(struct mz__run *r) {
   }
   for (size_t i = 0; !r->share && i < r->ntasks; i++) mz__task_of(r->tasks[i])->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;
+  if (r->lw) r->lw->all_shared = r->all_shared && !r->devok;
+  r->lw = NULL;
   if (r->all_shared) {
     /* No node is placed: open every gate; the sources are ready now, and
      * handed over in bursts as they are found.  From the first burst on,
@@ -1280,7 +1286,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (!b) return;
   *bp = NULL;
   struct mz__queue *Q = b->queue;
-  struct mz__run *r0 = mz__task_of(b->execs[0]->node)->run;
+  struct mz__run *r0 = mz__task_of(mz__exec_node(b->execs[0]))->run;
   atomic_fetch_add_explicit(&r0->st_batches, 1, memory_order_relaxed);
   unsigned n = b->n;
   /* Mark flushed before the device can complete them; the CAS keeps a
@@ -1292,7 +1298,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
     ops = NULL;
   }
   for (unsigned i = 0; ops && i < n; i++) {
-    ops[i] = b->execs[i]->node;
+    ops[i] = mz__exec_node(b->execs[i]);
     runs[i] = mz__task_of(ops[i])->run; /* keep the nodes alive past a fast callback */
     atomic_fetch_add(&runs[i]->refs, 1);
   }
@@ -1302,7 +1308,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (rc) {
     for (unsigned i = 0; i < n; i++) mz__exec_unplan(b->execs[i]);
     for (unsigned i = 0; i < n; i++)
-      finish(ops ? ops[i] : b->execs[i]->node, rc,
+      finish(ops ? ops[i] : mz__exec_node(b->execs[i]), rc,
              injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);
     free(b->execs);
     free(b);

@@ -267,8 +267,9 @@ struct mz__access {
  * when the run is scheduled), or malloc'd once a later run adds edges to
  * it (heap). */
 struct mz__succs {
-  unsigned n, cap;
-  bool heap;
+  unsigned n;
+  unsigned cap : 31;          /* a run's edges are counted in 32 bits */
+  unsigned heap : 1;
   struct mz_op **v;
   struct mz_op *inl[2];
 };
@@ -280,8 +281,8 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   if (!v) return false;
   if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
   s->v = v;
-  s->cap = cap;
-  s->heap = true;
+  s->cap = cap & 0x7fffffffu;
+  s->heap = 1;
   return true;
 }
 
@@ -320,6 +321,7 @@ struct mz__task {
    * each run's start, each released once by mz__task_ungate; a gated task
    * always waits on the host (it is never submitted behind a predecessor). */
   uint32_t ngates;
+  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   struct mz__run *run;
   mz_kernel *kernel;          /* apply */
   /* The link of the queue or list the task waits in (a device's inbox, the
@@ -344,7 +346,7 @@ struct mz__task {
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart). */
   uint32_t nbdata;
-  unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
+
   mz_arg *values;             /* per param: scalar values (buffers: unused) */
   mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
@@ -383,6 +385,17 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
  * op's cache line to find them.  op must be a task op. */
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* The node whose task holds exec e (every exec is a task's). */
+static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
+  return (struct mz_op *)(void *)((char *)(uintptr_t)e - offsetof(struct mz__task, exec) - sizeof(struct mz_op));
+}
+
+/* e's reads back into host memory (struct mz__exec): after its transfers,
+ * one slot per access; NULL when the runtime has host memory only. */
+static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
+  return e->xfers ? e->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
 }
 
 /* The link of task op: queues and lists of tasks are linked through the
@@ -467,6 +480,11 @@ struct mz_graph {
     } *bufs;
     size_t nbufs;
     struct mz__arena frozen;
+    /* The last run of these tasks gave every one to the CPU workers with
+     * every device allowed (run_start): their shared flags are still set,
+     * and stay right, since a device's death only adds nodes that only
+     * the CPU can run.  Cleared by any run of them that decides otherwise. */
+    bool all_shared;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;

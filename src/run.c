@@ -109,7 +109,7 @@ static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
   if (b->last_writer && mz__task_of(b->last_writer)->run == r) b->last_writer = NULL;
   mz__spin_lock(&b->lock);
   for (unsigned k = 1; k < rt->nmem; k++)
-    if (b->copies[k].fetcher && mz__task_of(b->copies[k].fetcher->node)->run == r) b->copies[k].fetcher = NULL;
+    if (b->copies[k].fetcher && mz__task_of(mz__exec_node(b->copies[k].fetcher))->run == r) b->copies[k].fetcher = NULL;
   mz__spin_unlock(&b->lock);
   unsigned k = 0;
   for (unsigned j = 0; j < b->nreaders; j++)
@@ -130,9 +130,14 @@ void mz__run_complete(struct mz__run *r) {
   bool cpu_only = r->all_shared;
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
-  for (size_t i = 0; i < r->ntasks; i++) {
+  /* A replayed run (its hazard records are r->rbufs) on the CPU workers
+   * alone, where no node failed, leaves nothing in its tasks to clear: no
+   * message (a CPU node has one only when it fails) and no device state.
+   * A task's mark needs no reset: marks are compared with stamps, which
+   * never repeat. */
+  bool walk = !(cpu_only && r->rbufs && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
+  for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    t->mark = 0;
     if (cpu_only) {
       if (__builtin_expect(t->exec.message != NULL, 0)) {
         free(t->exec.message);

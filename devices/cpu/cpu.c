@@ -91,7 +91,7 @@ static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
 /* Run one task: plan it (read stale inputs back from their devices), call
  * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
-  mz_op *op = e->node;
+  mz_op *op = mz__exec_node(e);
   int status = MZ_OK;
   char *msg = NULL;
   if (atomic_load_explicit(&mz__task_of(op)->pred_failed, memory_order_acquire)) {
@@ -105,7 +105,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
-  e->t_start = status == MZ_OK && e->nread ? e->reads[e->nread - 1].t_end : t0;
+  e->t_start = status == MZ_OK && e->nread ? mz__exec_reads(e)[e->nread - 1].t_end : t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -448,7 +448,7 @@ static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
    * back from a dead device and be submitted again, reusing its batch. */
   unsigned n = b->n;
   for (unsigned i = 0; i < n; i++) {
-    mz_op *node = b->execs[i]->node;
+    mz_op *node = mz__exec_node(b->execs[i]);
     mz__mpsc_push(&w->inbox, node);
   }
   mz__parker_wake(&w->park);
