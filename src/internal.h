@@ -552,6 +552,8 @@ struct mz_runtime {
   char errmsg[MZ__ERRLEN];
   pthread_mutex_t pol_lock;
   const struct mz_policy_ops *pol[MZ__MAX_POLICIES];
+  /* Each policy's pick, NULL for ABI 1 tables (which have no such field). */
+  unsigned (*pol_pick[MZ__MAX_POLICIES])(void *, const mz_sched *, unsigned, mz_task *const[], unsigned);
   void *pol_state[MZ__MAX_POLICIES];
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
