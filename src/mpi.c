@@ -272,9 +272,11 @@ struct mz_dgraph {
    * block of its size class when its producer ends and gives it back when
    * the send completes, so what is held is what was in flight at once, not
    * one block per transfer.  sall: every block (freed with the graph);
-   * sfree: the free ones per class (slock); sbytes: their total size. */
+   * slast, then sfree: the free ones per class (sfree under slock);
+   * sbytes: their total size. */
   pthread_mutex_t slock;
   struct sblock *sall, *sfree[MZ__MPI_NCLASS];
+  struct sblock *_Atomic slast[MZ__MPI_NCLASS]; /* per class: one free block outside the lock */
   size_t sbytes;
   size_t rbytes; /* staging memory of this rank's receives (one per transfer) */
 };
@@ -743,8 +745,13 @@ static int xfer_cpu(const mz_call *call);
 static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
   unsigned k = 0;
   while (((size_t)1 << k) < (size_t)bytes) k++;
+  /* The class's last block given back, without the lock (one slot,
+   * exchanged whole: no ABA); the common case of a message that went out
+   * before the next task of its class ended. */
+  struct sblock *b = atomic_exchange_explicit(&dg->slast[k], NULL, memory_order_acquire);
+  if (b) return b;
   pthread_mutex_lock(&dg->slock);
-  struct sblock *b = dg->sfree[k];
+  b = dg->sfree[k];
   if (b) dg->sfree[k] = b->next;
   pthread_mutex_unlock(&dg->slock);
   if (b) return b;
@@ -759,6 +766,9 @@ static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
 }
 
 static void stage_give(mz_dgraph *dg, struct sblock *b) {
+  struct sblock *none = NULL;
+  if (atomic_compare_exchange_strong_explicit(&dg->slast[b->cls], &none, b, memory_order_release, memory_order_relaxed))
+    return;
   pthread_mutex_lock(&dg->slock);
   b->next = dg->sfree[b->cls];
   dg->sfree[b->cls] = b;
