@@ -311,7 +311,7 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
-  struct mz__task *t = (struct mz__task *)(op + 1);
+  struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
   op->t = t;
   op->name = name;
   t->nparams = np;
@@ -804,8 +804,11 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
     mz_op *p = lo[i]->t ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
     if (!p) continue;
     struct mz__task *t = op->t;
-    if (t->nxpreds == t->capxpreds) {
-      unsigned nc = t->capxpreds ? t->capxpreds * 2 : 4;
+    /* The capacity is kept implicit: 4, then doubled whenever the count
+     * reaches a power of two from 4 on. */
+    unsigned nx = t->nxpreds;
+    if (nx == 0 || (nx >= 4 && (nx & (nx - 1)) == 0)) {
+      unsigned nc = nx ? nx * 2 : 4;
       mz_op **v = realloc(t->xpreds, nc * sizeof *v);
       if (!v) {
         free(lo);
@@ -813,7 +816,6 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
         return g->status;
       }
       t->xpreds = v;
-      t->capxpreds = nc;
     }
     t->xpreds[t->nxpreds++] = p;
   }

@@ -56,12 +56,12 @@ static int hz_push_reader(mz_buffer *b, mz_op *op) {
  * their failure remembered). */
 static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp,
                                                          uint64_t run_stamp) {
-  if (!p || p == op || p->t->seen == stamp) return MZ_OK;
-  p->t->seen = stamp;
+  if (!p || p == op || mz__task_of(p)->seen == stamp) return MZ_OK;
+  mz__task_of(p)->seen = stamp;
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
-  if (p->t->mark != run_stamp && atomic_load(&p->t->state) == MZ__T_DONE) {
-    if (p->t->status < 0 && mz__fail_reaches(p, op)) atomic_store(&op->t->pred_failed, true);
+  if (mz__task_of(p)->mark != run_stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
+    if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
     return MZ_OK;
   }
   return vpush(out, p);
@@ -138,7 +138,7 @@ static int root_tasks(mz_op *op, struct vec *out) {
  * its build point: a writer of the buffer built after it has run already.
  * Returns that writer's id, or 0. */
 static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
-  const struct mz__task *t = op->t;
+  const struct mz__task *t = mz__task_of(op);
   for (unsigned a = 0; a < t->nacc; a++) {
     if (!(t->acc[a].mode & 1)) continue;
     const struct mz__bentry *be = mz__graph_bentry(g, t->acc[a].buf);
@@ -203,6 +203,9 @@ void mz__lowered_free(struct mz__lowered *lw) {
 static void unfreeze(struct mz__lowered *lw) {
   mz__arena_free(&lw->frozen);
   lw->replay = false;
+  lw->sources = NULL;
+  lw->nsources = 0;
+  lw->ungated = false;
   lw->topo = NULL;
   lw->succv = NULL;
   lw->bufs = NULL;
@@ -256,7 +259,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     rd += b->nreaders;
   }
   for (size_t i = 0; i < n; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+    struct mz__task *t = mz__task_of(r->tasks[i]);
     size_t sz = frozen_block(rt, t, o);
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
@@ -266,12 +269,26 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
-    t->exec.reads = t->exec.xfers ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
     mem += sz;
   }
+  /* The sources, in the array of the tasks' blocks' arena. */
+  size_t ns = 0;
+  bool ungated = true;
+  for (size_t i = 0; i < n; i++) {
+    const struct mz__task *t = mz__task_of(topo[i]);
+    ns += t->npreds == 0;
+    ungated &= t->ngates == 0;
+  }
+  mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
+  if (ns && !src) ungated = false; /* no list: the gates stay */
+  for (size_t i = 0, k = 0; src && i < n; i++)
+    if (mz__task_of(topo[i])->npreds == 0) src[k++] = topo[i];
   mz__arena_free(&lw->frozen);
   lw->frozen = a;
+  lw->sources = src;
+  lw->nsources = src ? ns : 0;
+  lw->ungated = ungated;
   lw->topo = topo;
   lw->succv = succv;
   lw->bufs = bufs;
@@ -296,28 +313,31 @@ static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsi
 }
 
 /* A task joins run r: the per-run state of its last run is reset (its
- * edges and counters are set by the caller). */
-static inline void task_enter(mz_op *op, struct mz__run *r) {
-  struct mz__task *t = op->t;
+ * edges and counters are set by the caller).  Only fields on the task's
+ * first lines: its exec's times and copies are reset where it is planned
+ * (plan_exec, src/exec.c), or at its end when it never was (finish).
+ * fresh: the exec's fields that never change (its node, kernel, launch)
+ * are set too; a replayed run's tasks have them from the run it copies. */
+static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
+  struct mz__task *t = mz__task_of(op);
   t->run = r;
   t->queue = -1;
   t->status = 0;
-  t->deferred = t->fixed = t->host_wait = false;
+  t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   t->policy_word = 0;
-  t->plan_start = t->plan_end = 0;
+  if (__builtin_expect(t->plan_times, 0)) {
+    t->plan_start = t->plan_end = 0;
+    t->plan_times = false;
+  }
   t->plan_prev = t->plan_next = NULL;
   t->plan_after = false;
-  t->exec.node = op;
-  t->exec.nargs = t->nparams;
-  static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
-  t->exec.launch = t->launch ? t->launch : &none;
-  t->exec.kernel = t->kernel;
-  /* No times or copies of an earlier run: a node canceled before it is
-   * planned must not report them (mz_future_timings, observers). */
-  t->exec.t_start = t->exec.t_end = 0;
-  t->exec.nxfer = t->exec.nread = 0;
-  t->exec.observed = r->obs.n > 0;
+  if (fresh) {
+    t->exec.nargs = t->nparams;
+    static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+    t->exec.launch = t->launch ? t->launch : &none;
+    t->exec.kernel = t->kernel;
+  }
 }
 
 /* Whether lw's frozen run still holds all of its edges: no other run has a
@@ -339,20 +359,26 @@ static bool replay_ok(const struct mz__lowered *lw) {
  * r->tasks holds lw->topo.  Cannot fail (a readers list that cannot grow
  * keeps what fits, as in schedule_locked). */
 static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
+  /* The last run shared every task and this one will too: no task is
+   * placed, so none needs its run gate (it keeps a task from being placed
+   * before the run is committed); its start releases the sources. */
+  bool open = lw->ungated && lw->all_shared && !r->devok && mz__run_may_share(r);
+  r->gates_open = open;
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__task_of(op);
     t->mark = stamp;
     struct mz__succs *sc = &t->succs;
     if (sc->heap) free(sc->v);
-    sc->heap = false;
+    sc->heap = 0;
     sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
     sc->cap = t->nsucc_run ? t->nsucc_run : 2;
     sc->n = t->nsucc_run;
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
-    task_enter(op, r);
+    task_enter(op, r, false);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + 1 + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
+    t->host_wait = open;
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
   for (size_t i = 0; i < lw->nbufs; i++) {
@@ -503,7 +529,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     if (!tasks.v) rc = MZ_ENOMEM;
     for (size_t i = 0; !rc && i < lw->ntasks; i++) {
       mz_op *op = lw->tasks[i];
-      struct mz__task *t = op->t;
+      struct mz__task *t = mz__task_of(op);
       t->mark = stamp;
       t->color = 0;
       t->nsucc_run = 0;
@@ -516,7 +542,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   while (!rc && stack.n) {
     mz_op *op = stack.v[--stack.n];
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__task_of(op);
     if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
     t->mark = stamp;
     t->color = 0;
@@ -531,14 +557,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * picking the marked tasks from it is cheaper than sorting. */
   if (!rc && tasks.n && !lw) {
     size_t from = g->first_new;
-    while (from < g->ntasks_all && atomic_load_explicit(&g->tasks_all[from]->t->state, memory_order_relaxed) != MZ__T_NEW)
+    while (from < g->ntasks_all && atomic_load_explicit(&mz__task_of(g->tasks_all[from])->state, memory_order_relaxed) != MZ__T_NEW)
       from++;
     g->first_new = from;
     if (rerun) from = 0;
     if (g->ntasks_all - from <= 4 * tasks.n) {
       size_t n = 0;
       for (size_t i = from; i < g->ntasks_all && n < tasks.n; i++)
-        if (g->tasks_all[i]->t->mark == stamp) tasks.v[n++] = g->tasks_all[i];
+        if (mz__task_of(g->tasks_all[i])->mark == stamp) tasks.v[n++] = g->tasks_all[i];
     } else {
       qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
     }
@@ -552,7 +578,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   uint32_t stale_writer = 0;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__task_of(op);
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
       stale_op = op;
       rc = MZ_ESTATE;
@@ -606,13 +632,12 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     if (preds.n) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
     for (size_t k = 0; k < preds.n; k++)
-      if (preds.v[k]->t->mark == stamp) preds.v[k]->t->nsucc_run++; /* successors in the run */
+      if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
     t->preds = preds.n ? (mz_op **)(void *)blk : NULL;
     t->npreds = (unsigned)preds.n;
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
-    t->exec.reads = xb ? t->exec.xfers + t->nacc : NULL;
     t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;
   }
 
@@ -625,21 +650,21 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     tasks = (struct vec){0};
   }
   for (size_t i = 0; !rc && !cycle_at && forward && i < tasks.n; i++) {
-    if (tasks.v[i]->t->color) continue;
+    if (mz__task_of(tasks.v[i])->color) continue;
     stack.n = 0;
     rc = vpush(&stack, tasks.v[i]);
-    tasks.v[i]->t->color = 1;
-    tasks.v[i]->t->seen = 0; /* next predecessor index */
+    mz__task_of(tasks.v[i])->color = 1;
+    mz__task_of(tasks.v[i])->seen = 0; /* next predecessor index */
     while (!rc && stack.n && !cycle_at) {
       mz_op *op = stack.v[stack.n - 1];
-      struct mz__task *t = op->t;
+      struct mz__task *t = mz__task_of(op);
       if (t->seen < t->npreds) {
         mz_op *p = t->preds[t->seen++];
-        if (p->t->mark != stamp) continue; /* another run's task */
-        if (p->t->color == 1) cycle_at = p;
-        else if (p->t->color == 0) {
-          p->t->color = 1;
-          p->t->seen = 0;
+        if (mz__task_of(p)->mark != stamp) continue; /* another run's task */
+        if (mz__task_of(p)->color == 1) cycle_at = p;
+        else if (mz__task_of(p)->color == 0) {
+          mz__task_of(p)->color = 1;
+          mz__task_of(p)->seen = 0;
           rc = vpush(&stack, p);
         }
       } else {
@@ -666,15 +691,15 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* Nothing was committed: clear the marks so the tasks stay new. */
     struct vec *all = topo.n && !tasks.n ? &topo : &tasks;
     for (size_t i = 0; i < all->n; i++) {
-      struct mz__succs *sc = &all->v[i]->t->succs;
+      struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
       if (!sc->heap) {
         sc->v = sc->inl;
         sc->cap = 2;
       }
-      all->v[i]->t->mark = 0;
-      all->v[i]->t->npreds = 0;
-      all->v[i]->t->preds = NULL;
-      atomic_store(&all->v[i]->t->pred_failed, false);
+      mz__task_of(all->v[i])->mark = 0;
+      mz__task_of(all->v[i])->npreds = 0;
+      mz__task_of(all->v[i])->preds = NULL;
+      atomic_store(&mz__task_of(all->v[i])->pred_failed, false);
     }
     pthread_mutex_unlock(&rt->lock);
     if (rc == MZ_ECYCLE)
@@ -711,7 +736,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * scheduled later would read too new a value (stale_read). */
     alias_any |= b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed);
     mz_op *w = b->hz_writer;
-    if (w && w->t->mark == stamp && w->g == g) {
+    if (w && mz__task_of(w)->mark == stamp && w->g == g) {
       struct mz__bentry *be = mz__graph_bentry(g, b);
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
@@ -728,18 +753,18 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * after the task's counters are set. */
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
-    struct mz__task *t = op->t;
-    task_enter(op, r);
+    struct mz__task *t = mz__task_of(op);
+    task_enter(op, r, true);
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
       mz_op *p = t->preds[k];
-      if (p->t->mark != stamp) {
+      if (mz__task_of(p)->mark != stamp) {
         cross = true;
         continue;
       }
       inrun++;
-      struct mz__succs *s = &p->t->succs;
+      struct mz__succs *s = &mz__task_of(p)->succs;
       if (!mz__succs_room(s)) {
         nfail++;
         continue;
@@ -752,11 +777,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
-      if (p->t->mark == stamp) continue;
+      if (mz__task_of(p)->mark == stamp) continue;
       if (p->g != g && p->g->hold_stamp != stamp && !hold_graph(r, p->g, stamp)) nfail++;
-      mz__spin_lock(&p->t->lock);
-      if (atomic_load(&p->t->state) != MZ__T_DONE) {
-        struct mz__succs *s = &p->t->succs;
+      mz__spin_lock(&mz__task_of(p)->lock);
+      if (atomic_load(&mz__task_of(p)->state) != MZ__T_DONE) {
+        struct mz__succs *s = &mz__task_of(p)->succs;
         bool ok = mz__succs_room(s);
         if (ok) {
           atomic_fetch_add(&t->unfin, 1);
@@ -764,10 +789,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         } else {
           nfail++;
         }
-      } else if (p->t->status < 0 && mz__fail_reaches(p, op)) {
+      } else if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) {
         atomic_store(&t->pred_failed, true);
       }
-      mz__spin_unlock(&p->t->lock);
+      mz__spin_unlock(&mz__task_of(p)->lock);
     }
   }
   if (rerun) {
@@ -778,6 +803,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
 linked:
+  r->lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
   r->prev = NULL;
   r->next = rt->runs;
   if (rt->runs) rt->runs->prev = r;

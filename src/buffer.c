@@ -253,7 +253,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
     for (unsigned m = 1; m < rt->nmem && !(src && b->copies[src].alias); m++) {
       const struct mz__copy *c = &b->copies[m];
       if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
-      if (c->fetcher && atomic_load_explicit(&c->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
+      if (c->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(c->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
         continue;
       if (!src || c->alias) src = m; /* a copy in host memory itself first: no bytes move */
     }

@@ -20,6 +20,7 @@
 
 #include "maize.h"
 #include "maize/policy.h"
+#include "util.h"
 
 struct mz__queue;
 struct mz__exec;
@@ -56,7 +57,8 @@ struct mz__xarg {
 
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
-  struct mz_op *node;
+  /* Its node is not a field: the exec is in the node's task
+   * (mz__exec_node, src/internal.h). */
   struct mz__queue *queue;
   const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
   void *kernel_dev;           /* the backend's prepared kernel for this device */
@@ -75,8 +77,8 @@ struct mz__exec {
   /* Reads back into host memory the core made itself while planning the
    * node (synchronous mem_read calls: a CPU node's stale inputs, or the
    * first leg of a copy between two backends), already done and timed;
-   * src_dev is the device read from.  Backends ignore them. */
-  struct mz__xfer *reads;
+   * src_dev is the device read from; they follow the transfers in the
+   * same array (mz__exec_reads, src/internal.h).  Backends ignore them. */
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */
@@ -190,11 +192,14 @@ struct mz__device_ops {
    * submitted (the core then fails the batch itself; do not call
    * mz__batch_done).  Thread: see the top of this file.  Ownership: the
    * batch belongs to the core; the backend may keep it until it calls
-   * mz__batch_done. */
+   * mz__batch_done, which frees it.  A backend with both host_memory and
+   * inline_submit (the CPU) ends each node with mz__task_finish instead
+   * and must not keep b once submit returns: its one-node batches are on
+   * the caller's stack. */
   int (*submit)(struct mz__queue *q, struct mz__batch *b);
 
   /* Work sharing (optional; the CPU device): take n ready nodes, from
-   * head to tail linked through mz_op.next (the backend may relink them), for
+   * head to tail linked through mz__op_next (the backend may relink them), for
    * whichever queue of dev gets to them first, instead of a queue the
    * policy picked.  The core hands over only nodes no other device could
    * run, under a policy that would have picked any idle queue (eager, ws);
@@ -323,6 +328,13 @@ struct mz__queue {
    * rt->watchdog is set, so the dispatch path pays nothing otherwise).  */
   _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
+  /* Ready nodes of policies with pick, placed on this queue and waiting
+   * for a free slot, in arrival order (exec.c: pend, pick_drain).  Under
+   * pend_lock; npend is also read without it, after backlog drops. */
+  mz__spin pend_lock;
+  _Atomic unsigned npend;
+  unsigned pend_cap;
+  struct mz_op **pend;
   /* A CPU worker's completions, counted here by its own thread and
    * published to the run in one go (mz__queue_flush) when the worker runs
    * out of work or turns to another run: the run's shared counters are

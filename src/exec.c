@@ -11,6 +11,11 @@
  * submitted exactly once.  Completion comes per batch from devices (one
  * callback after the last op of a queue run) and per task from CPU workers.
  *
+ * Under a policy with pick (ABI 2), a placed node waits on the host until
+ * it is ready and then joins its queue's pending list; the queue takes
+ * nodes from it, in the order the policy picks, while it has a free slot
+ * (pend, pick_drain).
+ *
  * All cascades (a submission making successors placeable, a completion
  * making them ready) go through a local work list, never recursion, so a
  * chain of a million tasks is fine. */
@@ -22,7 +27,7 @@
 #include "fault.h"
 #include "internal.h"
 
-enum { W_PLACE, W_READY };
+enum { W_PLACE, W_READY, W_SUBMIT, W_BADPICK };
 
 /* The most nodes one device batch holds. */
 #define MZ__BATCH_MAX 256
@@ -30,12 +35,17 @@ enum { W_PLACE, W_READY };
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
   size_t n, cap;
-  /* Ready nodes for the CPU workers' pool, linked through mz_op.next (a
+  /* Ready nodes for the CPU workers' pool, linked through their tasks (mz__op_next: a
    * shared node is in no inbox), handed over together when the list is
    * drained: one hand-off per cascade, and no allocation. */
   mz_op *sh_head, *sh_tail;
   size_t nsh;
   struct mz_device *shdev;
+  /* Queues whose pending nodes (pick) are to be handed over once the list
+   * is drained: the policy then picks among every node the cascade made
+   * ready, such as the successor of the node whose end freed the slot. */
+  struct mz__queue *dq[4];
+  unsigned ndq;
 };
 
 static void work_init(struct work *w) {
@@ -45,6 +55,7 @@ static void work_init(struct work *w) {
   w->sh_head = w->sh_tail = NULL;
   w->nsh = 0;
   w->shdev = NULL;
+  w->ndq = 0;
 }
 
 /* The most ready nodes held back before they are handed over: the workers
@@ -53,8 +64,8 @@ static void work_init(struct work *w) {
 #define SHARE_BURST 64
 
 static void work_share(struct work *w, mz_runtime *rt, mz_op *op) {
-  atomic_store_explicit(&op->next, NULL, memory_order_relaxed);
-  if (w->sh_tail) atomic_store_explicit(&w->sh_tail->next, op, memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(op), NULL, memory_order_relaxed);
+  if (w->sh_tail) atomic_store_explicit(mz__op_next(w->sh_tail), op, memory_order_relaxed);
   else w->sh_head = op;
   w->sh_tail = op;
   w->shdev = rt->share_dev;
@@ -105,7 +116,7 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
   int expected = 0;
   if (atomic_compare_exchange_strong(&r->status, &expected, code)) {
     if (op) {
-      int q = op->t->queue;
+      int q = mz__task_of(op)->queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
       snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, op->name, dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
@@ -122,13 +133,13 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   if (q >= rt->nq) return false;
   struct mz_device *dev = rt->queues[q]->dev;
   if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
-  const mz_kernel *k = op->t->kernel;
+  const mz_kernel *k = mz__task_of(op)->kernel;
   /* Host work (host nodes, partition, unpartition) runs where host memory
    * is the device's memory and a worker runs it: capabilities, not kinds. */
   if (!k) return dev->ops->host_memory && dev->ops->inline_submit;
   /* A run on a subset of the devices (mz_graph_run_with) limits kernels;
    * host work still runs where host memory is. */
-  const struct mz__run *r = op->t->run;
+  const struct mz__run *r = mz__task_of(op)->run;
   if (r && r->devok && !r->devok[dev->info.index]) return false;
   return dev->kernels && dev->ops->can_run(dev, k);
 }
@@ -158,7 +169,7 @@ static bool queue_dead(const mz_runtime *rt, int q) {
 /* Ask the policy; returns a valid queue, MZ_POLICY_DEFER, or a negative
  * error with a message in *why. */
 static int choose(mz_op *op, bool ready, const char **why) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (t->fixed) {
@@ -196,16 +207,16 @@ static int choose(mz_op *op, bool ready, const char **why) {
   return q;
 }
 
-static void submit(mz_op *op, unsigned q, struct work *w);
+static void submit(mz_op *op, unsigned q, struct work *w, bool counted);
 
 /* Plan order (mz_task_set_after): op is placed (or will never be), so the
  * task planned after it on its queue may be placed.  Exactly once. */
 static void plan_release_to(mz_op *s, struct work *w) {
-  if (s && atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+  if (s && atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
 }
 
 static void plan_release(mz_op *op, struct work *w) {
-  plan_release_to(__atomic_exchange_n(&op->t->plan_next, NULL, __ATOMIC_ACQ_REL), w);
+  plan_release_to(__atomic_exchange_n(&mz__task_of(op)->plan_next, NULL, __ATOMIC_ACQ_REL), w);
 }
 
 /* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
@@ -235,12 +246,12 @@ static bool alias_wait(const struct mz__task *t) {
 }
 
 static void release_gate(mz_op *op, struct work *w) {
-  if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
+  if (atomic_fetch_sub_explicit(&mz__task_of(op)->unfin, 1, memory_order_acq_rel) == 1) work_push(w, op, W_READY);
 }
 
 /* unsub reached zero: every predecessor in the run is queued or done. */
 static void place(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   /* Cancel once the predecessors are done; a shared node is handed to the
@@ -279,18 +290,20 @@ static void place(mz_op *op, struct work *w) {
   __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED);
   struct mz__queue *Q = rt->queues[q];
   unsigned nw = 0;
-  bool device_side = t->ngates == 0; /* an outside gate is released on the host */
+  /* An outside gate is released on the host; a queue a policy orders
+   * takes ready nodes only (pend). */
+  bool device_side = t->ngates == 0 && !rt->pol_pick[r->policy];
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
     mz_op *p = t->preds[i];
-    int s = atomic_load_explicit(&p->t->state, memory_order_acquire);
+    int s = atomic_load_explicit(&mz__task_of(p)->state, memory_order_acquire);
     if (s == MZ__T_DONE) continue;
-    if (p->t->run != r) {
+    if (mz__task_of(p)->run != r) {
       device_side = false;
       break;
     }
-    int pq = __atomic_load_n(&p->t->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
+    int pq = __atomic_load_n(&mz__task_of(p)->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     /* In-order queue, unless p ends after its function returns. */
-    if (pq == q && !(p->t->kernel && p->t->kernel->async)) continue;
+    if (pq == q && !(mz__task_of(p)->kernel && mz__task_of(p)->kernel->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
       device_side = false;
       break;
@@ -308,14 +321,14 @@ static void place(mz_op *op, struct work *w) {
     bool planned = s >= MZ__T_FLUSHED || (P->dev->ops->inline_submit && !P->dev->ops->host_memory);
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
         (same_dev || (planned && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
-      t->exec.waits[nw++] = &p->t->exec;
+      t->exec.waits[nw++] = &mz__task_of(p)->exec;
       continue;
     }
     device_side = false;
   }
   if (device_side) {
     t->exec.nwait = nw;
-    submit(op, (unsigned)q, w);
+    submit(op, (unsigned)q, w, false);
   } else {
     t->exec.nwait = 0;
     t->host_wait = true;
@@ -325,9 +338,109 @@ static void place(mz_op *op, struct work *w) {
 
 static void share(mz_op *op, struct work *w);
 
+/* ---- queues a policy orders (pick) ---- */
+
+/* How many nodes such a queue holds submitted and unfinished: one where the
+ * device runs nodes on the thread that ends them (a CPU worker, the
+ * simulator), which then submits the next with no gap; two behind a
+ * submission thread, so that the next node's submission overlaps the
+ * current node; PICK_PREFETCH on a device with a copy engine, whose copies
+ * start at submission: a shallower window starves the engine (in
+ * mz-bench-sched --quick, dmdas's mean SLR was 3.54 with two, 3.42 with
+ * four, 3.38 with eight or more, and dmda's 3.39). */
+#define PICK_PREFETCH 8
+static unsigned pick_window(const struct mz__queue *Q) {
+  const struct mz_device *d = Q->dev;
+  return d->copy_engine ? PICK_PREFETCH : d->ops->inline_submit ? 1 : 2;
+}
+
+/* Hand Q's pending nodes to Q while it has free slots, in the order the
+ * policy picks; they are submitted when w is drained.  Called (through
+ * pick_later) after a node joins the list (pend) and after Q's backlog
+ * drops with nodes pending (finish, demote).  No node is left waiting on
+ * an idle queue: the backlog drop and the read of npend after it, and the
+ * store of npend and the read of the backlog after it (here, under the
+ * lock), are all sequentially consistent, so one of the two sides sees
+ * the other's write. */
+static void pick_drain(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
+  unsigned win = pick_window(Q);
+  mz_op *out[PICK_PREFETCH]; /* the window's worth at most, in picked order */
+  unsigned nout = 0;
+  mz__spin_lock(&Q->pend_lock);
+  unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
+  unsigned busy = atomic_load(&Q->backlog);
+  while (n && busy < win && nout < PICK_PREFETCH) { /* a drop meanwhile: its thread drains too */
+    unsigned pi = mz__task_of(Q->pend[0])->run->policy, k = 0;
+    bool same = true, bad = false;
+    for (unsigned i = 1; i < n && same; i++) same = mz__task_of(Q->pend[i])->run->policy == pi;
+    if (same && rt->pol_pick[pi]) {
+      k = rt->pol_pick[pi](rt->pol_state[pi], &rt->sched, Q->index, (mz_task *const *)Q->pend, n);
+      if (k >= n) {
+        k = 0;
+        bad = true;
+      }
+    }
+    mz_op *op = Q->pend[k];
+    memmove(&Q->pend[k], &Q->pend[k + 1], (n - k - 1) * sizeof *Q->pend);
+    atomic_store_explicit(&Q->npend, --n, memory_order_relaxed);
+    if (bad) {
+      work_push(w, op, W_BADPICK);
+      continue;
+    }
+    /* Counted in the backlog now, under the lock, though submitted only
+     * when w drains: a pend() on another thread meanwhile sees the slot
+     * taken. */
+    busy = atomic_fetch_add(&Q->backlog, 1) + 1;
+    out[nout++] = op;
+  }
+  mz__spin_unlock(&Q->pend_lock);
+  /* w is a stack: pushed last, the first picked is submitted first. */
+  while (nout) work_push(w, out[--nout], W_SUBMIT);
+}
+
+/* pick_drain(Q) once w's list is drained (work_drain).  Q outlives that:
+ * a pending node's run is in flight, and the threads that end nodes are
+ * the runtime's, joined before its queues are freed, or the one in
+ * mz_schedule(). */
+static void pick_later(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
+  for (unsigned i = 0; i < w->ndq; i++)
+    if (w->dq[i] == Q) return;
+  if (w->ndq < sizeof w->dq / sizeof w->dq[0]) w->dq[w->ndq++] = Q;
+  else pick_drain(rt, Q, w);
+}
+
+/* A ready node placed on queue q by a policy with pick: into q's pending
+ * list, then to q if a slot is free. */
+static void pend(mz_op *op, unsigned q, struct work *w) {
+  mz_runtime *rt = mz__task_of(op)->run->rt;
+  struct mz__queue *Q = rt->queues[q];
+  mz__spin_lock(&Q->pend_lock);
+  unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
+  if (n == Q->pend_cap) {
+    unsigned cap = n ? 2 * n : 16;
+    mz_op **v = realloc(Q->pend, cap * sizeof *v);
+    if (!v) {
+      mz__spin_unlock(&Q->pend_lock);
+      finish(op, MZ_ENOMEM, "no memory for the queue's pending list", w);
+      return;
+    }
+    Q->pend = v;
+    Q->pend_cap = cap;
+  }
+  Q->pend[n] = op;
+  atomic_store(&Q->npend, n + 1);
+  mz__spin_unlock(&Q->pend_lock);
+  pick_later(rt, Q, w);
+}
+
+/* After Q's backlog dropped (sequentially consistent, see pick_drain). */
+static inline void pick_after_drop(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
+  if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) pick_later(rt, Q, w);
+}
+
 /* Every predecessor finished (host-side path). */
 static void ready(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
     finish(op, MZ_ECANCELED, NULL, w);
     return;
@@ -346,7 +459,8 @@ static void ready(mz_op *op, struct work *w) {
     __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* successors may read it */
   }
   t->exec.nwait = 0;
-  submit(op, (unsigned)t->queue, w);
+  if (t->run->rt->pol_pick[t->run->policy]) pend(op, (unsigned)t->queue, w);
+  else submit(op, (unsigned)t->queue, w, false);
 }
 
 /* ---- coherence planning ---- */
@@ -361,7 +475,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   struct mz__copy *c = &b->copies[m];
   if (c->alias) {
     /* A read back into the host copy on the way is recorded like any. */
-    struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
     int rc = mz__plan_alias_read(rt, b, m, dev, moved, why, rec);
     if (rec && rec->bytes) e->nread++;
     return rc;
@@ -369,7 +483,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
-    struct mz__task *ft = f->node->t;
+    struct mz__task *ft = mz__exec_node(f)->t;
     if (atomic_load_explicit(&ft->state, memory_order_acquire) == MZ__T_DONE) {
       c->fetcher = NULL;
       return MZ_OK;
@@ -377,7 +491,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     /* The transfer may not have run yet.  Wait for it on the device when the
      * device can (same run: its event lives until the run ends), else copy
      * again: the same bytes, from a copy that stays valid until we finish. */
-    if (ft->run == e->node->t->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
+    if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
       bool have = false;
       for (unsigned i = 0; i < e->nwait && !have; i++) have = e->waits[i] == f;
       if (!have) e->waits[e->nwait++] = f;
@@ -401,7 +515,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     for (unsigned k = 1; k < rt->nmem && !src; k++) {
       const struct mz__copy *ck = &b->copies[k];
       if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&ck->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE)
+      if (ck->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(ck->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
         continue;
       src = k;
     }
@@ -420,7 +534,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
        * memory.  The producer has finished, since such edges are released
        * on the host (place()). */
       mz__spin_unlock(&b->lock);
-      struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
       int rc = mz__buffer_fetch_host(b, moved, rec);
       if (rec && rec->bytes) e->nread++;
       mz__spin_lock(&b->lock);
@@ -446,7 +560,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
  * submission keeps a reader on one worker from trusting a host copy that
  * another worker has planned but not yet fetched. */
 static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   struct mz_device *dev = Q->dev;
@@ -551,7 +665,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        struct mz__xfer *rec = e->reads ? &e->reads[e->nread] : NULL;
+        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
         int rc = mz__buffer_fetch_host(b, &moved, rec);
         if (rec && rec->bytes) e->nread++;
         if (rc) {
@@ -639,7 +753,16 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
  * predictable branch when all are off), and a plan that fails leaves no
  * promise of a copy that its transfer will now never make. */
 static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **log) {
-  mz_runtime *rt = op->t->run->rt;
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  /* This run's times and copies from here on (reset here rather than when
+   * the run starts, which then need not touch the exec's lines). */
+  struct mz__exec *e = &t->exec;
+  e->t_start = e->t_end = 0;
+  e->nxfer = e->nread = 0;
+  e->observed = r->obs.n > 0;
+  t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
    * was, so it skips that check (the limits are on wherever a runtime has
@@ -649,14 +772,14 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     if (rc) return rc;
   }
   int rc = plan_exec_body(op, Q, why, log);
-  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&op->t->exec);
+  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&mz__task_of(op)->exec);
   return rc;
 }
 
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
   char *log = NULL;
-  int rc = plan_exec(e->node, e->queue, &why, &log);
+  int rc = plan_exec(mz__exec_node(e), e->queue, &why, &log);
   if (rc) {
     free(e->message);
     e->message = log ? log : strdup(why ? why : mz_strerror(rc));
@@ -668,7 +791,7 @@ int mz__exec_prepare(struct mz__exec *e) {
 
 struct mz__proxy {
   struct mz__mpsc inbox;
-  struct mz_op stub;
+  struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
@@ -676,8 +799,9 @@ struct mz__proxy {
   struct mz_device *dev;
 };
 
-static void submit(mz_op *op, unsigned q, struct work *w) {
-  struct mz__task *t = op->t;
+/* counted: pick_drain has added op to Q's backlog already. */
+static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   struct mz__queue *Q = rt->queues[q];
@@ -694,7 +818,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
    * alive after the hand-off: it cannot be placed, so cannot end, before
    * this release, and its run cannot end before it does. */
   mz_op *plan_next = __atomic_exchange_n(&t->plan_next, NULL, __ATOMIC_ACQ_REL);
-  atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
+  if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;
   if (dev->ops->inline_submit) {
@@ -703,17 +827,37 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
     /* Host-memory devices plan on their worker (see plan_exec). */
     int rc = dev->ops->host_memory ? MZ_OK : plan_exec(op, Q, &why, &log);
     if (rc == MZ_OK) {
-      t->b1.queue = Q;
-      t->b1.n = 1;
-      t->b1e[0] = &t->exec;
-      t->b1.execs = t->b1e;
+      /* A batch of this node alone.  A device with host memory (the CPU)
+       * ends its nodes itself and keeps no batch past submit: one on the
+       * stack.  Another (a simulated device) keeps it until it calls
+       * mz__batch_done, which frees it. */
+      struct mz__exec *one[1] = {&t->exec};
+      struct mz__batch sb = {.queue = Q, .n = 1, .execs = one}, *b = &sb;
+      if (!dev->ops->host_memory) {
+        b = malloc(sizeof *b);
+        struct mz__exec **v = b ? malloc(sizeof *v) : NULL;
+        if (!v) {
+          free(b);
+          b = NULL;
+        } else {
+          v[0] = &t->exec;
+          *b = (struct mz__batch){.queue = Q, .n = 1, .execs = v};
+        }
+      }
       atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
-      if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) {
+      if (!b) {
+        rc = MZ_ENOMEM;
+        why = "no memory for a batch";
+      } else if (__builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE)) {
         rc = MZ_EDEVICE;
         why = "injected fault: the device refused the submission";
       } else {
-        rc = dev->ops->submit(Q, &t->b1);
+        rc = dev->ops->submit(Q, b);
         if (rc) why = "the device refused the submission";
+      }
+      if (rc && b && b != &sb) {
+        free(b->execs);
+        free(b);
       }
       if (rc) mz__exec_unplan(&t->exec);
     }
@@ -732,7 +876,7 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
   mz__spin_lock(&t->lock);
   for (unsigned i = 0; i < nsucc; i++) {
     mz_op *s = t->succs.v[i];
-    if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+    if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
   }
   mz__spin_unlock(&t->lock);
 }
@@ -740,18 +884,19 @@ static void submit(mz_op *op, unsigned q, struct work *w) {
 /* A ready node for the CPU workers' pool: no policy call, no queue yet
  * (the worker that takes it sets it); handed over when w is drained. */
 static void share(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   /* Read before the hand-off, as in submit(). */
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
-  t->exec.nwait = 0;
+  /* No exec.nwait to clear: the CPU workers wait for nothing on a device
+   * (a node taken back from them is placed again, which sets it). */
   if (__builtin_expect(__atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL, 0)) plan_release(op, w); /* eager and ws set none */
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);
     for (unsigned i = 0; i < nsucc; i++) {
       mz_op *s = t->succs.v[i];
-      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+      if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }
     mz__spin_unlock(&t->lock);
   }
@@ -765,7 +910,7 @@ static void share(mz_op *op, struct work *w) {
 
 /* Back to the host-side path: submitted once every predecessor is done. */
 static void resume(mz_op *op, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   if (t->host_wait) {
     work_push(w, op, W_READY); /* came through ready(): its predecessors are done */
   } else {
@@ -778,9 +923,10 @@ static void resume(mz_op *op, struct work *w) {
  * predecessor taken back, no memory yet): undo its hand-off to the queue.
  * It keeps its successors (released by its first submit, never again). */
 static void demote(mz_op *op, int why, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   mz_runtime *rt = t->run->rt;
-  atomic_fetch_sub_explicit(&rt->queues[t->queue]->backlog, 1, memory_order_relaxed);
+  atomic_fetch_sub(&rt->queues[t->queue]->backlog, 1);
+  pick_after_drop(rt, rt->queues[t->queue], w);
   free(t->exec.message);
   t->exec.message = NULL;
   t->exec.nwait = 0;
@@ -802,7 +948,7 @@ static void demote(mz_op *op, int why, struct work *w) {
 }
 
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (__builtin_expect(status <= MZ__ERETRY, 0)) { /* not an end, see demote */
@@ -810,6 +956,13 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     return;
   }
   if (status == MZ_OK && atomic_load_explicit(&t->pred_failed, memory_order_acquire)) status = MZ_ECANCELED;
+  /* Never planned in this run (canceled first, or failed to be placed):
+   * no times or copies to report (observers, busy time, perf models), not
+   * an earlier run's. */
+  if (__builtin_expect(!t->planned, 0)) {
+    t->exec.t_start = t->exec.t_end = 0;
+    t->exec.nxfer = t->exec.nread = 0;
+  }
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = NULL;
   if (mz__cur_rt == rt) {
@@ -864,7 +1017,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     if (e->nxfer | e->nread) {
       uint64_t bytes = 0;
       for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xfers[i].bytes;
-      for (unsigned i = 0; i < e->nread; i++) bytes += e->reads[i].bytes;
+      for (unsigned i = 0; i < e->nread; i++) bytes += mz__exec_reads(e)[i].bytes;
       atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
     }
@@ -910,7 +1063,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (status < 0)
     for (unsigned i = 0; i < t->succs.n; i++) {
       mz_op *s = t->succs.v[i];
-      if (s->t->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&s->t->pred_failed, true, memory_order_release);
+      if (mz__task_of(s)->run == r || mz__fail_reaches(op, s)) atomic_store_explicit(&mz__task_of(s)->pred_failed, true, memory_order_release);
     }
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
@@ -921,11 +1074,14 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
    * before DONE, a placement in between counted this task as pending but not
    * in the backlog, and eager stacked both tiles of a partition on one queue
    * behind it (seen under valgrind, whose scheduler widens the window). */
-  if (was_queued && q >= 0) atomic_fetch_sub_explicit(&rt->queues[q]->backlog, 1, memory_order_release);
+  if (was_queued && q >= 0) {
+    atomic_fetch_sub(&rt->queues[q]->backlog, 1); /* seq_cst: see pick_drain */
+    pick_after_drop(rt, rt->queues[q], w);
+  }
   /* The successor list is frozen now: registrants check DONE under the lock. */
   for (unsigned i = 0; i < t->succs.n; i++) {
     mz_op *s = t->succs.v[i];
-    if (atomic_fetch_sub_explicit(&s->t->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
+    if (atomic_fetch_sub_explicit(&mz__task_of(s)->unfin, 1, memory_order_acq_rel) == 1) work_push(w, s, W_READY);
   }
   plan_release(op, w);
   /* A task that never reached a queue still holds its successors' unsub
@@ -933,7 +1089,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (!was_queued && !r->all_shared && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
     for (unsigned i = 0; i < t->nsucc_run; i++) {
       mz_op *s = t->succs.v[i];
-      if (atomic_fetch_sub_explicit(&s->t->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
+      if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }
   }
   if (acct) acct->done++;
@@ -955,11 +1111,20 @@ void mz__queue_flush(struct mz__queue *q) {
 }
 
 static void work_drain(struct work *w) {
-  while (w->n) {
-    w->n--;
-    mz_op *op = w->v[w->n].op;
-    if (w->v[w->n].what == W_PLACE) place(op, w);
-    else ready(op, w);
+  for (;;) {
+    while (w->n) {
+      w->n--;
+      mz_op *op = w->v[w->n].op;
+      switch (w->v[w->n].what) {
+      case W_PLACE: place(op, w); break;
+      case W_READY: ready(op, w); break;
+      case W_SUBMIT: submit(op, (unsigned)mz__task_of(op)->queue, w, true); break;
+      default: finish(op, MZ_EPOLICY, "the policy's pick returned no pending node", w); break;
+      }
+    }
+    if (!w->ndq) break;
+    struct mz__queue *Q = w->dq[--w->ndq];
+    pick_drain(Q->dev->rt, Q, w);
   }
   if (w->v != w->inl) free(w->v);
   w->v = w->inl;
@@ -980,7 +1145,7 @@ void mz__task_finish(mz_op *op, int status) {
 void mz__task_ungate(mz_op *op, bool failed) {
   int saved = mz__in_runtime_thread;
   mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
-  if (failed) atomic_store_explicit(&op->t->pred_failed, true, memory_order_release);
+  if (failed) atomic_store_explicit(&mz__task_of(op)->pred_failed, true, memory_order_release);
   struct work w;
   work_init(&w);
   release_gate(op, &w);
@@ -995,16 +1160,15 @@ void mz__batch_done(struct mz__batch *b) {
   work_init(&w);
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
-  bool own = n && b != &ex[0]->node->t->b1;
-  if (n) atomic_fetch_add_explicit(&ex[0]->node->t->run->st_callbacks, 1, memory_order_relaxed);
+  if (n) atomic_fetch_add_explicit(&mz__task_of(mz__exec_node(ex[0]))->run->st_callbacks, 1, memory_order_relaxed);
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
-    finish(e->node, e->status, e->message, &w);
+    finish(mz__exec_node(e), e->status, e->message, &w);
   }
-  if (own) {
-    free(ex);
-    free(b);
-  }
+  /* Every batch that ends here was allocated for it (a submission
+   * thread's, or an inline device's one-node batch: see submit). */
+  free(ex);
+  free(b);
   work_drain(&w);
   mz__in_runtime_thread = saved;
 }
@@ -1035,6 +1199,13 @@ static void hold_all(mz_runtime *rt, bool on) {
     if (mz__devtypes[i]->hold) mz__devtypes[i]->hold(rt, on);
 }
 
+bool mz__run_may_share(const struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
+  const struct mz_device *sd = rt->share_dev;
+  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
+         mz__policy_shares(rt->pol[r->policy]);
+}
+
 void mz__run_start(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   hold_all(rt, true);
@@ -1053,7 +1224,7 @@ static void run_start(struct mz__run *r) {
   }
   if (st < 0) {
     for (size_t i = 0; i < r->ntasks; i++) {
-      atomic_store(&r->tasks[i]->t->pred_failed, true);
+      atomic_store(&mz__task_of(r->tasks[i])->pred_failed, true);
     }
   }
   /* Nodes only the CPU can run, under a policy that would put them on any
@@ -1061,16 +1232,31 @@ static void run_start(struct mz__run *r) {
    * (no select call, no queue chosen ahead).  Not with injected faults,
    * which can kill the CPU device (a node is then placed again). */
   mz_runtime *rt = r->rt;
-  struct mz_device *sd = rt->share_dev;
-  r->share = sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
-             mz__policy_shares(rt->pol[r->policy]);
+  if (r->gates_open) {
+    /* Replayed with every task shared and its gate open (graph/lower.c,
+     * replay): release the sources.  The first may end the run; the list
+     * is the graph's, which lives on. */
+    struct mz__lowered *lw = r->lw;
+    r->lw = NULL;
+    r->share = r->all_shared = true;
+    mz_op **src = lw->sources;
+    size_t ns = lw->nsources;
+    for (size_t i = 0; i < ns; i++) ready(src[i], &w);
+    work_drain(&w);
+    return;
+  }
+  r->share = mz__run_may_share(r);
   size_t nshared = 0;
   /* The answer depends on the kernel alone: asked once per run of equal
-   * kernels (a graph's nodes mostly come in such runs). */
+   * kernels (a graph's nodes mostly come in such runs).  Not asked at all
+   * when the last run of the same tasks shared them all (struct
+   * mz__lowered.all_shared): one pass over the tasks fewer. */
   const mz_kernel *pk = NULL;
   bool psh = false, asked = false;
-  for (size_t i = 0; r->share && i < r->ntasks; i++) {
-    struct mz__task *t = r->tasks[i]->t;
+  bool known = r->share && !r->devok && r->lw && r->lw->all_shared;
+  if (known) nshared = r->ntasks;
+  for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
+    struct mz__task *t = mz__task_of(r->tasks[i]);
     if (!asked || t->kernel != pk) {
       psh = shareable(rt, r, t);
       pk = t->kernel;
@@ -1079,8 +1265,10 @@ static void run_start(struct mz__run *r) {
     t->shared = psh;
     nshared += psh;
   }
-  for (size_t i = 0; !r->share && i < r->ntasks; i++) r->tasks[i]->t->shared = false;
+  for (size_t i = 0; !r->share && i < r->ntasks; i++) mz__task_of(r->tasks[i])->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;
+  if (r->lw) r->lw->all_shared = r->all_shared && !r->devok;
+  r->lw = NULL;
   if (r->all_shared) {
     /* No node is placed: open every gate; the sources are ready now, and
      * handed over in bursts as they are found.  From the first burst on,
@@ -1091,15 +1279,15 @@ static void run_start(struct mz__run *r) {
     size_t n = r->ntasks;
     for (size_t i = 0; i < n; i++) {
       mz_op *op = tasks[i];
-      op->t->host_wait = true;
-      if (atomic_fetch_sub_explicit(&op->t->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
+      mz__task_of(op)->host_wait = true;
+      if (atomic_fetch_sub_explicit(&mz__task_of(op)->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
     }
     work_drain(&w);
     return;
   }
   /* Tasks with no predecessor in the run, in topological order. */
   for (size_t i = 0; i < r->ntasks; i++)
-    if (atomic_load_explicit(&r->tasks[i]->t->unsub, memory_order_acquire) == 0) work_push(&w, r->tasks[i], W_PLACE);
+    if (atomic_load_explicit(&mz__task_of(r->tasks[i])->unsub, memory_order_acquire) == 0) work_push(&w, r->tasks[i], W_PLACE);
   /* Place in topological order: the work list is a stack, so reverse. */
   for (size_t i = 0, j = w.n ? w.n - 1 : 0; i < j; i++, j--) {
     mz_op *tmp = w.v[i].op;
@@ -1116,7 +1304,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (!b) return;
   *bp = NULL;
   struct mz__queue *Q = b->queue;
-  struct mz__run *r0 = b->execs[0]->node->t->run;
+  struct mz__run *r0 = mz__task_of(mz__exec_node(b->execs[0]))->run;
   atomic_fetch_add_explicit(&r0->st_batches, 1, memory_order_relaxed);
   unsigned n = b->n;
   /* Mark flushed before the device can complete them; the CAS keeps a
@@ -1128,8 +1316,8 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
     ops = NULL;
   }
   for (unsigned i = 0; ops && i < n; i++) {
-    ops[i] = b->execs[i]->node;
-    runs[i] = ops[i]->t->run; /* keep the nodes alive past a fast callback */
+    ops[i] = mz__exec_node(b->execs[i]);
+    runs[i] = mz__task_of(ops[i])->run; /* keep the nodes alive past a fast callback */
     atomic_fetch_add(&runs[i]->refs, 1);
   }
   mz_runtime *rt = Q->dev->rt;
@@ -1138,14 +1326,14 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (rc) {
     for (unsigned i = 0; i < n; i++) mz__exec_unplan(b->execs[i]);
     for (unsigned i = 0; i < n; i++)
-      finish(ops ? ops[i] : b->execs[i]->node, rc,
+      finish(ops ? ops[i] : mz__exec_node(b->execs[i]), rc,
              injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);
     free(b->execs);
     free(b);
   } else if (ops) {
     for (unsigned i = 0; i < n; i++) {
       uint8_t exp = MZ__T_QUEUED;
-      atomic_compare_exchange_strong(&ops[i]->t->state, &exp, MZ__T_FLUSHED);
+      atomic_compare_exchange_strong(&mz__task_of(ops[i])->state, &exp, MZ__T_FLUSHED);
     }
   }
   for (unsigned i = 0; ops && i < n; i++) mz__run_unref(runs[i]);
@@ -1158,7 +1346,12 @@ static void *proxy_main(void *arg) {
   mz__in_runtime_thread = 1;
   struct mz__batch *b = NULL;
   unsigned cap = 0;
-  const unsigned spin = 4000; /* polls before parking (no pause: submission latency) */
+  /* Polls before parking, for as long as an idle CPU worker spins (the
+   * runtime's spin setting): a program that submits one op at a time (a
+   * canned gemm, then a wait) finds the thread awake, not parked behind a
+   * wake-up that costs tens of microseconds in a VM.  No pause between
+   * polls: submission latency. */
+  const uint64_t spin_ns = (uint64_t)p->dev->rt->spin * 1000u;
   for (;;) {
     mz_op *op = mz__mpsc_pop(&p->inbox);
     if (!op) {
@@ -1166,14 +1359,21 @@ static void *proxy_main(void *arg) {
       work_init(&w);
       proxy_flush(p, &b, &w);
       work_drain(&w);
-      for (unsigned i = 0; i < spin && !op; i++) op = mz__mpsc_pop(&p->inbox);
+      uint64_t until = 0;
+      for (unsigned i = 1; !op; i++) {
+        op = mz__mpsc_pop(&p->inbox);
+        if (op || i % 64) continue;
+        uint64_t now = mz__now_ns();
+        if (!until) until = now + spin_ns;
+        else if (now >= until) break;
+      }
       if (!op) {
         if (atomic_load(&p->stop)) break;
         mz__parker_park(&p->park);
         continue;
       }
     }
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__task_of(op);
     struct mz__queue *Q = p->dev->rt->queues[t->queue];
     struct work w;
     work_init(&w);
@@ -1222,7 +1422,7 @@ static void *proxy_main(void *arg) {
      * completion callback. */
     if (b->n >= MZ__BATCH_MAX) proxy_flush(p, &b, &w);
     /* Mostly nothing was made ready here: spare the call. */
-    if (w.n || w.nsh || w.v != w.inl) work_drain(&w);
+    if (w.n || w.nsh || w.ndq || w.v != w.inl) work_drain(&w);
   }
   return NULL;
 }
@@ -1231,7 +1431,7 @@ int mz__proxy_start(struct mz_device *dev) {
   struct mz__proxy *p = calloc(1, sizeof *p);
   if (!p) return MZ_ENOMEM;
   p->dev = dev;
-  mz__mpsc_init(&p->inbox, &p->stub);
+  mz__mpsc_init(&p->inbox, &p->stub.op);
   mz__parker_init(&p->park);
   if (pthread_create(&p->thread, NULL, proxy_main, p)) {
     mz__parker_fini(&p->park);

@@ -289,7 +289,7 @@ void mz__exec_unplan(struct mz__exec *e) {
   struct mz__queue *Q = e->queue;
   if (!Q || !Q->dev->memnode) return;
   unsigned m = Q->dev->memnode;
-  struct mz__task *t = e->node->t;
+  struct mz__task *t = mz__exec_node(e)->t;
   for (unsigned a = 0; a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     mz__spin_lock(&b->lock);

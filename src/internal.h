@@ -29,6 +29,9 @@
 #include "mz_config.h"
 
 #define MZ__MAX_POLICIES 32
+/* The default of MZ_WAIT_SPIN_US: how long, in microseconds, a thread
+ * waiting on a run with at most two nodes left spins before it sleeps. */
+#define MZ__WAIT_SPIN_US 50
 
 #include "util.h"
 
@@ -264,8 +267,9 @@ struct mz__access {
  * when the run is scheduled), or malloc'd once a later run adds edges to
  * it (heap). */
 struct mz__succs {
-  unsigned n, cap;
-  bool heap;
+  unsigned n;
+  unsigned cap : 31;          /* a run's edges are counted in 32 bits */
+  unsigned heap : 1;
   struct mz_op **v;
   struct mz_op *inl[2];
 };
@@ -277,78 +281,86 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   if (!v) return false;
   if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
   s->v = v;
-  s->cap = cap;
-  s->heap = true;
+  s->cap = cap & 0x7fffffffu;
+  s->heap = 1;
   return true;
 }
 
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
-  mz_kernel *kernel;          /* apply */
-  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
-  void *host_user;
-  /* The counts sit together, each array's beside the others', so that no
-   * pointer after a count is padded. */
-  unsigned nparams;
-  unsigned nacc;
-  unsigned nbpreds;           /* build-time predecessors: producers of the */
-  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
-   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
-   * apart). */
-  uint32_t nbdata;
-  unsigned nxpreds, capxpreds; /* explicit edges (mz_depend), malloc'd */
-  unsigned nsucc_run;         /* successors in the same run (listed first) */
+  /* Hot: what every run touches for every task (its start, the workers,
+   * its end), first, so that a pass over a run's tasks touches the same
+   * few cache lines of each; build-time and rarely used fields follow. */
+  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
+  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
+  _Atomic uint8_t state;
+  _Atomic bool pred_failed;
+  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
+  bool deferred, fixed, host_wait;
+  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
+  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  /* Planned in this run (plan_exec): its exec's times and copies are this
+   * run's; a node that ends unplanned has them cleared by finish. */
+  bool planned;
+  bool plan_times;            /* plan_start/plan_end set (mz_task_set_expected_times) */
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
    * it (src/perfmodel.c). */
   uint8_t pm_key1;
-  mz_arg *values;             /* per param: scalar values (buffers: unused) */
-  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
-  struct mz__access *acc;
-  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
-  struct mz_op **xpreds;
-  uint64_t mark;              /* scratch for mz_schedule (rt->lock held) */
-  uint64_t seen;              /* scratch: predecessor dedup */
-  struct mz__batch b1;        /* a batch of this task alone (inline devices) */
-  struct mz__exec *b1e[1];
-  /* An apply's launch: the user's (copied into the graph's arena) or the
-   * default (a buffer's dlaunch, or one work item); NULL for host work. */
-  const mz_launch *launch;
-  /* run state */
-  struct mz__run *run;
-  _Atomic uint8_t state;
   mz__spin lock;              /* guards state transitions to DONE and succs */
-  bool deferred, fixed, host_wait;
-  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
-  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
-  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
-  _Atomic bool pred_failed;
   int queue;                  /* -1 until placed */
   int status;
+  /* The counts sit together, each array's beside the others', so that no
+   * pointer after a count is padded. */
   unsigned npreds;
-  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
-  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
+  unsigned nsucc_run;         /* successors in the same run (listed first) */
+  unsigned nparams;
+  unsigned nacc;
   /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
    * each run's start, each released once by mz__task_ungate; a gated task
    * always waits on the host (it is never submitted behind a predecessor). */
   uint32_t ngates;
-  struct mz_op **preds;
+  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
+  struct mz__run *run;
+  mz_kernel *kernel;          /* apply */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
   struct mz__succs succs;
   uintptr_t policy_word;
-  struct mz__exec exec;
-  uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
+  struct mz_op **preds;
+  struct mz__access *acc;
   /* Plan order (mz_task_set_after): this task is placed only once
    * plan_prev was, and holds one unsub count of plan_next until it is
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
+  struct mz__exec exec;
+  uint64_t seen;              /* scratch: predecessor dedup */
+  /* Cold: build time, host work, policies' expectations. */
+  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
+  void *host_user;
+  unsigned nbpreds;           /* build-time predecessors: producers of the */
+  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
+   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
+   * apart). */
+  uint32_t nbdata;
+
+  mz_arg *values;             /* per param: scalar values (buffers: unused) */
+  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
+  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  struct mz_op **xpreds;
+  /* An apply's launch: the user's (copied into the graph's arena) or the
+   * default (a buffer's dlaunch, or one work item); NULL for host work. */
+  const mz_launch *launch;
+  uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
 };
 
 struct mz_op {
   mz_graph *g;
   struct mz__task *t;         /* NULL for values, scalars and tuples */
   const char *name;
-  _Atomic(struct mz_op *) next; /* MPSC link */
   uint32_t id;
   uint8_t kind;
   union {
@@ -367,6 +379,36 @@ struct mz_op {
 #define MZ__OP_HEAD offsetof(struct mz_op, nres)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
+
+/* A task op's task, without a load: new_task (graph/graph.c) puts the task
+ * right after its op, so a pass over a run's tasks need not touch the
+ * op's cache line to find them.  op must be a task op. */
+static inline struct mz__task *mz__task_of(const struct mz_op *op) {
+  return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* The node whose task holds exec e (every exec is a task's). */
+static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
+  return (struct mz_op *)(void *)((char *)(uintptr_t)e - offsetof(struct mz__task, exec) - sizeof(struct mz_op));
+}
+
+/* e's reads back into host memory (struct mz__exec): after its transfers,
+ * one slot per access; NULL when the runtime has host memory only. */
+static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
+  return e->xfers ? e->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
+}
+
+/* The link of task op: queues and lists of tasks are linked through the
+ * task's first lines, not its op's. */
+static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
+ * room after it, since the link is in the task. */
+struct mz__stub {
+  struct mz_op op;
+  struct mz__task t;
+};
+_Static_assert(offsetof(struct mz__stub, t) == sizeof(struct mz_op), "a stub's task must follow its op");
 
 struct mz__bufmap; /* buffer -> last writer / partition flag, per graph */
 
@@ -438,6 +480,17 @@ struct mz_graph {
     } *bufs;
     size_t nbufs;
     struct mz__arena frozen;
+    /* The last run of these tasks gave every one to the CPU workers with
+     * every device allowed (run_start): their shared flags are still set,
+     * and stay right, since a device's death only adds nodes that only
+     * the CPU can run.  Cleared by any run of them that decides otherwise. */
+    bool all_shared;
+    /* The frozen run's tasks without predecessors, and whether no task
+     * has an outside gate (src/mpi.c): then a replay that shares every
+     * task opens their run gates at once (graph/lower.c, replay). */
+    struct mz_op **sources;
+    size_t nsources;
+    bool ungated;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
@@ -485,6 +538,7 @@ struct mz_runtime {
   bool quiet;
   int log_level; /* MZ_LOG: an enum mz__log_level (device_ops.h); MZ__LOG_WARN by default */
   unsigned spin;
+  unsigned wait_spin;          /* us a waiter spins on a run nearly done (MZ_WAIT_SPIN_US) */
   bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP=1; off by default) */
   unsigned ndev, capdev;
   struct mz_device **devs;
@@ -498,6 +552,8 @@ struct mz_runtime {
   char errmsg[MZ__ERRLEN];
   pthread_mutex_t pol_lock;
   const struct mz_policy_ops *pol[MZ__MAX_POLICIES];
+  /* Each policy's pick, NULL for ABI 1 tables (which have no such field). */
+  unsigned (*pol_pick[MZ__MAX_POLICIES])(void *, const mz_sched *, unsigned, mz_task *const[], unsigned);
   void *pol_state[MZ__MAX_POLICIES];
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
@@ -578,6 +634,9 @@ int mz__plan_order_check(struct mz__run *r);
  * ws): then nodes only the CPU can run are shared among its workers, with
  * no select call (src/exec.c). */
 bool mz__policy_shares(const struct mz_policy_ops *po);
+/* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
+ * live CPU device, no fault injection, a policy that shares. */
+bool mz__run_may_share(const struct mz__run *r);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c).  open runs at mz_runtime_create once the devices

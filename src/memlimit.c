@@ -164,7 +164,7 @@ static void res_remove(struct memdev *md, mz_buffer *b) {
 
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
-  struct mz__task *t = e->node->t;
+  struct mz__task *t = mz__exec_node(e)->t;
   unsigned m = dev->memnode;
   uint64_t stamp = atomic_fetch_add_explicit(&dev->rt->ml->clock, 1, memory_order_relaxed) + 1;
   for (unsigned a = 0; a < t->nacc; a++) {
@@ -180,7 +180,7 @@ void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
 void mz__mem_pin_src(mz_buffer *b, unsigned m) { b->copies[m].pins++; }
 
 static void unpin_own(struct mz__exec *e, unsigned m) {
-  struct mz__task *t = e->node->t;
+  struct mz__task *t = mz__exec_node(e)->t;
   for (unsigned a = 0; a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     mz__spin_lock(&b->lock);
@@ -209,7 +209,7 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
   struct mz_device *dev = e->queue->dev;
   struct mz__memlimit *ml = dev->rt->ml;
   unsigned m = dev->memnode;
-  struct mz__task *t = e->node->t;
+  struct mz__task *t = mz__exec_node(e)->t;
   mz_op **v = NULL;
   size_t cap = 0;
   *n = 0;
@@ -248,7 +248,7 @@ static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own
     mz_buffer *b = md->res[i].b;
     unsigned mine = 0;
     if (own)
-      for (unsigned a = 0; a < own->node->t->nacc; a++) mine += own->node->t->acc[a].buf == b;
+      for (unsigned a = 0; a < mz__task_of(mz__exec_node(own))->nacc; a++) mine += mz__task_of(mz__exec_node(own))->acc[a].buf == b;
     mz__spin_lock(&b->lock);
     bool held = b->copies[m].pins > mine;
     mz__spin_unlock(&b->lock);
@@ -276,7 +276,7 @@ bool mz__mem_park(struct mz__exec *e, mz_op ***woken, size_t *nwoken) {
       }
     }
     park = md->npark < md->cappark;
-    if (park) md->parked[md->npark++] = e->node;
+    if (park) md->parked[md->npark++] = mz__exec_node(e);
   } else {
     /* Nothing here holds memory any more: the nodes parked before, which
      * may have waited for this one's pins, retry too (no node would end
@@ -319,7 +319,7 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
   for (unsigned k = 0; k < rt->nmem && only; k++) {
     const struct mz__copy *o = &b->copies[k];
     if (k == m || o->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-    if (o->fetcher && atomic_load_explicit(&o->fetcher->node->t->state, memory_order_acquire) != MZ__T_DONE) continue;
+    if (o->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(o->fetcher))->state, memory_order_acquire) != MZ__T_DONE) continue;
     only = false;
   }
   void *tmp = NULL;

@@ -31,7 +31,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   /* Reads first: they ran before the node's copies in (a copy between two
    * backends reads back, then writes the host copy into the device). */
   for (unsigned i = 0; i < e->nread; i++) {
-    const struct mz__xfer *c = &e->reads[i];
+    const struct mz__xfer *c = &mz__exec_reads(e)[i];
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = -1;
     x.bytes = c->bytes;
@@ -153,7 +153,7 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
       }
       o->transfers = e->nxfer + e->nread;
       for (unsigned k = 0; k < e->nxfer; k++) o->bytes += e->xfers[k].bytes;
-      for (unsigned k = 0; k < e->nread; k++) o->bytes += e->reads[k].bytes;
+      for (unsigned k = 0; k < e->nread; k++) o->bytes += mz__exec_reads(e)[k].bytes;
     }
     if (!rc) {
       r->timings = v;

@@ -532,7 +532,8 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  return op->t->kernel ? op->t->kernel->spec.name : op->name ? op->name : "host";
+  const mz_kernel *k = mz__task_of(op)->kernel; /* the op's own line only for host work */
+  return k ? k->spec.name : op->name ? op->name : "host";
 }
 
 static bool table_grow(struct mz__perfmodel *pm) {
@@ -591,31 +592,13 @@ static struct pm_entry *entry_get(mz_runtime *rt, struct mz__perfmodel *pm, cons
   return e;
 }
 
-void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns) {
+/* A sample taken: into the model's buckets under its lock.  Apart from
+ * mz__perfmodel_record, which skips most samples, so that a skipped one
+ * costs no more than its test (this one saves many registers). */
+static __attribute__((noinline)) void record_sample(mz_runtime *rt, struct pm_queue *pq, const char *name,
+                                                    const mz_op *op, const struct mz_device *dev, int key,
+                                                    uint64_t ns) {
   struct mz__perfmodel *pm = rt->pm;
-  if (!pm) return;
-  /* A rough per-queue time per node, for queue ready estimates. */
-  struct pm_queue *pq = &pm->qs[q];
-  uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
-  atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  const char *name = task_model_name(op);
-  /* The bucket is kept in the task (pm_key1): the sum over its buffers
-   * costs more than the rest of a skipped sample. */
-  struct mz__task *t = op->t;
-  int key = t->pm_key1 - 1;
-  if (__builtin_expect(key < 0, 0)) {
-    key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
-    t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
-  }
-  /* A load and a store, not an RMW: one thread finishes a queue's nodes
-   * at a time (its worker or its completion thread), and a tick lost to a
-   * rare overlap only moves the next sample. */
-  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
-  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  if (tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
-      atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
-      atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)
-    return;
   double bytes = (double)mz_task_bytes((const mz_task *)op);
   pthread_mutex_lock(&pm->lock);
   struct pm_entry *e = entry_get(rt, pm, name, dev, true);
@@ -631,6 +614,34 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
     atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
   }
   pthread_mutex_unlock(&pm->lock);
+}
+
+void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns) {
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm) return;
+  /* A rough per-queue time per node, for queue ready estimates. */
+  struct pm_queue *pq = &pm->qs[q];
+  uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
+  atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
+  const char *name = task_model_name(op);
+  /* The bucket is kept in the task (pm_key1): the sum over its buffers
+   * costs more than the rest of a skipped sample. */
+  struct mz__task *t = mz__task_of(op);
+  int key = t->pm_key1 - 1;
+  if (__builtin_expect(key < 0, 0)) {
+    key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
+    t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+  }
+  /* A load and a store, not an RMW: one thread finishes a queue's nodes
+   * at a time (its worker or its completion thread), and a tick lost to a
+   * rare overlap only moves the next sample. */
+  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
+  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
+  if (tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
+      atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
+      atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)
+    return;
+  record_sample(rt, pq, name, op, dev, key, ns);
 }
 
 /* Least squares of log(ns) on log(bytes) over the calibrated buckets. */

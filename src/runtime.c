@@ -209,6 +209,7 @@ static void runtime_free(mz_runtime *rt) {
   for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     mz__proxy_free(dev);
+    for (unsigned q = 0; q < dev->nqueues; q++) free(dev->queues[q].pend);
     free(dev->queues);
     free(dev);
   }
@@ -246,6 +247,16 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   rt->quiet = rt->cfg.quiet || (q && *q && strcmp(q, "0"));
   int rc = MZ_OK;
   rt->spin = rt->cfg.spin ? rt->cfg.spin : env_uint(rt, &rc, 0, "MZ_SPIN_US", 50);
+  /* How long a waiter on a run with at most two nodes left spins before it
+   * sleeps (src/run.c); 0 turns it off. */
+  const char *ws = getenv("MZ_WAIT_SPIN_US");
+  rt->wait_spin = MZ__WAIT_SPIN_US;
+  if (ws && *ws) {
+    char *end;
+    unsigned long x = strtoul(ws, &end, 10);
+    if (!*end && *ws != '-' && x < 1u << 20) rt->wait_spin = (unsigned)x;
+    else if (!rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_WAIT_SPIN_US: '%.64s' is not a count from 0 to %u", ws, (1u << 20) - 1);
+  }
   /* Off by default: on 2 cores, an unpinned waiter ran beside a pinned
    * worker while the borrowed worker's core idled (METG stencil_1d about
    * 2x worse in the median); see devices/cpu/cpu.c, "Lending". */
@@ -276,7 +287,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
     rc = mz__set_error(rt, MZ_ENOENT,
-                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft; a policy of "
+                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, dmdas, heft; a policy of "
                        "your own must be in mz_runtime_config.policies)",
                        pname);
   if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);

@@ -122,27 +122,27 @@ void mz__chunk_pool_fini(struct mz__chunk_pool *p) {
 /* ---- MPSC queue (Dmitry Vyukov's intrusive design) ---- */
 
 void mz__mpsc_init(struct mz__mpsc *q, struct mz_op *stub) {
-  atomic_store_explicit(&stub->next, NULL, memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(stub), NULL, memory_order_relaxed);
   q->stub = stub;
   q->head = stub;
   atomic_store_explicit(&q->tail, stub, memory_order_relaxed);
 }
 
 bool mz__mpsc_push(struct mz__mpsc *q, struct mz_op *n) {
-  atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(n), NULL, memory_order_relaxed);
   struct mz_op *prev = atomic_exchange_explicit(&q->tail, n, memory_order_acq_rel);
-  atomic_store_explicit(&prev->next, n, memory_order_release);
+  atomic_store_explicit(mz__op_next(prev), n, memory_order_release);
   return prev == q->stub;
 }
 
 struct mz_op *mz__mpsc_pop(struct mz__mpsc *q) {
   struct mz_op *head = q->head;
-  struct mz_op *next = atomic_load_explicit(&head->next, memory_order_acquire);
+  struct mz_op *next = atomic_load_explicit(mz__op_next(head), memory_order_acquire);
   if (head == q->stub) {
     if (!next) return NULL;
     q->head = next;
     head = next;
-    next = atomic_load_explicit(&next->next, memory_order_acquire);
+    next = atomic_load_explicit(mz__op_next(next), memory_order_acquire);
   }
   if (next) {
     q->head = next;
@@ -151,7 +151,7 @@ struct mz_op *mz__mpsc_pop(struct mz__mpsc *q) {
   struct mz_op *tail = atomic_load_explicit(&q->tail, memory_order_acquire);
   if (tail != head) return NULL; /* a push is half done: try again later */
   mz__mpsc_push(q, q->stub);
-  next = atomic_load_explicit(&head->next, memory_order_acquire);
+  next = atomic_load_explicit(mz__op_next(head), memory_order_acquire);
   if (next) {
     q->head = next;
     return head;

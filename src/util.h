@@ -89,7 +89,7 @@ void mz__arena_free(struct mz__arena *a); /* keeps a->pool */
 
 /* An intrusive multi-producer single-consumer queue (Vyukov): push from any
  * thread, pop from the owner only.  Items are tasks linked through
- * struct mz_op.next. */
+ * the task (mz__op_next). */
 struct mz__mpsc {
   _Atomic(struct mz_op *) tail;
   struct mz_op *head;

@@ -932,6 +932,7 @@ static void clean_env(void) {
   unsetenv("MZ_CUDA_STREAMS");
   unsetenv("MZ_WATCHDOG_S");
   unsetenv("MZ_SPIN_US");
+  unsetenv("MZ_WAIT_SPIN_US");
 }
 
 /* Each case sets one variable, checks, and puts the environment back
@@ -959,6 +960,12 @@ Test(badinput, env_devices_bad_sim, .timeout = 60) {
 Test(badinput, env_policy_nope, .timeout = 60) { env_case("MZ_POLICY", "nope", "cpu:1", MZ_ENOENT, "nope"); }
 Test(badinput, env_opencl_queues_abc, .timeout = 60) {
   env_case("MZ_OPENCL_QUEUES", "abc", "cpu:1", MZ_EINVAL, "MZ_OPENCL_QUEUES");
+}
+Test(badinput, env_wait_spin_negative, .timeout = 60) {
+  env_case("MZ_WAIT_SPIN_US", "-5", "cpu:1", MZ_EINVAL, "MZ_WAIT_SPIN_US");
+}
+Test(badinput, env_wait_spin_not_a_number, .timeout = 60) {
+  env_case("MZ_WAIT_SPIN_US", "5us", "cpu:1", MZ_EINVAL, "MZ_WAIT_SPIN_US");
 }
 Test(badinput, env_cuda_streams_zero, .timeout = 60) {
   env_case("MZ_CUDA_STREAMS", "0", "cpu:1", MZ_EINVAL, "MZ_CUDA_STREAMS");

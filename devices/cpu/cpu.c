@@ -50,7 +50,7 @@ struct cpu_dev {
   _Atomic(struct worker *) *workers;
   _Atomic unsigned nidle;       /* workers that said they are idle */
   /* Nodes shared from outside the workers, or too many for one worker's
-   * deque: a FIFO linked through mz_op.next (a shared node is in no inbox),
+   * deque: a FIFO linked through their tasks (mz__op_next: a shared node is in no inbox),
    * so sharing allocates nothing, however many nodes. */
   pthread_mutex_t inj_lock;     /* guards the injection list */
   struct mz_op *inj_head, *inj_tail;
@@ -64,7 +64,7 @@ struct cpu_dev {
 
 struct worker {
   struct mz__mpsc inbox;
-  struct mz_op stub;
+  struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
   _Atomic bool stop;
@@ -91,10 +91,10 @@ static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
 /* Run one task: plan it (read stale inputs back from their devices), call
  * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
-  mz_op *op = e->node;
+  mz_op *op = mz__exec_node(e);
   int status = MZ_OK;
   char *msg = NULL;
-  if (atomic_load_explicit(&op->t->pred_failed, memory_order_acquire)) {
+  if (atomic_load_explicit(&mz__task_of(op)->pred_failed, memory_order_acquire)) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
@@ -105,7 +105,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
-  e->t_start = status == MZ_OK && e->nread ? e->reads[e->nread - 1].t_end : t0;
+  e->t_start = status == MZ_OK && e->nread ? mz__exec_reads(e)[e->nread - 1].t_end : t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -113,8 +113,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       fn = mz__kernel_spec(e->kernel)->cpu.fn;
       user = mz__kernel_spec(e->kernel)->cpu.user;
     } else {
-      fn = op->t->host_fn; /* host work (may be NULL: nothing to run) */
-      user = op->t->host_user;
+      fn = mz__task_of(op)->host_fn; /* host work (may be NULL: nothing to run) */
+      user = mz__task_of(op)->host_user;
     }
     if (fn) {
       mz_arg argv[16];
@@ -207,18 +207,18 @@ static mz_op *take_injected(struct worker *w) {
   if (n > 64) n = 64;
   if (n > cd->inj_n) n = cd->inj_n;
   mz_op *first = cd->inj_head, *last = first;
-  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(&last->next, memory_order_relaxed);
+  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
   if (n) {
-    cd->inj_head = atomic_load_explicit(&last->next, memory_order_relaxed);
+    cd->inj_head = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
     if (!cd->inj_head) cd->inj_tail = NULL;
     cd->inj_n -= n;
   }
   atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
   pthread_mutex_unlock(&cd->inj_lock);
   /* The first runs here; the rest go to this worker's deque. */
-  mz_op *op = n ? atomic_load_explicit(&first->next, memory_order_relaxed) : NULL;
+  mz_op *op = n ? atomic_load_explicit(mz__op_next(first), memory_order_relaxed) : NULL;
   for (size_t i = 1; i < n; i++) {
-    mz_op *nx = i + 1 < n ? atomic_load_explicit(&op->next, memory_order_relaxed) : NULL;
+    mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
     if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
     op = nx;
   }
@@ -287,8 +287,8 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 static void run_taken(struct worker *w, mz_op *op) {
   /* Another run's node may take long: publish the previous run's
    * completions first, so that run is not held open behind it. */
-  if (w->q->acct.run && w->q->acct.run != op->t->run) mz__queue_flush(w->q);
-  struct mz__task *t = op->t;
+  if (w->q->acct.run && w->q->acct.run != mz__task_of(op)->run) mz__queue_flush(w->q);
+  struct mz__task *t = mz__task_of(op);
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
     t->exec.queue = w->q;
@@ -413,7 +413,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   if (w) {
     size_t i = 0;
     /* Read each link before the node is visible to others. */
-    mz_op *nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+    mz_op *nx = atomic_load_explicit(mz__op_next(head), memory_order_relaxed);
     if (!w->next) {
       w->next = head;
       head = nx;
@@ -423,7 +423,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
                    atomic_load_explicit(&w->dq.top, memory_order_relaxed);
     size_t pushed = 0;
     for (; i < n && held < LOCAL_MAX; i++, held++, pushed++) {
-      nx = atomic_load_explicit(&head->next, memory_order_relaxed);
+      nx = atomic_load_explicit(mz__op_next(head), memory_order_relaxed);
       if (!mz__deque_push(&w->dq, head)) break;
       head = nx;
     }
@@ -433,7 +433,7 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   }
   size_t added = n;
   pthread_mutex_lock(&cd->inj_lock);
-  if (cd->inj_tail) atomic_store_explicit(&cd->inj_tail->next, head, memory_order_relaxed);
+  if (cd->inj_tail) atomic_store_explicit(mz__op_next(cd->inj_tail), head, memory_order_relaxed);
   else cd->inj_head = head;
   cd->inj_tail = tail;
   cd->inj_n += added;
@@ -448,7 +448,7 @@ static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
    * back from a dead device and be submitted again, reusing its batch. */
   unsigned n = b->n;
   for (unsigned i = 0; i < n; i++) {
-    mz_op *node = b->execs[i]->node;
+    mz_op *node = mz__exec_node(b->execs[i]);
     mz__mpsc_push(&w->inbox, node);
   }
   mz__parker_wake(&w->park);
@@ -468,7 +468,7 @@ static int cpu_queue_init(struct mz__queue *q) {
     free(w);
     return MZ_ENOMEM;
   }
-  mz__mpsc_init(&w->inbox, &w->stub);
+  mz__mpsc_init(&w->inbox, &w->stub.op);
   mz__parker_init(&w->park);
   q->priv = w;
   if (pthread_create(&w->thread, NULL, worker_main, w)) {

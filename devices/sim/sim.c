@@ -430,7 +430,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
       t += (uint64_t)llround(xfer);
     }
     x->t_start = t;
-    t += (uint64_t)llround(cost_ns(&sd->cls, x->node));
+    t += (uint64_t)llround(cost_ns(&sd->cls, mz__exec_node(x)));
     x->t_end = t;
     x->status = MZ_OK;
   }

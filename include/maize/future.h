@@ -82,6 +82,10 @@ int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_f
 
 /* Block until the run finishes; return its status.  MZ_EDEADLK when called
  * from a runtime thread (a task, a host node, a completion callback).
+ * A run of at most 4 nodes that all run on discrete devices (no unified
+ * memory: a GPU) is waited on by spinning up to MZ_WAIT_SPIN_US (50 us)
+ * before sleeping, as the device's own synchronize does; no other wait
+ * spins.
  * With MZ_WAIT_HELP=1 (off by default) the calling thread meanwhile runs
  * CPU nodes of any run in place of a CPU worker that sleeps, as an OpenMP
  * master thread does: a node it takes costs no wake-up (a one-node graph

@@ -41,9 +41,9 @@ typedef struct mz_runtime_config {
    * default (4), or $MZ_OPENCL_QUEUES / $MZ_CUDA_STREAMS. */
   unsigned opencl_queues;
   unsigned cuda_streams;
-  /* How long an idle CPU worker spins, in microseconds, before it parks
-   * (sleeps until work arrives; waking it costs a system call).  0: the
-   * default, $MZ_SPIN_US or 50. */
+  /* How long an idle CPU worker, or a device's submission thread, spins,
+   * in microseconds, before it parks (sleeps until work arrives; waking it
+   * costs a system call).  0: the default, $MZ_SPIN_US or 50. */
   unsigned spin;
   /* Print warnings (an ignored device, a bad perf model file) to stderr.
    * Default true; $MZ_QUIET=1 turns them off. */
@@ -81,7 +81,7 @@ typedef struct mz_runtime_config {
  * runtime is not available: the message is written to stderr unless quiet.
  * Errors: MZ_EINVAL (NULL out; a malformed value: "cpu:0", "cpu:two",
  * MZ_OPENCL_QUEUES, MZ_CUDA_STREAMS or MZ_SPIN_US that is not a count from 1
- * to 2^20-1, a bad MZ_WATCHDOG_S, MZ_FAULTS or MZ_LIMIT_*_MEM), MZ_ENOENT (unknown device kind or
+ * to 2^20-1, an MZ_WAIT_SPIN_US that is not a count from 0 to 2^20-1, a bad MZ_WATCHDOG_S, MZ_FAULTS or MZ_LIMIT_*_MEM), MZ_ENOENT (unknown device kind or
  * policy: MZ_DEVICES=bogus, MZ_POLICY=nope), MZ_ENODEV (a selected device
  * does not exist, or its backend is not built: MZ_DEVICES=cuda:99),
  * MZ_ENOMEM.
