@@ -23,8 +23,9 @@
  * the message is in and the run has started (enum gstate: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
- * writes that another rank reads is copied into the transfer's staging
- * memory and sent when the user's function returns (struct dtask's out),
+ * writes that another rank reads is copied into a staging block (shared
+ * by the graph's folded sends, reused once a message is out: struct
+ * sblock) and sent when the user's function returns (struct dtask's out),
  * up to MZ__MPI_FOLD_MAX bytes; a larger one, or one with no wrapped
  * producer, gets a send node.  A task that updates a received value in
  * place, or one not wrapped, reads it from the buffer: a receive node
@@ -168,6 +169,24 @@ struct mz_mpi {
   _Atomic int uwait;   /* user threads waiting on a request (a collective, a drain) */
 };
 
+/* The largest send folded into its producer (copied into staging memory
+ * there); a larger one gets a node, which holds the buffer until sent.
+ * Folded sends' staging blocks come in power-of-two size classes up to it. */
+#define MZ__MPI_FOLD_MAX 65536
+#define MZ__MPI_NCLASS 17
+
+/* A staging block of a folded send; its bytes follow the header. */
+struct sblock {
+  struct sblock *all, *next;
+  unsigned cls;
+  _Alignas(16) unsigned char bytes[];
+};
+
+static void stage_give(mz_dgraph *dg, struct sblock *b);
+static struct sblock *sblock_of(void *bytes) {
+  return (struct sblock *)(void *)((unsigned char *)bytes - offsetof(struct sblock, bytes));
+}
+
 /* One planned transfer of a distributed graph.  Its address travels as
  * the send or receive node's u64 argument. */
 enum xstate {
@@ -249,6 +268,17 @@ struct mz_dgraph {
   bool frozen;
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
   _Atomic long inflight; /* this graph's requests not yet completed */
+  /* Staging memory of folded sends, shared by all of them: a send takes a
+   * block of its size class when its producer ends and gives it back when
+   * the send completes, so what is held is what was in flight at once, not
+   * one block per transfer.  sall: every block (freed with the graph);
+   * slast, then sfree: the free ones per class (sfree under slock);
+   * sbytes: their total size. */
+  pthread_mutex_t slock;
+  struct sblock *sall, *sfree[MZ__MPI_NCLASS];
+  struct sblock *_Atomic slast[MZ__MPI_NCLASS]; /* per class: one free block outside the lock */
+  size_t sbytes;
+  size_t rbytes; /* staging memory of this rank's receives (one per transfer) */
 };
 
 static void comm_fail(mz_mpi *m, int err, const char *what) {
@@ -440,6 +470,7 @@ static void complete(mz_mpi *m, struct cmd *c) {
     break;
   case C_FSEND:
     atomic_fetch_sub(&m->urgent, 1);
+    stage_give(x->dg, sblock_of(c->buf));
     break;
   case C_RECV: {
     if (x->fold) gate_arrived(m, x);
@@ -636,6 +667,8 @@ static bool send_now(mz_mpi *m, struct xfer *x, struct cmd *c) {
   int err = MPI_Test(&c->req, &done, &st);
   if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
   if (done) {
+    /* Before the count: mz_dgraph_destroy frees the blocks once it drops. */
+    if (c->kind == C_FSEND) stage_give(x->dg, sblock_of(c->buf));
     atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
     return true;
   }
@@ -708,16 +741,53 @@ static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer
 
 static int xfer_cpu(const mz_call *call);
 
+/* A free staging block of at least bytes bytes (NULL: out of memory). */
+static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
+  unsigned k = 0;
+  while (((size_t)1 << k) < (size_t)bytes) k++;
+  /* The class's last block given back, without the lock (one slot,
+   * exchanged whole: no ABA); the common case of a message that went out
+   * before the next task of its class ended. */
+  struct sblock *b = atomic_exchange_explicit(&dg->slast[k], NULL, memory_order_acquire);
+  if (b) return b;
+  pthread_mutex_lock(&dg->slock);
+  b = dg->sfree[k];
+  if (b) dg->sfree[k] = b->next;
+  pthread_mutex_unlock(&dg->slock);
+  if (b) return b;
+  if (!(b = malloc(sizeof *b + ((size_t)1 << k)))) return NULL;
+  b->cls = k;
+  pthread_mutex_lock(&dg->slock);
+  b->all = dg->sall;
+  dg->sall = b;
+  dg->sbytes += (size_t)1 << k;
+  pthread_mutex_unlock(&dg->slock);
+  return b;
+}
+
+static void stage_give(mz_dgraph *dg, struct sblock *b) {
+  struct sblock *none = NULL;
+  if (atomic_compare_exchange_strong_explicit(&dg->slast[b->cls], &none, b, memory_order_release, memory_order_relaxed))
+    return;
+  pthread_mutex_lock(&dg->slock);
+  b->next = dg->sfree[b->cls];
+  dg->sfree[b->cls] = b;
+  pthread_mutex_unlock(&dg->slock);
+}
+
 /* Send a folded send's data (src, the producer's output) from its
  * staging memory: the producer ends at once, and a later writer of the
  * buffer need not wait for the message. */
-static void fsend(struct xfer *x, const void *src) {
-  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
+  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) {
+    stage_give(x->dg, blk);
+    return;
+  }
   mz_mpi *m = x->dg->m;
   struct cmd *c = &x->c;
-  memcpy(x->stage, src, (size_t)x->bytes);
+  memcpy(blk->bytes, src, (size_t)x->bytes);
   c->kind = C_FSEND;
-  c->buf = x->stage;
+  c->buf = blk->bytes;
   c->bytes = x->bytes;
   atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
   if (!m->multiple) push_cmd(m, c);
@@ -759,7 +829,21 @@ static int task_start(mz_op *op, const mz_call *call) {
       msg = strdup(buf);
       st = MZ_EKERNEL;
     } else {
-      for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p);
+      /* Every block first: out of memory fails the task before any
+       * message goes (the peers then get marks, as for any failure). */
+      struct sblock *bv[8];
+      struct sblock **blk = dt->nout <= 8 ? bv : malloc(dt->nout * sizeof *blk);
+      unsigned got = 0;
+      if (blk)
+        while (got < dt->nout && (blk[got] = stage_take(dt->out[got].x->dg, dt->out[got].x->bytes))) got++;
+      if (!blk || got < dt->nout) {
+        while (got--) stage_give(dt->out[got].x->dg, blk[got]);
+        st = MZ_ENOMEM;
+        msg = strdup("out of memory staging a value sent to another rank");
+      } else {
+        for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
+      }
+      if (blk != bv) free(blk);
     }
   }
   if (args != argv) free(args);
@@ -1147,8 +1231,13 @@ int mz_dgraph_create(mz_mpi *m, mz_dgraph **out) {
   if (!dg) return mz__set_error(m->rt, MZ_ENOMEM, "mz_dgraph_create: out of memory");
   dg->m = m;
   dg->vbytes = ((size_t)m->size + 7) / 8;
+  if (pthread_mutex_init(&dg->slock, NULL)) {
+    free(dg);
+    return mz__set_error(m->rt, MZ_ENOMEM, "mz_dgraph_create: out of resources");
+  }
   int st = mz_graph_create(m->rt, &dg->g);
   if (st != MZ_OK) {
+    pthread_mutex_destroy(&dg->slock);
     free(dg);
     return st;
   }
@@ -1196,6 +1285,11 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
   free(dg->tasks);
   free(dg->latest);
   free(dg->valid);
+  for (struct sblock *b = dg->sall, *nb; b; b = nb) {
+    nb = b->all;
+    free(b);
+  }
+  pthread_mutex_destroy(&dg->slock);
   free(dg);
 }
 
@@ -1206,6 +1300,17 @@ const char *mz_dgraph_message(const mz_dgraph *dg) { return dg ? dg->message : "
 void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs) {
   if (sends) *sends = dg ? dg->nsends : 0;
   if (recvs) *recvs = dg ? dg->nrecvs : 0;
+}
+
+void mz_dgraph_staging(const mz_dgraph *dg, size_t *send_bytes, size_t *recv_bytes) {
+  size_t sb = 0;
+  if (dg) {
+    pthread_mutex_lock((pthread_mutex_t *)&dg->slock);
+    sb = dg->sbytes;
+    pthread_mutex_unlock((pthread_mutex_t *)&dg->slock);
+  }
+  if (send_bytes) *send_bytes = sb;
+  if (recv_bytes) *recv_bytes = dg ? dg->rbytes : 0;
 }
 
 /* Grow the model to cover every registered data. */
@@ -1279,10 +1384,6 @@ static int xfer_node(mz_dgraph *dg, struct xfer *x) {
   return add_task(dg, op);
 }
 
-/* The largest send folded into its producer (copied into staging memory
- * there); a larger one gets a node, which holds the buffer until sent. */
-#define MZ__MPI_FOLD_MAX 65536
-
 /* Plan the transfer of data d's latest value to rank dst, and build this
  * rank's side of it.  rfold: the receiving side has a reader that can wait
  * on it as a gate (no receive node).  *out: this rank's transfer (NULL
@@ -1320,13 +1421,14 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   atomic_init(&x->gate, G_RELEASED);
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
   x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold;
-  if ((!x->send || x->fold) && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
+  if (!x->send && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
     free(x);
     return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
   }
   dg->xf[dg->nxf++] = x;
   if (x->send) dg->nsends++;
   else dg->nrecvs++;
+  if (!x->send) dg->rbytes += x->bytes ? (size_t)x->bytes : 1;
   if (out) *out = x;
   if (x->fold && x->send) {
     if (prod->nout == prod->capout) {

@@ -193,6 +193,15 @@ static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigne
   CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
   size_t s0 = 0, r0 = 0;
   bool ok = true;
+  /* Staging: a receive keeps its own (w doubles); the values sent from the
+   * tasks' completions share blocks taken as they go out, so none is held
+   * before the first run, and after any number of runs no more than one
+   * block (w doubles rounded up to a power of two) per send of one run:
+   * blocks not given back once sent would grow with the runs. */
+  size_t blk = 1, sb = 0, rb = 0;
+  while (blk < w * sizeof(double)) blk *= 2;
+  mz_dgraph_staging(dg, &sb, &rb);
+  CHECK(sb == 0, "%zu bytes of send staging before any run", sb);
   for (unsigned run = 0; run < runs; run++) {
     mz_future *f = NULL;
     int st = mz_dgraph_run(dg, NULL, &f);
@@ -208,6 +217,11 @@ static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigne
       r0 = r1;
     }
     CHECK(s1 == s0 && r1 == r0, "the plan changed between runs");
+    mz_dgraph_staging(dg, &sb, &rb);
+    CHECK(rb == r1 * w * sizeof(double), "%zu bytes of receive staging for %zu receives of %zu bytes", rb, r1,
+          w * sizeof(double));
+    CHECK(sb <= s1 * blk, "run %u: %zu bytes of send staging for %zu sends of %zu bytes", run, sb, s1, w * sizeof(double));
+    if (size == 1) CHECK(sb == 0 && rb == 0, "staging with one rank");
   }
   /* Halos cross ranks: 2 per boundary per step (each way), sent as whole tiles. */
   long long nx = all_sum((long long)(s0 + r0));

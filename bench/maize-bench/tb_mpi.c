@@ -674,7 +674,8 @@ int mzb_mpi_weak_main(int argc, char **argv) {
       printf("usage: mpirun -np N maize-bench mpi-weak [--steps N] [--iter N] [-r N]\n"
                "Weak scaling: a compute-bound stencil_1d with one point per rank on N ranks (maize-mpi),\n"
                "against the same work per rank on one rank (each rank runs a one-point graph on maize alone,\n"
-               "one worker, all at once), then BENCH mpi.weak.\n");
+               "one worker, all at once), and against the plain MPI peer on the same N-rank graph, the three\n"
+               "run in turn each repetition, then BENCH mpi.weak.\n");
       return 0;
     default:
       fprintf(stderr, "maize-bench mpi-weak: bad option '%s'\n", argv[optind - 1]);
@@ -730,7 +731,17 @@ int mzb_mpi_weak_main(int argc, char **argv) {
     tb_system_maize_rerun.destroy(st1);
     return 1;
   }
-  double tr[101], tn[101], ratio[101];
+  /* The plain MPI peer on the same N-rank graph, timed in the same
+   * repetitions: what the machine (and oversubscription) costs any MPI
+   * program, apart from what maize adds. */
+  void *sp = NULL;
+  if (tb_system_mpi.create(&all, &opts, &sp, err, sizeof err)) {
+    fprintf(stderr, "maize-bench mpi-weak: plain MPI: %s\n", err);
+    tb_system_maize_mpi_rerun.destroy(st);
+    tb_system_maize_rerun.destroy(st1);
+    return 1;
+  }
+  double tr[101], tn[101], ratio[101], tp[101], pratio[101], mratio[101];
   for (int r = 0; r < reps && !bad; r++) {
     MPI_Barrier(MPI_COMM_WORLD);
     double a = MPI_Wtime(), dummy;
@@ -748,7 +759,16 @@ int mzb_mpi_weak_main(int argc, char **argv) {
     ratio[r] = tn[r] / tr[r];
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (anybad) break;
+    if (tb_system_mpi.run(sp, &tp[r], err, sizeof err)) {
+      fprintf(stderr, "maize-bench mpi-weak: plain MPI: %s\n", err);
+      bad = 1;
+    }
+    pratio[r] = tp[r] / tr[r];
+    mratio[r] = tn[r] / tp[r];
+    MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (anybad) break;
   }
+  tb_system_mpi.destroy(sp);
   tb_system_maize_mpi_rerun.destroy(st);
   tb_system_maize_rerun.destroy(st1);
   if (anybad) return 1;
@@ -757,7 +777,13 @@ int mzb_mpi_weak_main(int argc, char **argv) {
   qsort(ratio, (size_t)reps, sizeof ratio[0], cmp_double);
   double t1 = reps % 2 ? tr[reps / 2] : 0.5 * (tr[reps / 2 - 1] + tr[reps / 2]);
   double tnm = reps % 2 ? tn[reps / 2] : 0.5 * (tn[reps / 2 - 1] + tn[reps / 2]);
+  qsort(tp, (size_t)reps, sizeof tp[0], cmp_double);
+  qsort(pratio, (size_t)reps, sizeof pratio[0], cmp_double);
+  qsort(mratio, (size_t)reps, sizeof mratio[0], cmp_double);
   double rm = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
+  double tpm = reps % 2 ? tp[reps / 2] : 0.5 * (tp[reps / 2 - 1] + tp[reps / 2]);
+  double prm = reps % 2 ? pratio[reps / 2] : 0.5 * (pratio[reps / 2 - 1] + pratio[reps / 2]);
+  double mrm = reps % 2 ? mratio[reps / 2] : 0.5 * (mratio[reps / 2 - 1] + mratio[reps / 2]);
   if (rank == 0) {
     printf("mpi-weak: stencil_1d, %ld steps, compute_bound %ld iterations, one point per rank, median of %ld\n", steps,
            iter, reps);
@@ -766,8 +792,15 @@ int mzb_mpi_weak_main(int argc, char **argv) {
     printf("  %d ranks: %.4f s (%.1f us per task per rank), %.4f to %.4f\n", size, tnm, tnm * 1e6 / (double)steps, tn[0],
            tn[reps - 1]);
     printf("  ratio of each pair: median %.3f, %.3f to %.3f\n", rm, ratio[0], ratio[reps - 1]);
-    printf("BENCH mpi.weak ranks=%d one_s=%.4f all_s=%.4f ratio=%.3f pair_ratio=%.3f pair_min=%.3f pair_max=%.3f\n", size,
-           t1, tnm, tnm / t1, rm, ratio[0], ratio[reps - 1]);
+    printf("  plain MPI, %d ranks: %.4f s, %.4f to %.4f; its ratio to 1 rank: median %.3f, %.3f to %.3f\n", size, tpm,
+           tp[0], tp[reps - 1], prm, pratio[0], pratio[reps - 1]);
+    printf("  maize / plain MPI at %d ranks, each repetition: median %.3f, %.3f to %.3f\n", size, mrm, mratio[0],
+           mratio[reps - 1]);
+    printf("BENCH mpi.weak ranks=%d one_s=%.4f all_s=%.4f ratio=%.3f pair_ratio=%.3f pair_min=%.3f pair_max=%.3f "
+           "mpi_s=%.4f mpi_pair_ratio=%.3f mpi_pair_min=%.3f mpi_pair_max=%.3f vs_mpi=%.3f vs_mpi_min=%.3f "
+           "vs_mpi_max=%.3f\n",
+           size, t1, tnm, tnm / t1, rm, ratio[0], ratio[reps - 1], tpm, prm, pratio[0], pratio[reps - 1], mrm, mratio[0],
+           mratio[reps - 1]);
   }
   return 0;
 }

@@ -193,6 +193,16 @@ const char *mz_dgraph_message(const mz_dgraph *dg);
  * and tests; the plan is fixed once the graph has run). */
 void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs);
 
+/* Staging memory this rank holds for dg's transfers, in bytes.  Each
+ * receive keeps its own (its message may come as soon as the run starts):
+ * recv_bytes is fixed by the plan.  The values a task sends from its
+ * completion are copied into blocks shared by all such sends of the graph
+ * (a power-of-two size class each), taken when the task ends and reused
+ * once the message is out: send_bytes is what was in flight at once (at
+ * most, rounded up, what one block per such send would hold) and grows
+ * only while the graph runs.  NULL dg: both 0. */
+void mz_dgraph_staging(const mz_dgraph *dg, size_t *send_bytes, size_t *recv_bytes);
+
 /* Run the whole graph on this rank (its tasks and transfers), with the
  * named policy (NULL: the runtime's default), and return this rank's
  * future.  Every rank calls it for every run.  The first run freezes the
