@@ -9,7 +9,7 @@
  *            speed, the path bound with unavoidable transfers: comm_bound)
  *
  * (the schedule length ratio, SLR), and the planning time per node:
- * the CPU time of the calling thread spent in the policy's plan and select
+ * the CPU time of the calling thread spent in the policy's plan, select and pick
  * calls (CPU time, so that other processes on a shared machine do not
  * inflate it), measured by wrapping the shipped ops tables, less the
  * clock's own cost per call (calibrated at start).  The last lines are
@@ -44,10 +44,11 @@
 #include "bench_util.h"
 
 extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
-    mz_policy_dmda, mz_policy_heft;
+    mz_policy_dmda, mz_policy_dmdas, mz_policy_heft;
 
 static const struct mz_policy_ops *const inner[] = {&mz_policy_single, &mz_policy_round_robin, &mz_policy_eager,
-                                                    &mz_policy_ws,     &mz_policy_dmda,        &mz_policy_heft};
+                                                    &mz_policy_ws,     &mz_policy_dmda,        &mz_policy_heft,
+                                                    &mz_policy_dmdas};
 #define NPOL (sizeof inner / sizeof inner[0])
 
 static uint64_t now_ns(void) {
@@ -96,7 +97,7 @@ struct wrap {
   void *state;
 };
 
-#define WRAPPERS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define WRAPPERS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6)
 #define DEF(I)                                                                                           \
   static int init_##I(const mz_sched *s, void **state) {                                                 \
     struct wrap *w = calloc(1, sizeof *w);                                                               \
@@ -395,6 +396,15 @@ static int w_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   return q;
 }
 
+static unsigned w_pick(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n) {
+  struct wrap *w = state;
+  uint64_t t0 = cpu_ns();
+  unsigned k = inner[w->i]->pick(w->state, s, q, pending, n);
+  atomic_fetch_add(&decide_ns[w->i], cpu_ns() - t0);
+  atomic_fetch_add(&decide_calls[w->i], 1);
+  return k;
+}
+
 static void w_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
   struct wrap *w = state;
   if (inner[w->i]->done) inner[w->i]->done(w->state, s, t, q, ns);
@@ -592,6 +602,7 @@ int main(int argc, char **argv) {
     wrapped[i].plan = w_plan; /* also computes the bound */
     wrapped[i].select = inner[i]->select ? w_select : NULL;
     wrapped[i].done = w_done;
+    wrapped[i].pick = inner[i]->pick ? w_pick : NULL;
   }
   size_t cap = NPLAT * nsizes * NCCR * seeds;
   double *slr[NPOL];

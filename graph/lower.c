@@ -203,6 +203,9 @@ void mz__lowered_free(struct mz__lowered *lw) {
 static void unfreeze(struct mz__lowered *lw) {
   mz__arena_free(&lw->frozen);
   lw->replay = false;
+  lw->sources = NULL;
+  lw->nsources = 0;
+  lw->ungated = false;
   lw->topo = NULL;
   lw->succv = NULL;
   lw->bufs = NULL;
@@ -269,8 +272,23 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
     mem += sz;
   }
+  /* The sources, in the array of the tasks' blocks' arena. */
+  size_t ns = 0;
+  bool ungated = true;
+  for (size_t i = 0; i < n; i++) {
+    const struct mz__task *t = mz__task_of(topo[i]);
+    ns += t->npreds == 0;
+    ungated &= t->ngates == 0;
+  }
+  mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
+  if (ns && !src) ungated = false; /* no list: the gates stay */
+  for (size_t i = 0, k = 0; src && i < n; i++)
+    if (mz__task_of(topo[i])->npreds == 0) src[k++] = topo[i];
   mz__arena_free(&lw->frozen);
   lw->frozen = a;
+  lw->sources = src;
+  lw->nsources = src ? ns : 0;
+  lw->ungated = ungated;
   lw->topo = topo;
   lw->succv = succv;
   lw->bufs = bufs;
@@ -341,6 +359,11 @@ static bool replay_ok(const struct mz__lowered *lw) {
  * r->tasks holds lw->topo.  Cannot fail (a readers list that cannot grow
  * keeps what fits, as in schedule_locked). */
 static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
+  /* The last run shared every task and this one will too: no task is
+   * placed, so none needs its run gate (it keeps a task from being placed
+   * before the run is committed); its start releases the sources. */
+  bool open = lw->ungated && lw->all_shared && !r->devok && mz__run_may_share(r);
+  r->gates_open = open;
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
@@ -354,7 +377,8 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + 1 + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
+    t->host_wait = open;
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
   for (size_t i = 0; i < lw->nbufs; i++) {

@@ -52,11 +52,23 @@
  * devices: too dear at CCR 1, where a spread run on two devices ends at
  * the work bound.)
  *
+ * dmdas (after StarPU's dmdas) places as dmda does and also orders each
+ * queue (policy ABI 2's pick): its plan computes each node's upward rank
+ * (HEFT's priority: the longest expected path from the node to the run's
+ * end, in the high half of the policy word), and when a queue has a free
+ * slot it takes the pending node of highest rank, the oldest on ties, so
+ * the critical path goes first among the ready nodes placed there.  Its
+ * nodes wait in the runtime's pending lists, in no backlog the runtime
+ * knows: select adds what each adds to its queue's finish time to a
+ * per-queue sum of its own, which pick takes down.
+ *
  * Cost per decision: one estimate and one capability check per device
  * class, one transfer estimate per input and memory node, and a pass over
  * the queues with what the state caches (each queue's device and class). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "maize/device.h"
 #include "maize/policy.h"
@@ -67,11 +79,20 @@ struct dmda {
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
   bool *copy;            /* per queue: its device has a copy engine */
   bool all_copy;         /* every device has one */
+  /* dmdas: the work selected for each queue and not yet picked (it is in
+   * no backlog the runtime knows), in expected ns, and how many nodes. */
+  bool sorted;
+  pthread_mutex_t pm;
+  double *pend_ns;
+  unsigned *pend_n;
 };
 
 static void dmda_fini(void *state) {
   struct dmda *d = state;
   if (!d) return;
+  if (d->sorted) pthread_mutex_destroy(&d->pm);
+  free(d->pend_ns);
+  free(d->pend_n);
   free(d->qdev);
   free(d->qcls);
   free(d->lead);
@@ -109,9 +130,13 @@ static int dmda_init(const mz_sched *s, void **state) {
 
 enum { STACK_Q = 256 };
 
-/* The home a plan gives a run, in each task's policy word: 0, free; a
- * device + 1; or HOME_CLASS | (class + 1): the devices of one class. */
-#define HOME_CLASS ((uintptr_t)1 << 30)
+/* The home a plan gives a run, in the low 16 bits of each task's policy
+ * word: 0, free; a device + 1; or HOME_CLASS | (class + 1): the devices of
+ * one class (the runtime has at most 1024 devices).  dmdas keeps the
+ * node's upward rank, a float, in the high 32 bits (64-bit words only). */
+#define HOME_CLASS ((uintptr_t)1 << 15)
+#define HOME_MASK ((uintptr_t)0xffff)
+#define RANK_BITS (UINTPTR_MAX > 0xffffffffu)
 
 /* ---- the plan's rehearsal: dmda's own decisions on a virtual clock ---- */
 
@@ -454,11 +479,16 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   uint64_t now = mz_sched_now_ns(s);
   for (unsigned q = 0; q < nq; q++)
     if (d->lead[q] >= 0 && d->lead[q] != (int)q) at[d->lead[q]] += at[q] > now ? at[q] - now : 0;
+  if (d->sorted) { /* and what waits to be picked (dmdas) */
+    pthread_mutex_lock(&d->pm);
+    for (unsigned q = 0; q < nq; q++) at[q] += (uint64_t)llround(d->pend_ns[q]);
+    pthread_mutex_unlock(&d->pm);
+  }
   for (unsigned c = 0; c < ncls; c++) est[c] = NAN;
   double best_f = INFINITY, best_st = 0;
   uint64_t explore_at = UINT64_MAX;
   /* A run kept on one device (dmda_plan), unless that device cannot run t. */
-  uintptr_t home = *mz_task_policy_data(t);
+  uintptr_t home = *mz_task_policy_data(t) & HOME_MASK;
   if (home) {
     bool any = false;
     for (unsigned q = 0; q < nq && !any; q++) any = at_home(d, home, q) && mz_task_can_run(s, t, q);
@@ -494,11 +524,176 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
     mz_task_set_expected_times(s, t, (uint64_t)llround(st), (uint64_t)llround(st + est[d->qcls[best]]));
   }
 out:
+  if (d->sorted && (explore >= 0 || best >= 0)) {
+    int q = explore >= 0 ? explore : best;
+    pthread_mutex_lock(&d->pm);
+    /* How much later q is free with t on it: its transfers (where they
+     * run on q) and its work. */
+    d->pend_ns[q] += explore >= 0 ? 0 : fmax(0, best_f - (double)at[q]);
+    d->pend_n[q]++;
+    pthread_mutex_unlock(&d->pm);
+  }
   if (xfer != xstack) free(xfer);
   if (at != rstack) free(at);
   if (est != estack) free(est);
   if (explore >= 0) return explore;
   return best >= 0 ? best : 0; /* 0: no queue can run it (or no memory); the runtime says so */
+}
+
+/* ---- dmdas: dmda's placement, each queue in upward-rank order ---- */
+
+static int dmdas_init(const mz_sched *s, void **state) {
+  int rc = dmda_init(s, state);
+  if (rc) return rc;
+  struct dmda *d = *state;
+  d->pend_ns = calloc(d->nq + 1, sizeof *d->pend_ns);
+  d->pend_n = calloc(d->nq + 1, sizeof *d->pend_n);
+  if (!d->pend_ns || !d->pend_n || pthread_mutex_init(&d->pm, NULL)) {
+    dmda_fini(d);
+    *state = NULL;
+    return -2; /* MZ_ENOMEM */
+  }
+  d->sorted = true;
+  return 0;
+}
+
+static float word_rank(uintptr_t w) {
+  if (!RANK_BITS) return 0;
+  uint32_t b = (uint32_t)((uint64_t)w >> 32);
+  float r;
+  memcpy(&r, &b, sizeof r);
+  return r;
+}
+
+static uintptr_t with_rank(uintptr_t w, float r) {
+  if (!RANK_BITS) return w;
+  uint32_t b;
+  memcpy(&b, &r, sizeof b);
+  return (uintptr_t)(((uint64_t)w & 0xffffffffu) | ((uint64_t)b << 32));
+}
+
+/* Upward ranks of the run (HEFT's priority: the longest path from the
+ * node to the run's end, in expected ns):
+ *
+ *   rank(i) = w(i) + max over successors j of (c(i, j) + rank(j))
+ *
+ * w(i): the node's expected time averaged over the live devices that can
+ * run it (unknown estimates: the mean of the known ones, or 1 us, so a
+ * run no model knows yet is ranked by path length); c(i, j): the edge's
+ * bytes over the mean link between distinct devices, plus its latency.
+ * rank[i] for tasks[i]; 0 on no memory (the queues then stay in arrival
+ * order). */
+static void upward_ranks(const struct dmda *d, const mz_sched *s, mz_task *const tasks[], size_t n, float *rank) {
+  unsigned nq = d->nq, ncls = d->ncls;
+  double *wsum = calloc(n + 1, sizeof *wsum), *up = calloc(n + 1, sizeof *up), *cw = calloc(ncls + 1, sizeof *cw);
+  int *rep = malloc((ncls + 1) * sizeof *rep);
+  unsigned *ndev = calloc(ncls + 1, sizeof *ndev);
+  if (!wsum || !up || !cw || !rep || !ndev) goto out;
+  for (unsigned c = 0; c < ncls; c++) rep[c] = -1;
+  for (unsigned q = 0; q < nq; q++) {
+    if (mz_sched_device_dead(s, d->qdev[q]) || (q && d->qdev[q - 1] == d->qdev[q])) continue;
+    if (rep[d->qcls[q]] < 0) rep[d->qcls[q]] = (int)q;
+    ndev[d->qcls[q]]++;
+  }
+  /* The mean link between distinct devices, from one queue per class. */
+  double lat = 0, per_byte = 0, pairs = 0;
+  for (unsigned a = 0; a < ncls; a++)
+    for (unsigned b = 0; b < ncls && rep[a] >= 0; b++) {
+      if (rep[b] < 0 || (a == b && ndev[a] < 2)) continue;
+      unsigned qb = (unsigned)rep[b];
+      if (a == b) /* another device of the class */
+        for (unsigned q = 0; q < nq; q++)
+          if (d->qcls[q] == b && d->qdev[q] != d->qdev[rep[a]]) {
+            qb = q;
+            break;
+          }
+      double l = mz_sched_link_ns(s, (unsigned)rep[a], qb, 0), m = mz_sched_link_ns(s, (unsigned)rep[a], qb, 1u << 20);
+      if (l < 0 || m < l) continue;
+      double k = (double)ndev[a] * (ndev[b] - (a == b));
+      lat += k * l;
+      per_byte += k * (m - l) / (double)(1u << 20);
+      pairs += k;
+    }
+  if (pairs) {
+    lat /= pairs;
+    per_byte /= pairs;
+  }
+  for (size_t i = 0; i < n; i++) {
+    double known = 0, devs = 0, unknown = 0;
+    for (unsigned c = 0; c < ncls; c++) {
+      cw[c] = -1;
+      if (rep[c] < 0 || !mz_task_can_run(s, tasks[i], (unsigned)rep[c])) continue;
+      double e = mz_task_expected_ns(s, tasks[i], (unsigned)rep[c]);
+      if (e >= 0) {
+        known += e * ndev[c];
+        devs += ndev[c];
+      } else {
+        unknown += ndev[c];
+      }
+    }
+    double mean = devs ? known / devs : 1e3;
+    wsum[i] = devs + unknown ? (known + mean * unknown) / (devs + unknown) : mean;
+  }
+  /* Index the run through the policy words, for the edges. */
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = i + 1;
+  for (size_t i = n; i-- > 0;) { /* tasks[] is in topological order */
+    up[i] += wsum[i]; /* up[i] held the max over successors */
+    for (unsigned k = 0, np = mz_task_pred_count(tasks[i]); k < np; k++) {
+      mz_task *p = mz_task_pred(tasks[i], k);
+      uintptr_t ix = *mz_task_policy_data(p);
+      if (ix == 0 || ix > n || tasks[ix - 1] != p) continue; /* of another run */
+      size_t b = mz_task_edge_bytes(tasks[i], k);
+      double r = up[i] + (b ? lat + per_byte * (double)b : 0);
+      if (r > up[ix - 1]) up[ix - 1] = r;
+    }
+  }
+  for (size_t i = 0; i < n; i++) *mz_task_policy_data(tasks[i]) = 0;
+  for (size_t i = 0; i < n; i++) rank[i] = (float)up[i];
+out:
+  if (!wsum || !up || !cw || !rep || !ndev)
+    for (size_t i = 0; i < n; i++) rank[i] = 0;
+  free(wsum);
+  free(up);
+  free(cw);
+  free(rep);
+  free(ndev);
+}
+
+static int dmdas_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
+  struct dmda *d = state;
+  float *rank = RANK_BITS ? malloc((n + 1) * sizeof *rank) : NULL;
+  if (rank) upward_ranks(d, s, tasks, n, rank);
+  int rc = dmda_plan(state, s, tasks, n);
+  for (size_t i = 0; rank && i < n; i++) {
+    uintptr_t *w = mz_task_policy_data(tasks[i]);
+    *w = with_rank(*w, rank[i]);
+  }
+  free(rank);
+  return rc;
+}
+
+/* The pending node of highest upward rank, the oldest on ties.  The
+ * queue's pending work drops by the mean per pending node: what select
+ * added for each differs, but their sum is what is left when the queue's
+ * list empties (zero). */
+static unsigned dmdas_pick(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n) {
+  struct dmda *d = state;
+  unsigned k = 0;
+  float best = word_rank(*mz_task_policy_data(pending[0]));
+  for (unsigned i = 1; i < n; i++) {
+    float r = word_rank(*mz_task_policy_data(pending[i]));
+    if (r > best) {
+      best = r;
+      k = i;
+    }
+  }
+  pthread_mutex_lock(&d->pm);
+  if (d->pend_n[q]) { /* its share of the pending work leaves with it */
+    d->pend_ns[q] -= d->pend_ns[q] / d->pend_n[q];
+    d->pend_n[q]--;
+  }
+  pthread_mutex_unlock(&d->pm);
+  return k;
 }
 
 const struct mz_policy_ops mz_policy_dmda = {
@@ -509,4 +704,15 @@ const struct mz_policy_ops mz_policy_dmda = {
     .fini = dmda_fini,
     .plan = dmda_plan,
     .select = dmda_select,
+};
+
+const struct mz_policy_ops mz_policy_dmdas = {
+    .abi = MZ_POLICY_ABI,
+    .name = "dmdas",
+    .description = "dmda's placement; each queue runs its ready nodes in upward-rank order (pick)",
+    .init = dmdas_init,
+    .fini = dmda_fini,
+    .plan = dmdas_plan,
+    .select = dmda_select,
+    .pick = dmdas_pick,
 };

@@ -20,6 +20,7 @@
 
 #include "maize.h"
 #include "maize/policy.h"
+#include "util.h"
 
 struct mz__queue;
 struct mz__exec;
@@ -327,6 +328,13 @@ struct mz__queue {
    * rt->watchdog is set, so the dispatch path pays nothing otherwise).  */
   _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
+  /* Ready nodes of policies with pick, placed on this queue and waiting
+   * for a free slot, in arrival order (exec.c: pend, pick_drain).  Under
+   * pend_lock; npend is also read without it, after backlog drops. */
+  mz__spin pend_lock;
+  _Atomic unsigned npend;
+  unsigned pend_cap;
+  struct mz_op **pend;
   /* A CPU worker's completions, counted here by its own thread and
    * published to the run in one go (mz__queue_flush) when the worker runs
    * out of work or turns to another run: the run's shared counters are

@@ -485,6 +485,12 @@ struct mz_graph {
      * and stay right, since a device's death only adds nodes that only
      * the CPU can run.  Cleared by any run of them that decides otherwise. */
     bool all_shared;
+    /* The frozen run's tasks without predecessors, and whether no task
+     * has an outside gate (src/mpi.c): then a replay that shares every
+     * task opens their run gates at once (graph/lower.c, replay). */
+    struct mz_op **sources;
+    size_t nsources;
+    bool ungated;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
@@ -546,6 +552,8 @@ struct mz_runtime {
   char errmsg[MZ__ERRLEN];
   pthread_mutex_t pol_lock;
   const struct mz_policy_ops *pol[MZ__MAX_POLICIES];
+  /* Each policy's pick, NULL for ABI 1 tables (which have no such field). */
+  unsigned (*pol_pick[MZ__MAX_POLICIES])(void *, const mz_sched *, unsigned, mz_task *const[], unsigned);
   void *pol_state[MZ__MAX_POLICIES];
   bool pol_ready[MZ__MAX_POLICIES];
   unsigned npol;
@@ -626,6 +634,9 @@ int mz__plan_order_check(struct mz__run *r);
  * ws): then nodes only the CPU can run are shared among its workers, with
  * no select call (src/exec.c). */
 bool mz__policy_shares(const struct mz_policy_ops *po);
+/* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
+ * live CPU device, no fault injection, a policy that shares. */
+bool mz__run_may_share(const struct mz__run *r);
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c).  open runs at mz_runtime_create once the devices

@@ -4,7 +4,7 @@
 #include "internal.h"
 
 extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
-    mz_policy_dmda, mz_policy_heft;
+    mz_policy_dmda, mz_policy_dmdas, mz_policy_heft;
 
 const struct mz_policy_ops *const mz__builtin_policies[] = {
     &mz_policy_single,
@@ -12,14 +12,16 @@ const struct mz_policy_ops *const mz__builtin_policies[] = {
     &mz_policy_eager,
     &mz_policy_ws,
     &mz_policy_dmda,
+    &mz_policy_dmdas,
     &mz_policy_heft,
     NULL,
 };
 
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");
-  if (ops->abi != MZ_POLICY_ABI)
-    return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: ABI %u, this maize wants %u", ops->abi, MZ_POLICY_ABI);
+  if (ops->abi < MZ_POLICY_ABI_MIN || ops->abi > MZ_POLICY_ABI)
+    return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: ABI %u, this maize takes %u to %u", ops->abi,
+                         MZ_POLICY_ABI_MIN, MZ_POLICY_ABI);
   if (!ops->name || !*ops->name || strlen(ops->name) >= 64)
     return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: the policy needs a name (under 64 characters)");
   if (!ops->select && !ops->plan)
@@ -29,7 +31,11 @@ int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
   for (unsigned i = 0; i < rt->npol; i++)
     if (!strcmp(rt->pol[i]->name, ops->name)) rc = MZ_ESTATE;
   if (!rc && rt->npol == MZ__MAX_POLICIES) rc = MZ_ENOMEM;
-  if (!rc) rt->pol[rt->npol++] = ops;
+  if (!rc) {
+    /* An ABI 1 table ends at done: pick is not read from it. */
+    rt->pol_pick[rt->npol] = ops->abi >= 2 ? ops->pick : NULL;
+    rt->pol[rt->npol++] = ops;
+  }
   pthread_mutex_unlock(&rt->pol_lock);
   if (rc == MZ_ESTATE) return mz__set_error(rt, rc, "mz_policy_register: a policy named '%s' exists", ops->name);
   if (rc) return mz__set_error(rt, rc, "mz_policy_register: too many policies");

@@ -44,6 +44,9 @@ struct mz__run {
   /* The graph's lowered root when this run is one of its (mz_graph_run),
    * else NULL; read by run_start only, under the graph's lock. */
   struct mz__lowered *lw;
+  /* Replayed with every task shared and its gate open (graph/lower.c):
+   * run_start releases lw's sources only. */
+  bool gates_open;
   struct mz__arena arena;     /* preds, exec arrays */
   /* A replayed run (graph/lower.c): the buffers its tasks use, each once,
    * from its graph's lowered root, which cannot change while the run is in

@@ -209,6 +209,7 @@ static void runtime_free(mz_runtime *rt) {
   for (unsigned d = 0; d < rt->ndev; d++) {
     struct mz_device *dev = rt->devs[d];
     mz__proxy_free(dev);
+    for (unsigned q = 0; q < dev->nqueues; q++) free(dev->queues[q].pend);
     free(dev->queues);
     free(dev);
   }
@@ -285,7 +286,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   const char *pname = env_or(rt->cfg.policy, "MZ_POLICY", "eager");
   if (!rc && mz__policy_find(rt, pname, &rt->default_pol))
     rc = mz__set_error(rt, MZ_ENOENT,
-                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, heft; a policy of "
+                       "MZ_POLICY: no policy named '%s' (shipped: single, round-robin, eager, ws, dmda, dmdas, heft; a policy of "
                        "your own must be in mz_runtime_config.policies)",
                        pname);
   if (!rc) snprintf(rt->policy_name, sizeof rt->policy_name, "%s", pname);

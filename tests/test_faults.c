@@ -113,6 +113,23 @@ static int pin_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
 static const struct mz_policy_ops pin_policy = {
     .abi = MZ_POLICY_ABI, .name = "pin", .description = "test placement by name", .select = pin_select};
 
+/* "pin-picked": pin's placement, each queue newest first (policy ABI 2's
+ * pick), so that nodes wait in the queue's pending list while its device
+ * dies. */
+static unsigned pick_newest(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n) {
+  (void)state, (void)s, (void)q;
+  unsigned k = 0;
+  for (unsigned i = 1; i < n; i++)
+    if (mz_task_id(pending[i]) > mz_task_id(pending[k])) k = i;
+  return k;
+}
+
+static const struct mz_policy_ops pin_picked_policy = {.abi = MZ_POLICY_ABI,
+                                                       .name = "pin-picked",
+                                                       .description = "pin, each queue newest first",
+                                                       .select = pin_select,
+                                                       .pick = pick_newest};
+
 /* A runtime on devices, or NULL when they do not exist here (no OpenCL,
  * no CUDA driver: CUDA runs on the emulator, with two devices, when there
  * is no GPU). */
@@ -133,6 +150,7 @@ static mz_runtime *open_rt(const char *devices) {
   if (rc == MZ_ENODEV) return NULL;
   cr_assert_eq(rc, MZ_OK, "mz_runtime_create(%s): %s", devices, mz_err_name(rc));
   OK(rt, mz_policy_register(rt, &pin_policy));
+  OK(rt, mz_policy_register(rt, &pin_picked_policy));
   return rt;
 }
 
@@ -324,7 +342,7 @@ Test(faults, each_kind_cuda_one_runtime, .timeout = 120) {
 
 /* Independent nodes reading host inputs, all pinned to the first non-CPU
  * device, which dies after its 3rd op: the rest move and all succeed. */
-static void dead_moves(const char *devices, const char *victim_name, bool data) {
+static void dead_moves_with(const char *devices, const char *victim_name, bool data, const char *policy) {
   mz_runtime *rt = open_rt(devices);
   NEED(rt, devices);
   enum { M = 10 };
@@ -342,9 +360,10 @@ static void dead_moves(const char *devices, const char *victim_name, bool data) 
   snprintf(spec, sizeof spec, "dead:%s@3", victim_name);
   OK(rt, mz__faults_set(rt, spec));
   mz_future *f;
-  OK(rt, mz_schedule(g, mz_join(g, M, outs), "pin", &f));
+  OK(rt, mz_schedule(g, mz_join(g, M, outs), policy, &f));
   int st = mz_future_wait_for(f, WAIT_NS);
-  cr_expect_eq(st, MZ_OK, "%s, %s dead: %s (%s)", devices, victim_name, mz_err_name(st), mz_future_message(f));
+  cr_expect_eq(st, MZ_OK, "%s, %s dead, %s: %s (%s)", devices, victim_name, policy, mz_err_name(st),
+               mz_future_message(f));
   cr_expect_eq(mz__fault_fired(rt, MZ__FAULT_KINDS), 1, "the device was killed");
   unsigned dead = 0;
   for (unsigned d = 0; d < mz_runtime_device_count(rt); d++) dead += mz_device_is_dead(mz_runtime_device(rt, d));
@@ -412,7 +431,19 @@ static void dead_no_copy(const char *devices) {
   mz_runtime_destroy(rt);
 }
 
+static void dead_moves(const char *devices, const char *victim_name, bool data) {
+  dead_moves_with(devices, victim_name, data, "pin");
+}
+
 Test(faults, dead_sim_moves_work, .timeout = 60) { dead_moves("sim:dev*2", "sim0", false); }
+/* Under a pick policy the victim's nodes wait in its queue's pending list
+ * when it dies: they move too. */
+Test(faults, dead_sim_moves_pending_work, .timeout = 60) {
+  dead_moves_with("sim:dev*2", "sim0", false, "pin-picked");
+  dead_moves_with("sim:dev*2@copy=1", "sim0", false, "pin-picked");
+  dead_moves_with("cpu:2;sim:dev", "cpu0", false, "pin-picked");
+}
+Test(faults, dead_opencl_moves_pending_work, .timeout = 120) { dead_moves_with("opencl", "cl0", true, "pin-picked"); }
 Test(faults, dead_sim_without_copy_fails_cleanly, .timeout = 60) { dead_no_copy("sim:dev*2"); }
 Test(faults, dead_sim_copy_engine_moves_work, .timeout = 60) { dead_moves("sim:dev*2@copy=1", "sim0", false); }
 Test(faults, dead_cpu_moves_work, .timeout = 60) { dead_moves("cpu:2;sim:dev", "cpu0", false); }
@@ -499,7 +530,7 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
   mz_runtime_destroy(rt);
   const size_t bytes = n * sizeof(uint32_t);
   const uint64_t limits[] = {64 * bytes, 15 * bytes, 8 * bytes, 5 * bytes, 4 * bytes, 3 * bytes, 2 * bytes, bytes};
-  const char *policies[] = {"eager", "dmda", "round-robin", "heft"}; /* heft: its plan order, too */
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "dmdas"}; /* heft: its plan order, dmdas: its pick */
   unsigned ok = 0, enomem = 0;
   uint64_t max_ev = 0, evictions = 0, writebacks = 0, waits = 0;
   for (unsigned p = 0; p < sizeof policies / sizeof *policies; p++)
@@ -632,7 +663,7 @@ static bool random_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   OK(rt, mz__faults_set(rt, NULL));
   if (kind < MZ__FAULT_KINDS) OK(rt, mz__fault_arm(rt, kind, k));
   else if (kind == MZ__FAULT_KINDS) OK(rt, mz__fault_kill(rt, victim, k));
-  static const char *const pols[] = {"eager", "round-robin", "ws", "dmda", "heft", "single", "pin"};
+  static const char *const pols[] = {"eager", "round-robin", "ws", "dmda", "heft", "single", "pin", "dmdas"};
   const char *pol = pols[below(&s, sizeof pols / sizeof *pols)];
   /* A quarter of the runs cap the devices' memory at 3 to 8 buffers: a
    * node needs at most 3, so they must still succeed, through evictions. */
@@ -760,8 +791,8 @@ static bool random_dag_run(struct rtenv *env, uint64_t seed, struct tally *tl) {
   uint64_t k = 1 + below(&s, (unsigned)d->nodes);
   if (kind < MZ__FAULT_KINDS) OK(rt, mz__fault_arm(rt, kind, k));
   else OK(rt, mz__fault_kill(rt, 1 + below(&s, mz_runtime_device_count(rt) - 1), k));
-  static const char *const pols[] = {"eager", "ws", "dmda", "heft"};
-  const char *pol = pols[below(&s, 4)];
+  static const char *const pols[] = {"eager", "ws", "dmda", "heft", "dmdas"};
+  const char *pol = pols[below(&s, sizeof pols / sizeof *pols)];
   mz_future *f;
   OK(rt, mz_schedule(d->g, d->root, pol, &f));
   tl->futures++;

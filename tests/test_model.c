@@ -240,8 +240,8 @@ static void check_buffers(struct model *m, bool bad[NB], uint64_t *s) {
 }
 
 static void episode(struct model *m, uint64_t *s) {
-  static const char *const policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws"};
-  const char *pol = policies[rng(s) % 6];
+  static const char *const policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws", "dmdas"};
+  const char *pol = policies[rng(s) % (sizeof policies / sizeof *policies)];
   bool two = rng(s) % 4 == 0;
   bool partial = rng(s) % 2, again = !two && partial && m->lazy && rng(s) % 2;
   struct mgraph A, B;

@@ -1039,7 +1039,7 @@ static void copy_engine_lattice(bool on)
   enum { N = 4096, B = 6, S = 6 };
   mz_kernel *saxpy = kernel_ex(rt, K_SAXPY, NULL, false);
   mz_kernel *add = kernel_ex(rt, K_ADD, NULL, false);
-  const char *pols[] = { "round-robin", "dmda", "heft", "eager" };
+  const char *pols[] = { "round-robin", "dmda", "heft", "eager", "dmdas" };
   static float ref[B][N], in[S][N], tmp[N];
   for (unsigned p = 0; p < sizeof pols / sizeof *pols; p++) {
     mz_buffer *b[B], *h[S], *z[S][B];

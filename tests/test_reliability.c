@@ -353,7 +353,7 @@ static int inc32_fn(const mz_call *c) {
 /* A limit smaller than one buffer fails the op that needs it with
  * MZ_ENOMEM, under every policy, instead of waiting or running. */
 Test(reliability, memlimit_below_one_buffer_fails_enomem) {
-  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws"};
+  const char *policies[] = {"eager", "dmda", "round-robin", "heft", "single", "ws", "dmdas"};
   const char *limits[] = {"1K", "4095", "1"};
   for (size_t l = 0; l < sizeof limits / sizeof limits[0]; l++)
     for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
@@ -574,14 +574,14 @@ static const struct {
   struct mz_policy_ops ops;
   int returned, want; /* what init or plan returns, what the caller gets */
 } bad_policies[] = {
-    {{MZ_POLICY_ABI, "init-enomem", NULL, init_enomem, NULL, NULL, pol_select0, NULL}, MZ_ENOMEM, MZ_ENOMEM},
-    {{MZ_POLICY_ABI, "init-one", NULL, init_one, NULL, NULL, pol_select0, NULL}, 1, MZ_EPOLICY},
-    {{MZ_POLICY_ABI, "init-defer", NULL, init_defer, NULL, NULL, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
-    {{MZ_POLICY_ABI, "init-intmin", NULL, init_intmin, NULL, NULL, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
-    {{MZ_POLICY_ABI, "plan-einval", NULL, NULL, NULL, plan_einval, pol_select0, NULL}, MZ_EINVAL, MZ_EINVAL},
-    {{MZ_POLICY_ABI, "plan-defer", NULL, NULL, NULL, plan_defer, pol_select0, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
-    {{MZ_POLICY_ABI, "plan-intmin", NULL, NULL, NULL, plan_intmin, pol_select0, NULL}, INT_MIN, MZ_EPOLICY},
-    {{MZ_POLICY_ABI, "plan-m1002", NULL, NULL, NULL, plan_minus_one_thousand_and_two, pol_select0, NULL}, -1002,
+    {{MZ_POLICY_ABI, "init-enomem", NULL, init_enomem, NULL, NULL, pol_select0, NULL, NULL}, MZ_ENOMEM, MZ_ENOMEM},
+    {{MZ_POLICY_ABI, "init-one", NULL, init_one, NULL, NULL, pol_select0, NULL, NULL}, 1, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-defer", NULL, init_defer, NULL, NULL, pol_select0, NULL, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "init-intmin", NULL, init_intmin, NULL, NULL, pol_select0, NULL, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-einval", NULL, NULL, NULL, plan_einval, pol_select0, NULL, NULL}, MZ_EINVAL, MZ_EINVAL},
+    {{MZ_POLICY_ABI, "plan-defer", NULL, NULL, NULL, plan_defer, pol_select0, NULL, NULL}, MZ_POLICY_DEFER, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-intmin", NULL, NULL, NULL, plan_intmin, pol_select0, NULL, NULL}, INT_MIN, MZ_EPOLICY},
+    {{MZ_POLICY_ABI, "plan-m1002", NULL, NULL, NULL, plan_minus_one_thousand_and_two, pol_select0, NULL, NULL}, -1002,
      MZ_EPOLICY},
 };
 

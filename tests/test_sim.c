@@ -205,8 +205,8 @@ static mz_run_stats run_dag(mz_runtime *rt, const mz_dag_params *p, const char *
 
 Test(sim, deterministic) {
   mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 500, .seed = 42, .ccr = 0.5};
-  const char *pols[] = {"eager", "ws", "dmda", "heft"};
-  for (unsigned i = 0; i < 4; i++) {
+  const char *pols[] = {"eager", "ws", "dmda", "heft", "dmdas"};
+  for (unsigned i = 0; i < sizeof pols / sizeof *pols; i++) {
     uint64_t v[2];
     for (int k = 0; k < 2; k++) {
       mz_runtime *rt = sim_runtime("sim:gpu*2@speed=8;sim:cpu*5@speed=1");

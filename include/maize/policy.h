@@ -12,10 +12,18 @@
  *    order) and fix queues up front with mz_task_set_queue();
  *  - select: when a node can be submitted, return its queue.
  *
+ * A policy may also order each queue (ABI 2, pick): nodes selected for a
+ * queue then wait on the host until the queue has a free slot, and the
+ * policy picks which of them goes next.
+ *
  * The runtime checks every decision: a queue that does not exist or whose
  * device cannot run the node fails that node with MZ_EPOLICY (its
  * dependents are canceled, other branches finish).  It never waits for a
- * decision that does not come. */
+ * decision that does not come.
+ *
+ * ABI versions.  A table says which header it was built against in abi.
+ * ABI 1 tables end at done and keep working unchanged (the runtime reads
+ * no field past done from them); ABI 2 adds pick. */
 #ifndef MAIZE_POLICY_H
 #define MAIZE_POLICY_H
 
@@ -27,7 +35,9 @@ extern "C" {
 
 MZ_API_BEGIN
 
-#define MZ_POLICY_ABI 1
+#define MZ_POLICY_ABI 2
+/* The oldest ABI still accepted: tables without pick. */
+#define MZ_POLICY_ABI_MIN 1
 
 /* Returned by select to be asked again once every predecessor of the
  * node has finished (a dynamic choice at ready time). */
@@ -80,11 +90,39 @@ struct mz_policy_ops {
    * Optional.  Thread: any runtime thread, as select.  Locks: none.
    * Ownership: t is borrowed for the call. */
   void (*done)(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns);
+
+  /* --- ABI 2 --- */
+
+  /* Order queue q.  Optional.  With pick, a node of this policy's runs
+   * that is placed on a queue (by select or plan) waits until every
+   * predecessor has finished, then joins q's pending list, in arrival
+   * order; whenever q has a free slot (q holds one node submitted and
+   * unfinished where its device runs nodes on the thread that ends them,
+   * such as a CPU worker; two behind a submission thread; eight where the
+   * device has a copy engine, whose copies start at submission), the
+   * runtime calls pick with the pending list and submits the node at the
+   * returned index.  Every node passes through pick, also one
+   * that finds q idle (then n may be 1).  Without pick, a placed node is
+   * submitted at once and q runs nodes in placement order.
+   * Thread: any runtime thread, as select; pick calls for one queue never
+   * overlap, calls for different queues may.
+   * Locks: q's pending lock (a spin lock of the runtime's) is held: keep
+   * pick short, and call nothing that may block; the mz_sched_ and
+   * mz_task_ queries below are fine.
+   * Ownership: pending[] and its tasks are borrowed for the call; all are
+   * ready, placed on q, and of runs of this policy.  When runs of
+   * different policies share q, pick is asked only while every pending
+   * node is of its policy; otherwise they leave in arrival order.
+   * Returns an index below n.  Any other value fails pending[0] with
+   * MZ_EPOLICY (its dependents are canceled) and the runtime asks again. */
+  unsigned (*pick)(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n);
 };
 
 /* Register a policy on rt under ops->name.  ops must outlive the runtime
- * (a const table does).  Errors: MZ_EINVAL (NULL, wrong abi, no name, no
- * select and no plan), MZ_ESTATE (the name is taken). */
+ * (a const table does).  ops->abi says which fields it has: from
+ * MZ_POLICY_ABI_MIN to MZ_POLICY_ABI.  Errors: MZ_EINVAL (NULL, an abi
+ * outside that range, no name, no select and no plan), MZ_ESTATE (the
+ * name is taken); each with a message (mz_runtime_last_error). */
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) MZ_WUR;
 
 /* The registered policies' names: the i-th, or NULL past the end. */
