@@ -257,9 +257,8 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     if (!*end && *ws != '-' && x < 1u << 20) rt->wait_spin = (unsigned)x;
     else if (!rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_WAIT_SPIN_US: '%.64s' is not a count from 0 to %u", ws, (1u << 20) - 1);
   }
-  /* Off by default: on 2 cores, an unpinned waiter ran beside a pinned
-   * worker while the borrowed worker's core idled (METG stencil_1d about
-   * 2x worse in the median); see devices/cpu/cpu.c, "Lending". */
+  /* Off by default: METG stencil_1d on 2 cores is no better with it (see
+   * devices/cpu/cpu.c, "Lending", and bench/README.md). */
   const char *wh = getenv("MZ_WAIT_HELP");
   rt->wait_help = false;
   if (wh && *wh) {

@@ -12,6 +12,7 @@
  * deadlocking, and that with MZ_WAIT_HELP=1 the waiting thread runs nodes
  * while the workers sleep (and never with MZ_WAIT_HELP=0 or by default). */
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -387,12 +388,15 @@ Test(future, wait_on_finished_future_from_host_node, .timeout = 30) {
 
 struct where {
   pthread_t self;
+  int ncpus; /* the processors the node's thread may run on */
   _Atomic int ran;
 };
 
 static int record_thread(const mz_call *c) {
   struct where *w = c->user;
   w->self = pthread_self();
+  cpu_set_t set;
+  w->ncpus = sched_getaffinity(0, sizeof set, &set) ? -1 : CPU_COUNT(&set);
   atomic_store(&w->ran, 1);
   return 0;
 }
@@ -405,6 +409,11 @@ static unsigned ran_on_waiter(const char *help, unsigned n) {
   mz_runtime *rt = test_runtime("cpu:2");
   unsetenv("MZ_WAIT_HELP");
   unsigned mine = 0;
+  cpu_set_t before, after;
+  cr_assert_eq(sched_getaffinity(0, sizeof before, &before), 0);
+  const char *bind = getenv("MZ_BIND");
+  bool bound = (!bind || !strcmp(bind, "core")) && CPU_COUNT(&before) >= 2 &&
+               CPU_COUNT(&before) == sysconf(_SC_NPROCESSORS_ONLN);
   for (unsigned i = 0; i < n; i++) {
     test_sleep_ms(1);
     mz_graph *g;
@@ -414,7 +423,16 @@ static unsigned ran_on_waiter(const char *help, unsigned n) {
     MZ_OK_OR_DIE(rt, mz_schedule(g, mz_host(g, record_thread, &w, NULL), NULL, &f));
     cr_assert_eq(mz_future_wait(f), MZ_OK);
     cr_assert(atomic_load(&w.ran), "run %u: the node did not run", i);
-    mine += pthread_equal(w.self, pthread_self()) != 0;
+    bool here = pthread_equal(w.self, pthread_self()) != 0;
+    mine += here;
+    /* Standing in for a worker, the waiter was bound to its core (the
+     * workers are bound to one core each when MZ_BIND is core, the
+     * default, and this process may use every processor), and its own
+     * binding is back once the wait returns. */
+    if (here && bound)
+      cr_expect_lt(w.ncpus, CPU_COUNT(&before), "run %u: the waiter ran the node unbound (%d processors)", i, w.ncpus);
+    cr_assert_eq(sched_getaffinity(0, sizeof after, &after), 0);
+    cr_expect(CPU_EQUAL(&before, &after), "run %u: the waiting thread's binding was not restored", i);
     mz_future_destroy(f);
     mz_graph_destroy(g);
   }

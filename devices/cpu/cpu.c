@@ -15,11 +15,10 @@
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
  *
- * Lending (cpu_help, with MZ_WAIT_HELP=1; off by default, since the
- * waiting thread is not pinned: on few cores it may share one with a
- * worker while the core of the worker it stands in for idles).  A thread
- * that waits for a run borrows a parked
- * worker: it runs that worker's loop on its own stack (run-next slot,
+ * Lending (cpu_help, with MZ_WAIT_HELP=1; off by default: METG stencil_1d
+ * is no better with it, see bench/README.md).  A thread that waits for a
+ * run borrows a parked worker and, while it runs nodes, is bound to that
+ * worker's core (pin_help): it runs that worker's loop on its own stack (run-next slot,
  * inbox, deque, counters) while the worker sleeps on, so a node it can
  * take costs no wake-up, the run's end wakes nobody, and no more threads
  * run nodes than there are workers.  w->lend says who owns the worker:
@@ -356,6 +355,24 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* A waiter about to run nodes as w: bind it to w's core, since w's
+ * thread sleeps and the other workers keep theirs (unbound, it could run
+ * beside one of them while w's core idles: METG stencil_1d on 2 cores
+ * was 1.5x worse in the median of paired runs, against 1.08 bound).  Once
+ * per borrow that runs a node, not per node: three system calls (read,
+ * bind, restore), about 43 borrows in a whole METG sweep.  Returns the
+ * binding to restore after, or NULL (w is not bound, or this thread's
+ * binding cannot be read or changed). */
+static hwloc_cpuset_t pin_help(struct worker *w) {
+  if (!w->set) return NULL;
+  hwloc_cpuset_t own = hwloc_bitmap_alloc();
+  if (own && !hwloc_get_cpubind(w->topo, own, HWLOC_CPUBIND_THREAD) && !hwloc_bitmap_iszero(own) &&
+      !hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD))
+    return own;
+  hwloc_bitmap_free(own);
+  return NULL;
+}
+
 /* See the top of the file and struct mz__device_ops.help. */
 static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   struct cpu_dev *cd = dev->priv;
@@ -374,6 +391,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = dev->rt;
   bool fin = false, ran = false;
+  hwloc_cpuset_t own = NULL; /* this thread's binding, while it runs on w's core */
   while (!fin) {
     mz_op *op = take(w);
     if (!op) {
@@ -388,10 +406,15 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
       op = spin_take(w, done, arg, &fin);
       if (!op) break;
     }
+    if (!ran) own = pin_help(w);
     run_taken(w, op);
     ran = true;
   }
   mz__queue_flush(w->q);
+  if (own) {
+    hwloc_set_cpubind(w->topo, own, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(own);
+  }
   mz__in_runtime_thread = saved_in;
   mz__cur_queue = saved_q;
   mz__cur_rt = saved_rt;

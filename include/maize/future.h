@@ -91,10 +91,10 @@ int mz_graph_run_with(mz_graph *g, mz_op *root, const mz_run_options *opts, mz_f
  * master thread does: a node it takes costs no wake-up (a one-node graph
  * ends several times sooner), and no more threads run nodes than there
  * are CPU queues; a node run there is on a runtime thread for its
- * duration (the blocking calls above return MZ_EDEADLK in it).  Off by
- * default because the waiting thread is not pinned as the workers are:
- * on few cores it can share one with a worker while the core of the
- * worker it stands in for idles.  mz_future_wait_for with a deadline never
+ * duration (the blocking calls above return MZ_EDEADLK in it), and the
+ * thread is bound to that worker's core meanwhile (its own binding is
+ * restored before the wait returns).  Off by default: Task Bench METG on
+ * 2 cores is no better with it.  mz_future_wait_for with a deadline never
  * helps (a node could outlast it); mz_buffer_read and mz_buffer_write,
  * waiting for the runs that use a buffer, help the same way. */
 int mz_future_wait(mz_future *f);
