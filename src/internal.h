@@ -323,19 +323,21 @@ struct mz__task {
   uint32_t ngates;
   unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   struct mz__run *run;
-  mz_kernel *kernel;          /* apply */
-  /* The link of the queue or list the task waits in (a device's inbox, the
-   * CPU workers' shared list: never two at once); mz__op_next. */
-  _Atomic(struct mz_op *) next;
+  /* What a replay resets comes first (through plan_next), then what the
+   * workers read as well. */
   struct mz__succs succs;
   uintptr_t policy_word;
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
-  struct mz_op **preds;
-  struct mz__access *acc;
   /* Plan order (mz_task_set_after): this task is placed only once
    * plan_prev was, and holds one unsub count of plan_next until it is
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
+  mz_kernel *kernel;          /* apply */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
+  struct mz_op **preds;
+  struct mz__access *acc;
   struct mz__exec exec;
   uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
