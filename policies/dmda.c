@@ -472,6 +472,8 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
   uint64_t *at = nq <= STACK_Q ? rstack : malloc(nq * sizeof *at);
   double *est = ncls <= STACK_Q ? estack : malloc(ncls * sizeof *est); /* NAN: not computed, INFINITY: cannot */
   int best = -1, explore = -1;
+  /* Before the first jump to out, which reads best_f when best is set. */
+  double best_f = INFINITY, best_st = 0;
   if (!xfer || !at || !est) goto out;
   mz_task_transfer_ns_all(s, t, xfer);
   mz_sched_queue_ready_ns_all(s, at);
@@ -485,7 +487,6 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
     pthread_mutex_unlock(&d->pm);
   }
   for (unsigned c = 0; c < ncls; c++) est[c] = NAN;
-  double best_f = INFINITY, best_st = 0;
   uint64_t explore_at = UINT64_MAX;
   /* A run kept on one device (dmda_plan), unless that device cannot run t. */
   uintptr_t home = *mz_task_policy_data(t) & HOME_MASK;
