@@ -73,12 +73,18 @@
 #include "maize/device.h"
 #include "maize/policy.h"
 
+enum { HOST_NONE, HOST_CORE, HOST_GANG };
+
 struct dmda {
   unsigned nq, ncls;
   unsigned *qdev, *qcls; /* per queue */
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
   bool *copy;            /* per queue: its device has a copy engine */
   bool all_copy;         /* every device has one */
+  /* per queue: HOST_NONE, or its device shares the host's cores as one of
+   * them (HOST_CORE, a CPU worker) or holding them all (HOST_GANG) */
+  unsigned char *host;
+  bool any_gang;
   /* dmdas: the work selected for each queue and not yet picked (it is in
    * no backlog the runtime knows), in expected ns, and how many nodes. */
   bool sorted;
@@ -97,6 +103,7 @@ static void dmda_fini(void *state) {
   free(d->qcls);
   free(d->lead);
   free(d->copy);
+  free(d->host);
   free(d);
 }
 
@@ -108,7 +115,8 @@ static int dmda_init(const mz_sched *s, void **state) {
   d->qcls = malloc((d->nq + 1) * sizeof *d->qcls);
   d->lead = malloc((d->nq + 1) * sizeof *d->lead);
   d->copy = malloc((d->nq + 1) * sizeof *d->copy);
-  if (!d->qdev || !d->qcls || !d->lead || !d->copy) {
+  d->host = malloc((d->nq + 1) * sizeof *d->host);
+  if (!d->qdev || !d->qcls || !d->lead || !d->copy || !d->host) {
     dmda_fini(d);
     return -2;
   }
@@ -119,7 +127,12 @@ static int dmda_init(const mz_sched *s, void **state) {
     int kind = mz_sched_device_kind(s, d->qdev[q]);
     bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
     d->lead[q] = shared ? (q && d->qdev[q - 1] == d->qdev[q] ? d->lead[q - 1] : (int)q) : -1;
-    d->copy[q] = mz_sched_queue_copy_engine(s, q);
+    /* A copy engine on the host's cores (PoCL's) is a memcpy there: it
+     * overlaps nothing, so its copies count as the node's own work. */
+    d->copy[q] = mz_sched_queue_copy_engine(s, q) && !mz_sched_device_host_cores(s, d->qdev[q]);
+    unsigned hc = mz_sched_device_host_cores(s, d->qdev[q]);
+    d->host[q] = hc > 1 ? HOST_GANG : hc ? HOST_CORE : HOST_NONE;
+    if (hc > 1) d->any_gang = true;
   }
   d->all_copy = d->nq > 0;
   for (unsigned q = 0; q < d->nq; q++) d->all_copy = d->all_copy && d->copy[q];
@@ -135,6 +148,7 @@ enum { STACK_Q = 256 };
  * one class (the runtime has at most 1024 devices).  dmdas keeps the
  * node's upward rank, a float, in the high 32 bits (64-bit words only). */
 #define HOME_CLASS ((uintptr_t)1 << 15)
+#define HOME_NOGANG ((uintptr_t)1 << 14) /* every device but those holding the host's cores */
 #define HOME_MASK ((uintptr_t)0xffff)
 #define RANK_BITS (UINTPTR_MAX > 0xffffffffu)
 
@@ -164,6 +178,11 @@ struct rh {
   const bool *live;            /* per queue: takes nodes (alive, and its device's first queue where they share it) */
   double *base, *disc;         /* per class, per device: the copies of the node being placed */
   unsigned *left, *heap, *ncp, *cpd; /* preds not yet done; ready heap; copies made (device) */
+  /* The run's first nodes read host data (or data of earlier runs): what
+   * bringing it to each queue costs now, [rix[i] * nq + q]; rix[i] is -1
+   * for a node with predecessors in the run (its edges say what it reads). */
+  const double *rx;
+  const long *rix;
 };
 
 #define RH_NCOPY 4
@@ -211,6 +230,14 @@ static double rehearse(struct rh *R, const bool *allow, double cutoff) {
     R->qfree[q] = R->qback[q];
     R->cfree[q] = R->cback[q];
   }
+  /* The host's cores (HOST_CORE, HOST_GANG queues) are all free by hostfree. */
+  double hostfree = 0;
+  for (unsigned q = 0; q < nq; q++)
+    if (d->host[q] == HOST_GANG && R->live[q] && R->qfree[q] > hostfree) hostfree = R->qfree[q];
+  for (unsigned q = 0; q < nq; q++) /* the workers wait for what a gang device has to do */
+    if (d->host[q] == HOST_CORE && R->qfree[q] < hostfree) R->qfree[q] = hostfree;
+  for (unsigned q = 0; q < nq; q++)
+    if (d->host[q] != HOST_NONE && R->live[q] && R->qfree[q] > hostfree) hostfree = R->qfree[q];
   size_t nh = 0;
   for (size_t i = 0; i < R->n; i++) {
     R->left[i] = (unsigned)(R->eoff[i + 1] - R->eoff[i]);
@@ -246,9 +273,10 @@ static double rehearse(struct rh *R, const bool *allow, double cutoff) {
       for (unsigned q = 0; q < nq; q++) {
         unsigned c = d->qcls[q];
         if (!R->live[q] || (!any && !allow[q]) || !isfinite(R->w[i * ncls + c])) continue;
-        double x = R->base[c] - R->disc[d->qdev[q]];
+        double x = R->base[c] - R->disc[d->qdev[q]] + (R->rix[i] >= 0 ? R->rx[(size_t)R->rix[i] * nq + q] : 0);
         if (x < 1e-9) x = 0;
-        double at = R->qfree[q] > ready ? R->qfree[q] : ready, st;
+        double qf = d->host[q] == HOST_GANG ? hostfree : R->qfree[q];
+        double at = qf > ready ? qf : ready, st;
         if (d->copy[q] && x > 0) {
           double cr = R->cfree[q] > ready ? R->cfree[q] : ready;
           st = fmax(at, cr + x);
@@ -276,6 +304,10 @@ static double rehearse(struct rh *R, const bool *allow, double cutoff) {
       R->fin[i] = best_f;
       R->dev[i] = (int)dv;
       R->qfree[q] = best_f;
+      if (d->host[q] != HOST_NONE && best_f > hostfree) hostfree = best_f;
+      if (d->host[q] == HOST_GANG) /* it held every core until best_f */
+        for (unsigned k = 0; k < nq; k++)
+          if (d->host[k] != HOST_NONE && R->qfree[k] < best_f) R->qfree[k] = best_f;
       if (d->copy[q] && best_x > 0) R->cfree[q] = (R->cfree[q] > ready ? R->cfree[q] : ready) + best_x;
       for (size_t k = R->eoff[i]; k < R->eoff[i + 1]; k++) {
         unsigned p = R->ep[k];
@@ -318,7 +350,8 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   unsigned *dcls = calloc(ndev + 1, sizeof *dcls), *ndevc = calloc(ncls + 1, sizeof *ndevc);
   bool *live = calloc(nq + 1, sizeof *live), *allow = calloc(nq + 1, sizeof *allow), *runs = calloc(ncls + 1, sizeof *runs);
   uint64_t *at = malloc((nq + 1) * sizeof *at);
-  double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc);
+  double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc), *rx = NULL;
+  long *rix = NULL;
   int rc = 0;
   bool indexed = false;
   if (!w || !wc || !eoff || !soff || !ep || !succ || !ebytes || !links || !qback || !cback || !qfree || !cfree || !fin ||
@@ -377,6 +410,14 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     }
   }
   eoff[n] = ne;
+  size_t nroot = 0;
+  rix = malloc((n + 1) * sizeof *rix);
+  if (!rix) goto out;
+  for (size_t i = 0; i < n; i++) rix[i] = eoff[i] == eoff[i + 1] ? (long)nroot++ : -1;
+  rx = malloc((nroot * nq + 1) * sizeof *rx);
+  if (!rx) goto out;
+  for (size_t i = 0; i < n; i++)
+    if (rix[i] >= 0) mz_task_transfer_ns_all(s, tasks[i], &rx[(size_t)rix[i] * nq]);
   for (size_t i = 0; i < n; i++) soff[i + 1] += soff[i];
   for (size_t i = 0; i < n; i++)
     for (size_t k = eoff[i]; k < eoff[i + 1]; k++) succ[soff[ep[k]]++] = (unsigned)i;
@@ -403,7 +444,7 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   for (unsigned q = 0; q < nq; q++)
     if (d->lead[q] >= 0 && d->lead[q] != (int)q) qback[d->lead[q]] += qback[q];
   struct rh R = {d,  s,     tasks, n,     ne,    w,    eoff, ep,  ebytes, soff, succ, links, qback, cback,
-                 qfree, cfree, fin, rdy, dev, dcls, live, base, disc, left, heap, ncp, cpd};
+                 qfree, cfree, fin, rdy, dev, dcls, live, base, disc, left, heap, ncp, cpd, rx, rix};
   /* Rehearse the run on the fastest class's first device alone, on that
    * class, and on every device; keep the home that ends first (the single
    * device on a tie: it moves nothing). */
@@ -417,6 +458,20 @@ static int dmda_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     if (e < best) {
       best = e;
       home = HOME_CLASS | (uintptr_t)(f + 1);
+    }
+  }
+  /* A device that holds the host's cores adds no capacity to the CPU's
+   * queues, and the greedy rule, which sees only each node's finish, would
+   * still fill it while it ends a node first (at the cost of every core):
+   * the run without such devices is one more home. */
+  bool others = false;
+  for (unsigned q = 0; q < nq && d->any_gang; q++) others = others || (live[q] && d->host[q] != HOST_GANG);
+  if (others) {
+    for (unsigned q = 0; q < nq; q++) allow[q] = d->host[q] != HOST_GANG;
+    double e = rehearse(&R, allow, best);
+    if (e < best) {
+      best = e;
+      home = HOME_NOGANG;
     }
   }
   for (unsigned q = 0; q < nq; q++) allow[q] = true;
@@ -454,11 +509,31 @@ out:
   free(at);
   free(base);
   free(disc);
+  free(rx);
+  free(rix);
   return rc;
+}
+
+/* Devices on the host's cores: a node on a device that holds them all
+ * (HOST_GANG: PoCL's CPU device) starts once every queue on them is
+ * free, and the CPU workers start after the work given to such a device.
+ * at[] as dmda_select has it (a shared device's work on its first queue). */
+static void host_share(const struct dmda *d, uint64_t *at) {
+  uint64_t all = 0, gang = 0;
+  for (unsigned q = 0; q < d->nq; q++) {
+    if (d->host[q] == HOST_NONE || (d->lead[q] >= 0 && d->lead[q] != (int)q)) continue;
+    if (at[q] > all) all = at[q];
+    if (d->host[q] == HOST_GANG && at[q] > gang) gang = at[q];
+  }
+  for (unsigned q = 0; q < d->nq; q++) {
+    if (d->host[q] == HOST_GANG) at[q] = all;
+    else if (d->host[q] == HOST_CORE && at[q] < gang) at[q] = gang;
+  }
 }
 
 /* Whether queue q is in the home a plan gave the run. */
 static bool at_home(const struct dmda *d, uintptr_t home, unsigned q) {
+  if (home == HOME_NOGANG) return d->host[q] != HOST_GANG;
   return home & HOME_CLASS ? d->qcls[q] + 1 == (home & ~HOME_CLASS) : d->qdev[q] + 1 == home;
 }
 
@@ -486,6 +561,7 @@ static int dmda_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
     for (unsigned q = 0; q < nq; q++) at[q] += (uint64_t)llround(d->pend_ns[q]);
     pthread_mutex_unlock(&d->pm);
   }
+  if (d->any_gang) host_share(d, at);
   for (unsigned c = 0; c < ncls; c++) est[c] = NAN;
   uint64_t explore_at = UINT64_MAX;
   /* A run kept on one device (dmda_plan), unless that device cannot run t. */

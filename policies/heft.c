@@ -171,6 +171,10 @@ struct heft {
   unsigned *qorder;      /* queues, fastest class first (per plan) */
   int *lead;             /* per queue: the first queue of its device when the device's queues share it, else -1 */
   bool *copy;            /* per queue: its device has a copy engine */
+  /* per queue: the host's cores its device keeps busy per node
+   * (mz_sched_device_host_cores); more than one: it holds them all */
+  unsigned *host;
+  bool any_gang;
 };
 
 static void heft_fini(void *state) {
@@ -183,6 +187,7 @@ static void heft_fini(void *state) {
   free(h->qorder);
   free(h->lead);
   free(h->copy);
+  free(h->host);
   free(h);
 }
 
@@ -202,7 +207,8 @@ static int heft_init(const mz_sched *s, void **state) {
   h->rep = malloc((h->ncls + 1) * sizeof *h->rep);
   h->lead = malloc((h->nq + 1) * sizeof *h->lead);
   h->copy = malloc((h->nq + 1) * sizeof *h->copy);
-  if (!h->qcls || !h->qdev || !h->dcls || !h->rep || !h->qorder || !h->lead || !h->copy) {
+  h->host = malloc((h->nq + 1) * sizeof *h->host);
+  if (!h->qcls || !h->qdev || !h->dcls || !h->rep || !h->qorder || !h->lead || !h->copy || !h->host) {
     heft_fini(h);
     return -2;
   }
@@ -215,7 +221,11 @@ static int heft_init(const mz_sched *s, void **state) {
     int kind = mz_sched_device_kind(s, h->qdev[q]);
     bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
     h->lead[q] = shared ? (q && h->qdev[q - 1] == h->qdev[q] ? h->lead[q - 1] : (int)q) : -1;
-    h->copy[q] = mz_sched_queue_copy_engine(s, q);
+    /* A copy engine on the host's cores (PoCL's) is a memcpy there: it
+     * overlaps nothing, so its copies count as the node's own work. */
+    h->copy[q] = mz_sched_queue_copy_engine(s, q) && !mz_sched_device_host_cores(s, h->qdev[q]);
+    h->host[q] = mz_sched_device_host_cores(s, h->qdev[q]);
+    if (h->host[q] > 1) h->any_gang = true;
   }
   *state = h;
   return mz_sched_measure_links(s);
@@ -264,6 +274,30 @@ static int class_queue(const struct heft *h, const mz_sched *s, const mz_task *t
   for (unsigned q = 0; q < h->nq; q++)
     if (h->qcls[q] == c && mz_task_can_run(s, t, q)) return (int)q;
   return -1;
+}
+
+/* The earliest start >= ready of a gap of length d on every queue on the
+ * host's cores: a node of a device that holds them all (PoCL's CPU device)
+ * runs while the CPU workers and other such devices wait. */
+static double find_host_gap(const struct pass *P, double ready, double d) {
+  const struct heft *h = P->h;
+  double st = ready;
+  for (unsigned round = 0; round < 64; round++) {
+    bool moved = false;
+    for (unsigned q = 0; q < h->nq; q++) {
+      if (!h->host[q] || !P->alive[q]) continue;
+      double g = find_gap(&P->qp[q], st, d);
+      if (g > st) {
+        st = g;
+        moved = true;
+      }
+    }
+    if (!moved) return st;
+  }
+  /* Gaps that never line up: after the last slot of every host queue. */
+  for (unsigned q = 0; q < h->nq; q++)
+    if (h->host[q] && P->alive[q] && P->qp[q].n && P->qp[q].v[P->qp[q].n - 1].e > st) st = P->qp[q].v[P->qp[q].n - 1].e;
+  return st;
 }
 
 static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *skip, unsigned nallowed,
@@ -336,7 +370,7 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
           if (d < wc) d = wc; /* rounding */
         }
         if (from + d >= best_f) continue;
-        double st = find_gap(&P->qp[q], from, d);
+        double st = h->host[q] > 1 ? find_host_gap(P, from, d) : find_gap(&P->qp[q], from, d);
         if (st + d < best_f) {
           best_f = st + d;
           best_s = st;
@@ -367,7 +401,12 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     P->aft[i] = best >= 0 ? best_f : ready;
     P->ast[i] = best >= 0 ? best_s : ready;
     if (best < 0) continue; /* no queue can run it: select reports it */
-    if (insert_slot(&P->qp[best], best_s, best_f)) return -2;
+    if (h->host[best] > 1) { /* it holds every queue on the host's cores */
+      for (unsigned q = 0; q < nq; q++)
+        if (h->host[q] && P->alive[q] && insert_slot(&P->qp[q], best_s, best_f)) return -2;
+    } else if (insert_slot(&P->qp[best], best_s, best_f)) {
+      return -2;
+    }
     if (best_x > 0 && insert_slot(&P->cq[h->qdev[best]], best_cs, best_cs + best_x)) return -2;
     if (best_f > makespan) makespan = best_f;
     if (makespan >= cutoff) return INFINITY;
@@ -528,6 +567,13 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
     }
   for (unsigned q = 0; q < nq; q++) /* a shared device's work left, on its first queue */
     if (h->lead[q] >= 0 && h->lead[q] != (int)q) backlog[h->lead[q]] += backlog[q];
+  if (h->any_gang) { /* the CPU workers wait for what a device holding the host's cores has to do */
+    double g = 0;
+    for (unsigned q = 0; q < nq; q++)
+      if (h->host[q] > 1 && alive[q] && backlog[q] > g) g = backlog[q];
+    for (unsigned q = 0; q < nq; q++)
+      if (h->host[q] == 1 && backlog[q] < g) backlog[q] = g;
+  }
   /* Classes by slowness (insertion sort: there are few; stable). */
   for (unsigned c = 0; c < ncls; c++) {
     unsigned j = c;
@@ -554,12 +600,21 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   bool one_dev = false;
   for (unsigned q = 1; q < nq && ncap; q++)
     if (qcls[q] == cls_order[0] && qdev[q] != qdev[h->qorder[0]]) one_dev = true;
-  for (unsigned pi = nprefix + 1; pi-- > (one_dev ? 0u : 1u);) {
-    /* pi 0: one device; then prefixes of 1, 2, ... classes, the last pass
-     * with them all. */
-    unsigned k = pi == nprefix ? ncls : pi, na = 0;
+  /* A device that holds the host's cores adds no capacity to the CPU's
+   * queues, yet step 3 fills it while it ends a node first (at the cost of
+   * every core): one more pass leaves such devices out. */
+  bool nogang = false;
+  for (unsigned q = 0; q < nq && h->any_gang; q++) nogang = nogang || (alive[q] && h->host[q] <= 1);
+  for (unsigned pi = nprefix + 1 + nogang; pi-- > (one_dev ? 0u : 1u);) {
+    /* pi 0: one device; then prefixes of 1, 2, ... classes, the pass at
+     * nprefix with them all, the one after it without the devices that
+     * hold the host's cores. */
+    unsigned k = pi >= nprefix ? ncls : pi, na = 0;
     for (unsigned c = 0; c < ncls; c++) base[c] = 0; /* base: allowed classes, as a flag */
     for (unsigned j = 0; j < k; j++) base[cls_order[j]] = 1;
+    if (pi == nprefix + 1)
+      for (unsigned q = 0; q < nq; q++)
+        if (h->host[q] > 1) base[qcls[q]] = 0;
     for (unsigned oq = 0; oq < nq; oq++) { /* fastest class first */
       unsigned q = h->qorder[oq];
       if (pi ? base[qcls[q]] != 0 : qdev[q] == qdev[h->qorder[0]]) allowed[na++] = q;

@@ -86,7 +86,7 @@ int mz__pm_print_filtered(FILE *out, const char *dir, const char *kernel, const 
 /* Link files (transfer costs, src/perfmodel.c): "<src>@<dst>.link" in the
  * model directory, "host" naming host memory:
  *
- *   maize-link 1
+ *   maize-link 2
  *   src <name>
  *   dst <name>
  *   lat_ns <ns>

@@ -113,6 +113,10 @@ int mz_sched_device_kind(const mz_sched *s, unsigned dev) {
   return dev < s->rt->ndev ? (int)s->rt->devs[dev]->info.kind : MZ_ERANGE;
 }
 
+unsigned mz_sched_device_host_cores(const mz_sched *s, unsigned dev) {
+  return dev < s->rt->ndev ? s->rt->devs[dev]->info.host_cores : 0;
+}
+
 bool mz_sched_device_dead(const mz_sched *s, unsigned dev) {
   return dev < s->rt->ndev ? atomic_load(&s->rt->devs[dev]->dead) : true;
 }

@@ -57,6 +57,8 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
   d->info.index = rt->ndev;
   d->info.queues = nqueues;
   d->info.numa_node = -1;
+  /* The CPU device's workers are the host's cores, one each. */
+  d->info.host_cores = type->kind == MZ_DEVICE_CPU ? 1 : 0;
   d->info.name = d->info.vendor = d->info.version = "";
   for (unsigned i = 0; i < nqueues; i++) {
     qs[i].dev = d;

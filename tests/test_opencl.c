@@ -275,6 +275,59 @@ Test(opencl, discovery)
   mz_runtime_destroy(rt);
 }
 
+/* host_cores follows the device type the loader reports: a CPU device
+ * (PoCL's pthread device) runs kernels on the host's cores, spread over its
+ * compute units; any other type has processors of its own.  The CPU
+ * device of the same runtime is one core per worker. */
+Test(opencl, host_cores_from_device_type)
+{
+  NEED_OPENCL(1);
+  mz_runtime *rt = rt_open("cpu,opencl", 0);
+  cl_uint np = 0;
+  cr_assert_eq(clGetPlatformIDs(0, NULL, &np), CL_SUCCESS);
+  cl_platform_id plats[8];
+  cr_assert_eq(clGetPlatformIDs(np < 8 ? np : 8, plats, NULL), CL_SUCCESS);
+  unsigned checked = 0;
+  for (unsigned i = 0; i < mz_runtime_device_count(rt); i++) {
+    mz_device_info info;
+    cr_assert_eq(mz_device_get_info(mz_runtime_device(rt, i), &info), MZ_OK);
+    if (info.kind == MZ_DEVICE_CPU) {
+      cr_assert_eq(info.host_cores, 1, "the CPU device: host_cores %u", info.host_cores);
+      continue;
+    }
+    if (info.kind != MZ_DEVICE_OPENCL)
+      continue;
+    /* The loader's device of that name: its type and compute units. */
+    bool found = false;
+    for (cl_uint p = 0; p < np && p < 8 && !found; p++) {
+      cl_device_id ids[16];
+      cl_uint nd = 0;
+      if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 16, ids, &nd) != CL_SUCCESS)
+        continue;
+      for (cl_uint k = 0; k < nd && k < 16 && !found; k++) {
+        char name[256] = "";
+        clGetDeviceInfo(ids[k], CL_DEVICE_NAME, sizeof name, name, NULL);
+        if (strcmp(name, info.name))
+          continue;
+        found = true;
+        cl_device_type type = 0;
+        cl_uint cus = 0;
+        clGetDeviceInfo(ids[k], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+        clGetDeviceInfo(ids[k], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+        unsigned want = (type & CL_DEVICE_TYPE_CPU) ? (cus ? cus : 1) : 0;
+        cr_assert_eq(info.host_cores, want, "%s: host_cores %u, want %u (type %#llx, %u compute units)", info.name,
+                     info.host_cores, want, (unsigned long long)type, cus);
+      }
+    }
+    cr_assert(found, "no OpenCL device named \"%s\"", info.name);
+    if (strstr(info.name, "pthread"))
+      cr_assert_gt(info.host_cores, 0, "PoCL's pthread device runs on the host's cores");
+    checked++;
+  }
+  cr_assert_gt(checked, 0, "no OpenCL device was checked");
+  mz_runtime_destroy(rt);
+}
+
 /* OpenCL devices of a runtime. */
 static unsigned opencl_count(mz_runtime *rt)
 {

@@ -369,7 +369,7 @@ Test(perfmodel, device_links_measured_saved_and_reused) {
    * runtime sees, and it is left as it is. */
   FILE *f = fopen(path, "w");
   cr_assert(f);
-  fprintf(f, "maize-link 1\nsrc host\ndst %s\nlat_ns 12345678\nns_per_byte 0.5\nend\n", name);
+  fprintf(f, "maize-link 2\nsrc host\ndst %s\nlat_ns 12345678\nns_per_byte 0.5\nend\n", name);
   fclose(f);
   cr_assert_eq(probe_links("opencl:0", NULL, 0), MZ_OK);
   cr_expect_float_eq(link0, 12345678.0, 1e-3);
@@ -380,7 +380,7 @@ Test(perfmodel, device_links_measured_saved_and_reused) {
   /* Corrupt: ignored, measured again, and replaced by a valid file. */
   f = fopen(path, "w");
   cr_assert(f);
-  fprintf(f, "maize-link 1\nsrc host\ndst %s\nlat_ns banana\n", name);
+  fprintf(f, "maize-link 2\nsrc host\ndst %s\nlat_ns banana\n", name);
   fclose(f);
   cr_assert_eq(probe_links("opencl:0", NULL, 0), MZ_OK);
   cr_expect(link0 >= 0 && link0 < 12345678.0);

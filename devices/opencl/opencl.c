@@ -308,6 +308,9 @@ static int device_open(mz_runtime *rt, const struct mz__devtype *type, struct oc
   dev->info.numa_node = -1;
   dev->info.queues = nqueues;
   dev->info.unified_memory = unified;
+  /* A CPU device (PoCL's pthread device) runs kernels on the host's cores,
+   * each kernel spread over its compute units, beside the CPU workers. */
+  dev->info.host_cores = (dtype & CL_DEVICE_TYPE_CPU) ? (cus ? cus : 1) : 0;
   size_t wg = 0;
   cl_ulong local = 0;
   cl_device_fp_config fp64 = 0;

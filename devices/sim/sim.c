@@ -28,6 +28,15 @@
  *   netlat=T   latency of one message between nodes (default 1us)
  *   netbw=B    bandwidth of a node's network link, B/s as link (default
  *              12.5G/s, 100 Gb/s)
+ *   host=N     the class runs on the simulated host's cores, which every
+ *              class with host=N shares, one node keeping N of them busy
+ *              (mz_device_info.host_cores; default 0: processors of its
+ *              own).  host=1 plays the CPU device (a queue per core);
+ *              host=N with N > 1 plays an OpenCL CPU device such as
+ *              PoCL's, whose kernel spreads over all the cores: one of its
+ *              nodes starts once every host queue has done what it was
+ *              given, and they start their later nodes after it ends
+ *              (the node holds the host, as a gang)
  *
  * A class named twice must be described the same way.  "sim" alone is
  * "sim:dev*4".  Sim devices answer only when named: "all" never adds them.
@@ -99,6 +108,7 @@ struct sim_class {
   unsigned nodes; /* simulated machines the class is dealt to; 0: no network */
   double netlat;  /* ns per message between nodes */
   double netbw;   /* network bytes per ns */
+  unsigned host;  /* host cores a node keeps busy; 0: processors of its own */
 };
 
 struct sim_event {
@@ -385,6 +395,35 @@ static int sim_mem_write(struct mz_device *dev, void *mem, const void *host, siz
   return MZ_OK;
 }
 
+/* The host's cores (classes with host=N): when every host queue has done
+ * what it was given, and holding them all until t.  Free times are
+ * written under the engine's lock, which the caller holds. */
+static uint64_t host_free_at(const mz_runtime *rt) {
+  uint64_t h = 0;
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    const struct sim_dev *o = sim_of(rt->devs[d]);
+    if (!o || !o->cls.host) continue;
+    for (unsigned k = 0; k < rt->devs[d]->nqueues; k++) {
+      const struct sim_queue *oq = rt->devs[d]->queues[k].priv;
+      uint64_t f = oq ? atomic_load_explicit(&oq->free_at, memory_order_relaxed) : 0;
+      if (f > h) h = f;
+    }
+  }
+  return h;
+}
+
+static void host_hold_until(mz_runtime *rt, uint64_t t) {
+  for (unsigned d = 0; d < rt->ndev; d++) {
+    const struct sim_dev *o = sim_of(rt->devs[d]);
+    if (!o || !o->cls.host) continue;
+    for (unsigned k = 0; k < rt->devs[d]->nqueues; k++) {
+      struct sim_queue *oq = rt->devs[d]->queues[k].priv;
+      if (oq && atomic_load_explicit(&oq->free_at, memory_order_relaxed) < t)
+        atomic_store_explicit(&oq->free_at, t, memory_order_relaxed);
+    }
+  }
+}
+
 static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
   struct sim_dev *sd = q->dev->priv;
   struct sim_queue *sq = q->priv;
@@ -399,6 +438,12 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
    * was planned with them: see sim_can_wait). */
   uint64_t c = atomic_load_explicit(&sd->copy_free_at, memory_order_relaxed);
   if (c < now) c = now;
+  /* A node that holds the host's cores waits for every host queue. */
+  bool gang = sd->cls.host > 1;
+  if (gang) {
+    uint64_t h = host_free_at(q->dev->rt);
+    if (t < h) t = h;
+  }
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *x = b->execs[i];
     /* Waits on the device (sim_can_wait): the nodes waited for were
@@ -435,6 +480,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
     x->status = MZ_OK;
   }
   atomic_store_explicit(&sq->free_at, t, memory_order_relaxed);
+  if (gang) host_hold_until(q->dev->rt, t);
   if (sd->cls.copy) atomic_store_explicit(&sd->copy_free_at, c, memory_order_relaxed);
   int rc = heap_push(e, (struct sim_event){.t = t, .seq = e->seq++, .b = b});
   if (rc == MZ_OK) pthread_cond_signal(&e->c);
@@ -620,6 +666,11 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
         ok = parse_time(v, end, &c->netlat);
       } else if (kl == 5 && !strncmp(s, "netbw", 5)) {
         ok = parse_bw(v, end, &c->netbw) && c->netbw > 0;
+      } else if (kl == 4 && !strncmp(s, "host", 4)) {
+        char *e;
+        long k = strtol(v, &e, 10);
+        ok = e != v && (const char *)e == end && k >= 0 && k <= 1024;
+        c->host = (unsigned)k;
       } else if (kl == 4 && !strncmp(s, "copy", 4)) {
         ok = end - v == 1 && (*v == '0' || *v == '1');
         c->copy = ok && *v == '1';
@@ -634,7 +685,7 @@ static int parse_item(mz_runtime *rt, const char *arg, struct sim_class *c, unsi
       if (!ok)
         return mz__set_error(rt, MZ_EINVAL,
                              "MZ_DEVICES: 'sim:%s': cannot read '%.*s' (keys: speed=GFLOP/s, bw=GB/s, mem=16G, "
-                             "link=12G/s, lat=1us, queues=N, copy=0|1, nodes=K, netlat=1us, netbw=12.5G/s)",
+                             "link=12G/s, lat=1us, queues=N, copy=0|1, nodes=K, netlat=1us, netbw=12.5G/s, host=N)",
                              arg, (int)(end - s), s);
       s = *end ? end + 1 : end;
     }
@@ -694,7 +745,8 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     dev->info.memory = c.mem;
     dev->info.max_alloc = c.mem;
     dev->info.fp64 = true;
-    dev->info.compute_units = 1;
+    dev->info.compute_units = c.host > 1 ? c.host : 1;
+    dev->info.host_cores = c.host;
     added++;
   }
   if (fresh && !added) {

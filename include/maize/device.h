@@ -42,6 +42,15 @@ typedef struct mz_device_info {
   uint64_t max_alloc;      /* bytes of the largest single buffer */
   uint64_t local_memory;   /* bytes of local memory per work-group (OpenCL __local) */
   bool fp64;               /* device code may use double precision */
+  /* Added after fp64 (fields are only ever appended).  The host's CPU
+   * cores one node of the device keeps busy, when it runs its kernels on
+   * them: 1 on the CPU device (a worker per core), the compute units on an
+   * OpenCL device of type CPU such as PoCL's (a kernel spreads over every
+   * core), host=N on a simulated class; 0 for a device with processors of
+   * its own.  Every device with host_cores > 0 shares the same cores, so
+   * their capacity is not additive: work given to one slows the others.
+   * Policies read it through mz_sched_device_host_cores(). */
+  unsigned host_cores;
 } mz_device_info;
 
 /* Fill *info for dev.  Returns MZ_OK or MZ_EINVAL on NULL arguments. */

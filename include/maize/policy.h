@@ -144,6 +144,15 @@ unsigned mz_sched_device_count(const mz_sched *s);
 /* The device's kind (an mz_device_kind) and whether it is dead. */
 int mz_sched_device_kind(const mz_sched *s, unsigned dev);
 bool mz_sched_device_dead(const mz_sched *s, unsigned dev);
+/* The host's CPU cores one node on dev keeps busy (mz_device_info's
+ * host_cores): 0 when dev has processors of its own; else dev shares the
+ * host's cores with every other device that says so.  The shipped cost
+ * policies (heft, dmda, dmdas) take a device with more than one (PoCL's
+ * CPU device) to hold all of the host's cores while one of its nodes
+ * runs: such a node starts once the queues of every device sharing the
+ * cores are free, and they wait for it, so the device adds no capacity of
+ * its own to the CPU's queues.  0 for a device out of range. */
+unsigned mz_sched_device_host_cores(const mz_sched *s, unsigned dev);
 
 /* Whether queue q's device can run t (has an implementation, is alive). */
 bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q);
