@@ -29,6 +29,13 @@
  * there run one after another and the perf model learns their time alone,
  * not the time of several sharing the device.
  *
+ * Devices on the host's cores (mz_sched_device_host_cores): a device
+ * whose node keeps more than one of them busy (PoCL's CPU device) holds
+ * them all while it runs, so it adds no capacity to the CPU's queues.
+ * Its expected ready time is the latest of every queue on the host's
+ * cores, theirs is at least its own, and its copies (a memcpy on those
+ * cores) count as its work even where it has a copy engine.
+ *
  * Where the run may go (plan, before the run starts): greedy finish times
  * count the transfers of a node's inputs but not those its successors will
  * make for its output, so once a run with dear transfers is spread over
@@ -42,7 +49,12 @@
  * class whose devices would run the whole run soonest; nodes it cannot run
  * go where they can), that whole class (when it has several devices and
  * others exist), and every device; the run gets the home that ends first,
- * the single device on a tie (it moves nothing).  A home is kept in each
+ * the single device on a tie (it moves nothing).  Where some device holds
+ * the host's cores, a fourth home leaves such devices out: the greedy rule
+ * sees only each node's finish, and would fill such a device while it ends
+ * a node first, though it ends it at the cost of every core.  The first
+ * nodes of the run pay for their host inputs (mz_task_transfer_ns_all), so
+ * a home whose memory lacks them is not taken for free.  A home is kept in each
  * task's policy word (a device, or a class: HOME_CLASS); select only looks
  * there, except for nodes no queue of the home can run.  Nodes without an
  * estimate leave the run free, so exploration still calibrates the models.

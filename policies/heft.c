@@ -21,7 +21,17 @@
  *    device.  So step 3 is run on the fastest device class alone, then the
  *    two fastest, and so on up to all of them (at most MAX_PASSES passes),
  *    and the plan with the earliest predicted end is kept.  A node that no
- *    device of a pass can run may go anywhere in that pass.
+ *    device of a pass can run may go anywhere in that pass.  Where a
+ *    device holds the host's cores (below), one more pass leaves such
+ *    devices out.
+ *
+ * Devices on the host's cores (mz_sched_device_host_cores): a node of a
+ * device that keeps more than one of them busy (PoCL's CPU device) holds
+ * them all, so it needs a gap of its length on every queue on the host's
+ * cores at once, and takes it on all of them; its copies are a memcpy on
+ * those cores and count as its work, copy engine or not.  Step 3 would
+ * still fill such a device while it ends each node first (it does not see
+ * that the node took every core), hence the pass without it.
  *
  * Devices whose queues share the device (OpenCL, CUDA: kernels from
  * several queues slow each other down) are one processor in the plan: only
