@@ -39,7 +39,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 if [ $# -eq 0 ]; then
-  set -- errors graph hazards partition future failure policy runtime sim perfmodel rerun share dot planorder
+  set -- errors graph hazards partition future failure policy runtime sim perfmodel rerun share dot planorder hostcores
   # The CUDA backend, on the driver emulator where there is no GPU.
   [ -x "$build/tests/test_cuda" ] && set -- "$@" cuda
 fi
