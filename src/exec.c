@@ -1040,19 +1040,22 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       mz__fail_message(r, op, status, "a node it depends on failed");
     }
   }
-  for (unsigned a = 0; a < t->nacc; a++)
-    if (t->acc[a].mode & 2) {
-      mz_buffer *b = t->acc[a].buf;
-      /* Stored only when it changes: a buffer many nodes write would else
-       * have its line moved between the workers on every node. */
-      int poison = status < 0 ? status : 0;
-      if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
-        atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
-      /* Written whole: a failure of a tile's earlier writer no longer
-       * shows through it (mz_buffer_read of b checks its tiles too). */
-      if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        mz__alias_clear_tiles_poison(b);
-    }
+  if (status < 0 && !atomic_load_explicit(&rt->poisoned, memory_order_relaxed))
+    atomic_store_explicit(&rt->poisoned, true, memory_order_relaxed);
+  if (__builtin_expect(status < 0 || atomic_load_explicit(&rt->poisoned, memory_order_relaxed), 0))
+    for (unsigned a = 0; a < t->nacc; a++)
+      if (t->acc[a].mode & 2) {
+        mz_buffer *b = t->acc[a].buf;
+        /* Stored only when it changes: a buffer many nodes write would else
+         * have its line moved between the workers on every node. */
+        int poison = status < 0 ? status : 0;
+        if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
+          atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
+        /* Written whole: a failure of a tile's earlier writer no longer
+         * shows through it (mz_buffer_read of b checks its tiles too). */
+        if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
+          mz__alias_clear_tiles_poison(b);
+      }
   mz__spin_lock(&t->lock);
   t->status = status;
   /* A failure marks the successors before DONE is published: a thread that

@@ -563,6 +563,13 @@ struct mz_runtime {
   /* Wrapped buffers alive (mz_buffer_wrap): while there are none, waiting
    * for a run skips looking for wrapped buffers to read back. */
   _Atomic unsigned nwrapped;
+  /* Some node has failed in this runtime, so a buffer may hold a poison
+   * (a failed writer's error).  Until then a node that succeeds has none
+   * to clear and skips the loop over its writes (its access list is a
+   * cache line of its own).  Set before the first poison is stored and
+   * never cleared; a later writer of that buffer runs after the failed
+   * one (a hazard edge), so it sees the flag. */
+  _Atomic bool poisoned;
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;
