@@ -343,6 +343,10 @@ struct mz__queue {
     struct mz__run *run;
     size_t done;
     uint64_t ops, busy, batches;
+    /* When the burst of back-to-back nodes of a run that is not timed
+     * began (struct mz__run.timed): its length is busy time at the
+     * flush; 0: no burst. */
+    uint64_t t0;
     unsigned dev;
   } acct;
 };

@@ -995,12 +995,18 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       if (t->shared) atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
     }
     if (e->t_end > e->t_start) {
-      if (acct && acct->dev == dev->info.index)
+      /* A CPU node of a run that is not timed ran because the perf models
+       * chose it as a sample; its queue's busy time is counted per burst
+       * (mz__queue_flush). */
+      bool chosen = dev->ops->host_memory && !r->timed;
+      if (chosen)
+        ;
+      else if (acct && acct->dev == dev->info.index)
         acct->busy += e->t_end - e->t_start;
       else
         atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
       /* The perf models learn from successful runs only. */
-      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start);
+      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start, chosen);
       const struct mz_policy_ops *po = rt->pol[r->policy];
       if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
     }
@@ -1102,6 +1108,10 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
 void mz__queue_flush(struct mz__queue *q) {
   struct mz__acct *a = &q->acct;
   struct mz__run *r = a->run;
+  if (a->t0) { /* a burst of nodes of a run that is not timed ends */
+    if (r) a->busy += mz__now_ns() - a->t0;
+    a->t0 = 0;
+  }
   if (!r) return;
   size_t done = a->done;
   if (a->ops) atomic_fetch_add_explicit(&r->st_ops, a->ops, memory_order_relaxed);

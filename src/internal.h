@@ -570,6 +570,7 @@ struct mz_runtime {
    * never cleared; a later writer of that buffer runs after the failed
    * one (a hazard edge), so it sees the flag. */
   _Atomic bool poisoned;
+  bool timings;               /* every node timed (mz_runtime_config.timings, MZ_TIMINGS) */
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;
@@ -669,10 +670,17 @@ void mz__observe_run_end(struct mz__run *r);
 /* Performance models and the runtime clock (src/perfmodel.c).
  * create runs once the devices are known; destroy saves what was learned
  * and frees it (NULL-safe).  record is the completion path's feed: a node
- * ran ns on dev.  Thread: any; the models have their own lock. */
+ * ran ns on dev; chosen: wants() chose it as a sample before it ran (else
+ * record decides whether to keep it).  wants: before op runs on queue q
+ * of dev (a CPU node of a run that is not timed, struct mz__run.timed):
+ * whether to time it as a sample; advances q's sampling tick, so call it
+ * once per node, from the thread that runs q's nodes.  Thread: any; the
+ * models have their own lock. */
 int mz__perfmodel_create(mz_runtime *rt);
 void mz__perfmodel_destroy(mz_runtime *rt);
-void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns);
+void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
+                          bool chosen);
+bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q);
 /* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
 uint64_t mz__runtime_clock(const mz_runtime *rt);
 

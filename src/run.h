@@ -76,6 +76,11 @@ struct mz__run {
   /* The observers the run reports to (the trace's, then the user's),
    * copied from the runtime when the run is made (src/observe.c). */
   struct mz__observers obs;
+  /* Every node of the run is timed (observed, asked for, or its policy's
+   * done wants the time); else a CPU node is timed only as a perf-model
+   * sample (devices/cpu/cpu.c) and its queue's busy time is counted per
+   * burst (struct mz__acct). */
+  bool timed;
   /* mz_future_timings' snapshot, taken on its first call under rt->lock;
    * NULL until then.  Freed with the run. */
   struct mz_node_timing *timings;
