@@ -599,12 +599,16 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, struct pm_qu
                                                     const mz_op *op, const struct mz_device *dev, int key,
                                                     uint64_t ns) {
   struct mz__perfmodel *pm = rt->pm;
-  double bytes = (double)mz_task_bytes((const mz_task *)op);
   pthread_mutex_lock(&pm->lock);
   struct pm_entry *e = entry_get(rt, pm, name, dev, true);
   struct mz__pm_bucket *a = e ? mz__pm_file_bucket(&e->all, key) : NULL;
   struct mz__pm_bucket *d = a ? mz__pm_file_bucket(&e->delta, key) : NULL;
   if (d) {
+    /* The node's size feeds the bucket's mean size, settled once the
+     * bucket is saturated: from then on its mean stands in, which spares
+     * the sum over the node's buffers (a cache line each, and the access
+     * list's). */
+    double bytes = a->s.n < MZ__PM_SATURATED ? (double)mz_task_bytes((const mz_task *)op) : a->s.bytes;
     stat_add(&a->s, (double)ns, bytes);
     stat_add(&d->s, (double)ns, bytes);
     if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
