@@ -567,10 +567,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   unsigned m = dev->memnode;
   struct mz__exec *e = &t->exec;
   e->queue = Q;
-  e->nxfer = 0;
-  e->nread = 0;
-  e->status = 0;
-  e->t_start = e->t_end = 0;
+  e->status = 0; /* times and copies: reset by plan_exec */
   /* A predecessor failed before this node reached its device (found
    * with faults injected at planning): do not run it on garbage.
    * Its own successors are then canceled before they are planned; had it
@@ -761,7 +758,6 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   struct mz__exec *e = &t->exec;
   e->t_start = e->t_end = 0;
   e->nxfer = e->nread = 0;
-  e->observed = r->obs.n > 0;
   t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
@@ -775,6 +771,8 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&mz__task_of(op)->exec);
   return rc;
 }
+
+bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
 
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;

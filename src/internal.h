@@ -315,13 +315,14 @@ struct mz__task {
    * pointer after a count is padded. */
   unsigned npreds;
   unsigned nsucc_run;         /* successors in the same run (listed first) */
-  unsigned nparams;
   unsigned nacc;
   /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
    * each run's start, each released once by mz__task_ungate; a gated task
    * always waits on the host (it is never submitted behind a predecessor). */
   uint32_t ngates;
-  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
   struct mz__run *run;
   /* What a replay resets comes first (through plan_next), then what the
    * workers read as well. */
@@ -332,13 +333,13 @@ struct mz__task {
    * plan_prev was, and holds one unsub count of plan_next until it is
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
-  mz_kernel *kernel;          /* apply */
-  /* The link of the queue or list the task waits in (a device's inbox, the
-   * CPU workers' shared list: never two at once); mz__op_next. */
-  _Atomic(struct mz_op *) next;
+  /* Its first line is what a CPU re-run touches (struct mz__exec). */
+  struct mz__exec exec;
+  mz_kernel *kernel;          /* apply (exec.kernel is the same, and on the hot path) */
   struct mz_op **preds;
   struct mz__access *acc;
-  struct mz__exec exec;
+  unsigned nparams;
+  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
   mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */

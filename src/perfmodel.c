@@ -532,7 +532,11 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  const mz_kernel *k = mz__task_of(op)->kernel; /* the op's own line only for host work */
+  /* The exec's copy, on the line a CPU node's run touches anyway (set
+   * when the task first joins a run; before that, the task's own); the
+   * op's line only for host work. */
+  const struct mz__task *t = mz__task_of(op);
+  const mz_kernel *k = t->exec.kernel ? t->exec.kernel : t->kernel;
   return k ? k->spec.name : op->name ? op->name : "host";
 }
 
