@@ -55,6 +55,7 @@ struct mz__run {
   size_t nrbufs;
   struct mz_op **tasks;
   size_t ntasks;
+  size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
   _Atomic size_t remaining;
   _Atomic int status;
   char message[MZ__ERRLEN];
