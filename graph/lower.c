@@ -320,6 +320,9 @@ static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsi
  * are set too; a replayed run's tasks have them from the run it copies. */
 static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   struct mz__task *t = mz__task_of(op);
+  /* Taken over from a run still alive (see mz__run_unref): counted on the
+   * old run, under rt->lock, as its end reads it. */
+  if (t->run && t->run != r) t->run->ntaken++;
   t->run = r;
   t->queue = -1;
   t->status = 0;
