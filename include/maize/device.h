@@ -42,7 +42,10 @@ typedef struct mz_device_info {
   uint64_t max_alloc;      /* bytes of the largest single buffer */
   uint64_t local_memory;   /* bytes of local memory per work-group (OpenCL __local) */
   bool fp64;               /* device code may use double precision */
-  /* Added after fp64 (fields are only ever appended).  The host's CPU
+  /* Added after fp64 (fields are only ever appended; this one sits in
+   * what was the struct's tail padding, so its size is unchanged on LP64
+   * and a program built against the older header still gets a struct
+   * that fits).  The host's CPU
    * cores one node of the device keeps busy, when it runs its kernels on
    * them: 1 on the CPU device (a worker per core), the compute units on an
    * OpenCL device of type CPU such as PoCL's (a kernel spreads over every
