@@ -308,6 +308,10 @@ struct mz__task {
    * buffers never change, so the worker that records a sample first keeps
    * it (src/perfmodel.c). */
   uint8_t pm_key1;
+  /* The device index + 1 where this task's bucket was saturated at its
+   * last sample (0: not, or never sampled): its runs there are sampled
+   * one in 16 (src/perfmodel.c). */
+  uint8_t pm_sat1;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   int queue;                  /* -1 until placed */
   int status;
