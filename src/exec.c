@@ -888,7 +888,11 @@ static void share(mz_op *op, struct work *w) {
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   /* No exec.nwait to clear: the CPU workers wait for nothing on a device
    * (a node taken back from them is placed again, which sets it). */
-  if (__builtin_expect(__atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL, 0)) plan_release(op, w); /* eager and ws set none */
+  /* eager and ws set none; a task fresh from a replay has none (replay_dirty) */
+  if (__builtin_expect(__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) &&
+                           __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL,
+                       0))
+    plan_release(op, w);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);

@@ -308,6 +308,19 @@ struct mz__task {
    * buffers never change, so the worker that records a sample first keeps
    * it (src/perfmodel.c). */
   uint8_t pm_key1;
+  /* The device index + 1 where this task's bucket was saturated at its
+   * last sample (0: not, or never sampled): its runs there are sampled
+   * one in 16 (src/perfmodel.c). */
+  uint8_t pm_sat1;
+  uint8_t pm_mask;            /* its sampling period - 1 there, once saturated */
+  /* Its second line (succs, policy word, plan links) may differ from
+   * what a replay restores: a run that was not a replay built its
+   * successors, a later run added edges to it, a policy asked for its
+   * word, or mz_task_set_after linked it.  While false the replay leaves
+   * that line alone and plan_next is NULL (share() need not look).
+   * Written and read with __atomic builtins (a policy may ask from any
+   * runtime thread). */
+  bool replay_dirty;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   int queue;                  /* -1 until placed */
   int status;

@@ -381,19 +381,24 @@ struct pm_entry {
   double fa, fb;             /* log(ns) = fa + fb * log(bytes) */
 };
 
-/* Per queue: a moving average of execution times, and the sampling state
- * of the completion path.  Once the bucket a queue keeps feeding holds
- * MZ__PM_SATURATED samples, only one node in MZ__PM_SAMPLE_EVERY is
- * recorded there (the rest skip the models' lock): the mean and variance
- * stay unbiased, the count grows more slowly. */
+/* Per queue: a moving average of execution times, and the tick of its
+ * sampling.  Once the bucket a node feeds holds MZ__PM_SATURATED samples
+ * (the node keeps that verdict: pm_sat1), the node is timed and recorded
+ * only on one tick of its queue in MZ__PM_SAMPLE_EVERY (the rest skip the
+ * clock and the models' lock): the mean and variance stay unbiased, the
+ * count grows more slowly.  The verdict is the node's, not the queue's,
+ * so that two kernels alternating on a queue are sampled no more often
+ * than one. */
 #define MZ__PM_SATURATED 256
 #define MZ__PM_SAMPLE_EVERY 16
+/* And past this many, one in MZ__PM_SAMPLE_RARELY: a sample (the models'
+ * lock, a hash lookup, two divisions) cost about 470 instructions, 30 per
+ * node of a re-run at one in 16. */
+#define MZ__PM_SETTLED 4096
+#define MZ__PM_SAMPLE_RARELY 128
 struct pm_queue {
   _Alignas(64) _Atomic uint64_t ema;
   _Atomic uint32_t tick;
-  _Atomic(const char *) sat_name; /* model name (pointer) of the saturated bucket */
-  _Atomic int sat_key;
-  _Atomic(const struct mz_device *) sat_dev;
 };
 struct hop;
 struct link_tab;
@@ -599,9 +604,8 @@ static struct pm_entry *entry_get(mz_runtime *rt, struct mz__perfmodel *pm, cons
 /* A sample taken: into the model's buckets under its lock.  Apart from
  * mz__perfmodel_record, which skips most samples, so that a skipped one
  * costs no more than its test (this one saves many registers). */
-static __attribute__((noinline)) void record_sample(mz_runtime *rt, struct pm_queue *pq, const char *name,
-                                                    const mz_op *op, const struct mz_device *dev, int key,
-                                                    uint64_t ns) {
+static __attribute__((noinline)) void record_sample(mz_runtime *rt, const char *name, const mz_op *op,
+                                                    const struct mz_device *dev, int key, uint64_t ns) {
   struct mz__perfmodel *pm = rt->pm;
   pthread_mutex_lock(&pm->lock);
   struct pm_entry *e = entry_get(rt, pm, name, dev, true);
@@ -616,10 +620,11 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, struct pm_qu
     stat_add(&a->s, (double)ns, bytes);
     stat_add(&d->s, (double)ns, bytes);
     if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
-    bool sat = a->s.n >= MZ__PM_SATURATED;
-    atomic_store_explicit(&pq->sat_name, sat ? name : NULL, memory_order_relaxed);
-    atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
-    atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
+    /* The task remembers that its bucket on dev is saturated: its later
+     * runs there are then sampled one in MZ__PM_SAMPLE_EVERY. */
+    struct mz__task *t = mz__task_of(op);
+    t->pm_sat1 = a->s.n >= MZ__PM_SATURATED && dev->info.index < 255 ? (uint8_t)(dev->info.index + 1) : 0;
+    t->pm_mask = (uint8_t)(a->s.n >= MZ__PM_SETTLED ? MZ__PM_SAMPLE_RARELY - 1 : MZ__PM_SAMPLE_EVERY - 1);
   }
   pthread_mutex_unlock(&pm->lock);
 }
@@ -636,22 +641,22 @@ static int task_key(const mz_op *op) {
   return key;
 }
 
-/* Whether q's next node is a sample: always until the bucket q feeds is
- * saturated, then one in MZ__PM_SAMPLE_EVERY.  A load and a store of the
- * tick, not an RMW: one thread finishes (or, for wants, runs) a queue's
- * nodes at a time, and a tick lost to a rare overlap only moves the next
- * sample. */
-static bool sample_due(struct pm_queue *pq, const char *name, int key, const struct mz_device *dev) {
+/* Whether q's next node, op, is a sample: always until its bucket on dev
+ * is saturated (as its last sample found it: pm_sat1), then one node of q
+ * in MZ__PM_SAMPLE_EVERY, and once settled one in MZ__PM_SAMPLE_RARELY
+ * (pm_mask).  A load and a store of the tick, not an RMW: one
+ * thread finishes (or, for wants, runs) a queue's nodes at a time, and a
+ * tick lost to a rare overlap only moves the next sample. */
+static bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
   uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
   atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  return !(tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
-           atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
-           atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev);
+  const struct mz__task *t = mz__task_of(op);
+  return !(tick & t->pm_mask) || t->pm_sat1 != dev->info.index + 1;
 }
 
 bool mz__perfmodel_wants(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q) {
   struct mz__perfmodel *pm = rt->pm;
-  return pm && sample_due(&pm->qs[q], task_model_name(op), task_key(op), dev);
+  return pm && sample_due(&pm->qs[q], op, dev);
 }
 
 void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
@@ -662,10 +667,8 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   struct pm_queue *pq = &pm->qs[q];
   uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
   atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  const char *name = task_model_name(op);
-  int key = task_key(op);
-  if (!chosen && !sample_due(pq, name, key, dev)) return;
-  record_sample(rt, pq, name, op, dev, key, ns);
+  if (!chosen && !sample_due(pq, op, dev)) return;
+  record_sample(rt, task_model_name(op), op, dev, task_key(op), ns);
 }
 
 /* Least squares of log(ns) on log(bytes) over the calibrated buckets. */
