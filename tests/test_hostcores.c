@@ -230,3 +230,48 @@ Test(hostcores, cost_policies_add_no_capacity_that_shares_the_cores) {
     cr_expect_lt(sep.makespan, cpu_alone, "%s: %llu ns with a separate pocl", pols[i], (unsigned long long)sep.makespan);
   }
 }
+
+/* heft's plan holds the host's cores as the simulator does: on a random
+ * DAG over cpu-like and pocl-like classes (with copy engines, whose costs
+ * the plan charges exactly), no node ends later than heft planned, and
+ * the plan used the pocl device (so its gang slots were checked). */
+#include <maize/daggen.h>
+
+struct plan_log {
+  pthread_mutex_t m;
+  unsigned n, late, on_pocl;
+  uint64_t worst; /* ns past the plan */
+};
+
+static void on_planned(const mz_node_record *r, void *user) {
+  struct plan_log *l = user;
+  pthread_mutex_lock(&l->m);
+  l->n++;
+  if (r->queue == 3) l->on_pocl++;
+  if (r->end_ns > r->planned_end_ns + 100) {
+    l->late++;
+    if (r->end_ns - r->planned_end_ns > l->worst) l->worst = r->end_ns - r->planned_end_ns;
+  }
+  pthread_mutex_unlock(&l->m);
+}
+
+Test(hostcores, heft_plans_the_gang_as_it_runs) {
+  const char *devices =
+      "sim:cpu@queues=2,host=1,speed=1,link=2G/s,copy=1;sim:pocl@host=2,speed=4,link=1G/s,copy=1";
+  mz_runtime *rt = rt_quiet(devices);
+  struct plan_log l = {.n = 0};
+  pthread_mutex_init(&l.m, NULL);
+  mz_observer o = {.node = on_planned, .user = &l};
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, &o));
+  mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = 200, .seed = 5, .ccr = 0.2, .flops = 1e5, .ref_speed = 2,
+                     .ref_link = 1.5};
+  mz_dag *d;
+  MZ_OK_OR_DIE(rt, mz_dag_generate(rt, &p, &d));
+  cr_assert_eq(test_run(d->g, d->root, "heft", NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  mz_dag_destroy(d);
+  mz_runtime_destroy(rt);
+  cr_assert_eq(l.n, 200);
+  cr_expect_gt(l.on_pocl, 0, "heft gave the pocl device nothing: its gang slots were not checked");
+  cr_expect_eq(l.late, 0, "%u nodes ended after heft planned (worst by %llu ns)", l.late, (unsigned long long)l.worst);
+  pthread_mutex_destroy(&l.m);
+}
