@@ -167,6 +167,9 @@ struct mz_mpi {
   _Atomic int urgent, spinning;
   _Atomic bool poll_on;
   _Atomic int uwait;   /* user threads waiting on a request (a collective, a drain) */
+  /* When a request last completed, or a task last sent (mz__now_ns):
+   * idle workers keep polling for spin_ns after it while a node waits. */
+  _Atomic uint64_t last_done;
 };
 
 /* The largest send folded into its producer (copied into staging memory
@@ -549,6 +552,7 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
     }
   }
   pthread_mutex_unlock(&m->plock);
+  if (out > 0) atomic_store_explicit(&m->last_done, mz__now_ns(), memory_order_relaxed);
   while (head) {
     struct cmd *c = head;
     head = c->next;
@@ -573,7 +577,20 @@ static void idle_state(void *ctx, enum mz__idle_state to) {
   if (to == MZ__IDLE_PARK && atomic_load(&m->urgent) > 0) wake_comm(m);
 }
 
-static const struct mz__idle_ops idle_ops = {.poll = idle_poll, .idle = idle_state};
+/* Past the runtime's spin time (MZ_SPIN_US), an idle worker keeps
+ * polling while a node of this rank waits on a message and messages came
+ * or went within spin_ns ($MZ_MPI_SPIN_US): in a run of closely spaced
+ * messages (a stencil's steps) the next one is due soon, and a worker that
+ * parks costs two wake-ups to get back (the communication thread's, then
+ * its own), which on a loaded machine are tens of microseconds each. */
+static bool idle_hold(void *ctx, uint64_t now) {
+  mz_mpi *m = ctx;
+  if (atomic_load_explicit(&m->urgent, memory_order_relaxed) <= 0) return false;
+  uint64_t last = atomic_load_explicit(&m->last_done, memory_order_relaxed);
+  return (int64_t)(now - last) < (int64_t)m->spin_ns;
+}
+
+static const struct mz__idle_ops idle_ops = {.poll = idle_poll, .idle = idle_state, .hold = idle_hold};
 
 /* ---- the communication thread ---- */
 
@@ -842,6 +859,8 @@ static int task_start(mz_op *op, const mz_call *call) {
         msg = strdup("out of memory staging a value sent to another rank");
       } else {
         for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
+        /* A reply may follow soon: idle workers poll on (idle_hold). */
+        if (dt->nout) atomic_store_explicit(&dt->out[0].x->dg->m->last_done, e->t_end, memory_order_relaxed);
       }
       if (blk != bv) free(blk);
     }
@@ -1684,7 +1703,10 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
   pthread_mutex_unlock(&rt->lock);
   drain(dg);
-  if (dg->m->use_mpi) start_transfers(dg);
+  if (dg->m->use_mpi) {
+    atomic_store_explicit(&dg->m->last_done, mz__now_ns(), memory_order_relaxed);
+    start_transfers(dg);
+  }
   if (st == MZ_OK) st = mz_graph_run(dg->g, dg->root, policy, out);
   else mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
   /* The run's counters are set: the gates of what came may open. */

@@ -273,7 +273,7 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     }
     uint64_t now = mz__now_ns();
     if (!until) until = now + w->spin_ns;
-    else if (now >= until) break;
+    else if (now >= until && !(io && io->hold && io->hold(ictx, now))) break;
   }
   if (io) {
     io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
