@@ -122,6 +122,7 @@ struct cmd {
 struct mz_mpi {
   mz_runtime *rt;
   uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
+  size_t stage_max;    /* $MZ_MPI_STAGING_MAX: folded sends' staging one graph may hold here (bytes) */
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
@@ -217,6 +218,11 @@ struct xfer {
    * completion from the staging memory (no node). */
   bool fold;
   bool has_node;        /* receive: a node also copies it into the buffer */
+  /* Receive of more than MZ__MPI_FOLD_MAX bytes: no staging memory; its
+   * node posts it straight into the buffer when it starts (it holds the
+   * buffer then), or, when the node will not run, into a block of its own
+   * that drops the message (drain: freed when it is in). */
+  bool direct, drain;
   _Atomic int gate;     /* folded receive: enum gstate */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
@@ -281,7 +287,7 @@ struct mz_dgraph {
   struct sblock *sall, *sfree[MZ__MPI_NCLASS];
   struct sblock *_Atomic slast[MZ__MPI_NCLASS]; /* per class: one free block outside the lock */
   size_t sbytes;
-  size_t rbytes; /* staging memory of this rank's receives (one per transfer) */
+  size_t rbytes; /* staging memory of this rank's receives (one per staged transfer; under slock) */
 };
 
 static void comm_fail(mz_mpi *m, int err, const char *what) {
@@ -333,7 +339,8 @@ static void waiter_done(struct waiter *w, int err) {
 
 /* Whether a pending c has someone waiting on it. */
 static bool is_urgent(const struct cmd *c) {
-  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_COLL || c->kind == C_IDUP;
+  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_COLL || c->kind == C_IDUP ||
+         (c->kind == C_RECV && c->x->direct && !c->x->drain);
 }
 
 /* Put c's posted request in the pending set: one somebody waits on first
@@ -476,6 +483,15 @@ static void complete(mz_mpi *m, struct cmd *c) {
     stage_give(x->dg, sblock_of(c->buf));
     break;
   case C_RECV: {
+    if (x->direct) {
+      if (x->drain) {
+        free(c->buf);
+      } else {
+        atomic_fetch_sub(&m->urgent, 1);
+        mz__task_finish(x->op, c->got == 0 && x->bytes > 0 ? MZ_ECANCELED : MZ_OK);
+      }
+      break;
+    }
     if (x->fold) gate_arrived(m, x);
     if (!x->has_node) break;
     int s = atomic_load_explicit(&x->state, memory_order_relaxed);
@@ -697,6 +713,19 @@ static bool send_now(mz_mpi *m, struct xfer *x, struct cmd *c) {
 static int xfer_start(mz_op *op, const mz_call *call) {
   struct xfer *x = xfer_of(call->args[1].u64);
   mz_mpi *m = x->dg->m;
+  if (!x->send && x->direct) {
+    /* The node holds the buffer: the message lands there. */
+    x->op = op;
+    atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+    struct cmd *c = &x->c;
+    c->kind = C_RECV;
+    c->buf = call->args[0].p;
+    c->got = 0;
+    atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+    submit(m, c);
+    if (!on_worker(m) || !m->idle_hook) wake_comm(m);
+    return 0;
+  }
   if (!x->send) {
     x->op = op;
     x->dst = call->args[0].p;
@@ -726,11 +755,25 @@ static int xfer_start(mz_op *op, const mz_call *call) {
   return 0;
 }
 
-/* Post what the peer expects of a send that will not run this time. */
+/* Post what the peer expects of a send that will not run this time (a
+ * mark), or take and drop the message of a direct receive that will not
+ * (the next run's receive must not match it). */
 static void xfer_abandon(struct xfer *x) {
-  if (!x->send || atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  if (!(x->send || x->direct) || atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
   struct cmd *c = &x->c;
-  c->kind = C_MARK;
+  if (x->send) {
+    c->kind = C_MARK;
+  } else {
+    c->kind = C_RECV;
+    c->got = 0;
+    x->drain = true;
+    c->buf = malloc((size_t)x->bytes);
+    /* A message nobody takes would be matched by the next run's receive. */
+    if (!c->buf) {
+      fprintf(stderr, "maize: out of memory for a message to drop; aborting\n");
+      abort();
+    }
+  }
   atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
   submit(x->dg->m, c);
 }
@@ -740,7 +783,7 @@ static void xfer_ended(mz_op *op, const mz_arg *values, int status, void *user) 
   (void)status;
   (void)user;
   struct xfer *x = xfer_of(values[1].u64);
-  if (x->send) {
+  if (x->send || x->direct) {
     xfer_abandon(x);
     return;
   }
@@ -758,7 +801,12 @@ static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer
 
 static int xfer_cpu(const mz_call *call);
 
-/* A free staging block of at least bytes bytes (NULL: out of memory). */
+/* A free staging block of at least bytes bytes (NULL: out of memory, or
+ * a new block would take the graph's folded sends past
+ * $MZ_MPI_STAGING_MAX; receives' staging is fixed by the plan, at most
+ * MZ__MPI_FOLD_MAX bytes per transfer, and is not counted: a limit that
+ * failed a build on one rank only would leave its peers' messages
+ * unmatched). */
 static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
   unsigned k = 0;
   while (((size_t)1 << k) < (size_t)bytes) k++;
@@ -767,17 +815,23 @@ static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
    * before the next task of its class ended. */
   struct sblock *b = atomic_exchange_explicit(&dg->slast[k], NULL, memory_order_acquire);
   if (b) return b;
+  size_t sz = (size_t)1 << k, max = dg->m->stage_max;
   pthread_mutex_lock(&dg->slock);
   b = dg->sfree[k];
   if (b) dg->sfree[k] = b->next;
+  bool room = !b && sz <= max && dg->sbytes <= max - sz;
+  if (room) dg->sbytes += sz; /* reserved before the allocation, so takers at once stay within max */
   pthread_mutex_unlock(&dg->slock);
-  if (b) return b;
-  if (!(b = malloc(sizeof *b + ((size_t)1 << k)))) return NULL;
-  b->cls = k;
+  if (b || !room) return b;
+  b = malloc(sizeof *b + sz);
   pthread_mutex_lock(&dg->slock);
-  b->all = dg->sall;
-  dg->sall = b;
-  dg->sbytes += (size_t)1 << k;
+  if (b) {
+    b->cls = k;
+    b->all = dg->sall;
+    dg->sall = b;
+  } else {
+    dg->sbytes -= sz;
+  }
   pthread_mutex_unlock(&dg->slock);
   return b;
 }
@@ -856,7 +910,7 @@ static int task_start(mz_op *op, const mz_call *call) {
       if (!blk || got < dt->nout) {
         while (got--) stage_give(dt->out[got].x->dg, blk[got]);
         st = MZ_ENOMEM;
-        msg = strdup("out of memory staging a value sent to another rank");
+        msg = strdup("no staging memory for a value sent to another rank (out of memory, or MZ_MPI_STAGING_MAX)");
       } else {
         for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
         /* A reply may follow soon: idle workers poll on (idle_hold). */
@@ -958,6 +1012,18 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SPIN_US must be 0 to 10000000 microseconds, not '%s'", spin);
     }
     m->spin_ns = (uint64_t)v * 1000u;
+  }
+  m->stage_max = SIZE_MAX;
+  const char *smax = getenv("MZ_MPI_STAGING_MAX");
+  if (smax && *smax) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(smax, &end, 10);
+    if (errno || *end || smax[0] == '-' || v > SIZE_MAX) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", smax);
+    }
+    m->stage_max = (size_t)v;
   }
   bool fold = true, serialized = false;
   const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
@@ -1322,14 +1388,15 @@ void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs) {
 }
 
 void mz_dgraph_staging(const mz_dgraph *dg, size_t *send_bytes, size_t *recv_bytes) {
-  size_t sb = 0;
+  size_t sb = 0, rb = 0;
   if (dg) {
     pthread_mutex_lock((pthread_mutex_t *)&dg->slock);
     sb = dg->sbytes;
+    rb = dg->rbytes;
     pthread_mutex_unlock((pthread_mutex_t *)&dg->slock);
   }
   if (send_bytes) *send_bytes = sb;
-  if (recv_bytes) *recv_bytes = dg ? dg->rbytes : 0;
+  if (recv_bytes) *recv_bytes = rb;
 }
 
 /* Grow the model to cover every registered data. */
@@ -1439,15 +1506,22 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   atomic_init(&x->state, X_ENDED);
   atomic_init(&x->gate, G_RELEASED);
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
-  x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold;
-  if (!x->send && !(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
-    free(x);
-    return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+  x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold && x->bytes <= MZ__MPI_FOLD_MAX;
+  x->direct = !x->send && x->bytes > MZ__MPI_FOLD_MAX;
+  if (!x->send && !x->direct) {
+    if (!(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
+      free(x);
+      return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+    }
   }
   dg->xf[dg->nxf++] = x;
   if (x->send) dg->nsends++;
   else dg->nrecvs++;
-  if (!x->send) dg->rbytes += x->bytes ? (size_t)x->bytes : 1;
+  if (!x->send && !x->direct) {
+    pthread_mutex_lock(&dg->slock);
+    dg->rbytes += x->bytes ? (size_t)x->bytes : 1;
+    pthread_mutex_unlock(&dg->slock);
+  }
   if (out) *out = x;
   if (x->fold && x->send) {
     if (prod->nout == prod->capout) {
@@ -1576,7 +1650,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
     size_t d = ids[i] - 1;
     bool writes = false;
     for (unsigned j = 0; j < n; j++) writes |= ids[j] == ids[i] && dirs[j] != MZ__IN;
-    bool gated = dt && !writes;
+    bool gated = dt && !writes && mz_buffer_bytes(m->data[d]) <= MZ__MPI_FOLD_MAX;
     struct xfer *x = NULL;
     if (!is_valid(dg, d, exec)) {
       if (plan_transfer(dg, d, exec, gated, &x) != MZ_OK) return NULL;
@@ -1680,7 +1754,8 @@ static void start_transfers(mz_dgraph *dg) {
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
     atomic_store_explicit(&x->posted, false, memory_order_relaxed);
-    if (x->send) continue;
+    x->drain = false;
+    if (x->send || x->direct) continue; /* a direct receive is posted by its node */
     atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
     atomic_store_explicit(&x->gate, G_POSTED, memory_order_relaxed);
     x->c.kind = C_RECV;
