@@ -6,11 +6,15 @@
  * Requests.  Every request in flight is in the context's pending set
  * (guarded by plock), which one thread at a time tests with MPI_Testsome
  * and completes outside the lock: a send or receive node ends then, which
- * releases its successors as a device's completion does.  All the
- * receives of a run are posted when the run starts, each into its
- * transfer's own staging memory, so a message that comes early is taken
- * at once; the receive node copies it into the buffer when it runs (at
- * once when the message is in, else when it completes).  A send is
+ * releases its successors as a device's completion does.  The receives
+ * of up to MZ__MPI_FOLD_MAX bytes are posted when the run starts, each
+ * into its transfer's own staging memory, so a message that comes early
+ * is taken at once; the receive node copies it into the buffer when it
+ * runs (at once when the message is in, else when it completes).  A
+ * larger receive (direct) has no staging: its node posts it into the
+ * buffer when it starts, and a direct receive whose node will not run
+ * takes its message into a block it frees (drain), so that every message
+ * of a run is matched in that run.  A send is
  * posted by the worker that runs its node, and tested at once (small
  * messages go out eagerly: the node then ends on that worker).
  *
@@ -37,7 +41,9 @@
  * test the pending set while they spin, before parking: a receive that
  * completes ends its node on that worker, whose successor then runs in
  * the worker's run-next slot, with no wake-up of another thread on the
- * critical path.  The communication thread makes the other MPI calls
+ * critical path; past the runtime's spin time they keep testing while a
+ * node waits and messages were recent (idle_hold).  The communication
+ * thread makes the other MPI calls
  * (collectives, communicators) and tests only when someone waits on a
  * request that no worker tests: a worker parked while a node waited, or
  * a user thread waiting; it then polls (yielding the CPU between polls)
