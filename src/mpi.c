@@ -174,9 +174,11 @@ struct mz_mpi {
   _Atomic int urgent, spinning;
   _Atomic bool poll_on;
   _Atomic int uwait;   /* user threads waiting on a request (a collective, a drain) */
-  /* When a request last completed, or a task last sent (mz__now_ns):
-   * idle workers keep polling for spin_ns after it while a node waits. */
-  _Atomic uint64_t last_done;
+  /* When a request last completed, or a task last sent (mz__now_ns), and
+   * the mean gap between such events (a moving average): idle workers keep
+   * polling for spin_ns after the last one while a node waits, where
+   * messages are closely spaced (idle_hold). */
+  _Atomic uint64_t last_done, gap;
 };
 
 /* The largest send folded into its producer (copied into staging memory
@@ -531,6 +533,15 @@ static void complete(mz_mpi *m, struct cmd *c) {
   atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
 }
 
+/* A message came or went at now: the last time, and the mean gap (3/4
+ * of the old one and 1/4 of this one; racing updates may lose one, which
+ * only blurs the mean). */
+static void note_traffic(mz_mpi *m, uint64_t now) {
+  uint64_t prev = atomic_exchange_explicit(&m->last_done, now, memory_order_relaxed);
+  uint64_t d = now > prev ? now - prev : 0, g = atomic_load_explicit(&m->gap, memory_order_relaxed);
+  atomic_store_explicit(&m->gap, g - g / 4 + d / 4, memory_order_relaxed);
+}
+
 /* How many of the oldest pending requests an idle worker tests (all of
  * them would cost it a pass over every receive of the run each poll). */
 #define MZ__MPI_WINDOW 32
@@ -577,7 +588,7 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
     }
   }
   pthread_mutex_unlock(&m->plock);
-  if (out > 0) atomic_store_explicit(&m->last_done, mz__now_ns(), memory_order_relaxed);
+  if (out > 0) note_traffic(m, mz__now_ns());
   while (head) {
     struct cmd *c = head;
     head = c->next;
@@ -603,14 +614,18 @@ static void idle_state(void *ctx, enum mz__idle_state to) {
 }
 
 /* Past the runtime's spin time (MZ_SPIN_US), an idle worker keeps
- * polling while a node of this rank waits on a message and messages came
- * or went within spin_ns ($MZ_MPI_SPIN_US): in a run of closely spaced
- * messages (a stencil's steps) the next one is due soon, and a worker that
- * parks costs two wake-ups to get back (the communication thread's, then
- * its own), which on a loaded machine are tens of microseconds each. */
+ * polling while a node of this rank waits on a message, messages have
+ * come and gone less than spin_ns ($MZ_MPI_SPIN_US) apart on average, and
+ * the last one is less than spin_ns old: in a run of closely spaced
+ * messages (a stencil's fine steps) the next one is due soon, and a worker
+ * that parks costs two wake-ups to get back (the communication thread's,
+ * then its own), tens of microseconds each on a loaded machine.  Where
+ * tasks are long (messages milliseconds apart) it parks as before: its
+ * spinning would take a core that another thread may need. */
 static bool idle_hold(void *ctx, uint64_t now) {
   mz_mpi *m = ctx;
   if (atomic_load_explicit(&m->urgent, memory_order_relaxed) <= 0) return false;
+  if (atomic_load_explicit(&m->gap, memory_order_relaxed) >= m->spin_ns) return false;
   uint64_t last = atomic_load_explicit(&m->last_done, memory_order_relaxed);
   return (int64_t)(now - last) < (int64_t)m->spin_ns;
 }
@@ -923,7 +938,7 @@ static int task_start(mz_op *op, const mz_call *call) {
       } else {
         for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
         /* A reply may follow soon: idle workers poll on (idle_hold). */
-        if (dt->nout) atomic_store_explicit(&dt->out[0].x->dg->m->last_done, e->t_end, memory_order_relaxed);
+        if (dt->nout) note_traffic(dt->out[0].x->dg->m, e->t_end);
       }
       if (blk != bv) free(blk);
     }

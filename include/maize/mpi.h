@@ -40,9 +40,10 @@
  * requests (MPI_Testsome) while they spin, before parking: a receive that
  * completes ends its node there, and the successor runs on that worker.
  * A worker spins past the runtime's spin time (MZ_SPIN_US) while a node
- * of this rank waits on a message and a message came or went in the last
- * $MZ_MPI_SPIN_US microseconds: closely spaced messages (a stencil's
- * steps) then find it awake.
+ * of this rank waits on a message, messages come and go less than
+ * $MZ_MPI_SPIN_US microseconds apart on average, and the last one is
+ * younger than that: closely spaced messages (a stencil's fine steps) then
+ * find it awake, where long tasks' workers park as before.
  * One communication thread per context makes the collectives of
  * mz_dgraph_wait and tests the requests only when a node waits on one
  * and no worker tests (a worker parked): it then polls without pausing
