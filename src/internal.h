@@ -316,6 +316,7 @@ struct mz__task {
    * last sample (0: not, or never sampled): its runs there are sampled
    * one in 16 (src/perfmodel.c). */
   uint8_t pm_sat1;
+  uint8_t pm_mask;            /* its sampling period - 1 there, once saturated */
   /* Its second line (succs, policy word, plan links) may differ from
    * what a replay restores: a run that was not a replay built its
    * successors, a later run added edges to it, a policy asked for its

@@ -391,6 +391,11 @@ struct pm_entry {
  * than one. */
 #define MZ__PM_SATURATED 256
 #define MZ__PM_SAMPLE_EVERY 16
+/* And past this many, one in MZ__PM_SAMPLE_RARELY: a sample (the models'
+ * lock, a hash lookup, two divisions) cost about 470 instructions, 30 per
+ * node of a re-run at one in 16. */
+#define MZ__PM_SETTLED 4096
+#define MZ__PM_SAMPLE_RARELY 128
 struct pm_queue {
   _Alignas(64) _Atomic uint64_t ema;
   _Atomic uint32_t tick;
@@ -619,6 +624,7 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, const char *
      * runs there are then sampled one in MZ__PM_SAMPLE_EVERY. */
     struct mz__task *t = mz__task_of(op);
     t->pm_sat1 = a->s.n >= MZ__PM_SATURATED && dev->info.index < 255 ? (uint8_t)(dev->info.index + 1) : 0;
+    t->pm_mask = (uint8_t)(a->s.n >= MZ__PM_SETTLED ? MZ__PM_SAMPLE_RARELY - 1 : MZ__PM_SAMPLE_EVERY - 1);
   }
   pthread_mutex_unlock(&pm->lock);
 }
@@ -637,13 +643,15 @@ static int task_key(const mz_op *op) {
 
 /* Whether q's next node, op, is a sample: always until its bucket on dev
  * is saturated (as its last sample found it: pm_sat1), then one node of q
- * in MZ__PM_SAMPLE_EVERY.  A load and a store of the tick, not an RMW: one
+ * in MZ__PM_SAMPLE_EVERY, and once settled one in MZ__PM_SAMPLE_RARELY
+ * (pm_mask).  A load and a store of the tick, not an RMW: one
  * thread finishes (or, for wants, runs) a queue's nodes at a time, and a
  * tick lost to a rare overlap only moves the next sample. */
 static bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
   uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
   atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  return !(tick % MZ__PM_SAMPLE_EVERY) || mz__task_of(op)->pm_sat1 != dev->info.index + 1;
+  const struct mz__task *t = mz__task_of(op);
+  return !(tick & t->pm_mask) || t->pm_sat1 != dev->info.index + 1;
 }
 
 bool mz__perfmodel_wants(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q) {
