@@ -131,6 +131,10 @@ struct mz__idle_ops {
   /* The worker starts spinning idle (SPIN), or stops: it found work
    * (WORK) or is about to park (PARK). */
   void (*idle)(void *ctx, enum mz__idle_state to);
+  /* Optional: asked (now: mz__now_ns()) once the worker has spun its
+   * runtime's spin time; true keeps it spinning and polling (a message a
+   * node waits on is expected soon), asked again every few polls. */
+  bool (*hold)(void *ctx, uint64_t now);
 };
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */
