@@ -7,7 +7,11 @@
 # The figure is the difference between 13 and 3 re-runs of the same graph
 # (mz-bench-dispatch, a Task Bench stencil of empty tasks on one CPU
 # worker), divided by 10 re-runs x 10,000 tasks: building, the first run
-# and tearing down cancel out.  Top functions by misses follow.
+# and tearing down cancel out.  Top functions by misses follow.  Then two
+# instruction counts without the cache model: a steady re-run (23 minus 13
+# re-runs: the perf models' sampling has settled) and a graph built and
+# run once in a runtime that ran such graphs before (6 minus 2 graphs,
+# no re-run), the one-shot use of mz_schedule.
 #   bash bench/callgrind-rerun.sh [build-dir]   (default: build)
 set -euo pipefail
 B=${1:-build}
@@ -33,3 +37,10 @@ awk -F'\t' -v div=$((10 * W * T)) '
     if (dm >= 0.1) printf "  %-60s instructions %7.1f  D1 misses %5.2f\n", substr($1, 1, 60), di, dm }
   END { printf "BENCH dispatch.rerun_cache instructions=%.0f d1_misses=%.2f\n", ti, tm }' \
   "$tmp/f3" "$tmp/f13"
+ir_of() {
+  MZ_QUIET=1 MZ_PERFMODEL_DIR=off valgrind --tool=callgrind --callgrind-out-file="$tmp/ir" "$B/bench/mz-bench-dispatch" \
+    -w $W -t $T --devices cpu:1 "$@" >/dev/null 2>&1
+  callgrind_annotate "$tmp/ir" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
+}
+s13=$(ir_of -r 1 --reruns 13) s23=$(ir_of -r 1 --reruns 23) o2=$(ir_of -r 2 --reruns 0) o6=$(ir_of -r 6 --reruns 0)
+echo "BENCH dispatch.steady_rerun instructions=$(((s23 - s13) / (10 * W * T))) oneshot_instructions=$(((o6 - o2) / (4 * W * T)))"

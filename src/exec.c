@@ -997,11 +997,13 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       if (t->shared) atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
     }
     if (e->t_end > e->t_start) {
-      /* A CPU node of a run that is not timed ran because the perf models
-       * chose it as a sample; its queue's busy time is counted per burst
-       * (mz__queue_flush). */
-      bool chosen = dev->ops->host_memory && !r->timed;
-      if (chosen)
+      /* A CPU node of a run that is not timed: its queue's busy time is
+       * counted per burst (mz__queue_flush), and it was timed because the
+       * perf models chose it as a sample, unless its kernel is async (timed
+       * always: the models then decide here, as for other devices). */
+      bool burst = dev->ops->host_memory && !r->timed;
+      bool chosen = burst && !(e->kernel && e->kernel->async);
+      if (burst)
         ;
       else if (acct && acct->dev == dev->info.index)
         acct->busy += e->t_end - e->t_start;
