@@ -297,14 +297,14 @@ static int remember_task(mz_graph *g, mz_op *op) {
 }
 
 /* Make a task op with np parameters and na accesses: the op, its task,
- * and the task's arrays in one block. */
+ * and the task's arrays in one block, each array of its exact size (every
+ * element is 8-byte aligned, and a graph holds one such block per task). */
 static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsigned np, unsigned na, unsigned nres) {
-  size_t ob = (sizeof(mz_op) + sizeof(struct mz__task) + 15) & ~(size_t)15;
+  _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
+                 "the arrays after a task must stay 8-byte aligned");
+  size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
   size_t vb = np * sizeof(mz_arg), bb = np * sizeof(mz_buffer *), ab = na * sizeof(struct mz__access),
          rb = nres * sizeof(mz_op *);
-  vb = (vb + 15) & ~(size_t)15;
-  bb = (bb + 15) & ~(size_t)15;
-  ab = (ab + 15) & ~(size_t)15;
   char *blk = mz__arena_alloc(&g->arena, ob + vb + bb + ab + rb);
   if (!blk) return NULL;
   mz_op *op = (mz_op *)(void *)blk;
@@ -348,9 +348,13 @@ static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
   uint64_t gen = g->bmap_gen;
   struct mz__task *t = op->t;
+  /* Gathered on the stack (or the heap when large), then kept in an
+   * arena array of the exact count: most tasks have fewer predecessors
+   * than leaves and accesses, and many have none. */
   size_t cap = nleaves + t->nacc;
-  mz_op **v = cap ? mz__arena_alloc(&g->arena, cap * sizeof *v) : NULL;
-  if (cap && !v) return MZ_ENOMEM;
+  mz_op *inl[32];
+  mz_op **v = cap <= 32 ? inl : malloc(cap * sizeof *v);
+  if (!v) return MZ_ENOMEM;
   unsigned n = 0;
 #define ADD_PRED(p)                                              \
   do {                                                           \
@@ -364,12 +368,19 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   t->nbdata = n;
   for (unsigned i = 0; i < t->nacc; i++) {
     struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
-    if (!e) return MZ_ENOMEM;
+    if (!e) {
+      if (v != inl) free(v);
+      return MZ_ENOMEM;
+    }
     if (t->acc[i].mode & 1) ADD_PRED(e->writer);
     if (i < MZ__BE_CACHE) bes[i] = e;
   }
 #undef ADD_PRED
-  t->bpreds = v;
+  mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
+  if (n && kept) memcpy(kept, v, n * sizeof *kept);
+  if (v != inl) free(v);
+  if (n && !kept) return MZ_ENOMEM;
+  t->bpreds = kept;
   t->nbpreds = n;
   /* A lookup that grew the map moved the entries found before it: find
    * them again (every buffer is in the map now, so nothing moves). */

@@ -121,17 +121,40 @@ static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
   return true;
 }
 
-/* The tasks op needs directly: op itself when it is a task, the elements
- * of a tuple (a join of applies), the producer of a value. */
-static int root_tasks(mz_op *op, struct vec *out) {
-  if (op->t) return vpush(out, op);
-  if (op->kind == MZ__K_VALUE) return op->u.value.producer ? vpush(out, op->u.value.producer) : MZ_OK;
-  if (op->kind != MZ__K_TUPLE) return MZ_OK;
-  for (unsigned i = 0; i < op->u.tuple.n; i++) {
-    int rc = root_tasks(op->u.tuple.elems[i], out);
-    if (rc) return rc;
+/* Add the closure of the tasks op needs directly (op itself when it is a
+ * task, the elements of a tuple such as a join of applies, the producer
+ * of a value) to tasks, marking each with stamp.  Each element of a tuple
+ * is followed to the end before the next is pushed, so the stack holds
+ * one path's frontier, not a million-element join at once.  A one-shot
+ * run (rerun false) skips tasks that were scheduled already. */
+static void reset_for_rerun(struct mz__task *t);
+
+static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
+  if (op->kind == MZ__K_TUPLE && !op->t) {
+    for (unsigned i = 0; i < op->u.tuple.n; i++) {
+      int rc = closure(op->u.tuple.elems[i], stack, tasks, rerun, stamp);
+      if (rc) return rc;
+    }
+    return MZ_OK;
   }
-  return MZ_OK;
+  mz_op *first = op->t ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
+  if (!first) return MZ_OK;
+  int rc = vpush(stack, first);
+  while (!rc && stack->n) {
+    mz_op *p = stack->v[--stack->n];
+    struct mz__task *t = mz__task_of(p);
+    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
+    t->mark = stamp;
+    t->color = 0;
+    t->nsucc_run = 0;
+    if (rerun) reset_for_rerun(t);
+    rc = vpush(tasks, p);
+    for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+      if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
+    for (unsigned i = 0; !rc && i < t->nxpreds; i++)
+      if (mz__task_of(t->xpreds[i])->mark != stamp) rc = vpush(stack, t->xpreds[i]);
+  }
+  return rc;
 }
 
 /* A reader that a one-shot run would give a newer value than the one at
@@ -212,13 +235,23 @@ static void unfreeze(struct mz__lowered *lw) {
   lw->nbufs = 0;
 }
 
+/* Whether a device of rt can make a node wait for another on the device
+ * (ops->can_wait): only then does an exec need its waits array (src/exec.c
+ * fills it for device queues alone), one pointer per predecessor and
+ * access that a CPU-only runtime would never touch. */
+static bool rt_device_waits(const mz_runtime *rt) {
+  for (unsigned i = 0; i < rt->ndev; i++)
+    if (rt->devs[i]->ops->can_wait) return true;
+  return false;
+}
+
 /* The bytes of a task's block in a frozen run: its predecessors, its
  * in-run successors, then the exec's arrays as schedule_locked sizes them
  * (offsets in *o: successors, args, transfers, waits). */
-static size_t frozen_block(const mz_runtime *rt, const struct mz__task *t, size_t o[4]) {
+static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
   size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v,
          ab = t->nparams * sizeof *t->exec.args, xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
-         wb = (t->npreds + t->nacc) * sizeof *t->exec.waits;
+         wb = dwait ? (t->npreds + t->nacc) * sizeof *t->exec.waits : 0;
   pb = (pb + 15) & ~(size_t)15;
   sb = (sb + 15) & ~(size_t)15;
   ab = (ab + 15) & ~(size_t)15;
@@ -239,7 +272,8 @@ static size_t frozen_block(const mz_runtime *rt, const struct mz__task *t, size_
 static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched) {
   mz_runtime *rt = r->rt;
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
-  for (size_t i = 0; i < n; i++) total += frozen_block(rt, r->tasks[i]->t, o);
+  bool dwait = rt_device_waits(rt);
+  for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, r->tasks[i]->t, o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
   struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
@@ -260,7 +294,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   }
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    size_t sz = frozen_block(rt, t, o);
+    size_t sz = frozen_block(rt, dwait, t, o);
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
     if (t->nsucc_run) memcpy(mem + o[0], t->succs.v, t->nsucc_run * sizeof *t->succs.v);
@@ -269,7 +303,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
-    t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
+    t->exec.waits = dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
     mem += sz;
   }
   /* The sources, in the array of the tasks' blocks' arena. */
@@ -473,6 +507,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
   struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
+  bool dwait = rt_device_waits(rt);
   /* A root run before with mz_graph_run: its closure in build order and
    * its leaves are kept (struct mz__lowered), so only hazards and counters
    * are set up again. */
@@ -538,19 +573,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
   } else if (!rc) {
-    rc = root_tasks(root, &stack);
-  }
-  while (!rc && stack.n) {
-    mz_op *op = stack.v[--stack.n];
-    struct mz__task *t = mz__task_of(op);
-    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
-    t->mark = stamp;
-    t->color = 0;
-    t->nsucc_run = 0;
-    if (rerun) reset_for_rerun(t);
-    rc = vpush(&tasks, op);
-    for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
-    for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
+    rc = closure(root, &stack, &tasks, rerun, stamp);
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
    * unscheduled part of that list is not much longer than the closure,
@@ -619,9 +642,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->npreds = 0;
     t->preds = NULL;
     if (rc) break;
-    size_t pb = preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
+    /* The predecessors are most often exactly the build-time ones (the
+     * hazards repeat the argument edges): then the task points at those
+     * and the run stores none. */
+    bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
+    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
-        wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
+        wb = dwait ? (preds.n + t->nacc) * sizeof *t->exec.waits : 0;
     pb = (pb + 15) & ~(size_t)15;
     ab = (ab + 15) & ~(size_t)15;
     xb = (xb + 15) & ~(size_t)15;
@@ -630,10 +657,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ENOMEM;
       break;
     }
-    if (preds.n) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
+    if (pb) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
     for (size_t k = 0; k < preds.n; k++)
       if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
-    t->preds = preds.n ? (mz_op **)(void *)blk : NULL;
+    t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
     t->exec.args_for = NULL;
