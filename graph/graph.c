@@ -198,11 +198,20 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
   if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
+  /* The same scalar as the last one is that node: builders often pass one
+   * value to a row of tasks (a time step, a coefficient), and a scalar is
+   * only its type and bits. */
+  mz_arg v;
+  memset(&v, 0, sizeof v);
+  memcpy(&v, value, es);
+  mz_op *last = g->last_scalar;
+  if (last && last->u.scalar.dtype == t && !memcmp(&last->u.scalar.v, &v, sizeof v)) return last;
   mz_op *op = new_op(g, MZ__K_SCALAR);
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
-  memcpy(&op->u.scalar.v, value, es);
+  op->u.scalar.v = v;
   op->name = "scalar";
+  g->last_scalar = op;
   return op;
 }
 
@@ -237,9 +246,9 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 /* Result i of task t.  An apply's buffer results are made on first use:
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  if (!t->res[i] && t->t->bufs && i < t->t->nparams && t->t->bufs[i])
-    t->res[i] = value_result(g, t->t->bufs[i], t);
-  return t->res[i];
+  if (!t->u.res[i] && t->t->bufs && i < t->t->nparams && t->t->bufs[i])
+    t->u.res[i] = value_result(g, t->t->bufs[i], t);
+  return t->u.res[i];
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
@@ -251,7 +260,7 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
     return t->u.tuple.elems[i];
   }
   if (t->t) {
-    if (i >= t->nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->nres);
+    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->u.nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
@@ -273,8 +282,8 @@ static int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
 
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
-  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->nres;
-  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->res;
+  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->u.nres;
+  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->u.res;
   for (unsigned i = 0; i < cnt; i++) {
     mz_op *e = op->kind == MZ__K_TUPLE ? el[i] : task_result(op->g, op, i);
     if (!e) return MZ_ENOMEM;
@@ -319,8 +328,8 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   t->values = np ? (mz_arg *)(void *)(blk + ob) : NULL;
   t->bufs = np ? (mz_buffer **)(void *)(blk + ob + vb) : NULL;
   t->acc = na ? (struct mz__access *)(void *)(blk + ob + vb + bb) : NULL;
-  op->res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
-  op->nres = nres;
+  op->u.res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
+  op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
   t->succs.cap = 2;
@@ -557,17 +566,17 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
     if (t->bufs[i]) {
-      op->res[i] = NULL;
+      op->u.res[i] = NULL;
     } else if (leaf[i]) {
-      op->res[i] = leaf[i];
+      op->u.res[i] = leaf[i];
     } else {
-      op->res[i] = rblk++;
-      op->res[i]->g = g;
-      op->res[i]->kind = MZ__K_SCALAR;
-      op->res[i]->id = ++g->nops;
-      op->res[i]->u.scalar.dtype = k->params[i].dtype;
-      op->res[i]->u.scalar.v = t->values[i];
-      op->res[i]->name = "scalar";
+      op->u.res[i] = rblk++;
+      op->u.res[i]->g = g;
+      op->u.res[i]->kind = MZ__K_SCALAR;
+      op->u.res[i]->id = ++g->nops;
+      op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
+      op->u.res[i]->u.scalar.v = t->values[i];
+      op->u.res[i]->name = "scalar";
     }
   }
   t->kernel = k;
@@ -617,7 +626,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
     mz_op *a = leaves[i];
     if (a->kind == MZ__K_SCALAR) {
       t->values[i] = a->u.scalar.v;
-      op->res[i] = a;
+      op->u.res[i] = a;
       continue;
     }
     mz_buffer *b = a->u.value.buf;
@@ -635,8 +644,8 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
     }
-    op->res[i] = value_result(g, b, op);
-    if (!op->res[i]) {
+    op->u.res[i] = value_result(g, b, op);
+    if (!op->u.res[i]) {
       free(leaves);
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
@@ -708,8 +717,8 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     if (rc) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
     off += r * row_elems * es;
     add_access(t, tile, 2);
-    op->res[i] = value_result(g, tile, op);
-    if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+    op->u.res[i] = value_result(g, tile, op);
+    if (!op->u.res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
   struct mz__bentry *bes[MZ__BE_CACHE];
@@ -741,10 +750,10 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!why && (!be->partitioned || !be->part)) why = "the buffer is not partitioned in this graph";
   if (!why) {
     mz_op *part = be->part;
-    if (n != part->nres) why = "every tile must be given exactly once";
-    for (unsigned j = 0; j < part->nres && !why; j++) {
+    if (n != part->u.nres) why = "every tile must be given exactly once";
+    for (unsigned j = 0; j < part->u.nres && !why; j++) {
       unsigned seen = 0;
-      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->res[j]->u.value.buf;
+      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->u.res[j]->u.value.buf;
       if (seen != 1) why = "every tile must be given exactly once";
     }
   }
@@ -767,8 +776,8 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
-  op->res = res;
-  op->nres = 1;
+  op->u.res = res;
+  op->u.nres = 1;
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;

@@ -369,7 +369,7 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   if (fresh) {
     t->exec.nargs = t->nparams;
     static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
-    t->exec.launch = t->launch ? t->launch : &none;
+    t->exec.launch = t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
     t->exec.kernel = t->kernel;
   }
 }

@@ -341,8 +341,18 @@ struct mz__task {
   struct mz__exec exec;
   uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
-  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
-  void *host_user;
+  /* Host work's function and argument, or an apply's launch: a task is
+   * one or the other (an apply has a kernel; partition and unpartition
+   * have neither, and leave both NULL). */
+  union {
+    struct {
+      mz_cpu_fn host_fn;      /* host: the function to call (may be NULL: nothing to run) */
+      void *host_user;
+    };
+    /* An apply's launch: the user's (copied into the graph's arena) or the
+     * default (a buffer's dlaunch, or one work item). */
+    const mz_launch *launch;
+  };
   unsigned nbpreds;           /* build-time predecessors: producers of the */
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
@@ -353,9 +363,6 @@ struct mz__task {
   mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
   struct mz_op **xpreds;
-  /* An apply's launch: the user's (copied into the graph's arena) or the
-   * default (a buffer's dlaunch, or one work item); NULL for host work. */
-  const mz_launch *launch;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
 };
 
@@ -365,20 +372,19 @@ struct mz_op {
   const char *name;
   uint32_t id;
   uint8_t kind;
+  /* What the op holds, by kind.  A task's is its result tuple: in the
+   * union too, so that a task op is no larger than a value (a graph holds
+   * about as many values and scalars as tasks). */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     struct { unsigned n; struct mz_op **elems; } tuple;
+    struct { unsigned nres; struct mz_op **res; };
   } u;
-  /* Tasks only: their result tuple.  Last, so that the other ops end
-   * before it (MZ__OP_HEAD bytes, not sizeof): a graph holds as many
-   * values and scalars as tasks. */
-  unsigned nres;
-  struct mz_op **res;
 };
 
-/* The bytes of an op that is not a task. */
-#define MZ__OP_HEAD offsetof(struct mz_op, nres)
+/* The bytes of an op that is not a task: all of it. */
+#define MZ__OP_HEAD sizeof(struct mz_op)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 
@@ -422,6 +428,7 @@ struct mz_graph {
   char message[MZ__ERRLEN];
   uint32_t nops;
   struct mz_op error_op;      /* returned by failing builders */
+  struct mz_op *last_scalar;  /* the last scalar built: an equal one is that node */
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
