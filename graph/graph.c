@@ -246,8 +246,8 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 /* Result i of task t.  An apply's buffer results are made on first use:
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  if (!t->u.res[i] && t->t->bufs && i < t->t->nparams && t->t->bufs[i])
-    t->u.res[i] = value_result(g, t->t->bufs[i], t);
+  if (!t->u.res[i] && i < t->t->nparams && mz__task_bufs(t->t)[i])
+    t->u.res[i] = value_result(g, mz__task_bufs(t->t)[i], t);
   return t->u.res[i];
 }
 
@@ -325,8 +325,7 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   op->name = name;
   t->nparams = np;
   t->queue = -1;
-  t->values = np ? (mz_arg *)(void *)(blk + ob) : NULL;
-  t->bufs = np ? (mz_buffer **)(void *)(blk + ob + vb) : NULL;
+  /* values and bufs follow the task: mz__task_values, mz__task_bufs. */
   t->acc = na ? (struct mz__access *)(void *)(blk + ob + vb + bb) : NULL;
   op->u.res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
   op->u.nres = nres;
@@ -483,7 +482,9 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (launch && !mz__launch_ok(launch))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
                 "at most 2^36 work items)", k->spec.name);
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
+  unsigned nbp = 0; /* buffer parameters: at most one access each */
+  for (unsigned i = 0; i < k->nparams; i++) nbp += k->params[i].dir != MZ__SCALAR && k->params[i].dir < MZ__SIZEOF;
+  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, nbp, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;
   mz_op *leaf_inl[16];
@@ -504,7 +505,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (!scalar_convert(&t->values[i], p->dtype, a))
+      if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
@@ -524,7 +525,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (be && be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
-    t->bufs[i] = b;
+    mz__task_bufs(t)[i] = b;
     uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
     if (!add_access(t, b, mode))
       return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
@@ -534,7 +535,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
     if (p->dir <= MZ__INOUT) continue;
-    const mz_buffer *rb = t->bufs[p->ref];
+    const mz_buffer *rb = mz__task_bufs(t)[p->ref];
     if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
     if (p->dir == MZ__OUTLIKE) {
       mz_buffer *nb;
@@ -543,7 +544,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       int rc = hold_buffer(g, nb);
       mz_buffer_release(nb);
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-      t->bufs[i] = nb;
+      mz__task_bufs(t)[i] = nb;
       add_access(t, nb, 2);
       continue;
     }
@@ -551,7 +552,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     mz_op tmp = {.kind = MZ__K_SCALAR};
     tmp.u.scalar.dtype = MZ_U64;
     tmp.u.scalar.v.u64 = v;
-    if (!scalar_convert(&t->values[i], p->dtype, &tmp))
+    if (!scalar_convert(&mz__task_values(t)[i], p->dtype, &tmp))
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
@@ -561,11 +562,11 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += !t->bufs[i] && !leaf[i];
+  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__task_bufs(t)[i] && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
-    if (t->bufs[i]) {
+    if (mz__task_bufs(t)[i]) {
       op->u.res[i] = NULL;
     } else if (leaf[i]) {
       op->u.res[i] = leaf[i];
@@ -575,7 +576,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       op->u.res[i]->kind = MZ__K_SCALAR;
       op->u.res[i]->id = ++g->nops;
       op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
-      op->u.res[i]->u.scalar.v = t->values[i];
+      op->u.res[i]->u.scalar.v = mz__task_values(t)[i];
       op->u.res[i]->name = "scalar";
     }
   }
@@ -603,8 +604,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
     const mz_buffer *lb = NULL;
     for (unsigned i = 0; i < k->nparams && !lb; i++)
-      if (t->bufs[i] && k->params[i].dir != MZ__IN) lb = t->bufs[i];
-    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = t->bufs[i];
+      if (mz__task_bufs(t)[i] && k->params[i].dir != MZ__IN) lb = mz__task_bufs(t)[i];
+    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = mz__task_bufs(t)[i];
     t->launch = lb ? &lb->dlaunch : &one;
   }
   return op;
@@ -625,7 +626,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   for (size_t i = 0; i < n; i++) {
     mz_op *a = leaves[i];
     if (a->kind == MZ__K_SCALAR) {
-      t->values[i] = a->u.scalar.v;
+      mz__task_values(t)[i] = a->u.scalar.v;
       op->u.res[i] = a;
       continue;
     }
@@ -639,7 +640,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       free(leaves);
       return fail(g, MZ_ESTATE, "%s: buffer %zu is partitioned; use its tiles or unpartition it", who, i);
     }
-    t->bufs[i] = b;
+    mz__task_bufs(t)[i] = b;
     if (!add_access(t, b, mode)) {
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
@@ -702,7 +703,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   mz_op *op = new_task(g, MZ__K_PARTITION, "partition", 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   struct mz__task *t = op->t;
-  t->bufs[0] = b;
+  mz__task_bufs(t)[0] = b;
   add_access(t, b, 3);
   size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
   for (unsigned i = 0; i < n; i++) {

@@ -359,8 +359,6 @@ struct mz__task {
    * apart). */
   uint32_t nbdata;
 
-  mz_arg *values;             /* per param: scalar values (buffers: unused) */
-  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
   struct mz_op **xpreds;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
@@ -393,6 +391,17 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
  * op's cache line to find them.  op must be a task op. */
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* A task's per-parameter arrays, which new_task (graph/graph.c) puts
+ * right after the task (no pointer to them is stored): the scalar values
+ * (a buffer's entry unused), then the buffers (NULL for a scalar), each
+ * nparams long. */
+static inline mz_arg *mz__task_values(const struct mz__task *t) {
+  return (mz_arg *)(void *)((char *)(uintptr_t)t + sizeof *t);
+}
+static inline mz_buffer **mz__task_bufs(const struct mz__task *t) {
+  return (mz_buffer **)(void *)(mz__task_values(t) + t->nparams);
 }
 
 /* The node whose task holds exec e (every exec is a task's). */
