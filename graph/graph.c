@@ -385,7 +385,10 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   }
 #undef ADD_PRED
   mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
-  if (n && kept) memcpy(kept, v, n * sizeof *kept);
+  if (kept) { /* most tasks have a few: no memcpy call for them */
+    for (unsigned i = 0; i < n && i < 4; i++) kept[i] = v[i];
+    if (n > 4) memcpy(kept + 4, v + 4, (n - 4) * sizeof *kept);
+  }
   if (v != inl) free(v);
   if (n && !kept) return MZ_ENOMEM;
   t->bpreds = kept;
@@ -482,9 +485,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (launch && !mz__launch_ok(launch))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
                 "at most 2^36 work items)", k->spec.name);
-  unsigned nbp = 0; /* buffer parameters: at most one access each */
-  for (unsigned i = 0; i < k->nparams; i++) nbp += k->params[i].dir != MZ__SCALAR && k->params[i].dir < MZ__SIZEOF;
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, nbp, k->nparams);
+  /* At most one access per buffer parameter. */
+  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nbufs, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;
   mz_op *leaf_inl[16];

@@ -90,6 +90,7 @@ struct mz_kernel {
   char *strs;
   unsigned nparams;
   unsigned nuser;           /* parameters the caller gives */
+  unsigned nbufs;           /* buffer parameters (in, out, inout, outlike) */
   struct mz__param *params;
   pthread_mutex_t lock;     /* guards prepared[] */
   void **prepared;          /* per device: the backend's handle, or NULL */
