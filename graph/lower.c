@@ -354,19 +354,26 @@ static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsi
  * are set too; a replayed run's tasks have them from the run it copies. */
 static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   struct mz__task *t = mz__task_of(op);
+  /* Taken over from a run still alive (see mz__run_unref): counted on the
+   * old run, under rt->lock, as its end reads it. */
+  if (t->run && t->run != r) t->run->ntaken++;
   t->run = r;
   t->queue = -1;
   t->status = 0;
   t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
-  t->policy_word = 0;
   if (__builtin_expect(t->plan_times, 0)) {
     t->plan_start = t->plan_end = 0;
     t->plan_times = false;
   }
-  t->plan_prev = t->plan_next = NULL;
   t->plan_after = false;
+  /* The second line only where something may have changed it. */
+  if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
+    t->policy_word = 0;
+    t->plan_prev = t->plan_next = NULL;
+  }
   if (fresh) {
+    __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */
     t->exec.nargs = t->nparams;
     static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
     t->exec.launch = t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
@@ -392,7 +399,7 @@ static bool replay_ok(const struct mz__lowered *lw) {
  * start, the buffers' hazard records as at its end.  rt->lock is held;
  * r->tasks holds lw->topo.  Cannot fail (a readers list that cannot grow
  * keeps what fits, as in schedule_locked). */
-static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
+static void replay(struct mz__lowered *lw, struct mz__run *r) {
   /* The last run shared every task and this one will too: no task is
    * placed, so none needs its run gate (it keeps a task from being placed
    * before the run is committed); its start releases the sources. */
@@ -401,15 +408,22 @@ static void replay(struct mz__lowered *lw, struct mz__run *r, uint64_t stamp) {
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
-    t->mark = stamp;
-    struct mz__succs *sc = &t->succs;
-    if (sc->heap) free(sc->v);
-    sc->heap = 0;
-    sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
-    sc->cap = t->nsucc_run ? t->nsucc_run : 2;
-    sc->n = t->nsucc_run;
+    /* The task's second line (successors, policy word, plan links) only
+     * where something changed it since the last replay: a replay of a
+     * CPU-only graph under eager or ws then writes one line per task.
+     * (The mark need not be set: nothing after a replay in this call
+     * reads it, and later calls use new stamps.) */
+    if (__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
+      struct mz__succs *sc = &t->succs;
+      if (sc->heap) free(sc->v);
+      sc->heap = 0;
+      sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
+      sc->cap = t->nsucc_run ? t->nsucc_run : 2;
+      sc->n = t->nsucc_run;
+    }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
+    __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
     atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
     t->host_wait = open;
@@ -551,7 +565,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);
       r->ntasks = lw->ntasks;
       atomic_init(&r->remaining, r->ntasks);
-      replay(lw, r, stamp);
+      replay(lw, r);
       r->rbufs = lw->bufs;
       r->nrbufs = lw->nbufs;
       goto linked;
@@ -813,6 +827,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         if (ok) {
           atomic_fetch_add(&t->unfin, 1);
           s->v[s->n++] = op;
+          __atomic_store_n(&mz__task_of(p)->replay_dirty, true, __ATOMIC_RELAXED);
         } else {
           nfail++;
         }

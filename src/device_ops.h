@@ -58,20 +58,26 @@ struct mz__xarg {
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
-   * (mz__exec_node, src/internal.h). */
+   * (mz__exec_node, src/internal.h).  The first 64 bytes are all that a
+   * CPU node re-run with its arguments kept reads or writes, so that they
+   * share one cache line of the task where the task's lines allow. */
   struct mz__queue *queue;
   const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
-  void *kernel_dev;           /* the backend's prepared kernel for this device */
+  struct mz__xarg *args;
+  /* The core's, not the backends': the host-memory device whose arguments
+   * args holds from an earlier plan (NULL: build them).  Host pointers and
+   * build-time scalars do not change, so a re-run planned on the same
+   * device in a host-only runtime reuses them. */
+  const struct mz_device *args_for;
+  uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   /* The counts sit together, so that no pointer after one is padded. */
   unsigned nargs;
   unsigned nxfer;
   unsigned nread;             /* reads: see below */
-  unsigned nwait;
   int status;                 /* set by the backend before batch completion; 0 = ok */
-  /* Someone observes this run (an mz_observer or the trace): a backend that
-   * can measure its transfers does so (it costs an event per copy). */
-  bool observed;
-  struct mz__xarg *args;
+  /* Cold: device nodes, failures. */
+  unsigned nwait;
+  void *kernel_dev;           /* the backend's prepared kernel for this device */
   const mz_launch *launch;    /* never NULL: the core fills the default */
   struct mz__xfer *xfers;     /* transfers to make first, in order */
   /* Reads back into host memory the core made itself while planning the
@@ -82,14 +88,11 @@ struct mz__exec {
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */
-  uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   char *message;              /* malloc'd detail on failure, freed by the core */
-  /* The core's, not the backends': the host-memory device whose arguments
-   * args holds from an earlier plan (NULL: build them).  Host pointers and
-   * build-time scalars do not change, so a re-run planned on the same
-   * device in a host-only runtime reuses them. */
-  const struct mz_device *args_for;
 };
+/* Someone observes e's run (an mz_observer or the trace): a backend that
+ * can measure its transfers does so (it costs an event per copy). */
+bool mz__exec_observed(const struct mz__exec *e);
 
 /* Consecutive nodes for one queue, submitted together.  The backend must
  * call mz__batch_done(b) exactly once, after the last node has finished on
@@ -343,6 +346,10 @@ struct mz__queue {
     struct mz__run *run;
     size_t done;
     uint64_t ops, busy, batches;
+    /* When the burst of back-to-back nodes of a run that is not timed
+     * began (struct mz__run.timed): its length is busy time at the
+     * flush; 0: no burst. */
+    uint64_t t0;
     unsigned dev;
   } acct;
 };

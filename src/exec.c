@@ -567,10 +567,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   unsigned m = dev->memnode;
   struct mz__exec *e = &t->exec;
   e->queue = Q;
-  e->nxfer = 0;
-  e->nread = 0;
-  e->status = 0;
-  e->t_start = e->t_end = 0;
+  e->status = 0; /* times and copies: reset by plan_exec */
   /* A predecessor failed before this node reached its device (found
    * with faults injected at planning): do not run it on garbage.
    * Its own successors are then canceled before they are planned; had it
@@ -761,7 +758,6 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   struct mz__exec *e = &t->exec;
   e->t_start = e->t_end = 0;
   e->nxfer = e->nread = 0;
-  e->observed = r->obs.n > 0;
   t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
@@ -775,6 +771,8 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&mz__task_of(op)->exec);
   return rc;
 }
+
+bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
 
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
@@ -890,7 +888,11 @@ static void share(mz_op *op, struct work *w) {
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   /* No exec.nwait to clear: the CPU workers wait for nothing on a device
    * (a node taken back from them is placed again, which sets it). */
-  if (__builtin_expect(__atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL, 0)) plan_release(op, w); /* eager and ws set none */
+  /* eager and ws set none; a task fresh from a replay has none (replay_dirty) */
+  if (__builtin_expect(__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) &&
+                           __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL,
+                       0))
+    plan_release(op, w);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);
@@ -995,12 +997,18 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       if (t->shared) atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
     }
     if (e->t_end > e->t_start) {
-      if (acct && acct->dev == dev->info.index)
+      /* A CPU node of a run that is not timed ran because the perf models
+       * chose it as a sample; its queue's busy time is counted per burst
+       * (mz__queue_flush). */
+      bool chosen = dev->ops->host_memory && !r->timed;
+      if (chosen)
+        ;
+      else if (acct && acct->dev == dev->info.index)
         acct->busy += e->t_end - e->t_start;
       else
         atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
       /* The perf models learn from successful runs only. */
-      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start);
+      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start, chosen);
       const struct mz_policy_ops *po = rt->pol[r->policy];
       if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
     }
@@ -1040,19 +1048,22 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       mz__fail_message(r, op, status, "a node it depends on failed");
     }
   }
-  for (unsigned a = 0; a < t->nacc; a++)
-    if (t->acc[a].mode & 2) {
-      mz_buffer *b = t->acc[a].buf;
-      /* Stored only when it changes: a buffer many nodes write would else
-       * have its line moved between the workers on every node. */
-      int poison = status < 0 ? status : 0;
-      if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
-        atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
-      /* Written whole: a failure of a tile's earlier writer no longer
-       * shows through it (mz_buffer_read of b checks its tiles too). */
-      if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        mz__alias_clear_tiles_poison(b);
-    }
+  if (status < 0 && !atomic_load_explicit(&rt->poisoned, memory_order_relaxed))
+    atomic_store_explicit(&rt->poisoned, true, memory_order_relaxed);
+  if (__builtin_expect(status < 0 || atomic_load_explicit(&rt->poisoned, memory_order_relaxed), 0))
+    for (unsigned a = 0; a < t->nacc; a++)
+      if (t->acc[a].mode & 2) {
+        mz_buffer *b = t->acc[a].buf;
+        /* Stored only when it changes: a buffer many nodes write would else
+         * have its line moved between the workers on every node. */
+        int poison = status < 0 ? status : 0;
+        if (atomic_load_explicit(&b->poison, memory_order_relaxed) != poison)
+          atomic_store_explicit(&b->poison, poison, memory_order_relaxed);
+        /* Written whole: a failure of a tile's earlier writer no longer
+         * shows through it (mz_buffer_read of b checks its tiles too). */
+        if (__builtin_expect(status >= 0 && atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
+          mz__alias_clear_tiles_poison(b);
+      }
   mz__spin_lock(&t->lock);
   t->status = status;
   /* A failure marks the successors before DONE is published: a thread that
@@ -1099,6 +1110,10 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
 void mz__queue_flush(struct mz__queue *q) {
   struct mz__acct *a = &q->acct;
   struct mz__run *r = a->run;
+  if (a->t0) { /* a burst of nodes of a run that is not timed ends */
+    if (r) a->busy += mz__now_ns() - a->t0;
+    a->t0 = 0;
+  }
   if (!r) return;
   size_t done = a->done;
   if (a->ops) atomic_fetch_add_explicit(&r->st_ops, a->ops, memory_order_relaxed);

@@ -309,6 +309,18 @@ struct mz__task {
    * buffers never change, so the worker that records a sample first keeps
    * it (src/perfmodel.c). */
   uint8_t pm_key1;
+  /* The device index + 1 where this task's bucket was saturated at its
+   * last sample (0: not, or never sampled): its runs there are sampled
+   * one in 16 (src/perfmodel.c). */
+  uint8_t pm_sat1;
+  /* Its second line (succs, policy word, plan links) may differ from
+   * what a replay restores: a run that was not a replay built its
+   * successors, a later run added edges to it, a policy asked for its
+   * word, or mz_task_set_after linked it.  While false the replay leaves
+   * that line alone and plan_next is NULL (share() need not look).
+   * Written and read with __atomic builtins (a policy may ask from any
+   * runtime thread). */
+  bool replay_dirty;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   int queue;                  /* -1 until placed */
   int status;
@@ -316,13 +328,14 @@ struct mz__task {
    * pointer after a count is padded. */
   unsigned npreds;
   unsigned nsucc_run;         /* successors in the same run (listed first) */
-  unsigned nparams;
   unsigned nacc;
   /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
    * each run's start, each released once by mz__task_ungate; a gated task
    * always waits on the host (it is never submitted behind a predecessor). */
   uint32_t ngates;
-  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
   struct mz__run *run;
   /* What a replay resets comes first (through plan_next), then what the
    * workers read as well. */
@@ -333,13 +346,13 @@ struct mz__task {
    * plan_prev was, and holds one unsub count of plan_next until it is
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
-  mz_kernel *kernel;          /* apply */
-  /* The link of the queue or list the task waits in (a device's inbox, the
-   * CPU workers' shared list: never two at once); mz__op_next. */
-  _Atomic(struct mz_op *) next;
+  /* Its first line is what a CPU re-run touches (struct mz__exec). */
+  struct mz__exec exec;
+  mz_kernel *kernel;          /* apply (exec.kernel is the same, and on the hot path) */
   struct mz_op **preds;
   struct mz__access *acc;
-  struct mz__exec exec;
+  unsigned nparams;
+  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
   /* Host work's function and argument, or an apply's launch: a task is
@@ -580,6 +593,14 @@ struct mz_runtime {
   /* Wrapped buffers alive (mz_buffer_wrap): while there are none, waiting
    * for a run skips looking for wrapped buffers to read back. */
   _Atomic unsigned nwrapped;
+  /* Some node has failed in this runtime, so a buffer may hold a poison
+   * (a failed writer's error).  Until then a node that succeeds has none
+   * to clear and skips the loop over its writes (its access list is a
+   * cache line of its own).  Set before the first poison is stored and
+   * never cleared; a later writer of that buffer runs after the failed
+   * one (a hazard edge), so it sees the flag. */
+  _Atomic bool poisoned;
+  bool timings;               /* every node timed (mz_runtime_config.timings, MZ_TIMINGS) */
   struct mz_sched sched;
   uint64_t next_run_id;
   uint64_t touch_stamp;
@@ -679,10 +700,17 @@ void mz__observe_run_end(struct mz__run *r);
 /* Performance models and the runtime clock (src/perfmodel.c).
  * create runs once the devices are known; destroy saves what was learned
  * and frees it (NULL-safe).  record is the completion path's feed: a node
- * ran ns on dev.  Thread: any; the models have their own lock. */
+ * ran ns on dev; chosen: wants() chose it as a sample before it ran (else
+ * record decides whether to keep it).  wants: before op runs on queue q
+ * of dev (a CPU node of a run that is not timed, struct mz__run.timed):
+ * whether to time it as a sample; advances q's sampling tick, so call it
+ * once per node, from the thread that runs q's nodes.  Thread: any; the
+ * models have their own lock. */
 int mz__perfmodel_create(mz_runtime *rt);
 void mz__perfmodel_destroy(mz_runtime *rt);
-void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns);
+void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
+                          bool chosen);
+bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q);
 /* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
 uint64_t mz__runtime_clock(const mz_runtime *rt);
 

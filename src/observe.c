@@ -15,6 +15,7 @@ void mz__observe_init(mz_runtime *rt, struct mz__run *r) {
   r->obs.n = 0;
   if (rt->tracing) r->obs.v[r->obs.n++] = mz__trace_observer(rt);
   if (rt->user_obs_set) r->obs.v[r->obs.n++] = rt->user_obs;
+  r->timed = r->obs.n > 0 || rt->timings || rt->pol[r->policy]->done != NULL;
 }
 
 static int dev_of_mem(const struct mz_device *d) { return d ? (int)d->info.index : -1; }
@@ -126,6 +127,10 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
   struct mz__run *r = &f->run;
   mz_runtime *rt = r->rt;
   if (!atomic_load(&r->done)) return MZ_EAGAIN;
+  if (!r->timed)
+    return mz__set_error(rt, MZ_ESTATE,
+                         "mz_future_timings: the run was not timed (set mz_runtime_config.timings or MZ_TIMINGS=1, "
+                         "or register an observer, before it starts)");
   int rc = MZ_OK;
   pthread_mutex_lock(&rt->lock);
   if (!r->timings && r->ntasks) {

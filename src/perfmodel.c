@@ -381,19 +381,19 @@ struct pm_entry {
   double fa, fb;             /* log(ns) = fa + fb * log(bytes) */
 };
 
-/* Per queue: a moving average of execution times, and the sampling state
- * of the completion path.  Once the bucket a queue keeps feeding holds
- * MZ__PM_SATURATED samples, only one node in MZ__PM_SAMPLE_EVERY is
- * recorded there (the rest skip the models' lock): the mean and variance
- * stay unbiased, the count grows more slowly. */
+/* Per queue: a moving average of execution times, and the tick of its
+ * sampling.  Once the bucket a node feeds holds MZ__PM_SATURATED samples
+ * (the node keeps that verdict: pm_sat1), the node is timed and recorded
+ * only on one tick of its queue in MZ__PM_SAMPLE_EVERY (the rest skip the
+ * clock and the models' lock): the mean and variance stay unbiased, the
+ * count grows more slowly.  The verdict is the node's, not the queue's,
+ * so that two kernels alternating on a queue are sampled no more often
+ * than one. */
 #define MZ__PM_SATURATED 256
 #define MZ__PM_SAMPLE_EVERY 16
 struct pm_queue {
   _Alignas(64) _Atomic uint64_t ema;
   _Atomic uint32_t tick;
-  _Atomic(const char *) sat_name; /* model name (pointer) of the saturated bucket */
-  _Atomic int sat_key;
-  _Atomic(const struct mz_device *) sat_dev;
 };
 struct hop;
 struct link_tab;
@@ -532,7 +532,11 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  const mz_kernel *k = mz__task_of(op)->kernel; /* the op's own line only for host work */
+  /* The exec's copy, on the line a CPU node's run touches anyway (set
+   * when the task first joins a run; before that, the task's own); the
+   * op's line only for host work. */
+  const struct mz__task *t = mz__task_of(op);
+  const mz_kernel *k = t->exec.kernel ? t->exec.kernel : t->kernel;
   return k ? k->spec.name : op->name ? op->name : "host";
 }
 
@@ -595,53 +599,68 @@ static struct pm_entry *entry_get(mz_runtime *rt, struct mz__perfmodel *pm, cons
 /* A sample taken: into the model's buckets under its lock.  Apart from
  * mz__perfmodel_record, which skips most samples, so that a skipped one
  * costs no more than its test (this one saves many registers). */
-static __attribute__((noinline)) void record_sample(mz_runtime *rt, struct pm_queue *pq, const char *name,
-                                                    const mz_op *op, const struct mz_device *dev, int key,
-                                                    uint64_t ns) {
+static __attribute__((noinline)) void record_sample(mz_runtime *rt, const char *name, const mz_op *op,
+                                                    const struct mz_device *dev, int key, uint64_t ns) {
   struct mz__perfmodel *pm = rt->pm;
-  double bytes = (double)mz_task_bytes((const mz_task *)op);
   pthread_mutex_lock(&pm->lock);
   struct pm_entry *e = entry_get(rt, pm, name, dev, true);
   struct mz__pm_bucket *a = e ? mz__pm_file_bucket(&e->all, key) : NULL;
   struct mz__pm_bucket *d = a ? mz__pm_file_bucket(&e->delta, key) : NULL;
   if (d) {
+    /* The node's size feeds the bucket's mean size, settled once the
+     * bucket is saturated: from then on its mean stands in, which spares
+     * the sum over the node's buffers (a cache line each, and the access
+     * list's). */
+    double bytes = a->s.n < MZ__PM_SATURATED ? (double)mz_task_bytes((const mz_task *)op) : a->s.bytes;
     stat_add(&a->s, (double)ns, bytes);
     stat_add(&d->s, (double)ns, bytes);
     if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
-    bool sat = a->s.n >= MZ__PM_SATURATED;
-    atomic_store_explicit(&pq->sat_name, sat ? name : NULL, memory_order_relaxed);
-    atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
-    atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
+    /* The task remembers that its bucket on dev is saturated: its later
+     * runs there are then sampled one in MZ__PM_SAMPLE_EVERY. */
+    struct mz__task *t = mz__task_of(op);
+    t->pm_sat1 = a->s.n >= MZ__PM_SATURATED && dev->info.index < 255 ? (uint8_t)(dev->info.index + 1) : 0;
   }
   pthread_mutex_unlock(&pm->lock);
 }
 
-void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns) {
-  struct mz__perfmodel *pm = rt->pm;
-  if (!pm) return;
-  /* A rough per-queue time per node, for queue ready estimates. */
-  struct pm_queue *pq = &pm->qs[q];
-  uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
-  atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  const char *name = task_model_name(op);
-  /* The bucket is kept in the task (pm_key1): the sum over its buffers
-   * costs more than the rest of a skipped sample. */
+/* The node's size bucket: kept in the task (pm_key1), since the sum over
+ * its buffers costs more than the rest of a skipped sample. */
+static int task_key(const mz_op *op) {
   struct mz__task *t = mz__task_of(op);
   int key = t->pm_key1 - 1;
   if (__builtin_expect(key < 0, 0)) {
     key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
     t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
   }
-  /* A load and a store, not an RMW: one thread finishes a queue's nodes
-   * at a time (its worker or its completion thread), and a tick lost to a
-   * rare overlap only moves the next sample. */
+  return key;
+}
+
+/* Whether q's next node, op, is a sample: always until its bucket on dev
+ * is saturated (as its last sample found it: pm_sat1), then one node of q
+ * in MZ__PM_SAMPLE_EVERY.  A load and a store of the tick, not an RMW: one
+ * thread finishes (or, for wants, runs) a queue's nodes at a time, and a
+ * tick lost to a rare overlap only moves the next sample. */
+static bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
   uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
   atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  if (tick % MZ__PM_SAMPLE_EVERY && atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == name &&
-      atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == key &&
-      atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev)
-    return;
-  record_sample(rt, pq, name, op, dev, key, ns);
+  return !(tick % MZ__PM_SAMPLE_EVERY) || mz__task_of(op)->pm_sat1 != dev->info.index + 1;
+}
+
+bool mz__perfmodel_wants(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q) {
+  struct mz__perfmodel *pm = rt->pm;
+  return pm && sample_due(&pm->qs[q], op, dev);
+}
+
+void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
+                          bool chosen) {
+  struct mz__perfmodel *pm = rt->pm;
+  if (!pm) return;
+  /* A rough per-queue time per node, for queue ready estimates. */
+  struct pm_queue *pq = &pm->qs[q];
+  uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
+  atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
+  if (!chosen && !sample_due(pq, op, dev)) return;
+  record_sample(rt, task_model_name(op), op, dev, task_key(op), ns);
 }
 
 /* Least squares of log(ns) on log(bytes) over the calibrated buckets. */

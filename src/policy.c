@@ -199,7 +199,11 @@ int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
   return MZ_OK;
 }
 
-uintptr_t *mz_task_policy_data(mz_task *t) { return &((mz_op *)t)->t->policy_word; }
+uintptr_t *mz_task_policy_data(mz_task *t) {
+  struct mz__task *k = ((mz_op *)t)->t;
+  __atomic_store_n(&k->replay_dirty, true, __ATOMIC_RELAXED); /* the next replay clears the word */
+  return &k->policy_word;
+}
 
 /* Only from plan: the run has not started, so nothing else reads these
  * fields or t's counters yet. */
@@ -211,6 +215,8 @@ int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   kt->plan_prev = (mz_op *)prev;
   kt->plan_after = true;
   kp->plan_next = (mz_op *)t;
+  __atomic_store_n(&kt->replay_dirty, true, __ATOMIC_RELAXED);
+  __atomic_store_n(&kp->replay_dirty, true, __ATOMIC_RELAXED);
   atomic_fetch_add_explicit(&kt->unsub, 1, memory_order_relaxed);
   return MZ_OK;
 }

@@ -216,9 +216,12 @@ void mz__run_unref(struct mz__run *r) {
   if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = r->rt;
   pthread_mutex_lock(&rt->lock);
-  /* A later run of the graph may have taken the task over. */
-  for (size_t i = 0; i < r->ntasks; i++)
-    if (mz__task_of(r->tasks[i])->run == r) mz__task_of(r->tasks[i])->run = NULL;
+  /* A task still naming r names no run from now on, unless a later run has
+   * taken every task over (a re-run of the same graph does): then no pass
+   * over them, which would cost a cache line per task. */
+  if (r->ntaken < r->ntasks)
+    for (size_t i = 0; i < r->ntasks; i++)
+      if (mz__task_of(r->tasks[i])->run == r) mz__task_of(r->tasks[i])->run = NULL;
   if (r->fprev) r->fprev->fnext = r->fnext;
   else if (rt->futures == r) rt->futures = r->fnext;
   if (r->fnext) r->fnext->fprev = r->fprev;

@@ -55,6 +55,7 @@ struct mz__run {
   size_t nrbufs;
   struct mz_op **tasks;
   size_t ntasks;
+  size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
   _Atomic size_t remaining;
   _Atomic int status;
   char message[MZ__ERRLEN];
@@ -76,6 +77,11 @@ struct mz__run {
   /* The observers the run reports to (the trace's, then the user's),
    * copied from the runtime when the run is made (src/observe.c). */
   struct mz__observers obs;
+  /* Every node of the run is timed (observed, asked for, or its policy's
+   * done wants the time); else a CPU node is timed only as a perf-model
+   * sample (devices/cpu/cpu.c) and its queue's busy time is counted per
+   * burst (struct mz__acct). */
+  bool timed;
   /* mz_future_timings' snapshot, taken on its first call under rt->lock;
    * NULL until then.  Freed with the run. */
   struct mz_node_timing *timings;

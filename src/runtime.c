@@ -265,6 +265,12 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
     if (!strcmp(wh, "1")) rt->wait_help = true;
     else if (strcmp(wh, "0") && !rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_WAIT_HELP must be 0 or 1, not '%.64s'", wh);
   }
+  rt->timings = rt->cfg.timings;
+  const char *tm = getenv("MZ_TIMINGS");
+  if (!rt->timings && tm && *tm) {
+    if (!strcmp(tm, "1")) rt->timings = true;
+    else if (strcmp(tm, "0") && !rc) rc = mz__set_error(rt, MZ_EINVAL, "MZ_TIMINGS must be 0 or 1, not '%.64s'", tm);
+  }
   rt->cfg.opencl_queues = env_uint(rt, &rc, rt->cfg.opencl_queues, "MZ_OPENCL_QUEUES", 4);
   rt->cfg.cuda_streams = env_uint(rt, &rc, rt->cfg.cuda_streams, "MZ_CUDA_STREAMS", 4);
   /* MZ_LOG=error|warn|info|debug; MZ_QUIET still silences everything. */

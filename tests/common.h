@@ -30,6 +30,15 @@ static inline mz_runtime *test_runtime(const char *devices) {
   return rt;
 }
 
+/* A runtime that times every node (mz_future_timings needs it). */
+static inline mz_runtime *test_runtime_timed(const char *devices) {
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(&(mz_runtime_config){.devices = devices, .quiet = true, .timings = true}, &rt);
+  cr_assert_eq(rc, MZ_OK, "mz_runtime_create(%s): %s", devices, mz_err_name(rc));
+  cr_assert_not_null(rt);
+  return rt;
+}
+
 static inline mz_kernel *test_kernel(mz_runtime *rt, const char *name, const char *params, mz_cpu_fn fn, void *user) {
   mz_kernel *k = NULL;
   MZ_OK_OR_DIE(rt, mz_kernel_create(rt, &(mz_kernel_spec){.name = name, .params = params, .cpu = {.fn = fn, .user = user}}, &k));

@@ -5,7 +5,9 @@
  *   nodes' records and before mz_future_wait returns; replacing and
  *   removing an observer; refusal from a runtime thread.
  * - mz_future_timings: per-node timings of a finished run, MZ_EAGAIN while
- *   in flight, MZ_ESTATE once a re-run has taken the nodes over.
+ *   in flight, MZ_ESTATE once a re-run has taken the nodes over, or when
+ *   the run was not timed (the default for CPU nodes: perf-model samples
+ *   only; busy time then counted per burst).
  * - On OpenCL (skipped without a device): copies into the device and reads
  *   back to the host are reported, measured, and add up to the run's
  *   statistics; so do the trace's transfer slices.
@@ -167,7 +169,7 @@ static int h_wait(const mz_call *c) {
 }
 
 Test(observe, timings_of_a_finished_run) {
-  mz_runtime *rt = test_runtime("cpu:2");
+  mz_runtime *rt = test_runtime_timed("cpu:2");
   mz_kernel *k = test_kernel(rt, "inc", "inout f32[] y, u64 n = sizeof(y)", k_inc, NULL);
   mz_buffer *b[3];
   for (int i = 0; i < 3; i++) b[i] = test_buffer_1d(rt, MZ_F32, 1000, NULL);
@@ -263,6 +265,79 @@ static char *slurp(const char *path) {
   fclose(f);
   return s;
 }
+
+/* Without timings asked for, nobody observing and a policy without done,
+ * CPU nodes are timed only as perf-model samples: mz_future_timings says
+ * the run was not timed, the busy time still adds up (counted per burst),
+ * and an observer or MZ_TIMINGS=1 makes a run timed again. */
+static int k_nap(const mz_call *c) {
+  (void)c;
+  test_sleep_ms(2);
+  return 0;
+}
+
+Test(observe, untimed_runs) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "nap", "inout u8[] x", k_nap, NULL);
+  mz_buffer *b = test_buffer_1d(rt, MZ_U8, 8, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *last = mz_value(g, b);
+  for (int i = 0; i < 5; i++) last = mz_unzip(g, mz_apply(g, k, last, NULL), 0);
+  mz_future *f;
+  MZ_OK_OR_DIE(rt, mz_graph_run(g, last, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  const mz_node_timing *tv = (const mz_node_timing *)1;
+  size_t n = 7;
+  cr_expect_eq(mz_future_timings(f, &tv, &n), MZ_ESTATE);
+  cr_expect_null(tv);
+  cr_expect_eq(n, 0);
+  cr_expect(strstr(mz_runtime_last_error(rt), "not timed") != NULL, "%s", mz_runtime_last_error(rt));
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  cr_expect_eq(st.ops, 5);
+  cr_expect_geq(st.busy_ns[0], 5 * 2000000ull, "busy %llu ns", (unsigned long long)st.busy_ns[0]);
+  cr_expect_leq(st.busy_ns[0], st.elapsed_ns, "busy %llu ns in a run of %llu ns on one worker",
+                (unsigned long long)st.busy_ns[0], (unsigned long long)st.elapsed_ns);
+  mz_future_destroy(f);
+  /* Observed: timed. */
+  struct rec r = {.ndev = mz_runtime_device_count(rt), .nq = mz_runtime_queue_count(rt)};
+  mz_observer o = rec_observer(&r);
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, &o));
+  MZ_OK_OR_DIE(rt, mz_graph_run(g, last, NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_future_timings(f, &tv, &n));
+  cr_assert_eq(n, 5);
+  for (size_t i = 0; i < n; i++) cr_expect_geq(tv[i].end_ns, tv[i].start_ns + 2000000, "node %zu", i);
+  cr_expect_eq(atomic_load(&r.bad_times), 0);
+  mz_future_destroy(f);
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, NULL));
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+  /* MZ_TIMINGS: 1 times every node; anything but 0 or 1 is refused. */
+  setenv("MZ_TIMINGS", "1", 1);
+  rt = test_runtime("cpu:1");
+  k = test_kernel(rt, "nap", "inout u8[] x", k_nap, NULL);
+  b = test_buffer_1d(rt, MZ_U8, 8, NULL);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  MZ_OK_OR_DIE(rt, mz_schedule(g, mz_apply(g, k, mz_value(g, b), NULL), NULL, &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK);
+  MZ_OK_OR_DIE(rt, mz_future_timings(f, &tv, &n));
+  cr_expect_eq(n, 1);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+  setenv("MZ_TIMINGS", "yes", 1);
+  rt = NULL;
+  cr_expect_eq(mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt), MZ_EINVAL);
+  cr_expect_null(rt);
+  unsetenv("MZ_TIMINGS");
+}
+
 
 Test(observe, opencl_copies_and_reads_back_are_measured) {
   char trace[64];

@@ -401,7 +401,7 @@ static int host_nap(const mz_call *c) {
 Test(perfmodel, host_nodes_are_modelled_by_name) {
   fresh_dir("host");
   mz_runtime *rt = NULL;
-  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt));
+  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true, .timings = true}, &rt));
   mz_device_info info;
   OK(rt, mz_device_get_info(mz_runtime_device(rt, 0), &info));
   char devname[128]; /* info's strings go with the runtime */

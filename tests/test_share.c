@@ -31,7 +31,7 @@ static void check_stats(mz_future *f, uint64_t ops, const char *pol) {
  * taken in chunks, then stolen.  Every node ran once, on a CPU queue. */
 Test(share, independent_nodes_all_run_once) {
   enum { N = 20000 };
-  mz_runtime *rt = test_runtime("cpu:2");
+  mz_runtime *rt = test_runtime_timed("cpu:2");
   mz_kernel *k = test_kernel(rt, "put", "inout i32[] out, i64 i", put_fn, NULL);
   /* N nodes, each writing its own one-element buffer (one buffer for all
    * would order them). */

@@ -98,13 +98,18 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     return;
   }
   if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
-  uint64_t t0 = mz__now_ns();
+  /* Timed when its run is (observed, or asked for: struct mz__run.timed),
+   * or as a perf-model sample; an async kernel always is, since the thread
+   * that ends it reads its start. */
+  const struct mz__async_ops *async = e->kernel ? e->kernel->async : NULL;
+  bool timed = mz__task_of(op)->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
+  uint64_t t0 = timed ? mz__now_ns() : 0;
   status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
-  e->t_start = status == MZ_OK && e->nread ? mz__exec_reads(e)[e->nread - 1].t_end : t0;
+  if (timed) e->t_start = status == MZ_OK && e->nread ? mz__exec_reads(e)[e->nread - 1].t_end : t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -130,7 +135,6 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         }
         mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
-        const struct mz__async_ops *async = e->kernel ? e->kernel->async : NULL;
         int ret;
         if (__builtin_expect(async != NULL, 0)) {
           /* Its time on the queue is the start; stamped before it, since
@@ -164,7 +168,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       if (shapes != shv) free(shapes);
     }
   }
-  e->t_end = mz__now_ns();
+  if (timed) e->t_end = mz__now_ns();
   if (msg) {
     free(e->message);
     e->message = msg;
@@ -288,6 +292,9 @@ static void run_taken(struct worker *w, mz_op *op) {
    * completions first, so that run is not held open behind it. */
   if (w->q->acct.run && w->q->acct.run != mz__task_of(op)->run) mz__queue_flush(w->q);
   struct mz__task *t = mz__task_of(op);
+  /* A burst of nodes of a run that is not timed: its length is the
+   * queue's busy time (published by mz__queue_flush). */
+  if (!w->q->acct.t0 && !t->run->timed) w->q->acct.t0 = mz__now_ns();
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
     t->exec.queue = w->q;

@@ -925,7 +925,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   /* A copy gets an event only when someone observes the run and the queue
    * keeps timestamps: batch_complete reads its times and releases it.  On
    * the copy engine the last copy always gets one: the node waits for it. */
-  bool timed = profiling && e->observed;
+  bool timed = profiling && mz__exec_observed(e);
   cl_command_queue xq = copyq && e->nxfer ? copyq : cq;
   cl_event copied = NULL; /* the copy engine's last copy for this node */
   /* On the copy engine, copies from host memory go first and wait for

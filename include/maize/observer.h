@@ -138,12 +138,16 @@ typedef struct mz_node_timing {
 
 /* Per-node timings of a finished run, one per node of the run in a
  * topological order, in *out (owned by the future, valid until
- * mz_future_destroy) and their count in *n.  No option is needed: they are
- * taken from the run's nodes on the first call, which must come before the
- * same nodes run again (mz_graph_run of the same graph); after that the
- * call fails with MZ_ESTATE.  Thread: any.  Errors: MZ_EINVAL (NULL
- * arguments, a future that is not live), MZ_EAGAIN (the run is in flight),
- * MZ_ESTATE, MZ_ENOMEM; *out and *n are then NULL and 0. */
+ * mz_future_destroy) and their count in *n.  The run must have been timed:
+ * its runtime was created with mz_runtime_config.timings (or MZ_TIMINGS=1),
+ * or an observer or the trace watched it, or its policy has a done
+ * callback; by default CPU nodes are timed only as perf-model samples, so
+ * an untimed run answers MZ_ESTATE.  The times are taken from the run's
+ * nodes on the first call, which must come before the same nodes run
+ * again (mz_graph_run of the same graph); after that the call fails with
+ * MZ_ESTATE.  Thread: any.  Errors: MZ_EINVAL (NULL arguments, a future
+ * that is not live), MZ_EAGAIN (the run is in flight), MZ_ESTATE (not
+ * timed, or ran again), MZ_ENOMEM; *out and *n are then NULL and 0. */
 int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n);
 
 MZ_API_END
