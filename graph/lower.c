@@ -52,12 +52,55 @@ static int hz_push_reader(mz_buffer *b, mz_op *op) {
   return MZ_OK;
 }
 
+/* The predecessors gathered so far for one task, as a set, once the list
+ * is too long to scan: an open-addressing table of out's first n entries
+ * (a task's own scratch, so no field of the predecessor is written). */
+struct pset {
+  mz_op **v;
+  size_t cap, n;
+};
+#define MZ__PSCAN 16 /* lists up to this long are scanned */
+
+static void pset_clear(struct pset *s) {
+  free(s->v);
+  *s = (struct pset){0};
+}
+
+static inline size_t pset_slot(const struct pset *s, const mz_op *p) {
+  size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull & (s->cap - 1);
+  while (s->v[h] && s->v[h] != p) h = (h + 1) & (s->cap - 1);
+  return h;
+}
+
+/* Bring the set up to out's entries (each distinct), growing it to keep
+ * it at most half full. */
+static int pset_sync(struct pset *s, const struct vec *out) {
+  if ((out->n + 1) * 2 > s->cap) {
+    size_t cap = 64;
+    while (cap < 4 * (out->n + 1)) cap *= 2;
+    mz_op **v = calloc(cap, sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    free(s->v);
+    s->v = v;
+    s->cap = cap;
+    s->n = 0;
+  }
+  for (; s->n < out->n; s->n++) s->v[pset_slot(s, out->v[s->n])] = out->v[s->n];
+  return MZ_OK;
+}
+
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp,
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, struct pset *ps,
                                                          uint64_t run_stamp) {
-  if (!p || p == op || mz__task_of(p)->seen == stamp) return MZ_OK;
-  mz__task_of(p)->seen = stamp;
+  if (!p || p == op) return MZ_OK;
+  if (out->n <= MZ__PSCAN) {
+    for (size_t k = 0; k < out->n; k++)
+      if (out->v[k] == p) return MZ_OK;
+  } else {
+    if (pset_sync(ps, out)) return MZ_ENOMEM;
+    if (ps->v[pset_slot(ps, p)]) return MZ_OK;
+  }
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (mz__task_of(p)->mark != run_stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
@@ -65,6 +108,24 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
     return MZ_OK;
   }
   return vpush(out, p);
+}
+
+/* Push op on the cycle search's stack, with its next predecessor index
+ * (0) beside it in next[]. */
+static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op *op) {
+  int rc = vpush(stack, op);
+  if (rc) return rc;
+  if (*cap_next < stack->cap) {
+    unsigned *nv = realloc(*next, stack->cap * sizeof *nv);
+    if (!nv) {
+      stack->n--;
+      return MZ_ENOMEM;
+    }
+    *next = nv;
+    *cap_next = stack->cap;
+  }
+  (*next)[stack->n - 1] = 0;
+  return MZ_OK;
 }
 
 /* b's scratch hazard state for this run, set up from its committed state
@@ -84,7 +145,7 @@ static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
  * this access writes).  Tiles of one partition are disjoint; tiles of two
  * partitions are ordered through the parent, which each partition task
  * writes. */
-static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
                        struct vec *touched) {
   int rc = hz_touch(r, stamp, touched);
   if (!rc) rc = add_pred(op, r->hz_writer, preds, ps, stamp);
@@ -92,7 +153,7 @@ static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds,
   return rc;
 }
 
-static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
                          struct vec *touched) {
   if (b->parent) return alias_preds(op, b->parent, mode, preds, ps, stamp, touched);
   int rc = MZ_OK;
@@ -521,6 +582,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
   struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
+  struct pset pset = {0};
+  unsigned *next_pred = NULL; /* the cycle search's stack: each entry's next predecessor */
+  size_t cap_next = 0;
   bool dwait = rt_device_waits(rt);
   /* A root run before with mz_graph_run: its closure in build order and
    * its leaves are kept (struct mz__lowered), so only hazards and counters
@@ -621,7 +685,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ESTATE;
       break;
     }
-    uint64_t ps = ++rt->touch_stamp;
+    if (pset.cap) pset_clear(&pset);
+    struct pset *ps = &pset;
     preds.n = 0;
     for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
     for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
@@ -693,20 +758,19 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && !cycle_at && forward && i < tasks.n; i++) {
     if (mz__task_of(tasks.v[i])->color) continue;
     stack.n = 0;
-    rc = vpush(&stack, tasks.v[i]);
+    rc = dfs_push(&stack, &next_pred, &cap_next, tasks.v[i]);
     mz__task_of(tasks.v[i])->color = 1;
-    mz__task_of(tasks.v[i])->seen = 0; /* next predecessor index */
     while (!rc && stack.n && !cycle_at) {
       mz_op *op = stack.v[stack.n - 1];
       struct mz__task *t = mz__task_of(op);
-      if (t->seen < t->npreds) {
-        mz_op *p = t->preds[t->seen++];
+      unsigned *ni = &next_pred[stack.n - 1];
+      if (*ni < t->npreds) {
+        mz_op *p = t->preds[(*ni)++];
         if (mz__task_of(p)->mark != stamp) continue; /* another run's task */
         if (mz__task_of(p)->color == 1) cycle_at = p;
         else if (mz__task_of(p)->color == 0) {
           mz__task_of(p)->color = 1;
-          mz__task_of(p)->seen = 0;
-          rc = vpush(&stack, p);
+          rc = dfs_push(&stack, &next_pred, &cap_next, p);
         }
       } else {
         t->color = 2;
@@ -758,6 +822,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     free(tasks.v);
     free(stack.v);
     free(preds.v);
+    pset_clear(&pset);
+    free(next_pred);
     free(touched.v);
     free(topo.v);
     mz__arena_free(&r->arena);
@@ -864,6 +930,8 @@ linked:
   free(tasks.v);
   free(stack.v);
   free(preds.v);
+  pset_clear(&pset);
+  free(next_pred);
   free(touched.v);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 

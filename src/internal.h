@@ -353,7 +353,6 @@ struct mz__task {
   struct mz__access *acc;
   unsigned nparams;
   unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
-  uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
   /* Host work's function and argument, or an apply's launch: a task is
    * one or the other (an apply has a kernel; partition and unpartition
