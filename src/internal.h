@@ -132,6 +132,10 @@ struct mz__idle_ops {
   /* The worker starts spinning idle (SPIN), or stops: it found work
    * (WORK) or is about to park (PARK). */
   void (*idle)(void *ctx, enum mz__idle_state to);
+  /* Optional: asked (now: mz__now_ns()) once the worker has spun its
+   * runtime's spin time; true keeps it spinning and polling (a message a
+   * node waits on is expected soon), asked again every few polls. */
+  bool (*hold)(void *ctx, uint64_t now);
 };
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */
@@ -313,6 +317,7 @@ struct mz__task {
    * last sample (0: not, or never sampled): its runs there are sampled
    * one in 16 (src/perfmodel.c). */
   uint8_t pm_sat1;
+  uint8_t pm_mask;            /* its sampling period - 1 there, once saturated */
   /* Its second line (succs, policy word, plan links) may differ from
    * what a replay restores: a run that was not a replay built its
    * successors, a later run added edges to it, a policy asked for its

@@ -391,9 +391,21 @@ struct pm_entry {
  * than one. */
 #define MZ__PM_SATURATED 256
 #define MZ__PM_SAMPLE_EVERY 16
+/* And past this many, one in MZ__PM_SAMPLE_RARELY: a sample (the models'
+ * lock, a hash lookup, two divisions) cost about 470 instructions, 30 per
+ * node of a re-run at one in 16. */
+#define MZ__PM_SETTLED 4096
+#define MZ__PM_SAMPLE_RARELY 128
 struct pm_queue {
   _Alignas(64) _Atomic uint64_t ema;
   _Atomic uint32_t tick;
+  /* The bucket of q's last sample, when it was saturated: a node that has
+   * no verdict of its own yet (new) and feeds it is sampled as a saturated
+   * one, so that a graph run once pays no sample per node. */
+  _Atomic(const char *) sat_name;
+  _Atomic int sat_key;
+  _Atomic(const struct mz_device *) sat_dev;
+  _Atomic uint8_t sat_mask;   /* and that sample's pm_mask */
 };
 struct hop;
 struct link_tab;
@@ -599,7 +611,7 @@ static struct pm_entry *entry_get(mz_runtime *rt, struct mz__perfmodel *pm, cons
 /* A sample taken: into the model's buckets under its lock.  Apart from
  * mz__perfmodel_record, which skips most samples, so that a skipped one
  * costs no more than its test (this one saves many registers). */
-static __attribute__((noinline)) void record_sample(mz_runtime *rt, const char *name, const mz_op *op,
+static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, const char *name, const mz_op *op,
                                                     const struct mz_device *dev, int key, uint64_t ns) {
   struct mz__perfmodel *pm = rt->pm;
   pthread_mutex_lock(&pm->lock);
@@ -619,6 +631,12 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, const char *
      * runs there are then sampled one in MZ__PM_SAMPLE_EVERY. */
     struct mz__task *t = mz__task_of(op);
     t->pm_sat1 = a->s.n >= MZ__PM_SATURATED && dev->info.index < 255 ? (uint8_t)(dev->info.index + 1) : 0;
+    t->pm_mask = (uint8_t)(a->s.n >= MZ__PM_SETTLED ? MZ__PM_SAMPLE_RARELY - 1 : MZ__PM_SAMPLE_EVERY - 1);
+    struct pm_queue *pq = &pm->qs[q];
+    atomic_store_explicit(&pq->sat_name, t->pm_sat1 ? name : NULL, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_mask, t->pm_mask, memory_order_relaxed);
   }
   pthread_mutex_unlock(&pm->lock);
 }
@@ -637,13 +655,33 @@ static int task_key(const mz_op *op) {
 
 /* Whether q's next node, op, is a sample: always until its bucket on dev
  * is saturated (as its last sample found it: pm_sat1), then one node of q
- * in MZ__PM_SAMPLE_EVERY.  A load and a store of the tick, not an RMW: one
+ * in MZ__PM_SAMPLE_EVERY, and once settled one in MZ__PM_SAMPLE_RARELY
+ * (pm_mask).  A load and a store of the tick, not an RMW: one
  * thread finishes (or, for wants, runs) a queue's nodes at a time, and a
  * tick lost to a rare overlap only moves the next sample. */
-static bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
+static __attribute__((noinline)) bool sample_due_new(struct pm_queue *pq, const mz_op *op,
+                                                     const struct mz_device *dev, uint32_t tick);
+static inline bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
   uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
   atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  return !(tick % MZ__PM_SAMPLE_EVERY) || mz__task_of(op)->pm_sat1 != dev->info.index + 1;
+  const struct mz__task *t = mz__task_of(op);
+  if (__builtin_expect(t->pm_sat1 == dev->info.index + 1, 1)) return !(tick & t->pm_mask);
+  return sample_due_new(pq, op, dev, tick);
+}
+
+/* sample_due for a node with no verdict on dev (new, or moved). */
+static bool sample_due_new(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev, uint32_t tick) {
+  struct mz__task *t = mz__task_of(op);
+  if (atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == task_model_name(op) &&
+      atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == task_key(op) &&
+      atomic_load_explicit(&pq->sat_dev, memory_order_relaxed) == dev && dev->info.index < 255) {
+    /* Its bucket is the saturated one: the node takes the verdict (it is
+     * run by this thread alone). */
+    t->pm_sat1 = (uint8_t)(dev->info.index + 1);
+    t->pm_mask = atomic_load_explicit(&pq->sat_mask, memory_order_relaxed);
+    return !(tick & t->pm_mask);
+  }
+  return true;
 }
 
 bool mz__perfmodel_wants(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q) {
@@ -660,7 +698,7 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
   atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
   if (!chosen && !sample_due(pq, op, dev)) return;
-  record_sample(rt, task_model_name(op), op, dev, task_key(op), ns);
+  record_sample(rt, q, task_model_name(op), op, dev, task_key(op), ns);
 }
 
 /* Least squares of log(ns) on log(bytes) over the calibrated buckets. */

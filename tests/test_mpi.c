@@ -24,6 +24,7 @@
  * Not a Criterion test: Criterion forks a process per test, and MPI may be
  * initialized once per process, by the process mpirun started. */
 #include <math.h>
+#include <stdatomic.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,11 +194,13 @@ static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigne
   CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
   size_t s0 = 0, r0 = 0;
   bool ok = true;
-  /* Staging: a receive keeps its own (w doubles); the values sent from the
-   * tasks' completions share blocks taken as they go out, so none is held
-   * before the first run, and after any number of runs no more than one
-   * block (w doubles rounded up to a power of two) per send of one run:
-   * blocks not given back once sent would grow with the runs. */
+  /* Staging: a receive of up to 64 KiB keeps its own (w doubles), a larger
+   * one none (it lands in the buffer); the values sent from the tasks'
+   * completions (up to 64 KiB) share blocks taken as they go out, so none
+   * is held before the first run, and after any number of runs no more
+   * than one block (w doubles rounded up to a power of two) per send of one
+   * run: blocks not given back once sent would grow with the runs. */
+  bool staged = w * sizeof(double) <= 65536;
   size_t blk = 1, sb = 0, rb = 0;
   while (blk < w * sizeof(double)) blk *= 2;
   mz_dgraph_staging(dg, &sb, &rb);
@@ -218,8 +221,9 @@ static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigne
     }
     CHECK(s1 == s0 && r1 == r0, "the plan changed between runs");
     mz_dgraph_staging(dg, &sb, &rb);
-    CHECK(rb == r1 * w * sizeof(double), "%zu bytes of receive staging for %zu receives of %zu bytes", rb, r1,
-          w * sizeof(double));
+    CHECK(rb == (staged ? r1 * w * sizeof(double) : 0), "%zu bytes of receive staging for %zu receives of %zu bytes", rb,
+          r1, w * sizeof(double));
+    if (!staged) CHECK(sb == 0, "%zu bytes of send staging for values over 64 KiB", sb);
     CHECK(sb <= s1 * blk, "run %u: %zu bytes of send staging for %zu sends of %zu bytes", run, sb, s1, w * sizeof(double));
     if (size == 1) CHECK(sb == 0 && rb == 0, "staging with one rank");
   }
@@ -364,13 +368,15 @@ static bool case_random(mz_runtime *rt, mz_mpi *m, uint64_t seed, size_t nbuf, s
 
 /* ---- a failure on rank 1 cancels its dependents on rank 0 ---- */
 
-static bool case_failure(mz_runtime *rt, mz_mpi *m) {
+/* W doubles a buffer: 8, or over 64 KiB (the receive lands in the buffer,
+ * and the canceled one on rank 0 still takes its message). */
+static bool case_failure(mz_runtime *rt, mz_mpi *m, size_t W) {
   int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
   int r1 = size > 1 ? 1 : 0;
   mz_kernel *kf = kern(rt, "maybe_fail", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
-  enum { W = 8 };
-  double one[W];
-  for (int j = 0; j < W; j++) one[j] = 1.0;
+  double *one = malloc(W * sizeof *one), *got = malloc(W * sizeof *got);
+  if (!one || !got) exit(1);
+  for (size_t j = 0; j < W; j++) one[j] = 1.0;
   /* x (rank 1) -fail-> y (rank 1) -> z (rank 0) -> v (rank 0); u (rank 0) independent. */
   mz_buffer *x = vec(rt, W, one), *y = vec(rt, W, one), *z = vec(rt, W, one), *v = vec(rt, W, one);
   mz_buffer *u = vec(rt, W, one), *u2 = vec(rt, W, one);
@@ -400,10 +406,10 @@ static bool case_failure(mz_runtime *rt, mz_mpi *m) {
     ok = ok && local == MZ_ECANCELED;
   }
   if (rank == 0) {
-    double got[W];
     /* The independent branch ran; the canceled ones left v unreadable. */
-    CHECK(mz_buffer_read(u2, got, sizeof got) == MZ_OK && got[0] == 2.0, "independent branch: %g", got[0]);
-    int rs = mz_buffer_read(v, got, sizeof got);
+    CHECK(mz_buffer_read(u2, got, W * sizeof *got) == MZ_OK && got[0] == 2.0 && got[W - 1] == 2.0,
+          "independent branch: %g", got[0]);
+    int rs = mz_buffer_read(v, got, W * sizeof *got);
     CHECK(rs < 0, "v readable after its writer was canceled: %s", mz_err_name(rs));
     ok = ok && rs < 0;
   }
@@ -412,6 +418,169 @@ static bool case_failure(mz_runtime *rt, mz_mpi *m) {
   mz_buffer *all[] = {x, y, z, v, u, u2};
   for (int i = 0; i < 6; i++) mz_buffer_release(all[i]);
   mz_kernel_destroy(kf);
+  free(one);
+  free(got);
+  return ok;
+}
+
+/* ---- a receive over 64 KiB whose node is canceled still takes its message ----
+ * Rank 0's first writer of y fails in the first run only; the receive node
+ * of y's next value (computed on r1) writes y after it, so it is canceled
+ * and never runs.  The message must still be taken and dropped: else r1's
+ * send (too large to go eagerly) never completes, or the second run's
+ * receive is matched with the first run's message.  r1's writer adds the
+ * count of its calls, so the second run's value differs. */
+static int k_fail_first(const mz_call *call) {
+  atomic_int *n = call->user;
+  double *o = call->args[1].p;
+  if (atomic_fetch_add(n, 1) == 0) return 42;
+  for (size_t j = 0; j < call->shapes[1].count; j++) o[j] = 7.0;
+  return 0;
+}
+
+static int k_plus_calls(const mz_call *call) {
+  atomic_int *n = call->user;
+  const double *a = call->args[0].p;
+  double *o = call->args[1].p;
+  double c = (double)(atomic_fetch_add(n, 1) + 1);
+  for (size_t j = 0; j < call->shapes[1].count; j++) o[j] = a[j] + c;
+  return 0;
+}
+
+static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W) {
+  int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
+  if (size < 2) return true;
+  atomic_int nfail = 0, ncalls = 0;
+  mz_kernel *kff = NULL, *kpc = NULL;
+  mz_kernel_spec s1 = {.name = "fail_first", .params = "in f64[] a, out f64[] o", .cpu = {.fn = k_fail_first, .user = &nfail}};
+  mz_kernel_spec s2 = {.name = "plus_calls", .params = "in f64[] a, out f64[] o", .cpu = {.fn = k_plus_calls, .user = &ncalls}};
+  CHECK(mz_kernel_create(rt, &s1, &kff) == MZ_OK && mz_kernel_create(rt, &s2, &kpc) == MZ_OK, "kernels");
+  mz_kernel *kf = kern(rt, "maybe_fail3", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
+  double *one = malloc(W * sizeof *one), *got = malloc(W * sizeof *got);
+  if (!one || !got || !kff || !kpc) exit(1);
+  for (size_t j = 0; j < W; j++) one[j] = 1.0;
+  mz_buffer *u = vec(rt, W, one), *x = vec(rt, W, one), *y = vec(rt, W, one), *z = vec(rt, W, one);
+  CHECK(mz_mpi_register(m, u, 0) == MZ_OK && mz_mpi_register(m, x, 1) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, y, 1) == MZ_OK && mz_mpi_register(m, z, 0) == MZ_OK, "register");
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  mz_dgraph_apply(dg, kff, 2, (mz_darg[]){B(u), B(y)}, NULL, 0);                    /* 0: fails in run 1 */
+  mz_dgraph_apply(dg, kpc, 2, (mz_darg[]){B(x), B(y)}, NULL, MZ_MPI_OWNER);          /* 1: y = 1 + calls */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(z), I32(0)}, NULL, MZ_MPI_OWNER); /* 0: z = y + 1 */
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  size_t sends = 0, recvs = 0, rb = 1;
+  mz_dgraph_transfers(dg, &sends, &recvs);
+  mz_dgraph_staging(dg, NULL, &rb);
+  bool ok = true;
+  if (rank == 0) {
+    CHECK(recvs > 0 && rb == 0, "rank 0: %zu receives, %zu bytes of receive staging", recvs, rb);
+    ok = ok && recvs > 0 && rb == 0;
+  }
+  for (int run = 0; run < 2; run++) {
+    mz_future *f = NULL;
+    int st = mz_dgraph_run(dg, NULL, &f);
+    int ws = mz_dgraph_wait(dg, f);
+    int want = run == 0 ? MZ_EKERNEL : MZ_OK;
+    CHECK(st == MZ_OK && ws == want, "run %d: %s, wait %s, expected %s", run, mz_err_name(st), mz_err_name(ws),
+          mz_err_name(want));
+    ok = ok && st == MZ_OK && ws == want;
+    mz_future_destroy(f);
+  }
+  if (rank == 0) {
+    /* Run 2's value: x + 2 + 1 (run 1's message, x + 1, would give 3). */
+    int rs = mz_buffer_read(z, got, W * sizeof *got);
+    CHECK(rs == MZ_OK && got[0] == 4.0 && got[W - 1] == 4.0, "z %s %g, expected 4", mz_err_name(rs), got[0]);
+    ok = ok && rs == MZ_OK && got[0] == 4.0;
+  }
+  mz_dgraph_destroy(dg);
+  mz_buffer *all[] = {u, x, y, z};
+  for (int i = 0; i < 4; i++) mz_buffer_release(all[i]);
+  mz_kernel_destroy(kff);
+  mz_kernel_destroy(kpc);
+  mz_kernel_destroy(kf);
+  free(one);
+  free(got);
+  return ok;
+}
+
+/* ---- no staging memory for a value sent from a task ----
+ * With MZ_MPI_STAGING_MAX=0 a task on r1 whose output rank 0 reads cannot
+ * stage it: the task fails with MZ_ENOMEM (the message says why), rank 0
+ * gets a mark and cancels the reader, every rank's wait agrees, and an
+ * independent task on rank 0 still runs.  The context has a runtime of
+ * its own (the setting is read when a context is created).  With
+ * MZ_MPI_FOLD=0 a send node sends from the buffer, with no staging: the
+ * runs succeed. */
+static bool case_staging_limit(void) {
+  mz_runtime_config cfg = {.devices = "cpu:1", .quiet = true};
+  mz_runtime *rt = NULL;
+  CHECK(mz_runtime_create(&cfg, &rt) == MZ_OK, "runtime");
+  if (!rt) exit(1);
+  const char *was = getenv("MZ_MPI_STAGING_MAX");
+  char *keep = was ? strdup(was) : NULL;
+  setenv("MZ_MPI_STAGING_MAX", "0", 1);
+  mz_mpi *m = NULL;
+  int cs = mz_mpi_create(rt, &m);
+  if (keep) setenv("MZ_MPI_STAGING_MAX", keep, 1);
+  else unsetenv("MZ_MPI_STAGING_MAX");
+  free(keep);
+  CHECK(cs == MZ_OK, "mz_mpi_create with MZ_MPI_STAGING_MAX=0: %s", mz_runtime_last_error(rt));
+  if (cs != MZ_OK) exit(1);
+  int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
+  int r1 = size > 1 ? 1 : 0;
+  const char *fold = getenv("MZ_MPI_FOLD");
+  bool fails = size > 1 && !(fold && !strcmp(fold, "0"));
+  mz_kernel *kf = kern(rt, "maybe_fail", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
+  double one[8], got[8];
+  for (int j = 0; j < 8; j++) one[j] = 1.0;
+  mz_buffer *x = vec(rt, 8, one), *y = vec(rt, 8, one), *z = vec(rt, 8, one), *u = vec(rt, 8, one), *u2 = vec(rt, 8, one);
+  CHECK(mz_mpi_register(m, x, r1) == MZ_OK && mz_mpi_register(m, y, r1) == MZ_OK, "register");
+  CHECK(mz_mpi_register(m, z, 0) == MZ_OK && mz_mpi_register(m, u, 0) == MZ_OK && mz_mpi_register(m, u2, 0) == MZ_OK,
+        "register");
+  mz_dgraph *dg = NULL;
+  CHECK(mz_dgraph_create(m, &dg) == MZ_OK, "dgraph_create");
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(x), B(y), I32(0)}, NULL, MZ_MPI_OWNER);  /* r1: y = 2, sent to 0 */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(y), B(z), I32(0)}, NULL, MZ_MPI_OWNER);  /* 0: z = 3 */
+  mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(u), B(u2), I32(0)}, NULL, MZ_MPI_OWNER); /* 0: u2 = 2 */
+  CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
+  bool ok = true;
+  for (int run = 0; run < 2; run++) {
+    mz_future *f = NULL;
+    int st = mz_dgraph_run(dg, NULL, &f);
+    CHECK(st == MZ_OK, "run: %s", mz_err_name(st));
+    int ws = mz_dgraph_wait(dg, f);
+    int local = f ? mz_future_status(f) : st;
+    int want = fails ? MZ_ENOMEM : MZ_OK;
+    CHECK(ws == want, "run %d: collective status %s, expected %s", run, mz_err_name(ws), mz_err_name(want));
+    ok = ok && ws == want;
+    if (fails && rank == r1) {
+      const char *msg = f ? mz_future_message(f) : "";
+      CHECK(local == MZ_ENOMEM && strstr(msg, "MZ_MPI_STAGING_MAX"), "rank %d: %s (%s)", rank, mz_err_name(local), msg);
+      ok = ok && local == MZ_ENOMEM;
+    } else if (fails && rank == 0) {
+      CHECK(local == MZ_ECANCELED, "rank 0's own status %s, expected MZ_ECANCELED", mz_err_name(local));
+      ok = ok && local == MZ_ECANCELED;
+    }
+    if (rank == 0) {
+      int rs = mz_buffer_read(u2, got, sizeof got);
+      CHECK(rs == MZ_OK && got[0] == 2.0, "independent branch: %s %g", mz_err_name(rs), got[0]);
+      ok = ok && rs == MZ_OK && got[0] == 2.0;
+      rs = mz_buffer_read(z, got, sizeof got);
+      if (fails) CHECK(rs < 0, "z readable after its writer was canceled: %s", mz_err_name(rs));
+      else CHECK(rs == MZ_OK && got[0] == 3.0, "z %g, expected 3", got[0]);
+    }
+    size_t sb = 1, rb = 1;
+    mz_dgraph_staging(dg, &sb, &rb);
+    CHECK(sb == 0, "%zu bytes of send staging past a limit of 0", sb);
+    ok = ok && sb == 0;
+    mz_future_destroy(f);
+  }
+  mz_dgraph_destroy(dg);
+  mz_buffer *all[] = {x, y, z, u, u2};
+  for (int i = 0; i < 5; i++) mz_buffer_release(all[i]);
+  mz_kernel_destroy(kf);
+  mz_mpi_destroy(m);
+  mz_runtime_destroy(rt);
   return ok;
 }
 
@@ -522,7 +691,8 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
   /* Bad settings fail before MPI is touched (a second context is refused
    * then, not created). */
   static const char *const bad[][2] = {{"MZ_MPI_FOLD", "2"}, {"MZ_MPI_FOLD", "yes"}, {"MZ_MPI_THREAD", "funneled"},
-                                       {"MZ_MPI_SPIN_US", "-1"}};
+                                       {"MZ_MPI_SPIN_US", "-1"}, {"MZ_MPI_STAGING_MAX", "-1"},
+                                       {"MZ_MPI_STAGING_MAX", "4k"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *was = getenv(bad[i][0]);
     char *keep = was ? strdup(was) : NULL;
@@ -557,7 +727,7 @@ int main(void) {
   }
   myrank = mz_mpi_rank(m);
   int size = mz_mpi_size(m);
-  struct { const char *name; bool ok; } res[8];
+  struct { const char *name; bool ok; } res[12];
   int nres = 0;
   res[nres].name = "stencil";
   res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 1));
@@ -568,11 +738,18 @@ int main(void) {
   res[nres].name = "random";
   res[nres++].ok = all_ok(rnd);
   res[nres].name = "failure";
-  res[nres++].ok = all_ok(case_failure(rt, m));
+  res[nres++].ok = all_ok(case_failure(rt, m, 8) && case_failure(rt, m, 9000));
   res[nres].name = "rerun";
   res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3));
   res[nres].name = "readers";
   res[nres++].ok = all_ok(case_readers(rt, m, 8, false) && case_readers(rt, m, 16384, false) && case_readers(rt, m, 8, true));
+  /* Tiles over 64 KiB: the receives land in the buffers, no staging. */
+  res[nres].name = "large";
+  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size, 9000, 4, 2));
+  res[nres].name = "drain";
+  res[nres++].ok = all_ok(case_drain(rt, m, 9000));
+  res[nres].name = "staging-limit";
+  res[nres++].ok = all_ok(case_staging_limit());
   res[nres].name = "api";
   res[nres++].ok = all_ok(case_api(rt, m));
   bool ok = true;

@@ -252,8 +252,9 @@ static mz_op *take(struct worker *w) {
   return NULL;
 }
 
-/* Spin a bounded time (the clock is read every 16 polls) for w's next
- * node; NULL when none came.  Outside work (MPI requests) is tested
+/* Spin a bounded time (the clock is read every 16 polls, every 4 with
+ * outside work, whose test then comes as often: a message's latency) for
+ * w's next node; NULL when none came.  Outside work (MPI requests) is tested
  * meanwhile: a node it releases comes to w's run-next slot, and the nodes
  * it ended are counted in w's queue and published before w may park.  A
  * waiter that borrowed w (done non-NULL) also stops once done(arg), which
@@ -270,14 +271,14 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     __builtin_ia32_pause();
 #endif
     op = take(w);
-    if (op || i % 16) continue;
+    if (op || i % (io ? 4 : 16)) continue;
     if (io && io->poll(ictx)) {
       if ((op = take(w)) != NULL) break;
       mz__queue_flush(w->q);
     }
     uint64_t now = mz__now_ns();
     if (!until) until = now + w->spin_ns;
-    else if (now >= until) break;
+    else if (now >= until && !(io && io->hold && io->hold(ictx, now))) break;
   }
   if (io) {
     io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);

@@ -29,13 +29,21 @@
  * messages are the same.  A buffer registered on a rank that does not own
  * it holds the values it received only where a receive node copied them.
  *
- * Progress.  Every receive of a run is posted when the run starts, into
- * memory of its own, so a message that comes early is taken at once; the
- * receive node copies it into the buffer when it runs.  A send is posted
- * by the worker that runs its node (MPI_Isend) and tested at once.  With
- * MPI_THREAD_MULTIPLE, CPU workers with nothing to run test the requests
- * (MPI_Testsome) while they spin, before parking: a receive that
+ * Progress.  Every receive of up to 64 KiB is posted when the run starts,
+ * into memory of its own (staging), so a message that comes early is
+ * taken at once; the receive node copies it into the buffer when it runs.
+ * A larger receive is posted by its node when the node starts (it then
+ * holds the buffer), straight into the buffer: no staging memory, and the
+ * sender's message (too large to go eagerly) waits for it.  A send is
+ * posted by the worker that runs its node (MPI_Isend) and tested at once.
+ * With MPI_THREAD_MULTIPLE, CPU workers with nothing to run test the
+ * requests (MPI_Testsome) while they spin, before parking: a receive that
  * completes ends its node there, and the successor runs on that worker.
+ * A worker spins past the runtime's spin time (MZ_SPIN_US) while a node
+ * of this rank waits on a message, messages come and go less than
+ * $MZ_MPI_SPIN_US microseconds apart on average, and the last one is
+ * younger than that: closely spaced messages (a stencil's fine steps) then
+ * find it awake, where long tasks' workers park as before.
  * One communication thread per context makes the collectives of
  * mz_dgraph_wait and tests the requests only when a node waits on one
  * and no worker tests (a worker parked): it then polls without pausing
@@ -110,7 +118,8 @@ typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
  * rank calls it.  Thread: a user thread.  On success *out is freed by
  * mz_mpi_destroy(), which must come before mz_runtime_destroy(rt).
  * Environment: MZ_MPI_SPIN_US (0 to 10000000), MZ_MPI_FOLD (0 or 1,
- * default 1), MZ_MPI_THREAD (multiple, the default, or serialized).
+ * default 1), MZ_MPI_THREAD (multiple, the default, or serialized),
+ * MZ_MPI_STAGING_MAX (bytes; see mz_dgraph_staging).
  * Errors: MZ_EINVAL (NULL arguments, rt not live, a bad environment
  * value), MZ_ENOTSUP (MPI's thread level), MZ_ESTATE (MPI finalized
  * already), MZ_ENOMEM, MZ_EIO (MPI failed; message in
@@ -194,13 +203,19 @@ const char *mz_dgraph_message(const mz_dgraph *dg);
 void mz_dgraph_transfers(const mz_dgraph *dg, size_t *sends, size_t *recvs);
 
 /* Staging memory this rank holds for dg's transfers, in bytes.  Each
- * receive keeps its own (its message may come as soon as the run starts):
- * recv_bytes is fixed by the plan.  The values a task sends from its
- * completion are copied into blocks shared by all such sends of the graph
- * (a power-of-two size class each), taken when the task ends and reused
- * once the message is out: send_bytes is what was in flight at once (at
- * most, rounded up, what one block per such send would hold) and grows
- * only while the graph runs.  NULL dg: both 0. */
+ * receive of up to 64 KiB keeps its own (its message may come as soon as
+ * the run starts); a larger one lands in the buffer and keeps none:
+ * recv_bytes is fixed by the plan, at most 64 KiB per receive.  The values
+ * a task sends from its completion (up to 64 KiB each) are copied into
+ * blocks shared by all such sends of the graph (a power-of-two size class
+ * each), taken when the task ends and reused once the message is out:
+ * send_bytes is what was in flight at once (at most, rounded up, what one
+ * block per such send would hold) and grows only while the graph runs.
+ * $MZ_MPI_STAGING_MAX (bytes, read by mz_mpi_create; default no limit)
+ * caps send_bytes: a task whose value would need a new block past it
+ * fails with MZ_ENOMEM (as when the allocation fails), and its readers on
+ * other ranks are canceled; 0 makes every such send fail (a test of that
+ * path).  NULL dg: both 0. */
 void mz_dgraph_staging(const mz_dgraph *dg, size_t *send_bytes, size_t *recv_bytes);
 
 /* Run the whole graph on this rank (its tasks and transfers), with the
