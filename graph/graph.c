@@ -198,11 +198,20 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
   if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
+  /* The same scalar as the last one is that node: builders often pass one
+   * value to a row of tasks (a time step, a coefficient), and a scalar is
+   * only its type and bits. */
+  mz_arg v;
+  memset(&v, 0, sizeof v);
+  memcpy(&v, value, es);
+  mz_op *last = g->last_scalar;
+  if (last && last->u.scalar.dtype == t && !memcmp(&last->u.scalar.v, &v, sizeof v)) return last;
   mz_op *op = new_op(g, MZ__K_SCALAR);
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
-  memcpy(&op->u.scalar.v, value, es);
+  op->u.scalar.v = v;
   op->name = "scalar";
+  g->last_scalar = op;
   return op;
 }
 
@@ -237,9 +246,9 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 /* Result i of task t.  An apply's buffer results are made on first use:
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  if (!t->res[i] && t->t->bufs && i < t->t->nparams && t->t->bufs[i])
-    t->res[i] = value_result(g, t->t->bufs[i], t);
-  return t->res[i];
+  if (!t->u.res[i] && i < t->t->nparams && mz__task_bufs(t->t)[i])
+    t->u.res[i] = value_result(g, mz__task_bufs(t->t)[i], t);
+  return t->u.res[i];
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
@@ -251,7 +260,7 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
     return t->u.tuple.elems[i];
   }
   if (t->t) {
-    if (i >= t->nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->nres);
+    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->u.nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
@@ -273,8 +282,8 @@ static int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
 
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
-  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->nres;
-  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->res;
+  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->u.nres;
+  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->u.res;
   for (unsigned i = 0; i < cnt; i++) {
     mz_op *e = op->kind == MZ__K_TUPLE ? el[i] : task_result(op->g, op, i);
     if (!e) return MZ_ENOMEM;
@@ -297,14 +306,14 @@ static int remember_task(mz_graph *g, mz_op *op) {
 }
 
 /* Make a task op with np parameters and na accesses: the op, its task,
- * and the task's arrays in one block. */
+ * and the task's arrays in one block, each array of its exact size (every
+ * element is 8-byte aligned, and a graph holds one such block per task). */
 static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsigned np, unsigned na, unsigned nres) {
-  size_t ob = (sizeof(mz_op) + sizeof(struct mz__task) + 15) & ~(size_t)15;
+  _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
+                 "the arrays after a task must stay 8-byte aligned");
+  size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
   size_t vb = np * sizeof(mz_arg), bb = np * sizeof(mz_buffer *), ab = na * sizeof(struct mz__access),
          rb = nres * sizeof(mz_op *);
-  vb = (vb + 15) & ~(size_t)15;
-  bb = (bb + 15) & ~(size_t)15;
-  ab = (ab + 15) & ~(size_t)15;
   char *blk = mz__arena_alloc(&g->arena, ob + vb + bb + ab + rb);
   if (!blk) return NULL;
   mz_op *op = (mz_op *)(void *)blk;
@@ -316,11 +325,10 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   op->name = name;
   t->nparams = np;
   t->queue = -1;
-  t->values = np ? (mz_arg *)(void *)(blk + ob) : NULL;
-  t->bufs = np ? (mz_buffer **)(void *)(blk + ob + vb) : NULL;
+  /* values and bufs follow the task: mz__task_values, mz__task_bufs. */
   t->acc = na ? (struct mz__access *)(void *)(blk + ob + vb + bb) : NULL;
-  op->res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
-  op->nres = nres;
+  op->u.res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
+  op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
   t->succs.cap = 2;
@@ -348,9 +356,13 @@ static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
   uint64_t gen = g->bmap_gen;
   struct mz__task *t = op->t;
+  /* Gathered on the stack (or the heap when large), then kept in an
+   * arena array of the exact count: most tasks have fewer predecessors
+   * than leaves and accesses, and many have none. */
   size_t cap = nleaves + t->nacc;
-  mz_op **v = cap ? mz__arena_alloc(&g->arena, cap * sizeof *v) : NULL;
-  if (cap && !v) return MZ_ENOMEM;
+  mz_op *inl[32];
+  mz_op **v = cap <= 32 ? inl : malloc(cap * sizeof *v);
+  if (!v) return MZ_ENOMEM;
   unsigned n = 0;
 #define ADD_PRED(p)                                              \
   do {                                                           \
@@ -364,12 +376,22 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   t->nbdata = n;
   for (unsigned i = 0; i < t->nacc; i++) {
     struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
-    if (!e) return MZ_ENOMEM;
+    if (!e) {
+      if (v != inl) free(v);
+      return MZ_ENOMEM;
+    }
     if (t->acc[i].mode & 1) ADD_PRED(e->writer);
     if (i < MZ__BE_CACHE) bes[i] = e;
   }
 #undef ADD_PRED
-  t->bpreds = v;
+  mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
+  if (kept) { /* most tasks have a few: no memcpy call for them */
+    for (unsigned i = 0; i < n && i < 4; i++) kept[i] = v[i];
+    if (n > 4) memcpy(kept + 4, v + 4, (n - 4) * sizeof *kept);
+  }
+  if (v != inl) free(v);
+  if (n && !kept) return MZ_ENOMEM;
+  t->bpreds = kept;
   t->nbpreds = n;
   /* A lookup that grew the map moved the entries found before it: find
    * them again (every buffer is in the map now, so nothing moves). */
@@ -463,7 +485,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (launch && !mz__launch_ok(launch))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
                 "at most 2^36 work items)", k->spec.name);
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nparams, k->nparams);
+  /* At most one access per buffer parameter. */
+  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nbufs, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = op->t;
   mz_op *leaf_inl[16];
@@ -484,7 +507,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (!scalar_convert(&t->values[i], p->dtype, a))
+      if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
@@ -504,7 +527,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (be && be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
-    t->bufs[i] = b;
+    mz__task_bufs(t)[i] = b;
     uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
     if (!add_access(t, b, mode))
       return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
@@ -514,7 +537,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
     if (p->dir <= MZ__INOUT) continue;
-    const mz_buffer *rb = t->bufs[p->ref];
+    const mz_buffer *rb = mz__task_bufs(t)[p->ref];
     if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
     if (p->dir == MZ__OUTLIKE) {
       mz_buffer *nb;
@@ -523,7 +546,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       int rc = hold_buffer(g, nb);
       mz_buffer_release(nb);
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-      t->bufs[i] = nb;
+      mz__task_bufs(t)[i] = nb;
       add_access(t, nb, 2);
       continue;
     }
@@ -531,7 +554,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     mz_op tmp = {.kind = MZ__K_SCALAR};
     tmp.u.scalar.dtype = MZ_U64;
     tmp.u.scalar.v.u64 = v;
-    if (!scalar_convert(&t->values[i], p->dtype, &tmp))
+    if (!scalar_convert(&mz__task_values(t)[i], p->dtype, &tmp))
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
@@ -541,22 +564,22 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += !t->bufs[i] && !leaf[i];
+  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__task_bufs(t)[i] && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
-    if (t->bufs[i]) {
-      op->res[i] = NULL;
+    if (mz__task_bufs(t)[i]) {
+      op->u.res[i] = NULL;
     } else if (leaf[i]) {
-      op->res[i] = leaf[i];
+      op->u.res[i] = leaf[i];
     } else {
-      op->res[i] = rblk++;
-      op->res[i]->g = g;
-      op->res[i]->kind = MZ__K_SCALAR;
-      op->res[i]->id = ++g->nops;
-      op->res[i]->u.scalar.dtype = k->params[i].dtype;
-      op->res[i]->u.scalar.v = t->values[i];
-      op->res[i]->name = "scalar";
+      op->u.res[i] = rblk++;
+      op->u.res[i]->g = g;
+      op->u.res[i]->kind = MZ__K_SCALAR;
+      op->u.res[i]->id = ++g->nops;
+      op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
+      op->u.res[i]->u.scalar.v = mz__task_values(t)[i];
+      op->u.res[i]->name = "scalar";
     }
   }
   t->kernel = k;
@@ -583,8 +606,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
     const mz_buffer *lb = NULL;
     for (unsigned i = 0; i < k->nparams && !lb; i++)
-      if (t->bufs[i] && k->params[i].dir != MZ__IN) lb = t->bufs[i];
-    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = t->bufs[i];
+      if (mz__task_bufs(t)[i] && k->params[i].dir != MZ__IN) lb = mz__task_bufs(t)[i];
+    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = mz__task_bufs(t)[i];
     t->launch = lb ? &lb->dlaunch : &one;
   }
   return op;
@@ -605,8 +628,8 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   for (size_t i = 0; i < n; i++) {
     mz_op *a = leaves[i];
     if (a->kind == MZ__K_SCALAR) {
-      t->values[i] = a->u.scalar.v;
-      op->res[i] = a;
+      mz__task_values(t)[i] = a->u.scalar.v;
+      op->u.res[i] = a;
       continue;
     }
     mz_buffer *b = a->u.value.buf;
@@ -619,13 +642,13 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       free(leaves);
       return fail(g, MZ_ESTATE, "%s: buffer %zu is partitioned; use its tiles or unpartition it", who, i);
     }
-    t->bufs[i] = b;
+    mz__task_bufs(t)[i] = b;
     if (!add_access(t, b, mode)) {
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
     }
-    op->res[i] = value_result(g, b, op);
-    if (!op->res[i]) {
+    op->u.res[i] = value_result(g, b, op);
+    if (!op->u.res[i]) {
       free(leaves);
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
@@ -682,7 +705,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   mz_op *op = new_task(g, MZ__K_PARTITION, "partition", 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   struct mz__task *t = op->t;
-  t->bufs[0] = b;
+  mz__task_bufs(t)[0] = b;
   add_access(t, b, 3);
   size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
   for (unsigned i = 0; i < n; i++) {
@@ -697,8 +720,8 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     if (rc) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
     off += r * row_elems * es;
     add_access(t, tile, 2);
-    op->res[i] = value_result(g, tile, op);
-    if (!op->res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+    op->u.res[i] = value_result(g, tile, op);
+    if (!op->u.res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
   struct mz__bentry *bes[MZ__BE_CACHE];
@@ -730,10 +753,10 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!why && (!be->partitioned || !be->part)) why = "the buffer is not partitioned in this graph";
   if (!why) {
     mz_op *part = be->part;
-    if (n != part->nres) why = "every tile must be given exactly once";
-    for (unsigned j = 0; j < part->nres && !why; j++) {
+    if (n != part->u.nres) why = "every tile must be given exactly once";
+    for (unsigned j = 0; j < part->u.nres && !why; j++) {
       unsigned seen = 0;
-      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->res[j]->u.value.buf;
+      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->u.res[j]->u.value.buf;
       if (seen != 1) why = "every tile must be given exactly once";
     }
   }
@@ -756,8 +779,8 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
-  op->res = res;
-  op->nres = 1;
+  op->u.res = res;
+  op->u.nres = 1;
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;

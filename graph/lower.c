@@ -52,12 +52,55 @@ static int hz_push_reader(mz_buffer *b, mz_op *op) {
   return MZ_OK;
 }
 
+/* The predecessors gathered so far for one task, as a set, once the list
+ * is too long to scan: an open-addressing table of out's first n entries
+ * (a task's own scratch, so no field of the predecessor is written). */
+struct pset {
+  mz_op **v;
+  size_t cap, n;
+};
+#define MZ__PSCAN 16 /* lists up to this long are scanned */
+
+static void pset_clear(struct pset *s) {
+  free(s->v);
+  *s = (struct pset){0};
+}
+
+static inline size_t pset_slot(const struct pset *s, const mz_op *p) {
+  size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull & (s->cap - 1);
+  while (s->v[h] && s->v[h] != p) h = (h + 1) & (s->cap - 1);
+  return h;
+}
+
+/* Bring the set up to out's entries (each distinct), growing it to keep
+ * it at most half full. */
+static int pset_sync(struct pset *s, const struct vec *out) {
+  if ((out->n + 1) * 2 > s->cap) {
+    size_t cap = 64;
+    while (cap < 4 * (out->n + 1)) cap *= 2;
+    mz_op **v = calloc(cap, sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    free(s->v);
+    s->v = v;
+    s->cap = cap;
+    s->n = 0;
+  }
+  for (; s->n < out->n; s->n++) s->v[pset_slot(s, out->v[s->n])] = out->v[s->n];
+  return MZ_OK;
+}
+
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t stamp,
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, struct pset *ps,
                                                          uint64_t run_stamp) {
-  if (!p || p == op || mz__task_of(p)->seen == stamp) return MZ_OK;
-  mz__task_of(p)->seen = stamp;
+  if (!p || p == op) return MZ_OK;
+  if (out->n <= MZ__PSCAN) {
+    for (size_t k = 0; k < out->n; k++)
+      if (out->v[k] == p) return MZ_OK;
+  } else {
+    if (pset_sync(ps, out)) return MZ_ENOMEM;
+    if (ps->v[pset_slot(ps, p)]) return MZ_OK;
+  }
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (mz__task_of(p)->mark != run_stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
@@ -65,6 +108,24 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
     return MZ_OK;
   }
   return vpush(out, p);
+}
+
+/* Push op on the cycle search's stack, with its next predecessor index
+ * (0) beside it in next[]. */
+static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op *op) {
+  int rc = vpush(stack, op);
+  if (rc) return rc;
+  if (*cap_next < stack->cap) {
+    unsigned *nv = realloc(*next, stack->cap * sizeof *nv);
+    if (!nv) {
+      stack->n--;
+      return MZ_ENOMEM;
+    }
+    *next = nv;
+    *cap_next = stack->cap;
+  }
+  (*next)[stack->n - 1] = 0;
+  return MZ_OK;
 }
 
 /* b's scratch hazard state for this run, set up from its committed state
@@ -84,7 +145,7 @@ static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
  * this access writes).  Tiles of one partition are disjoint; tiles of two
  * partitions are ordered through the parent, which each partition task
  * writes. */
-static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
                        struct vec *touched) {
   int rc = hz_touch(r, stamp, touched);
   if (!rc) rc = add_pred(op, r->hz_writer, preds, ps, stamp);
@@ -92,7 +153,7 @@ static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds,
   return rc;
 }
 
-static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, uint64_t ps, uint64_t stamp,
+static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
                          struct vec *touched) {
   if (b->parent) return alias_preds(op, b->parent, mode, preds, ps, stamp, touched);
   int rc = MZ_OK;
@@ -121,17 +182,40 @@ static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
   return true;
 }
 
-/* The tasks op needs directly: op itself when it is a task, the elements
- * of a tuple (a join of applies), the producer of a value. */
-static int root_tasks(mz_op *op, struct vec *out) {
-  if (op->t) return vpush(out, op);
-  if (op->kind == MZ__K_VALUE) return op->u.value.producer ? vpush(out, op->u.value.producer) : MZ_OK;
-  if (op->kind != MZ__K_TUPLE) return MZ_OK;
-  for (unsigned i = 0; i < op->u.tuple.n; i++) {
-    int rc = root_tasks(op->u.tuple.elems[i], out);
-    if (rc) return rc;
+/* Add the closure of the tasks op needs directly (op itself when it is a
+ * task, the elements of a tuple such as a join of applies, the producer
+ * of a value) to tasks, marking each with stamp.  Each element of a tuple
+ * is followed to the end before the next is pushed, so the stack holds
+ * one path's frontier, not a million-element join at once.  A one-shot
+ * run (rerun false) skips tasks that were scheduled already. */
+static void reset_for_rerun(struct mz__task *t);
+
+static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
+  if (op->kind == MZ__K_TUPLE && !op->t) {
+    for (unsigned i = 0; i < op->u.tuple.n; i++) {
+      int rc = closure(op->u.tuple.elems[i], stack, tasks, rerun, stamp);
+      if (rc) return rc;
+    }
+    return MZ_OK;
   }
-  return MZ_OK;
+  mz_op *first = op->t ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
+  if (!first) return MZ_OK;
+  int rc = vpush(stack, first);
+  while (!rc && stack->n) {
+    mz_op *p = stack->v[--stack->n];
+    struct mz__task *t = mz__task_of(p);
+    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
+    t->mark = stamp;
+    t->color = 0;
+    t->nsucc_run = 0;
+    if (rerun) reset_for_rerun(t);
+    rc = vpush(tasks, p);
+    for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+      if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
+    for (unsigned i = 0; !rc && i < t->nxpreds; i++)
+      if (mz__task_of(t->xpreds[i])->mark != stamp) rc = vpush(stack, t->xpreds[i]);
+  }
+  return rc;
 }
 
 /* A reader that a one-shot run would give a newer value than the one at
@@ -212,13 +296,23 @@ static void unfreeze(struct mz__lowered *lw) {
   lw->nbufs = 0;
 }
 
+/* Whether a device of rt can make a node wait for another on the device
+ * (ops->can_wait): only then does an exec need its waits array (src/exec.c
+ * fills it for device queues alone), one pointer per predecessor and
+ * access that a CPU-only runtime would never touch. */
+static bool rt_device_waits(const mz_runtime *rt) {
+  for (unsigned i = 0; i < rt->ndev; i++)
+    if (rt->devs[i]->ops->can_wait) return true;
+  return false;
+}
+
 /* The bytes of a task's block in a frozen run: its predecessors, its
  * in-run successors, then the exec's arrays as schedule_locked sizes them
  * (offsets in *o: successors, args, transfers, waits). */
-static size_t frozen_block(const mz_runtime *rt, const struct mz__task *t, size_t o[4]) {
+static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
   size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v,
          ab = t->nparams * sizeof *t->exec.args, xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
-         wb = (t->npreds + t->nacc) * sizeof *t->exec.waits;
+         wb = dwait ? (t->npreds + t->nacc) * sizeof *t->exec.waits : 0;
   pb = (pb + 15) & ~(size_t)15;
   sb = (sb + 15) & ~(size_t)15;
   ab = (ab + 15) & ~(size_t)15;
@@ -239,7 +333,8 @@ static size_t frozen_block(const mz_runtime *rt, const struct mz__task *t, size_
 static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched) {
   mz_runtime *rt = r->rt;
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
-  for (size_t i = 0; i < n; i++) total += frozen_block(rt, r->tasks[i]->t, o);
+  bool dwait = rt_device_waits(rt);
+  for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, r->tasks[i]->t, o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
   struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
@@ -260,7 +355,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   }
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    size_t sz = frozen_block(rt, t, o);
+    size_t sz = frozen_block(rt, dwait, t, o);
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
     if (t->nsucc_run) memcpy(mem + o[0], t->succs.v, t->nsucc_run * sizeof *t->succs.v);
@@ -269,7 +364,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
     t->exec.args_for = NULL;
     t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
-    t->exec.waits = t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
+    t->exec.waits = dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
     mem += sz;
   }
   /* The sources, in the array of the tasks' blocks' arena. */
@@ -342,7 +437,7 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
     __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */
     t->exec.nargs = t->nparams;
     static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
-    t->exec.launch = t->launch ? t->launch : &none;
+    t->exec.launch = t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
     t->exec.kernel = t->kernel;
   }
 }
@@ -487,6 +582,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
   struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
+  struct pset pset = {0};
+  unsigned *next_pred = NULL; /* the cycle search's stack: each entry's next predecessor */
+  size_t cap_next = 0;
+  bool dwait = rt_device_waits(rt);
   /* A root run before with mz_graph_run: its closure in build order and
    * its leaves are kept (struct mz__lowered), so only hazards and counters
    * are set up again. */
@@ -552,19 +651,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
   } else if (!rc) {
-    rc = root_tasks(root, &stack);
-  }
-  while (!rc && stack.n) {
-    mz_op *op = stack.v[--stack.n];
-    struct mz__task *t = mz__task_of(op);
-    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
-    t->mark = stamp;
-    t->color = 0;
-    t->nsucc_run = 0;
-    if (rerun) reset_for_rerun(t);
-    rc = vpush(&tasks, op);
-    for (unsigned i = 0; !rc && i < t->nbpreds; i++) rc = vpush(&stack, t->bpreds[i]);
-    for (unsigned i = 0; !rc && i < t->nxpreds; i++) rc = vpush(&stack, t->xpreds[i]);
+    rc = closure(root, &stack, &tasks, rerun, stamp);
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
    * unscheduled part of that list is not much longer than the closure,
@@ -598,7 +685,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ESTATE;
       break;
     }
-    uint64_t ps = ++rt->touch_stamp;
+    if (pset.cap) pset_clear(&pset);
+    struct pset *ps = &pset;
     preds.n = 0;
     for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
     for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
@@ -633,9 +721,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     t->npreds = 0;
     t->preds = NULL;
     if (rc) break;
-    size_t pb = preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
+    /* The predecessors are most often exactly the build-time ones (the
+     * hazards repeat the argument edges): then the task points at those
+     * and the run stores none. */
+    bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
+    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
-        wb = (preds.n + t->nacc) * sizeof *t->exec.waits;
+        wb = dwait ? (preds.n + t->nacc) * sizeof *t->exec.waits : 0;
     pb = (pb + 15) & ~(size_t)15;
     ab = (ab + 15) & ~(size_t)15;
     xb = (xb + 15) & ~(size_t)15;
@@ -644,10 +736,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ENOMEM;
       break;
     }
-    if (preds.n) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
+    if (pb) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
     for (size_t k = 0; k < preds.n; k++)
       if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
-    t->preds = preds.n ? (mz_op **)(void *)blk : NULL;
+    t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
     t->exec.args = ab ? (void *)(blk + pb) : NULL;
     t->exec.args_for = NULL;
@@ -666,20 +758,19 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && !cycle_at && forward && i < tasks.n; i++) {
     if (mz__task_of(tasks.v[i])->color) continue;
     stack.n = 0;
-    rc = vpush(&stack, tasks.v[i]);
+    rc = dfs_push(&stack, &next_pred, &cap_next, tasks.v[i]);
     mz__task_of(tasks.v[i])->color = 1;
-    mz__task_of(tasks.v[i])->seen = 0; /* next predecessor index */
     while (!rc && stack.n && !cycle_at) {
       mz_op *op = stack.v[stack.n - 1];
       struct mz__task *t = mz__task_of(op);
-      if (t->seen < t->npreds) {
-        mz_op *p = t->preds[t->seen++];
+      unsigned *ni = &next_pred[stack.n - 1];
+      if (*ni < t->npreds) {
+        mz_op *p = t->preds[(*ni)++];
         if (mz__task_of(p)->mark != stamp) continue; /* another run's task */
         if (mz__task_of(p)->color == 1) cycle_at = p;
         else if (mz__task_of(p)->color == 0) {
           mz__task_of(p)->color = 1;
-          mz__task_of(p)->seen = 0;
-          rc = vpush(&stack, p);
+          rc = dfs_push(&stack, &next_pred, &cap_next, p);
         }
       } else {
         t->color = 2;
@@ -731,6 +822,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     free(tasks.v);
     free(stack.v);
     free(preds.v);
+    pset_clear(&pset);
+    free(next_pred);
     free(touched.v);
     free(topo.v);
     mz__arena_free(&r->arena);
@@ -837,6 +930,8 @@ linked:
   free(tasks.v);
   free(stack.v);
   free(preds.v);
+  pset_clear(&pset);
+  free(next_pred);
   free(touched.v);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 

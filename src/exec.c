@@ -728,7 +728,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
   for (unsigned i = 0; i < t->nparams; i++) {
     struct mz__xarg *x = &e->args[i];
-    mz_buffer *b = t->bufs[i];
+    mz_buffer *b = mz__task_bufs(t)[i];
     if (b) {
       x->is_buffer = true;
       x->mem = b->copies[m].mem;
@@ -737,7 +737,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = b->shape.dtype;
     } else {
       x->is_buffer = false;
-      x->value = t->values[i];
+      x->value = mz__task_values(t)[i];
       x->shape = NULL;
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
@@ -1040,7 +1040,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     }
   }
   if (__builtin_expect(status < 0 && t->kernel && t->kernel->async, 0))
-    t->kernel->async->ended(op, t->values, status, t->kernel->spec.cpu.user);
+    t->kernel->async->ended(op, mz__task_values(t), status, t->kernel->spec.cpu.user);
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
     if (status != MZ_ECANCELED) {

@@ -90,6 +90,7 @@ struct mz_kernel {
   char *strs;
   unsigned nparams;
   unsigned nuser;           /* parameters the caller gives */
+  unsigned nbufs;           /* buffer parameters (in, out, inout, outlike) */
   struct mz__param *params;
   pthread_mutex_t lock;     /* guards prepared[] */
   void **prepared;          /* per device: the backend's handle, or NULL */
@@ -357,23 +358,27 @@ struct mz__task {
   struct mz__access *acc;
   unsigned nparams;
   unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
-  uint64_t seen;              /* scratch: predecessor dedup */
   /* Cold: build time, host work, policies' expectations. */
-  mz_cpu_fn host_fn;          /* host: the function to call (may be NULL: nothing to run) */
-  void *host_user;
+  /* Host work's function and argument, or an apply's launch: a task is
+   * one or the other (an apply has a kernel; partition and unpartition
+   * have neither, and leave both NULL). */
+  union {
+    struct {
+      mz_cpu_fn host_fn;      /* host: the function to call (may be NULL: nothing to run) */
+      void *host_user;
+    };
+    /* An apply's launch: the user's (copied into the graph's arena) or the
+     * default (a buffer's dlaunch, or one work item). */
+    const mz_launch *launch;
+  };
   unsigned nbpreds;           /* build-time predecessors: producers of the */
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
    * apart). */
   uint32_t nbdata;
 
-  mz_arg *values;             /* per param: scalar values (buffers: unused) */
-  mz_buffer **bufs;           /* per param: the buffer, NULL for scalars */
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
   struct mz_op **xpreds;
-  /* An apply's launch: the user's (copied into the graph's arena) or the
-   * default (a buffer's dlaunch, or one work item); NULL for host work. */
-  const mz_launch *launch;
   uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
 };
 
@@ -383,20 +388,19 @@ struct mz_op {
   const char *name;
   uint32_t id;
   uint8_t kind;
+  /* What the op holds, by kind.  A task's is its result tuple: in the
+   * union too, so that a task op is no larger than a value (a graph holds
+   * about as many values and scalars as tasks). */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     struct { unsigned n; struct mz_op **elems; } tuple;
+    struct { unsigned nres; struct mz_op **res; };
   } u;
-  /* Tasks only: their result tuple.  Last, so that the other ops end
-   * before it (MZ__OP_HEAD bytes, not sizeof): a graph holds as many
-   * values and scalars as tasks. */
-  unsigned nres;
-  struct mz_op **res;
 };
 
-/* The bytes of an op that is not a task. */
-#define MZ__OP_HEAD offsetof(struct mz_op, nres)
+/* The bytes of an op that is not a task: all of it. */
+#define MZ__OP_HEAD sizeof(struct mz_op)
 
 static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 
@@ -405,6 +409,17 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
  * op's cache line to find them.  op must be a task op. */
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* A task's per-parameter arrays, which new_task (graph/graph.c) puts
+ * right after the task (no pointer to them is stored): the scalar values
+ * (a buffer's entry unused), then the buffers (NULL for a scalar), each
+ * nparams long. */
+static inline mz_arg *mz__task_values(const struct mz__task *t) {
+  return (mz_arg *)(void *)((char *)(uintptr_t)t + sizeof *t);
+}
+static inline mz_buffer **mz__task_bufs(const struct mz__task *t) {
+  return (mz_buffer **)(void *)(mz__task_values(t) + t->nparams);
 }
 
 /* The node whose task holds exec e (every exec is a task's). */
@@ -440,6 +455,7 @@ struct mz_graph {
   char message[MZ__ERRLEN];
   uint32_t nops;
   struct mz_op error_op;      /* returned by failing builders */
+  struct mz_op *last_scalar;  /* the last scalar built: an equal one is that node */
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled

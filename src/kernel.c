@@ -264,8 +264,10 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
   k->spec.cuda.entry = scopy(&w, spec->cuda.entry);
   k->params = ps;
   k->nparams = n;
-  for (unsigned i = 0; i < n; i++)
+  for (unsigned i = 0; i < n; i++) {
     if (ps[i].dir <= MZ__INOUT) k->nuser++;
+    if (ps[i].dir != MZ__SCALAR && ps[i].dir <= MZ__OUTLIKE) k->nbufs++;
+  }
   k->prepared = prep;
   k->prep_status = pst;
   atomic_init(&k->refs, 1);

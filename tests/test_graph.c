@@ -117,6 +117,46 @@ Test(graph, scalars_of_every_type, .timeout = 30) {
   mz_runtime_destroy(rt);
 }
 
+/* Adds its i64 scalar into the buffer's one element. */
+static int add_scalar_fn(const mz_call *c) {
+  ((int64_t *)c->args[1].p)[0] += c->args[0].i64;
+  return 0;
+}
+
+Test(graph, an_equal_scalar_is_the_same_node, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *a = mz_i64(g, 7), *b = mz_i64(g, 7);
+  cr_expect_eq(a, b, "the same type and value as the last scalar: the same node");
+  cr_expect_eq(mz_graph_node_count(g), 1);
+  mz_op *c = mz_i32(g, 7);
+  cr_expect_neq(c, a, "another type is another node");
+  mz_op *d = mz_i32(g, 8);
+  cr_expect_neq(d, c, "another value is another node");
+  cr_expect_neq(mz_i32(g, 7), c, "only the last scalar is shared");
+  double z = 0.0, nz = -0.0;
+  mz_op *fz = mz_f64(g, z);
+  cr_expect_neq(mz_f64(g, nz), fz, "equal as numbers but not in bits: another node");
+  cr_expect_eq(mz_graph_node_count(g), 6);
+  /* Tasks that share one scalar node each get its value. */
+  int64_t zero = 0;
+  mz_buffer *o = test_buffer_1d(rt, MZ_I64, 1, &zero);
+  mz_kernel *k = test_kernel(rt, "add", "i64 v, inout i64[] o", add_scalar_fn, NULL);
+  mz_op *last = NULL;
+  for (int i = 0; i < 3; i++) last = mz_apply(g, k, mz_zip(g, 2, (mz_op *[]){mz_i64(g, 5), mz_value(g, o)}), NULL);
+  mz_future *f;
+  cr_assert_eq(test_run(g, last, NULL, &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+  int64_t out = 0;
+  MZ_OK_OR_DIE(rt, mz_buffer_read(o, &out, sizeof out));
+  cr_expect_eq(out, 15);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  mz_buffer_release(o);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
 Test(graph, value_zip_unzip, .timeout = 30) {
   mz_runtime *rt = test_runtime("cpu:1");
   int32_t init[4] = {1, 2, 3, 4};

@@ -193,6 +193,60 @@ Test(hazards, war_readers_before_writer, .timeout = 30) {
   teardown(&fx);
 }
 
+/* What the observer saw of the node named "write": its predecessors, each
+ * must be distinct. */
+struct writer_seen {
+  _Atomic unsigned npreds, distinct;
+};
+static void note_writer(const mz_node_record *rec, void *user) {
+  struct writer_seen *w = user;
+  if (strcmp(rec->name, "write")) return;
+  unsigned d = 0;
+  for (unsigned i = 0; i < rec->npreds; i++) {
+    bool dup = false;
+    for (unsigned j = 0; j < i; j++) dup |= rec->preds[j] == rec->preds[i];
+    d += !dup;
+  }
+  atomic_store(&w->npreds, rec->npreds);
+  atomic_store(&w->distinct, d);
+}
+
+Test(hazards, a_writer_after_many_readers_waits_for_each_once, .timeout = 60) {
+  /* More readers than a short list is scanned for repeats (the schedule
+   * then keeps a set), each named twice: as a read-before-write hazard and
+   * as an explicit edge. */
+  enum { R = 40 };
+  struct fixture fx = setup("cpu:2");
+  struct writer_seen seen = {0};
+  MZ_OK_OR_DIE(fx.rt, mz_runtime_set_observer(fx.rt, &(mz_observer){.node = note_writer, .user = &seen}));
+  const char *policy = "eager";
+  reset_seq();
+  int32_t init[N];
+  for (int i = 0; i < N; i++) init[i] = 7;
+  mz_buffer *y = test_buffer_1d(fx.rt, MZ_I32, N, init);
+  mz_buffer *r[R];
+  mz_op *ops[R];
+  mz_graph *g;
+  MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g));
+  for (int i = 0; i < R; i++) {
+    r[i] = test_buffer_1d(fx.rt, MZ_I32, N, NULL);
+    ops[i] = reader(g, &fx, y, r[i], i % (MAXID - 1), 0);
+  }
+  mz_op *w = writer(g, &fx, y, MAXID - 1, 99, 0);
+  cr_assert_eq(mz_depend(g, w, mz_join(g, R, ops)), MZ_OK, "%s", mz_graph_message(g));
+  cr_assert_eq(test_run(g, w, policy, NULL), MZ_OK);
+  cr_expect_eq(atomic_load(&seen.npreds), R, "the writer waited for %u nodes, not the %d readers",
+               atomic_load(&seen.npreds), R);
+  cr_expect_eq(atomic_load(&seen.distinct), atomic_load(&seen.npreds), "a predecessor was listed twice");
+  for (int i = 0; i < R; i++) expect_all(fx.rt, r[i], 7, "a reader saw the data from before the writer", policy);
+  expect_all(fx.rt, y, 99, "y", policy);
+  mz_graph_destroy(g);
+  mz_buffer_release(y);
+  for (int i = 0; i < R; i++) mz_buffer_release(r[i]);
+  MZ_OK_OR_DIE(fx.rt, mz_runtime_set_observer(fx.rt, NULL));
+  teardown(&fx);
+}
+
 Test(hazards, read_pulls_in_only_its_writer, .timeout = 30) {
   struct fixture fx = setup("cpu:2");
   reset_seq();

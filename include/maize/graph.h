@@ -60,7 +60,9 @@ size_t mz_graph_node_count(const mz_graph *g);
  * the buffer until it is destroyed. */
 mz_op *mz_value(mz_graph *g, mz_buffer *b);
 
-/* Scalar values. */
+/* Scalar values.  A scalar of the same type and bits as the last scalar
+ * built in the graph is that same node (a scalar is only its value, and a
+ * row of tasks often takes one). */
 mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value);
 mz_op *mz_i32(mz_graph *g, int32_t v);
 mz_op *mz_u32(mz_graph *g, uint32_t v);
