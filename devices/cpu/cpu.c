@@ -104,7 +104,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   const struct mz__async_ops *async = e->kernel ? e->kernel->async : NULL;
   bool timed = mz__task_of(op)->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
   uint64_t t0 = timed ? mz__now_ns() : 0;
-  status = mz__exec_prepare(e); /* resets the exec's times: stamp after */
+  status = mz__exec_prepare_fast(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
