@@ -114,8 +114,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
     if (e->kernel) {
-      fn = mz__kernel_spec(e->kernel)->cpu.fn;
-      user = mz__kernel_spec(e->kernel)->cpu.user;
+      fn = e->kernel->spec.cpu.fn; /* the spec's field, not mz__kernel_spec's call */
+      user = e->kernel->spec.cpu.user;
     } else {
       fn = mz__task_of(op)->host_fn; /* host work (may be NULL: nothing to run) */
       user = mz__task_of(op)->host_user;
