@@ -1159,6 +1159,67 @@ void mz__task_finish(mz_op *op, int status) {
   work_drain(&w);
 }
 
+/* Whether t holds a node planned after it (mz_task_set_after): never
+ * while it is as a replay left it (replay_dirty), which spares the look. */
+static inline bool has_plan_next(struct mz__task *t) {
+  return __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) && __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL;
+}
+
+/* finish() for a node of a lean run (struct mz__run.lean) that succeeded
+ * on a CPU worker, untimed: what finish would do with such a node, less
+ * what cannot apply (copies, times, observers, memory pins, poison while
+ * the runtime has had no failure, plan links while the task has none, a
+ * pick).  Its successors of the same run that it makes ready go to
+ * ready[] (state QUEUED, as share() leaves them) rather than through the
+ * work list; any other goes the common way. */
+unsigned mz__task_finish_lean(mz_op *op, mz_op **ready_out, unsigned cap) {
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  mz_runtime *rt = r->rt;
+  if (__builtin_expect(atomic_load_explicit(&rt->poisoned, memory_order_relaxed) || has_plan_next(t), 0)) {
+    mz__task_finish(op, MZ_OK);
+    return 0;
+  }
+  struct mz__acct *acct = &rt->queues[mz__cur_queue]->acct;
+  while (acct->run != r) {
+    if (acct->run) {
+      mz__queue_flush(rt->queues[mz__cur_queue]);
+    } else {
+      acct->run = r;
+      acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
+    }
+  }
+  acct->ops++;
+  acct->batches++; /* a shared node is a batch of one */
+  struct mz__queue *Q = rt->queues[t->queue];
+  mz__spin_lock(&t->lock);
+  t->status = MZ_OK;
+  atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
+  mz__spin_unlock(&t->lock);
+  atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
+  unsigned n = 0;
+  struct work w;
+  bool wi = false;
+  for (unsigned i = 0; i < t->succs.n; i++) {
+    mz_op *s = t->succs.v[i];
+    struct mz__task *st = mz__task_of(s);
+    if (atomic_fetch_sub_explicit(&st->unfin, 1, memory_order_acq_rel) != 1) continue;
+    if (n < cap && st->run == r && st->shared && !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
+        !has_plan_next(st)) {
+      atomic_store_explicit(&st->state, MZ__T_QUEUED, memory_order_release);
+      ready_out[n++] = s;
+    } else {
+      if (!wi) work_init(&w);
+      wi = true;
+      work_push(&w, s, W_READY);
+    }
+  }
+  /* Last: the run may end with the published count. */
+  acct->done++;
+  if (wi) work_drain(&w);
+  return n;
+}
+
 void mz__task_ungate(mz_op *op, bool failed) {
   int saved = mz__in_runtime_thread;
   mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
@@ -1231,6 +1292,12 @@ void mz__run_start(struct mz__run *r) {
   hold_all(rt, false);
 }
 
+/* See struct mz__run.lean. */
+static void set_lean(struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
+  r->lean = r->all_shared && !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy];
+}
+
 static void run_start(struct mz__run *r) {
   struct work w;
   work_init(&w);
@@ -1256,6 +1323,7 @@ static void run_start(struct mz__run *r) {
     struct mz__lowered *lw = r->lw;
     r->lw = NULL;
     r->share = r->all_shared = true;
+    set_lean(r);
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
     for (size_t i = 0; i < ns; i++) ready(src[i], &w);
@@ -1287,6 +1355,7 @@ static void run_start(struct mz__run *r) {
   if (r->lw) r->lw->all_shared = r->all_shared && !r->devok;
   r->lw = NULL;
   if (r->all_shared) {
+    set_lean(r);
     /* No node is placed: open every gate; the sources are ready now, and
      * handed over in bursts as they are found.  From the first burst on,
      * the run may end as soon as no gate is held: the loop reads its task

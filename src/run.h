@@ -82,6 +82,12 @@ struct mz__run {
    * sample (devices/cpu/cpu.c) and its queue's busy time is counted per
    * burst (struct mz__acct). */
   bool timed;
+  /* Every node is shared with the CPU workers and nothing watches or
+   * bends a node's end (not timed, host memory only, no faults, no memory
+   * limits, no pick): a node that succeeds and was not a perf-model
+   * sample ends through mz__task_finish_lean.  Set before the first node
+   * is released (run_start, src/exec.c). */
+  bool lean;
   /* mz_future_timings' snapshot, taken on its first call under rt->lock;
    * NULL until then.  Freed with the run. */
   struct mz_node_timing *timings;
