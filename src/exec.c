@@ -949,6 +949,22 @@ static void demote(mz_op *op, int why, struct work *w) {
   resume(op, w);
 }
 
+/* This CPU worker's counts (struct mz__acct), made r's.  A flush may
+ * complete a run whose callback schedules and finishes nodes of yet
+ * another run on this thread: loop until they are r's. */
+static inline struct mz__acct *worker_acct(mz_runtime *rt, struct mz__run *r) {
+  struct mz__acct *acct = &rt->queues[mz__cur_queue]->acct;
+  while (acct->run != r) {
+    if (acct->run) {
+      mz__queue_flush(rt->queues[mz__cur_queue]);
+    } else {
+      acct->run = r;
+      acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
+    }
+  }
+  return acct;
+}
+
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
@@ -966,20 +982,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     t->exec.nxfer = t->exec.nread = 0;
   }
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
-  struct mz__acct *acct = NULL;
-  if (mz__cur_rt == rt) {
-    acct = &rt->queues[mz__cur_queue]->acct;
-    /* A flush may complete a run whose callback schedules and finishes
-     * nodes of yet another run on this thread: loop until it is r's. */
-    while (acct->run != r) {
-      if (acct->run) {
-        mz__queue_flush(rt->queues[mz__cur_queue]);
-      } else {
-        acct->run = r;
-        acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
-      }
-    }
-  }
+  struct mz__acct *acct = mz__cur_rt == rt ? worker_acct(rt, r) : NULL;
   int prev = atomic_load_explicit(&t->state, memory_order_acquire);
   bool was_queued = prev >= MZ__T_QUEUED;
   int q = t->queue;
@@ -1180,15 +1183,7 @@ unsigned mz__task_finish_lean(mz_op *op, mz_op **ready_out, unsigned cap) {
     mz__task_finish(op, MZ_OK);
     return 0;
   }
-  struct mz__acct *acct = &rt->queues[mz__cur_queue]->acct;
-  while (acct->run != r) {
-    if (acct->run) {
-      mz__queue_flush(rt->queues[mz__cur_queue]);
-    } else {
-      acct->run = r;
-      acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
-    }
-  }
+  struct mz__acct *acct = worker_acct(rt, r);
   acct->ops++;
   acct->batches++; /* a shared node is a batch of one */
   struct mz__queue *Q = rt->queues[t->queue];
