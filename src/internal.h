@@ -132,7 +132,7 @@ struct mz__idle_ops {
   /* The worker starts spinning idle (SPIN), or stops: it found work
    * (WORK) or is about to park (PARK). */
   void (*idle)(void *ctx, enum mz__idle_state to);
-  /* Optional: asked (now: mz__now_ns()) once the worker has spun its
+  /* Optional: asked, with the time now, once the worker has spun its
    * runtime's spin time; true keeps it spinning and polling (a message a
    * node waits on is expected soon), asked again every few polls. */
   bool (*hold)(void *ctx, uint64_t now);
@@ -642,28 +642,6 @@ struct mz_runtime {
   void *_Atomic idle_ctx;
   _Atomic unsigned idle_users;
 };
-
-/* mz__exec_prepare (device_ops.h) where it has nothing to do, inline on
- * the CPU worker's path: a node whose arguments an earlier plan built for
- * this device, in a runtime with host memory only, no faults injected, a
- * live device and no failed predecessor.  The plan then only resets the
- * exec's times, copies and status, as plan_exec would (src/exec.c). */
-static inline int mz__exec_prepare_fast(struct mz__exec *e) {
-  struct mz__task *t = mz__task_of(mz__exec_node(e));
-  const struct mz_device *dev = e->queue->dev;
-  const mz_runtime *rt = dev->rt;
-  if (__builtin_expect(e->args_for == dev && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
-                           !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
-                           !atomic_load_explicit(&t->pred_failed, memory_order_acquire),
-                       1)) {
-    e->t_start = e->t_end = 0;
-    e->nxfer = e->nread = 0;
-    e->status = 0;
-    t->planned = true;
-    return MZ_OK;
-  }
-  return mz__exec_prepare(e);
-}
 
 /* Install ops with ctx (NULL ops: remove them); removing returns once no
  * worker uses the old ones.  Thread: a user thread. */
