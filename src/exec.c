@@ -1171,8 +1171,9 @@ static inline bool has_plan_next(struct mz__task *t) {
 /* finish() for a node of a lean run (struct mz__run.lean) that succeeded
  * on a CPU worker, untimed: what finish would do with such a node, less
  * what cannot apply (copies, times, observers, memory pins, poison while
- * the runtime has had no failure, plan links while the task has none, a
- * pick).  Its successors of the same run that it makes ready go to
+ * the runtime has had no failure, plan links while the task has none; a
+ * pick policy of another run waiting for this queue is still served).
+ * Its successors of the same run that it makes ready go to
  * ready[] (state QUEUED, as share() leaves them) rather than through the
  * work list; any other goes the common way. */
 unsigned mz__task_finish_lean(mz_op *op, mz_op **ready_out, unsigned cap) {
@@ -1195,6 +1196,13 @@ unsigned mz__task_finish_lean(mz_op *op, mz_op **ready_out, unsigned cap) {
   unsigned n = 0;
   struct work w;
   bool wi = false;
+  /* Another run's node may wait for this queue's slot (a pick policy's
+   * pending list): as in finish. */
+  if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) {
+    work_init(&w);
+    wi = true;
+    pick_after_drop(rt, Q, &w);
+  }
   for (unsigned i = 0; i < t->succs.n; i++) {
     mz_op *s = t->succs.v[i];
     struct mz__task *st = mz__task_of(s);

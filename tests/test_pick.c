@@ -15,7 +15,8 @@
  * - A pick that returns an index past the list fails that node with
  *   MZ_EPOLICY and a message; the future resolves (no hang).
  * - Two pick policies whose runs share a queue: both runs finish with
- *   every node run once.
+ *   every node run once.  So do a lean eager run (re-run, every node
+ *   shared, ended through the short end) and dmdas runs on one queue.
  * - ABI: an ABI 1 table (one that ends at done, in memory of exactly that
  *   size, so reading a field past it would be caught by ASan and
  *   valgrind) registers and runs; ABI 0 and MZ_POLICY_ABI + 1 give
@@ -295,6 +296,54 @@ Test(pick, two_pick_policies_share_a_queue) {
   cr_expect_eq(next, 2 * (FAN + 1));
   cr_expect_eq(seen.not_ready, 0);
   cr_expect_eq(seen.wrong_queue, 0);
+  mz_runtime_destroy(rt);
+}
+
+/* A lean run (eager, replayed, every node shared with the CPU workers:
+ * its nodes end through the short end) beside runs of dmdas, a pick
+ * policy, on one CPU queue: the pick runs' nodes pend on the queue while
+ * the lean run's nodes hold it, and are served as those end, as by any
+ * node's end.  Every run finishes, every increment counted. */
+static int k_add1(const mz_call *c) {
+  /* Long enough (some microseconds) that the other run's nodes become
+   * ready while this one holds the queue. */
+  volatile unsigned spin = 0;
+  for (unsigned i = 0; i < 20000; i++) spin += i;
+  ((int32_t *)c->args[0].p)[0] += 1;
+  return 0;
+}
+
+Test(pick, a_lean_run_beside_a_pick_run_on_one_queue) {
+  enum { NA = 300, NB = 40, RUNS = 8 };
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "add1", "inout i32[] x", k_add1, NULL);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 1, (int32_t[]){0});
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 1, (int32_t[]){0});
+  mz_graph *ga, *gb;
+  OK(rt, mz_graph_create(rt, &ga));
+  OK(rt, mz_graph_create(rt, &gb));
+  mz_op *ra = mz_value(ga, a), *rb = mz_value(gb, b);
+  for (int i = 0; i < NA; i++) ra = mz_unzip(ga, mz_apply(ga, k, ra, NULL), 0);
+  for (int i = 0; i < NB; i++) rb = mz_unzip(gb, mz_apply(gb, k, rb, NULL), 0);
+  for (int r = 0; r < RUNS; r++) {
+    mz_future *fa, *fb;
+    OK(rt, mz_graph_run(ga, ra, "eager", &fa));
+    OK(rt, mz_graph_run(gb, rb, "dmdas", &fb));
+    cr_assert_eq(mz_future_wait(fa), MZ_OK, "%s", mz_future_message(fa));
+    cr_assert_eq(mz_future_wait(fb), MZ_OK, "%s", mz_future_message(fb));
+    mz_future_destroy(fa);
+    mz_future_destroy(fb);
+  }
+  int32_t va = 0, vb = 0;
+  OK(rt, mz_buffer_read(a, &va, sizeof va));
+  OK(rt, mz_buffer_read(b, &vb, sizeof vb));
+  cr_expect_eq(va, NA * RUNS);
+  cr_expect_eq(vb, NB * RUNS);
+  mz_graph_destroy(ga);
+  mz_graph_destroy(gb);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
 
