@@ -76,7 +76,8 @@ typedef struct mz_runtime_config {
   /* Time every node (mz_future_timings).  By default a CPU node is timed
    * only when its run is observed (an mz_observer or the trace), when the
    * run's policy has a done callback, or as one of the perf models'
-   * samples (about one node in 16 once a kernel's model is calibrated):
+   * samples (one node in 16 once a kernel's model is calibrated, one in
+   * 128 once it is settled):
    * two clock reads are a sixth of a re-run node's cost here.  A CPU
    * queue's busy time (mz_run_stats.busy_ns) is then measured per burst
    * of back-to-back nodes rather than per node.  false: $MZ_TIMINGS (1 or
