@@ -434,6 +434,12 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
 }
 
 /* After Q's backlog dropped (sequentially consistent, see pick_drain). */
+/* Whether t holds a node planned after it (mz_task_set_after): never
+ * while it is as a replay left it (replay_dirty), which spares the look. */
+static inline bool has_plan_next(struct mz__task *t) {
+  return __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) && __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL;
+}
+
 static inline void pick_after_drop(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
   if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) pick_later(rt, Q, w);
 }
@@ -888,11 +894,7 @@ static void share(mz_op *op, struct work *w) {
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   /* No exec.nwait to clear: the CPU workers wait for nothing on a device
    * (a node taken back from them is placed again, which sets it). */
-  /* eager and ws set none; a task fresh from a replay has none (replay_dirty) */
-  if (__builtin_expect(__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) &&
-                           __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL,
-                       0))
-    plan_release(op, w);
+  if (__builtin_expect(has_plan_next(t), 0)) plan_release(op, w); /* eager and ws set none */
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);
@@ -1006,12 +1008,12 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
        * always: the models then decide here, as for other devices). */
       bool burst = dev->ops->host_memory && !r->timed;
       bool chosen = burst && !(e->kernel && e->kernel->async);
-      if (burst)
-        ;
-      else if (acct && acct->dev == dev->info.index)
-        acct->busy += e->t_end - e->t_start;
-      else
-        atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+      if (!burst) {
+        if (acct && acct->dev == dev->info.index)
+          acct->busy += e->t_end - e->t_start;
+        else
+          atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+      }
       /* The perf models learn from successful runs only. */
       if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start, chosen);
       const struct mz_policy_ops *po = rt->pol[r->policy];
@@ -1160,12 +1162,6 @@ void mz__task_finish(mz_op *op, int status) {
   work_init(&w);
   finish(op, status, NULL, &w);
   work_drain(&w);
-}
-
-/* Whether t holds a node planned after it (mz_task_set_after): never
- * while it is as a replay left it (replay_dirty), which spares the look. */
-static inline bool has_plan_next(struct mz__task *t) {
-  return __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) && __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL;
 }
 
 /* finish() for a node of a lean run (struct mz__run.lean) that succeeded
