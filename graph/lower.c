@@ -311,7 +311,8 @@ static bool rt_device_waits(const mz_runtime *rt) {
  * (offsets in *o: successors, args, transfers, waits). */
 static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
   size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v,
-         ab = t->nparams * sizeof *t->exec.args, xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
+         ab = rt->nmem > 1 ? t->nparams * sizeof *t->exec.args : 0,
+         xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
          wb = dwait ? (t->npreds + t->nacc) * sizeof *t->exec.waits : 0;
   pb = (pb + 15) & ~(size_t)15;
   sb = (sb + 15) & ~(size_t)15;
@@ -725,7 +726,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
     bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
-    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = t->nparams * sizeof *t->exec.args,
+    /* Argument records only where a device has memory of its own: a
+     * host-memory device builds its call from the task's values and
+     * buffers (devices/cpu/cpu.c). */
+    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = rt->nmem > 1 ? t->nparams * sizeof *t->exec.args : 0,
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof *t->exec.waits : 0;
     pb = (pb + 15) & ~(size_t)15;

@@ -63,11 +63,14 @@ struct mz__exec {
    * share one cache line of the task where the task's lines allow. */
   struct mz__queue *queue;
   const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
+  /* Filled for a device with memory of its own (memnode > 0); NULL in a
+   * runtime of host memory only.  A host-memory device (the CPU) builds
+   * its call from the task's values and buffers instead. */
   struct mz__xarg *args;
-  /* The core's, not the backends': the host-memory device whose arguments
-   * args holds from an earlier plan (NULL: build them).  Host pointers and
-   * build-time scalars do not change, so a re-run planned on the same
-   * device in a host-only runtime reuses them. */
+  /* The core's, not the backends': the host-memory device an earlier plan
+   * of this node was for (NULL: plan it).  Host pointers and build-time
+   * scalars do not change, so a re-run on the same device in a host-only
+   * runtime is not planned again. */
   const struct mz_device *args_for;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   /* The counts sit together, so that no pointer after one is padded. */

@@ -730,9 +730,10 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
     if (mode & 2) mz__alias_wrote(b);
   }
   (void)moved; /* counted when the node finishes (see finish) */
-  /* Arguments. */
+  /* Arguments, for a device with memory of its own (a host-memory device
+   * builds its call from the task's values and buffers). */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
-  for (unsigned i = 0; i < t->nparams; i++) {
+  for (unsigned i = 0; m && i < t->nparams; i++) {
     struct mz__xarg *x = &e->args[i];
     mz_buffer *b = mz__task_bufs(t)[i];
     if (b) {

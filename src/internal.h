@@ -166,15 +166,17 @@ struct mz__copy {
 
 struct mz_buffer {
   uint32_t tag;             /* MZ__TAG_BUFFER */
-  mz_runtime *rt;
   _Atomic int refs;
+  mz_runtime *rt;
+  /* host and shape are what a CPU node's call reads of each buffer
+   * argument: beside each other, in the first 64 bytes. */
+  void *host;               /* host memory (memnode 0) */
   mz_shape shape;
   /* The launch of an apply given none whose first written buffer (or
    * first buffer) this is: its shape, the device's work-group size.  Kept
    * here once, not in every such task. */
   mz_launch dlaunch;
   size_t bytes;
-  void *host;               /* host memory (memnode 0) */
   bool host_owned;          /* false for a tile: host aliases the parent's */
   unsigned mem_flags;       /* MZ_BUFFER_* flags in effect (a tile inherits its parent's) */
   struct mz_device *pin_dev; /* pinned host memory: the device that gave it, and its handle */

@@ -151,10 +151,21 @@ static void run_task(struct worker *w, struct mz__exec *e) {
       if (!args || !shapes) {
         status = MZ_ENOMEM;
       } else {
+        /* From the task's own arrays (host memory: a buffer is its host
+         * copy), not from argument records, which the run keeps only for
+         * devices with memory of their own. */
+        const struct mz__task *t = mz__task_of(op);
+        const mz_arg *vals = mz__task_values(t);
+        mz_buffer *const *bufs = mz__task_bufs(t);
         for (unsigned i = 0; i < e->nargs; i++) {
-          args[i] = e->args[i].value;
-          if (e->args[i].shape) shapes[i] = *e->args[i].shape;
-          else memset(&shapes[i], 0, sizeof shapes[i]);
+          const mz_buffer *b = bufs[i];
+          if (b) {
+            args[i].p = b->host;
+            shapes[i] = b->shape;
+          } else {
+            args[i] = vals[i];
+            memset(&shapes[i], 0, sizeof shapes[i]);
+          }
         }
         mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
