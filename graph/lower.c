@@ -412,8 +412,7 @@ static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsi
  * edges and counters are set by the caller).  Only fields on the task's
  * first lines: its exec's times and copies are reset where it is planned
  * (plan_exec, src/exec.c), or at its end when it never was (finish).
- * fresh: the exec's fields that never change (its node, kernel, launch)
- * are set too; a replayed run's tasks have them from the run it copies. */
+ * fresh: not a replay, so its successors are this run's. */
 static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   struct mz__task *t = mz__task_of(op);
   /* Taken over from a run still alive (see mz__run_unref): counted on the
@@ -436,10 +435,6 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   }
   if (fresh) {
     __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */
-    t->exec.nargs = t->nparams;
-    static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
-    t->exec.launch = t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
-    t->exec.kernel = t->kernel;
   }
 }
 

@@ -58,15 +58,12 @@ struct mz__xarg {
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
-   * (mz__exec_node, src/internal.h).  The first 64 bytes are all that a
-   * CPU node re-run with its arguments kept reads or writes, so that they
-   * share one cache line of the task where the task's lines allow. */
+   * (mz__exec_node, src/internal.h), as are its kernel, its number of
+   * arguments and its launch (mz__exec_kernel and the next two).  The
+   * first 48 bytes are all that a CPU node re-run with its plan kept
+   * reads or writes, so that they share a cache line of the task (with
+   * its kernel) where the task's lines allow. */
   struct mz__queue *queue;
-  const mz_kernel *kernel;    /* NULL for host work (host, partition, unpartition) */
-  /* Filled for a device with memory of its own (memnode > 0); NULL in a
-   * runtime of host memory only.  A host-memory device (the CPU) builds
-   * its call from the task's values and buffers instead. */
-  struct mz__xarg *args;
   /* The core's, not the backends': the host-memory device an earlier plan
    * of this node was for (NULL: plan it).  Host pointers and build-time
    * scalars do not change, so a re-run on the same device in a host-only
@@ -74,14 +71,16 @@ struct mz__exec {
   const struct mz_device *args_for;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   /* The counts sit together, so that no pointer after one is padded. */
-  unsigned nargs;
   unsigned nxfer;
   unsigned nread;             /* reads: see below */
   int status;                 /* set by the backend before batch completion; 0 = ok */
+  unsigned nwait;             /* device nodes: see waits */
   /* Cold: device nodes, failures. */
-  unsigned nwait;
+  /* Filled for a device with memory of its own (memnode > 0); NULL in a
+   * runtime of host memory only.  A host-memory device (the CPU) builds
+   * its call from the task's values and buffers instead. */
+  struct mz__xarg *args;
   void *kernel_dev;           /* the backend's prepared kernel for this device */
-  const mz_launch *launch;    /* never NULL: the core fills the default */
   struct mz__xfer *xfers;     /* transfers to make first, in order */
   /* Reads back into host memory the core made itself while planning the
    * node (synchronous mem_read calls: a CPU node's stale inputs, or the
@@ -96,6 +95,13 @@ struct mz__exec {
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);
+/* What e runs, read from its node (the exec keeps no copy): the kernel
+ * (NULL for host work: host, partition, unpartition), its number of
+ * arguments (e->args' length on a device with memory of its own), and
+ * its launch (never NULL: the user's, else the default).  Thread: any. */
+const mz_kernel *mz__exec_kernel(const struct mz__exec *e);
+unsigned mz__exec_nargs(const struct mz__exec *e);
+const mz_launch *mz__exec_launch(const struct mz__exec *e);
 
 /* Consecutive nodes for one queue, submitted together.  The backend must
  * call mz__batch_done(b) exactly once, after the last node has finished on

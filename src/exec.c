@@ -781,6 +781,14 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
 
 bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
 
+const mz_kernel *mz__exec_kernel(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->kernel; }
+unsigned mz__exec_nargs(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->nparams; }
+const mz_launch *mz__exec_launch(const struct mz__exec *e) {
+  static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+  const struct mz__task *t = mz__task_of(mz__exec_node(e));
+  return t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
+}
+
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
   char *log = NULL;
@@ -1008,7 +1016,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
        * perf models chose it as a sample, unless its kernel is async (timed
        * always: the models then decide here, as for other devices). */
       bool burst = dev->ops->host_memory && !r->timed;
-      bool chosen = burst && !(e->kernel && e->kernel->async);
+      bool chosen = burst && !(t->kernel && t->kernel->async);
       if (!burst) {
         if (acct && acct->dev == dev->info.index)
           acct->busy += e->t_end - e->t_start;

@@ -353,9 +353,9 @@ struct mz__task {
    * plan_prev was, and holds one unsub count of plan_next until it is
    * placed or finishes (released once: exchanged with NULL). */
   struct mz_op *plan_prev, *plan_next;
-  /* Its first line is what a CPU re-run touches (struct mz__exec). */
+  /* With its exec's first 48 bytes, what a CPU re-run touches. */
+  mz_kernel *kernel;          /* apply; NULL for host work (mz__exec_kernel) */
   struct mz__exec exec;
-  mz_kernel *kernel;          /* apply (exec.kernel is the same, and on the hot path) */
   struct mz_op **preds;
   struct mz__access *acc;
   unsigned nparams;

@@ -544,11 +544,10 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  /* The exec's copy, on the line a CPU node's run touches anyway (set
-   * when the task first joins a run; before that, the task's own); the
-   * op's line only for host work. */
+  /* The task's, on the line a CPU node's run touches anyway; the op's
+   * line only for host work. */
   const struct mz__task *t = mz__task_of(op);
-  const mz_kernel *k = t->exec.kernel ? t->exec.kernel : t->kernel;
+  const mz_kernel *k = t->kernel;
   return k ? k->spec.name : op->name ? op->name : "host";
 }
 

@@ -114,9 +114,11 @@ static inline int prepare_kept(struct mz__exec *e) {
  * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
   mz_op *op = mz__exec_node(e);
+  const struct mz__task *t = mz__task_of(op);
+  const mz_kernel *kern = t->kernel;
   int status = MZ_OK;
   char *msg = NULL;
-  if (atomic_load_explicit(&mz__task_of(op)->pred_failed, memory_order_acquire)) {
+  if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
     mz__task_finish(op, MZ_ECANCELED);
     return;
   }
@@ -124,8 +126,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   /* Timed when its run is (observed, or asked for: struct mz__run.timed),
    * or as a perf-model sample; an async kernel always is, since the thread
    * that ends it reads its start. */
-  const struct mz__async_ops *async = e->kernel ? e->kernel->async : NULL;
-  bool timed = mz__task_of(op)->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
+  const struct mz__async_ops *async = kern ? kern->async : NULL;
+  bool timed = t->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
@@ -136,28 +138,27 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
-    if (e->kernel) {
-      fn = e->kernel->spec.cpu.fn; /* the spec's field, not mz__kernel_spec's call */
-      user = e->kernel->spec.cpu.user;
+    if (kern) {
+      fn = kern->spec.cpu.fn; /* the spec's field, not mz__kernel_spec's call */
+      user = kern->spec.cpu.user;
     } else {
-      fn = mz__task_of(op)->host_fn; /* host work (may be NULL: nothing to run) */
-      user = mz__task_of(op)->host_user;
+      fn = t->host_fn; /* host work (may be NULL: nothing to run) */
+      user = t->host_user;
     }
     if (fn) {
       mz_arg argv[16];
       mz_shape shv[16];
-      mz_arg *args = e->nargs <= 16 ? argv : malloc(e->nargs * sizeof *args);
-      mz_shape *shapes = e->nargs <= 16 ? shv : malloc(e->nargs * sizeof *shapes);
+      mz_arg *args = t->nparams <= 16 ? argv : malloc(t->nparams * sizeof *args);
+      mz_shape *shapes = t->nparams <= 16 ? shv : malloc(t->nparams * sizeof *shapes);
       if (!args || !shapes) {
         status = MZ_ENOMEM;
       } else {
         /* From the task's own arrays (host memory: a buffer is its host
          * copy), not from argument records, which the run keeps only for
          * devices with memory of their own. */
-        const struct mz__task *t = mz__task_of(op);
         const mz_arg *vals = mz__task_values(t);
         mz_buffer *const *bufs = mz__task_bufs(t);
-        for (unsigned i = 0; i < e->nargs; i++) {
+        for (unsigned i = 0; i < t->nparams; i++) {
           const mz_buffer *b = bufs[i];
           if (b) {
             args[i].p = b->host;
@@ -167,7 +168,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
             memset(&shapes[i], 0, sizeof shapes[i]);
           }
         }
-        mz_call call = {.kernel = e->kernel, .nargs = e->nargs, .args = args, .shapes = shapes, .user = user,
+        mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
         int ret;
         if (__builtin_expect(async != NULL, 0)) {
@@ -192,7 +193,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         if (ret != 0) {
           char buf[200];
           const char *name = mz_err_name(ret);
-          snprintf(buf, sizeof buf, "the %s function returned %d (%s)", e->kernel ? "kernel's CPU" : "host", ret,
+          snprintf(buf, sizeof buf, "the %s function returned %d (%s)", kern ? "kernel's CPU" : "host", ret,
                    strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
           msg = strdup(buf);
           status = MZ_EKERNEL;
@@ -208,7 +209,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     e->message = msg;
   }
   if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
-  if (!timed && status == MZ_OK && mz__task_of(op)->run->lean && !w->watch) {
+  if (!timed && status == MZ_OK && t->run->lean && !w->watch) {
     /* The short end (src/exec.c): the successors it made ready come back
      * here and go to this worker's run-next slot and deque at once. */
     mz_op *rd[8];

@@ -1388,9 +1388,9 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   /* Host work (host nodes, partition bookkeeping) has no kernel: on a
    * device it is only its transfers. */
   const struct cu_kernel *ck = e->kernel_dev;
-  if (!e->kernel) return CUDA_SUCCESS;
+  if (!mz__exec_kernel(e)) return CUDA_SUCCESS;
   if (!ck) {
-    cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(e->kernel)));
+    cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(mz__exec_kernel(e))));
     return CUDA_SUCCESS;
   }
   if (ck->native) {
@@ -1398,15 +1398,15 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
      * sticky error in there shows at the next call or to the monitor. */
     struct mz__cu_env env = cu_env(d, q->priv);
     char *why = NULL;
-    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->args, e->nargs, &why);
+    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->args, mz__exec_nargs(e), &why);
     if (rc < 0)
-      cu_exec_fail(e, rc, cu_msg("cuda device %d: %s (%s): %s", d->ordinal, mz_kernel_name(e->kernel),
+      cu_exec_fail(e, rc, cu_msg("cuda device %d: %s (%s): %s", d->ordinal, mz_kernel_name(mz__exec_kernel(e)),
                                  ck->native->library, why ? why : "failed"));
     free(why);
     return CUDA_SUCCESS;
   }
   unsigned grid[3], block[3];
-  launch_dims(e->launch, grid, block);
+  launch_dims(mz__exec_launch(e), grid, block);
   if (!grid[0] || !grid[1] || !grid[2]) return CUDA_SUCCESS; /* nothing to compute */
 
   /* cuLaunchKernel copies the argument values before it returns, so the
@@ -1416,9 +1416,9 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   CUdeviceptr dstack[CU_STACK_ARGS];
   void **params = pstack;
   CUdeviceptr *ptrs = dstack;
-  if (e->nargs > CU_STACK_ARGS) {
-    params = malloc(e->nargs * sizeof *params);
-    ptrs = malloc(e->nargs * sizeof *ptrs);
+  if (mz__exec_nargs(e) > CU_STACK_ARGS) {
+    params = malloc(mz__exec_nargs(e) * sizeof *params);
+    ptrs = malloc(mz__exec_nargs(e) * sizeof *ptrs);
     if (!params || !ptrs) {
       free(params);
       free(ptrs);
@@ -1426,7 +1426,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
       return CUDA_SUCCESS;
     }
   }
-  for (unsigned i = 0; i < e->nargs; i++) {
+  for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
     struct mz__xarg *a = &e->args[i];
     if (a->is_buffer) {
       ptrs[i] = dptr_of(a->mem);
@@ -1445,7 +1445,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     if (cu_sticky(r)) return r;
     cu_exec_fail(e, r == CUDA_ERROR_OUT_OF_MEMORY ? MZ_ENOMEM : MZ_EKERNEL,
                  cu_msg("cuda device %d: cuLaunchKernel of '%s' (grid %ux%ux%u, block %ux%ux%u): %s",
-                        d->ordinal, mz_kernel_name(e->kernel), grid[0], grid[1], grid[2], block[0],
+                        d->ordinal, mz_kernel_name(mz__exec_kernel(e)), grid[0], grid[1], grid[2], block[0],
                         block[1], block[2], mz__cuda_strerror(api, r, ebuf, sizeof ebuf)));
   }
   return CUDA_SUCCESS;

@@ -867,7 +867,7 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
     ok->args_known = 0;
     ok->args_freed = freed;
   }
-  for (unsigned i = 0; i < e->nargs; i++) {
+  for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
     const struct mz__xarg *a = &e->args[i];
     const void *val;
     size_t size;
@@ -991,7 +991,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   }
 
   cl_event ev = NULL;
-  if (err == CL_SUCCESS && e->kernel && ((struct ocl_kernel *)e->kernel_dev)->native) {
+  if (err == CL_SUCCESS && mz__exec_kernel(e) && ((struct ocl_kernel *)e->kernel_dev)->native) {
     /* A canned op: order the queue after the wait list, then the library
      * enqueues its own commands (ops/native.h). */
     struct ocl_kernel *nk = e->kernel_dev;
@@ -1004,7 +1004,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       nw = 0;
       void *nev = NULL;
       char *nwhy = NULL;
-      if (nat->enqueue(cq, &nk->native_state, e->args, e->nargs, &nev, &nwhy) != MZ_OK) {
+      if (nat->enqueue(cq, &nk->native_state, e->args, mz__exec_nargs(e), &nev, &nwhy) != MZ_OK) {
         err = CL_INVALID_OPERATION;
         *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
       } else if (nev) {
@@ -1013,14 +1013,14 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
         err = clEnqueueMarkerWithWaitList(cq, 0, NULL, &ev);
       }
     }
-  } else if (err == CL_SUCCESS && e->kernel) {
+  } else if (err == CL_SUCCESS && mz__exec_kernel(e)) {
     struct ocl_kernel *ok = e->kernel_dev;
     unsigned bad = 0;
     err = set_args(ok, atomic_load_explicit(&od->freed, memory_order_acquire), e, &bad);
     if (err != CL_SUCCESS) {
       *why = str_printf("clSetKernelArg(%u) refused: %s", bad, cl_err_name(err));
     } else {
-      const mz_launch *l = e->launch;
+      const mz_launch *l = mz__exec_launch(e);
       const size_t *local = l->local;
       for (unsigned d = 0; d < l->ndim; d++)
         if (l->local[d] == 0)
