@@ -38,10 +38,12 @@ static void graph_free(mz_graph *g) {
   else rt->graphs = g->next;
   if (g->next) g->next->prev = g->prev;
   pthread_mutex_unlock(&rt->lock);
-  /* Explicit edges and successor lists grown past their inline room. */
+  /* Explicit edges, plan records and successor lists grown past their
+   * inline room. */
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = g->tasks_all[i]->t;
     free(t->xpreds);
+    free(t->plan);
     if (t->succs.heap) free(t->succs.v);
   }
   free(g->tasks_all);

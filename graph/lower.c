@@ -424,14 +424,14 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   if (__builtin_expect(t->plan_times, 0)) {
-    t->plan_start = t->plan_end = 0;
+    t->plan->start = t->plan->end = 0;
     t->plan_times = false;
   }
   t->plan_after = false;
   /* The second line only where something may have changed it. */
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
     t->policy_word = 0;
-    t->plan_prev = t->plan_next = NULL;
+    if (t->plan) t->plan->prev = t->plan->next = NULL;
   }
   if (fresh) {
     __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */

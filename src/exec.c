@@ -215,9 +215,13 @@ static void plan_release_to(mz_op *s, struct work *w) {
   if (s && atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
 }
 
-static void plan_release(mz_op *op, struct work *w) {
-  plan_release_to(__atomic_exchange_n(&mz__task_of(op)->plan_next, NULL, __ATOMIC_ACQ_REL), w);
+/* The task planned after t, claimed (NULL: none, or claimed already). */
+static inline mz_op *take_plan_next(struct mz__task *t) {
+  struct mz__tplan *p = __atomic_load_n(&t->plan, __ATOMIC_ACQUIRE);
+  return p ? __atomic_exchange_n(&p->next, NULL, __ATOMIC_ACQ_REL) : NULL;
 }
+
+static void plan_release(mz_op *op, struct work *w) { plan_release_to(take_plan_next(mz__task_of(op)), w); }
 
 /* Whether t uses a tile of a buffer p uses, or a buffer a tile of which p
  * uses. */
@@ -437,7 +441,9 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
 /* Whether t holds a node planned after it (mz_task_set_after): never
  * while it is as a replay left it (replay_dirty), which spares the look. */
 static inline bool has_plan_next(struct mz__task *t) {
-  return __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED) && __atomic_load_n(&t->plan_next, __ATOMIC_RELAXED) != NULL;
+  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
+  struct mz__tplan *p = __atomic_load_n(&t->plan, __ATOMIC_ACQUIRE);
+  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
 }
 
 static inline void pick_after_drop(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
@@ -830,7 +836,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
    * drops its last count in between, and reach the queue first.  It is
    * alive after the hand-off: it cannot be placed, so cannot end, before
    * this release, and its run cannot end before it does. */
-  mz_op *plan_next = __atomic_exchange_n(&t->plan_next, NULL, __ATOMIC_ACQ_REL);
+  mz_op *plan_next = take_plan_next(t);
   if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   t->exec.queue = Q;

@@ -293,6 +293,18 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   return true;
 }
 
+/* A task's plan order and expected times (mz_task_set_after,
+ * mz_task_set_expected_times): only some policies set them, so a task
+ * holds a pointer to one, made on first use (src/policy.c, published with
+ * a release store) and freed with its graph.
+ * Plan order: the task is placed only once prev was, and holds one unsub
+ * count of next until it is placed or finishes (released once: exchanged
+ * with NULL). */
+struct mz__tplan {
+  struct mz_op *prev, *next;
+  uint64_t start, end;        /* the policy's expectation, 0: none */
+};
+
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
   /* Hot: what every run touches for every task (its start, the workers,
@@ -304,12 +316,12 @@ struct mz__task {
   _Atomic bool pred_failed;
   _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
   bool deferred, fixed, host_wait;
-  bool plan_after;            /* waits for plan_prev's placement (mz_task_set_after) */
+  bool plan_after;            /* waits for plan->prev's placement (mz_task_set_after) */
   bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
   /* Planned in this run (plan_exec): its exec's times and copies are this
    * run's; a node that ends unplanned has them cleared by finish. */
   bool planned;
-  bool plan_times;            /* plan_start/plan_end set (mz_task_set_expected_times) */
+  bool plan_times;            /* plan->start and end set (mz_task_set_expected_times) */
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
    * buffers never change, so the worker that records a sample first keeps
@@ -324,7 +336,7 @@ struct mz__task {
    * what a replay restores: a run that was not a replay built its
    * successors, a later run added edges to it, a policy asked for its
    * word, or mz_task_set_after linked it.  While false the replay leaves
-   * that line alone and plan_next is NULL (share() need not look).
+   * that line alone and has no plan->next (share() need not look).
    * Written and read with __atomic builtins (a policy may ask from any
    * runtime thread). */
   bool replay_dirty;
@@ -344,15 +356,12 @@ struct mz__task {
    * CPU workers' shared list: never two at once); mz__op_next. */
   _Atomic(struct mz_op *) next;
   struct mz__run *run;
-  /* What a replay resets comes first (through plan_next), then what the
+  /* What a replay resets comes first (through plan), then what the
    * workers read as well. */
   struct mz__succs succs;
   uintptr_t policy_word;
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
-  /* Plan order (mz_task_set_after): this task is placed only once
-   * plan_prev was, and holds one unsub count of plan_next until it is
-   * placed or finishes (released once: exchanged with NULL). */
-  struct mz_op *plan_prev, *plan_next;
+  struct mz__tplan *plan;     /* NULL until a policy sets an order or times */
   /* With its exec's first 48 bytes, what a CPU re-run touches. */
   mz_kernel *kernel;          /* apply; NULL for host work (mz__exec_kernel) */
   struct mz__exec exec;
@@ -381,7 +390,6 @@ struct mz__task {
 
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
   struct mz_op **xpreds;
-  uint64_t plan_start, plan_end; /* the policy's expectation (mz_task_set_expected_times), 0: none */
 };
 
 struct mz_op {

@@ -209,16 +209,31 @@ uintptr_t *mz_task_policy_data(mz_task *t) {
   return &k->policy_word;
 }
 
+/* k's plan record, made on first use; NULL on ENOMEM.  Only the thread
+ * placing k (its plan or select) makes it; others may read k->plan at
+ * any time, so it is published initialized. */
+static struct mz__tplan *tplan(struct mz__task *k) {
+  struct mz__tplan *p = __atomic_load_n(&k->plan, __ATOMIC_ACQUIRE);
+  if (p) return p;
+  p = calloc(1, sizeof *p);
+  if (p) __atomic_store_n(&k->plan, p, __ATOMIC_RELEASE);
+  return p;
+}
+
 /* Only from plan: the run has not started, so nothing else reads these
  * fields or t's counters yet. */
 int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   (void)s;
   if (!t || !prev || t == prev) return MZ_EINVAL;
   struct mz__task *kt = ((mz_op *)t)->t, *kp = ((mz_op *)prev)->t;
-  if (!kt->run || kt->run != kp->run || !kt->run->planning || kt->plan_prev || kp->plan_next) return MZ_ESTATE;
-  kt->plan_prev = (mz_op *)prev;
+  if (!kt->run || kt->run != kp->run || !kt->run->planning || (kt->plan && kt->plan->prev) ||
+      (kp->plan && kp->plan->next))
+    return MZ_ESTATE;
+  struct mz__tplan *pt = tplan(kt), *pp = pt ? tplan(kp) : NULL;
+  if (!pp) return MZ_ENOMEM;
+  pt->prev = (mz_op *)prev;
   kt->plan_after = true;
-  kp->plan_next = (mz_op *)t;
+  pp->next = (mz_op *)t;
   __atomic_store_n(&kt->replay_dirty, true, __ATOMIC_RELAXED);
   __atomic_store_n(&kp->replay_dirty, true, __ATOMIC_RELAXED);
   atomic_fetch_add_explicit(&kt->unsub, 1, memory_order_relaxed);
@@ -254,12 +269,12 @@ int mz__plan_order_check(struct mz__run *r) {
   if (!v || !deg || !off || !stack) goto out;
   for (size_t i = 0; i < n; i++) v[i] = (struct ord_ix){r->tasks[i], i};
   qsort(v, n, sizeof *v, by_op);
-  /* Edges p -> j: j's predecessors in the run, and its plan_prev. */
+  /* Edges p -> j: j's predecessors in the run, and its plan->prev. */
   size_t ne = 0;
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = r->tasks[j]->t;
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan_prev;
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
       size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
       if (pi == n) continue;
       off[pi + 1]++;
@@ -278,7 +293,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = r->tasks[j]->t;
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan_prev;
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
       size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
       if (pi != n) adj[fill[pi]++] = j;
     }
@@ -299,8 +314,8 @@ out:
     for (size_t i = 0; i < n; i++) {
       struct mz__task *t = r->tasks[i]->t;
       if (!t->plan_after) continue;
-      t->plan_prev->t->plan_next = NULL;
-      t->plan_prev = NULL;
+      t->plan->prev->t->plan->next = NULL;
+      t->plan->prev = NULL;
       t->plan_after = false;
       atomic_fetch_sub_explicit(&t->unsub, 1, memory_order_relaxed);
     }
@@ -318,8 +333,10 @@ int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns,
   (void)s;
   if (end_ns < start_ns) return MZ_EINVAL;
   struct mz__task *k = ((mz_op *)t)->t;
-  k->plan_start = start_ns;
-  k->plan_end = end_ns;
+  struct mz__tplan *p = tplan(k);
+  if (!p) return MZ_ENOMEM;
+  p->start = start_ns;
+  p->end = end_ns;
   k->plan_times = true;
   return MZ_OK;
 }

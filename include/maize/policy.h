@@ -196,14 +196,16 @@ uintptr_t *mz_task_policy_data(mz_task *t);
  * with MZ_EPOLICY (no node runs) instead of waiting forever.  A prev that
  * is late holds t back: a policy should order only nodes it means to run
  * in that order.  Returns MZ_OK, MZ_EINVAL (NULL, t == prev) or MZ_ESTATE
- * (not in plan, another run's task, or a second order for either). */
+ * (not in plan, another run's task, or a second order for either), or
+ * MZ_ENOMEM (the order is kept apart from the task, made on first use). */
 int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev);
 /* Say when the policy expects t to start and finish, in the runtime clock
  * (mz_sched_now_ns), from plan or select.  Only reported: observers get
  * it in mz_node_record.planned_start_ns and planned_end_ns, and the trace
  * draws it beside the real times, so that a hole in a Gantt chart has a
  * reason.  The last call wins; a run's tasks start with none.  Returns
- * MZ_OK, or MZ_EINVAL when end_ns < start_ns. */
+ * MZ_OK, MZ_EINVAL when end_ns < start_ns, or MZ_ENOMEM (the times are
+ * kept apart from the task, made on first use). */
 int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns, uint64_t end_ns);
 
 /* --- Costs, for cost-based policies (src/perfmodel.c).  Cheap and
