@@ -306,14 +306,34 @@ static bool rt_device_waits(const mz_runtime *rt) {
   return false;
 }
 
+#define XD_HEAD ((sizeof(struct mz__xdev) + 15) & ~(size_t)15)
+
+/* The bytes of a task's device record (struct mz__xdev) and its argument
+ * records, which only a runtime with a device of its own memory needs
+ * (rt->nmem > 1): a host-memory device builds its call from the task's
+ * values and buffers (devices/cpu/cpu.c). */
+static size_t xdev_bytes(const mz_runtime *rt, const struct mz__task *t) {
+  return rt->nmem > 1 ? XD_HEAD + t->nparams * sizeof(struct mz__xarg) : 0;
+}
+
+/* Point t's exec at its device record at xd (NULL: none), with its arrays. */
+static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
+  t->exec.args_for = NULL;
+  t->exec.xd = (struct mz__xdev *)(void *)xd;
+  if (!xd) return;
+  *t->exec.xd = (struct mz__xdev){.args = t->nparams ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
+                                  .xfers = xfers,
+                                  .waits = waits};
+}
+
 /* The bytes of a task's block in a frozen run: its predecessors, its
- * in-run successors, then the exec's arrays as schedule_locked sizes them
- * (offsets in *o: successors, args, transfers, waits). */
+ * in-run successors, then the exec's record and arrays as schedule_locked
+ * sizes them (offsets in *o: successors, device record, transfers,
+ * waits). */
 static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
-  size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v,
-         ab = rt->nmem > 1 ? t->nparams * sizeof *t->exec.args : 0,
-         xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0,
-         wb = dwait ? (t->npreds + t->nacc) * sizeof *t->exec.waits : 0;
+  size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v, ab = xdev_bytes(rt, t),
+         xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0,
+         wb = dwait ? (t->npreds + t->nacc) * sizeof(struct mz__exec *) : 0;
   pb = (pb + 15) & ~(size_t)15;
   sb = (sb + 15) & ~(size_t)15;
   ab = (ab + 15) & ~(size_t)15;
@@ -362,10 +382,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     if (t->nsucc_run) memcpy(mem + o[0], t->succs.v, t->nsucc_run * sizeof *t->succs.v);
     t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
     succv[i] = (mz_op **)(void *)(mem + o[0]);
-    t->exec.args = t->nparams ? (void *)(mem + o[1]) : NULL;
-    t->exec.args_for = NULL;
-    t->exec.xfers = o[3] > o[2] ? (void *)(mem + o[2]) : NULL;
-    t->exec.waits = dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL;
+    xdev_set(t, o[2] > o[1] ? mem + o[1] : NULL, o[3] > o[2] ? (void *)(mem + o[2]) : NULL,
+             dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
     mem += sz;
   }
   /* The sources, in the array of the tasks' blocks' arena. */
@@ -711,9 +729,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         rc = hz_push_reader(b, op);
       }
     }
-    /* The predecessor list and the exec's arrays (arguments, transfers and
-     * reads into host memory, one of each per access at most, a wait per
-     * predecessor and per pending transfer) in one block. */
+    /* The predecessor list and the exec's device record and arrays
+     * (arguments, transfers and reads into host memory, one of each per
+     * access at most, a wait per predecessor and per pending transfer) in
+     * one block. */
     t->npreds = 0;
     t->preds = NULL;
     if (rc) break;
@@ -721,12 +740,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
     bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
-    /* Argument records only where a device has memory of its own: a
-     * host-memory device builds its call from the task's values and
-     * buffers (devices/cpu/cpu.c). */
-    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = rt->nmem > 1 ? t->nparams * sizeof *t->exec.args : 0,
-           xb = rt->nmem > 1 ? 2 * t->nacc * sizeof *t->exec.xfers : 0, /* host memory only: no transfer */
-        wb = dwait ? (preds.n + t->nacc) * sizeof *t->exec.waits : 0;
+    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(rt, t),
+           xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
+        wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
     pb = (pb + 15) & ~(size_t)15;
     ab = (ab + 15) & ~(size_t)15;
     xb = (xb + 15) & ~(size_t)15;
@@ -740,10 +756,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
     t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
-    t->exec.args = ab ? (void *)(blk + pb) : NULL;
-    t->exec.args_for = NULL;
-    t->exec.xfers = xb ? (void *)(blk + pb + ab) : NULL;
-    t->exec.waits = wb ? (void *)(blk + pb + ab + xb) : NULL;
+    xdev_set(t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
   }
 
   /* 3. With a forward edge: a topological order over in-run edges, where a

@@ -55,6 +55,27 @@ struct mz__xarg {
   bool is_buffer;
 };
 
+/* The part of an exec that only a device with memory of its own uses
+ * (struct mz__exec's xd): in a run's arena beside the arrays it points
+ * to, made for every task of a runtime that has such a device (rt->nmem
+ * > 1), for that run; NULL in a runtime of host memory only. */
+struct mz__xdev {
+  /* Filled for a device with memory of its own (memnode > 0).  A
+   * host-memory device (the CPU) builds its call from the task's values
+   * and buffers instead. */
+  struct mz__xarg *args;
+  void *kernel_dev;           /* the backend's prepared kernel for this device */
+  struct mz__xfer *xfers;     /* transfers to make first, in order */
+  /* Reads back into host memory the core made itself while planning the
+   * node (synchronous mem_read calls: a CPU node's stale inputs, or the
+   * first leg of a copy between two backends), already done and timed;
+   * src_dev is the device read from; they follow the transfers in the
+   * same array (mz__exec_reads, src/internal.h).  Backends ignore them. */
+  struct mz__exec **waits;    /* nodes on other queues to wait for on the device (nwait) */
+  void *event;                /* the backend's completion event for this node, or NULL;
+                                 the backend owns it and frees it in release_exec */
+};
+
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
@@ -74,22 +95,9 @@ struct mz__exec {
   unsigned nxfer;
   unsigned nread;             /* reads: see below */
   int status;                 /* set by the backend before batch completion; 0 = ok */
-  unsigned nwait;             /* device nodes: see waits */
+  unsigned nwait;             /* device nodes: xd->waits' length */
   /* Cold: device nodes, failures. */
-  /* Filled for a device with memory of its own (memnode > 0); NULL in a
-   * runtime of host memory only.  A host-memory device (the CPU) builds
-   * its call from the task's values and buffers instead. */
-  struct mz__xarg *args;
-  void *kernel_dev;           /* the backend's prepared kernel for this device */
-  struct mz__xfer *xfers;     /* transfers to make first, in order */
-  /* Reads back into host memory the core made itself while planning the
-   * node (synchronous mem_read calls: a CPU node's stale inputs, or the
-   * first leg of a copy between two backends), already done and timed;
-   * src_dev is the device read from; they follow the transfers in the
-   * same array (mz__exec_reads, src/internal.h).  Backends ignore them. */
-  struct mz__exec **waits;    /* nodes on other queues to wait for on the device */
-  void *event;                /* the backend's completion event for this node, or NULL;
-                                 the backend owns it and frees it in release_exec */
+  struct mz__xdev *xd;        /* never NULL on a device with memory of its own */
   char *message;              /* malloc'd detail on failure, freed by the core */
 };
 /* Someone observes e's run (an mz_observer or the trace): a backend that
@@ -97,7 +105,7 @@ struct mz__exec {
 bool mz__exec_observed(const struct mz__exec *e);
 /* What e runs, read from its node (the exec keeps no copy): the kernel
  * (NULL for host work: host, partition, unpartition), its number of
- * arguments (e->args' length on a device with memory of its own), and
+ * arguments (e->xd->args' length on a device with memory of its own), and
  * its launch (never NULL: the user's, else the default).  Thread: any. */
 const mz_kernel *mz__exec_kernel(const struct mz__exec *e);
 unsigned mz__exec_nargs(const struct mz__exec *e);
@@ -187,14 +195,14 @@ struct mz__device_ops {
    * peer access).  NULL: never; the core goes through host memory. */
   bool (*can_copy_peer)(const struct mz_device *dst, const struct mz_device *src);
 
-  /* Submit a batch: for each exec in order, wait for exec->waits (their
-   * exec->event, or a marker the backend records on their queue), make the
+  /* Submit a batch: for each exec in order, wait for exec->xd->waits (their
+   * exec->xd->event, or a marker the backend records on their queue), make the
    * transfers, run the kernel; then arrange one completion that calls
    * mz__batch_done(b).  A device with a copy engine (dev->copy_engine)
    * makes the transfers there instead of on q, in submission order on
    * that engine, and the kernel waits for them on the device (an event),
    * so the copies of the next nodes overlap the kernels before them.  A
-   * copy from another device waits for exec->waits (its source may come
+   * copy from another device waits for exec->xd->waits (its source may come
    * from them); one from host memory need not (a valid host copy was
    * written by nodes that have finished).  The destinations are copies
    * the core marked invalid, which no node still queued on the device
@@ -232,7 +240,7 @@ struct mz__device_ops {
    * never a runtime thread.  Locks: none held. */
   bool (*help)(struct mz_device *dev, bool (*done)(void *), void *arg);
 
-  /* Free exec->event and anything the backend attached to the exec.
+  /* Free exec->xd->event and anything the backend attached to the exec.
    * Thread: the thread tearing down the run (never a callback of the same
    * device).  Optional. */
   void (*release_exec)(struct mz__exec *e);
@@ -377,8 +385,8 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
 void mz__batch_done(struct mz__batch *b);
 
 /* For devices with host_memory: plan exec e (read stale inputs back into
- * host memory, update copy states, fill e->args) right before running it,
- * on the thread that runs it.  On failure e->message says why, and the
+ * host memory, update copy states) right before running it, on the
+ * thread that runs it.  On failure e->message says why, and the
  * backend finishes the node with the returned code (which may be one of the
  * core's internal retry codes, src/fault.h: pass it on unchanged; the core
  * then takes the node back instead of finishing it).  Such devices' submit

@@ -325,7 +325,7 @@ static void place(mz_op *op, struct work *w) {
     bool planned = s >= MZ__T_FLUSHED || (P->dev->ops->inline_submit && !P->dev->ops->host_memory);
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
         (same_dev || (planned && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
-      t->exec.waits[nw++] = &mz__task_of(p)->exec;
+      t->exec.xd->waits[nw++] = &mz__task_of(p)->exec;
       continue;
     }
     device_side = false;
@@ -505,8 +505,8 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
      * again: the same bytes, from a copy that stays valid until we finish. */
     if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
       bool have = false;
-      for (unsigned i = 0; i < e->nwait && !have; i++) have = e->waits[i] == f;
-      if (!have) e->waits[e->nwait++] = f;
+      for (unsigned i = 0; i < e->nwait && !have; i++) have = e->xd->waits[i] == f;
+      if (!have) e->xd->waits[e->nwait++] = f;
       return MZ_OK;
     }
   }
@@ -514,7 +514,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     *why = "injected fault: a transfer into the device failed";
     return MZ_EDEVICE;
   }
-  struct mz__xfer *x = &e->xfers[e->nxfer];
+  struct mz__xfer *x = &e->xd->xfers[e->nxfer];
   memset(x, 0, sizeof *x);
   x->dst = c->mem;
   x->bytes = b->bytes;
@@ -599,14 +599,16 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
   if (kern && dev->ops->prepare && di < kern->rt->ndev && kern->rt->devs[di] == dev &&
       __atomic_load_n(&kern->prep_status[di], __ATOMIC_ACQUIRE) == 1) {
-    e->kernel_dev = kern->prepared[di];
+    e->xd->kernel_dev = kern->prepared[di]; /* a device with prepare has memory of its own */
     if (log) *log = NULL;
   } else if (kern) {
-    int rc = mz__kernel_prepare(kern, dev, &e->kernel_dev, log);
+    void *kdev = NULL; /* a host-memory device's (none kept: no record) */
+    int rc = mz__kernel_prepare(kern, dev, &kdev, log);
     if (rc) {
       *why = "cannot build the kernel for this device";
       return rc;
     }
+    if (e->xd) e->xd->kernel_dev = kdev;
   }
   uint64_t moved = 0;
   /* Device memory first, for every buffer, before any copy state changes:
@@ -740,7 +742,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
    * builds its call from the task's values and buffers). */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
   for (unsigned i = 0; m && i < t->nparams; i++) {
-    struct mz__xarg *x = &e->args[i];
+    struct mz__xarg *x = &e->xd->args[i];
     mz_buffer *b = mz__task_bufs(t)[i];
     if (b) {
       x->is_buffer = true;
@@ -1046,7 +1048,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
      * per node however often it was planned. */
     if (e->nxfer | e->nread) {
       uint64_t bytes = 0;
-      for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xfers[i].bytes;
+      for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xd->xfers[i].bytes;
       for (unsigned i = 0; i < e->nread; i++) bytes += mz__exec_reads(e)[i].bytes;
       atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);

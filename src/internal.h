@@ -440,7 +440,7 @@ static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
 /* e's reads back into host memory (struct mz__exec): after its transfers,
  * one slot per access; NULL when the runtime has host memory only. */
 static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
-  return e->xfers ? e->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
+  return e->xd && e->xd->xfers ? e->xd->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
 }
 
 /* The link of task op: queues and lists of tasks are linked through the

@@ -220,7 +220,7 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
    * own copies, which may be evicted once unpinned (a pin left behind
    * would make nodes wait for memory forever). */
   for (unsigned i = 0; i < e->nxfer; i++) {
-    struct mz__xfer *x = &e->xfers[i];
+    struct mz__xfer *x = &e->xd->xfers[i];
     if (!x->src_dev) continue;
     struct memdev *ms = &ml->md[x->src_dev->info.index];
     pthread_mutex_lock(&ms->m);

@@ -46,7 +46,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
     bytes += c->bytes;
   }
   for (unsigned i = 0; i < e->nxfer; i++) {
-    const struct mz__xfer *c = &e->xfers[i];
+    const struct mz__xfer *c = &e->xd->xfers[i];
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = (int)dev->info.index;
     x.bytes = c->bytes;
@@ -157,7 +157,7 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
         o->end_ns = e->t_end > base ? e->t_end - base : 0;
       }
       o->transfers = e->nxfer + e->nread;
-      for (unsigned k = 0; k < e->nxfer; k++) o->bytes += e->xfers[k].bytes;
+      for (unsigned k = 0; k < e->nxfer; k++) o->bytes += e->xd->xfers[k].bytes;
       for (unsigned k = 0; k < e->nread; k++) o->bytes += mz__exec_reads(e)[k].bytes;
     }
     if (!rc) {

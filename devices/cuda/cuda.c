@@ -1189,20 +1189,20 @@ static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *ou
   struct cu_queue *wq = w->queue->priv;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&wd->event_lock);
-  if (!w->event) {
+  if (!w->xd->event) {
     if (wd != cur) cu_current(wd);
     CUevent ev = NULL;
     r = wd->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
       r = wd->api->EventRecord(ev, wq->stream);
       if (r != CUDA_SUCCESS) wd->api->EventDestroy(ev);
-      else w->event = ev;
+      else w->xd->event = ev;
     }
     if (wd != cur) cu_current(cur);
     /* A sticky error here is the waited device's, not the waiter's. */
     cu_check(wd, r, "cuEventRecord");
   }
-  *out = w->event;
+  *out = w->xd->event;
   pthread_mutex_unlock(&wd->event_lock);
   return r;
 }
@@ -1246,7 +1246,7 @@ static int wait_preds(struct cu_dev *d, struct mz__queue *q, struct mz__exec *e,
   char ebuf[160];
   *sticky = CUDA_SUCCESS;
   for (unsigned i = 0; i < e->nwait; i++) {
-    struct mz__exec *w = e->waits[i];
+    struct mz__exec *w = e->xd->waits[i];
     if (!w || w->queue == q) continue; /* the stream orders its own work */
     if (w->queue->dev->ops != &cuda_ops) {
       cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: cannot wait on the device for a %s node",
@@ -1292,13 +1292,13 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
    * node whose predecessors are late holds back the copy stream only when
    * it reads their output. */
   unsigned npeer = 0;
-  for (unsigned i = 0; ce && i < e->nxfer; i++) npeer += e->xfers[i].src_host == NULL;
+  for (unsigned i = 0; ce && i < e->nxfer; i++) npeer += e->xd->xfers[i].src_host == NULL;
   bool split = ce && npeer;
   CUresult sr = CUDA_SUCCESS;
   /* Most nodes wait only for nodes on their own stream, which orders them:
    * then there is nothing for wait_preds to do. */
   bool other = false;
-  for (unsigned i = 0; i < e->nwait && !other; i++) other = e->waits[i] && e->waits[i]->queue != q;
+  for (unsigned i = 0; i < e->nwait && !other; i++) other = e->xd->waits[i] && e->xd->waits[i]->queue != q;
   if (!split && other && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
@@ -1312,7 +1312,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
       break;
     }
     for (unsigned i = 0; i < e->nxfer && r == CUDA_SUCCESS && !xfail; i++) {
-      const struct mz__xfer *x = &e->xfers[i];
+      const struct mz__xfer *x = &e->xd->xfers[i];
       CUdeviceptr dst = dptr_of(x->dst);
       const char *what;
       if (x->bytes == 0) continue;
@@ -1387,7 +1387,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
 
   /* Host work (host nodes, partition bookkeeping) has no kernel: on a
    * device it is only its transfers. */
-  const struct cu_kernel *ck = e->kernel_dev;
+  const struct cu_kernel *ck = e->xd->kernel_dev;
   if (!mz__exec_kernel(e)) return CUDA_SUCCESS;
   if (!ck) {
     cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(mz__exec_kernel(e))));
@@ -1398,7 +1398,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
      * sticky error in there shows at the next call or to the monitor. */
     struct mz__cu_env env = cu_env(d, q->priv);
     char *why = NULL;
-    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->args, mz__exec_nargs(e), &why);
+    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->xd->args, mz__exec_nargs(e), &why);
     if (rc < 0)
       cu_exec_fail(e, rc, cu_msg("cuda device %d: %s (%s): %s", d->ordinal, mz_kernel_name(mz__exec_kernel(e)),
                                  ck->native->library, why ? why : "failed"));
@@ -1427,7 +1427,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     }
   }
   for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
-    struct mz__xarg *a = &e->args[i];
+    struct mz__xarg *a = &e->xd->args[i];
     if (a->is_buffer) {
       ptrs[i] = dptr_of(a->mem);
       params[i] = &ptrs[i];
@@ -1490,13 +1490,13 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
 }
 
 static void cuda_release_exec(struct mz__exec *e) {
-  if (!e->event) return;
+  if (!e->xd->event) return;
   struct cu_dev *d = cu_of(e->queue->dev);
   if (cu_in_host_fn) {
     struct cu_grave *g = malloc(sizeof *g);
     if (!g) return; /* an event leaks rather than a forbidden call */
-    g->ev = (CUevent)e->event;
-    e->event = NULL;
+    g->ev = (CUevent)e->xd->event;
+    e->xd->event = NULL;
     pthread_mutex_lock(&d->lock);
     g->next = d->graves;
     d->graves = g;
@@ -1505,8 +1505,8 @@ static void cuda_release_exec(struct mz__exec *e) {
     return;
   }
   cu_current(d);
-  d->api->EventDestroy((CUevent)e->event);
-  e->event = NULL;
+  d->api->EventDestroy((CUevent)e->xd->event);
+  e->xd->event = NULL;
 }
 
 static const struct mz__device_ops cuda_ops = {

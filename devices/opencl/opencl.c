@@ -802,7 +802,7 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
     struct mz__exec *e = b->execs[i];
     /* The copies' times (see enqueue_exec), then their events go. */
     for (unsigned k = 0; k < e->nxfer; k++) {
-      struct mz__xfer *x = &e->xfers[k];
+      struct mz__xfer *x = &e->xd->xfers[k];
       if (!x->event)
         continue;
       cl_ulong t0 = 0, t1 = 0;
@@ -823,8 +823,8 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       continue;
     }
     cl_int st = CL_COMPLETE;
-    if (e->event &&
-        clGetEventInfo(e->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+    if (e->xd->event &&
+        clGetEventInfo(e->xd->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
       st = CL_INVALID_EVENT;
     if (st < 0) {
       if (!failed) {
@@ -841,10 +841,10 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       }
       continue;
     }
-    if (timed && e->event) {
+    if (timed && e->xd->event) {
       cl_ulong t0 = 0, t1 = 0;
-      if (clGetEventProfilingInfo(e->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-          clGetEventProfilingInfo(e->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+      if (clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
           t0 && t1 >= t0) {
         e->t_start = (uint64_t)t0 + offset;
         e->t_end = (uint64_t)t1 + offset;
@@ -868,7 +868,7 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
     ok->args_freed = freed;
   }
   for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
-    const struct mz__xarg *a = &e->args[i];
+    const struct mz__xarg *a = &e->xd->args[i];
     const void *val;
     size_t size;
     cl_mem m = a->mem;
@@ -902,9 +902,9 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
 }
 
 /* Enqueue one exec: its transfers and its kernel (or a marker for a node
- * without a kernel), the first command carrying the wait list.  e->event
+ * without a kernel), the first command carrying the wait list.  e->xd->event
  * gets the exec's last command's event.  On failure the message is in
- * *why (malloc'd), and e->event is a marker in the kernel's place when the
+ * *why (malloc'd), and e->xd->event is a marker in the kernel's place when the
  * queue still accepts one (NULL otherwise). */
 static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, char **why)
 {
@@ -919,8 +919,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     }
   }
   for (unsigned i = 0; i < e->nwait; i++)
-    if (e->waits[i] && e->waits[i]->event)
-      waits[nw++] = e->waits[i]->event;
+    if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
+      waits[nw++] = e->xd->waits[i]->xd->event;
 
   cl_command_queue copyq = od->copy;
   bool profiling = od->profiling;
@@ -941,13 +941,13 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   bool ce = xq != cq;
   unsigned last = e->nxfer, npeer = 0;
   for (unsigned i = 0; ce && i < e->nxfer; i++)
-    if (!e->xfers[i].src_host)
+    if (!e->xd->xfers[i].src_host)
       npeer++, last = i;
   for (unsigned i = 0; ce && !npeer && i < e->nxfer; i++)
     last = i;
   for (unsigned pass = 0; pass < (ce ? 2u : 1u); pass++)
     for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
-      struct mz__xfer *x = &e->xfers[i];
+      struct mz__xfer *x = &e->xd->xfers[i];
       if (ce && (pass == 0) != (x->src_host != NULL))
         continue;
       bool free_wait = ce && pass == 0; /* from host memory, on the copy engine */
@@ -976,8 +976,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     if (err != CL_SUCCESS) {
       nw = 0;
       for (unsigned i = 0; i < e->nwait; i++)
-        if (e->waits[i] && e->waits[i]->event)
-          waits[nw++] = e->waits[i]->event;
+        if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
+          waits[nw++] = e->xd->waits[i]->xd->event;
       if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
         waits[nw++] = refused;
       else
@@ -991,10 +991,10 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   }
 
   cl_event ev = NULL;
-  if (err == CL_SUCCESS && mz__exec_kernel(e) && ((struct ocl_kernel *)e->kernel_dev)->native) {
+  if (err == CL_SUCCESS && mz__exec_kernel(e) && ((struct ocl_kernel *)e->xd->kernel_dev)->native) {
     /* A canned op: order the queue after the wait list, then the library
      * enqueues its own commands (ops/native.h). */
-    struct ocl_kernel *nk = e->kernel_dev;
+    struct ocl_kernel *nk = e->xd->kernel_dev;
     const struct mz__ocl_native *nat = nk->native;
     if (nw)
       err = clEnqueueBarrierWithWaitList(cq, nw, waits, NULL);
@@ -1004,7 +1004,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       nw = 0;
       void *nev = NULL;
       char *nwhy = NULL;
-      if (nat->enqueue(cq, &nk->native_state, e->args, mz__exec_nargs(e), &nev, &nwhy) != MZ_OK) {
+      if (nat->enqueue(cq, &nk->native_state, e->xd->args, mz__exec_nargs(e), &nev, &nwhy) != MZ_OK) {
         err = CL_INVALID_OPERATION;
         *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
       } else if (nev) {
@@ -1014,7 +1014,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       }
     }
   } else if (err == CL_SUCCESS && mz__exec_kernel(e)) {
-    struct ocl_kernel *ok = e->kernel_dev;
+    struct ocl_kernel *ok = e->xd->kernel_dev;
     unsigned bad = 0;
     err = set_args(ok, atomic_load_explicit(&od->freed, memory_order_acquire), e, &bad);
     if (err != CL_SUCCESS) {
@@ -1047,7 +1047,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     clReleaseEvent(refused);
   if (waits != stack_waits)
     free(waits);
-  e->event = ev;
+  e->xd->event = ev;
   return err;
 }
 
@@ -1074,8 +1074,8 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
                               why ? why : cl_err_name(err));
       free(why);
     }
-    if (e->event)
-      last = e->event;
+    if (e->xd->event)
+      last = e->xd->event;
   }
   if (!last) {
     /* Nothing reached the queue: the core fails the batch itself.  Our
@@ -1086,9 +1086,9 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
       e->message = NULL;
       e->status = 0;
       for (unsigned k = 0; k < e->nxfer; k++)
-        if (e->xfers[k].event) {
-          clReleaseEvent(e->xfers[k].event);
-          e->xfers[k].event = NULL;
+        if (e->xd->xfers[k].event) {
+          clReleaseEvent(e->xd->xfers[k].event);
+          e->xd->xfers[k].event = NULL;
         }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
@@ -1110,9 +1110,9 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 /* Release the exec's event. */
 static void ocl_release_exec(struct mz__exec *e)
 {
-  if (e->event) {
-    clReleaseEvent(e->event);
-    e->event = NULL;
+  if (e->xd->event) {
+    clReleaseEvent(e->xd->event);
+    e->xd->event = NULL;
   }
 }
 

@@ -452,15 +452,15 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
      * for all of them. */
     uint64_t after = 0;
     for (unsigned j = 0; j < x->nwait; j++)
-      if (x->waits[j] && x->waits[j]->t_end > after) after = x->waits[j]->t_end;
+      if (x->xd->waits[j] && x->xd->waits[j]->t_end > after) after = x->xd->waits[j]->t_end;
     if (t < after) t = after;
     double xfer = 0;
     for (unsigned j = 0; j < x->nxfer; j++) {
-      struct mz__xfer *xf = &x->xfers[j];
+      struct mz__xfer *xf = &x->xd->xfers[j];
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
         for (unsigned k = 0; xf->src_dev && k < x->nwait; k++)
-          if (x->waits[k] && x->waits[k]->queue->dev == xf->src_dev && x->waits[k]->t_end > c) c = x->waits[k]->t_end;
+          if (x->xd->waits[k] && x->xd->waits[k]->queue->dev == xf->src_dev && x->xd->waits[k]->t_end > c) c = x->xd->waits[k]->t_end;
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
         xf->t_start = c;
