@@ -88,7 +88,7 @@ static const char *kind_shape(const mz_op *op) {
 static int write_dot(mz_graph *g, FILE *f, bool placed) {
   mz_runtime *rt = g->rt;
   size_t nt = g->ntasks_all, nacc = 0;
-  for (size_t i = 0; i < nt; i++) nacc += g->tasks_all[i]->t->nacc;
+  for (size_t i = 0; i < nt; i++) nacc += mz__op_t(g->tasks_all[i])->nacc;
   struct hzmap m = {NULL, 16};
   while (m.cap < 2 * nacc + 1) m.cap *= 2;
   m.v = calloc(m.cap, sizeof *m.v);
@@ -109,7 +109,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
 
   for (size_t i = 0; !rc && i < nt; i++) {
     mz_op *op = g->tasks_all[i];
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__op_t(op);
     const char *fill = "#ffffff";
     if (op->kind == MZ__K_APPLY && t->kernel) {
       /* g->kheld lists the kernels in the order of their first use. */
@@ -139,7 +139,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
 
   for (size_t i = 0; !rc && i < nt; i++) {
     mz_op *op = g->tasks_all[i];
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__op_t(op);
     for (uint32_t k = 0; k < t->nbdata && k < t->nbpreds; k++) {
       edge(&e, t->bpreds[k], op, "color=\"#333333\"");
       e.mark[t->bpreds[k]->id] = op->id;

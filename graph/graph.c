@@ -41,7 +41,7 @@ static void graph_free(mz_graph *g) {
   /* Explicit edges, plan records and successor lists grown past their
    * inline room. */
   for (size_t i = 0; i < g->ntasks_all; i++) {
-    struct mz__task *t = g->tasks_all[i]->t;
+    struct mz__task *t = mz__op_t(g->tasks_all[i]);
     free(t->xpreds);
     free(t->plan);
     if (t->succs.heap) free(t->succs.v);
@@ -248,8 +248,8 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 /* Result i of task t.  An apply's buffer results are made on first use:
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  if (!t->u.res[i] && i < t->t->nparams && mz__task_bufs(t->t)[i])
-    t->u.res[i] = value_result(g, mz__task_bufs(t->t)[i], t);
+  if (!t->u.res[i] && i < mz__op_t(t)->nparams && mz__task_bufs(mz__op_t(t))[i])
+    t->u.res[i] = value_result(g, mz__task_bufs(mz__op_t(t))[i], t);
   return t->u.res[i];
 }
 
@@ -261,7 +261,7 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
     if (i >= t->u.tuple.n) return fail(g, MZ_ERANGE, "mz_unzip: index %u of a tuple of %u", i, t->u.tuple.n);
     return t->u.tuple.elems[i];
   }
-  if (t->t) {
+  if (mz__op_t(t)) {
     if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->u.nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
@@ -323,7 +323,6 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
-  op->t = t;
   op->name = name;
   t->nparams = np;
   t->queue = -1;
@@ -357,7 +356,7 @@ static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 #define MZ__BE_CACHE 16
 static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
   uint64_t gen = g->bmap_gen;
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   /* Gathered on the stack (or the heap when large), then kept in an
    * arena array of the exact count: most tasks have fewer predecessors
    * than leaves and accesses, and many have none. */
@@ -405,9 +404,9 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
 /* After the task is built: it is now the last writer of what it writes.
  * bes: the entries set_bpreds found. */
 static int note_writes(mz_graph *g, mz_op *op, struct mz__bentry **bes) {
-  for (unsigned i = 0; i < op->t->nacc; i++) {
-    if (!(op->t->acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, op->t->acc[i].buf);
+  for (unsigned i = 0; i < mz__op_t(op)->nacc; i++) {
+    if (!(mz__op_t(op)->acc[i].mode & 2)) continue;
+    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, mz__op_t(op)->acc[i].buf);
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -478,7 +477,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (k->rt != g->rt) return fail(g, MZ_EINVAL, "mz_apply: kernel '%s' belongs to another runtime", k->spec.name);
   unsigned nu = args->kind == MZ__K_TUPLE ? args->u.tuple.n : 1;
   mz_op *const *ua = args->kind == MZ__K_TUPLE ? args->u.tuple.elems : &args;
-  if (args->t) return fail(g, MZ_EINVAL, "mz_apply(%s): pass a zip of arguments, not a task's result tuple", k->spec.name);
+  if (mz__op_t(args)) return fail(g, MZ_EINVAL, "mz_apply(%s): pass a zip of arguments, not a task's result tuple", k->spec.name);
   if (nu != k->nuser)
     return fail(g, MZ_EINVAL, "mz_apply(%s): %u arguments given, the kernel takes %u (\"%s\")", k->spec.name, nu,
                 k->nuser, k->spec.params);
@@ -490,7 +489,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   /* At most one access per buffer parameter. */
   mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nbufs, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   mz_op *leaf_inl[16];
   mz_op **leaf = k->nparams <= 16 ? leaf_inl : mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
   if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
@@ -626,7 +625,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
     free(leaves);
     return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   }
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   for (size_t i = 0; i < n; i++) {
     mz_op *a = leaves[i];
     if (a->kind == MZ__K_SCALAR) {
@@ -683,8 +682,8 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   }
   mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3);
   if (op->kind == MZ__K_ERROR) return op;
-  op->t->host_fn = fn;
-  op->t->host_user = user;
+  mz__op_t(op)->host_fn = fn;
+  mz__op_t(op)->host_user = user;
   /* The label of traces, timings and DOT, and the key of its perf model. */
   if (copy) op->name = copy;
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
@@ -706,7 +705,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (b->parent) return fail(g, MZ_ENOTSUP, "mz_partition: a tile cannot be partitioned again");
   mz_op *op = new_task(g, MZ__K_PARTITION, "partition", 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   mz__task_bufs(t)[0] = b;
   add_access(t, b, 3);
   size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
@@ -770,7 +769,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   mz_op *op = host_like(g, MZ__K_UNPARTITION, "mz_unpartition", tiles, 1);
   if (op->kind == MZ__K_ERROR) return op;
   /* The result is the whole buffer, written by this task. */
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   struct mz__access *acc = mz__arena_alloc(&g->arena, (t->nacc + 1) * sizeof *acc);
   mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
   if (!acc || !res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
@@ -796,7 +795,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
  * leaf whose producer is the task) and the other leaves (values, whose
  * producers are the tasks; scalars). */
 static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
-  if (op->t || op->kind != MZ__K_TUPLE) return ops_push(v, n, cap, op);
+  if (mz__op_t(op) || op->kind != MZ__K_TUPLE) return ops_push(v, n, cap, op);
   for (unsigned i = 0; i < op->u.tuple.n; i++) {
     int rc = depend_targets(op->u.tuple.elems[i], v, n, cap);
     if (rc) return rc;
@@ -811,12 +810,12 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
   if (e) return g->status;
   mz_op **lo = NULL;
   size_t n = 0, cap = 0;
-  if (op->kind != MZ__K_TUPLE && !op->t && op->kind == MZ__K_VALUE) op = op->u.value.producer;
-  if (!op || !op->t) {
+  if (op->kind != MZ__K_TUPLE && !mz__op_t(op) && op->kind == MZ__K_VALUE) op = op->u.value.producer;
+  if (!op || !mz__op_t(op)) {
     fail(g, MZ_EINVAL, "mz_depend: the op is not an operation that runs (apply, host, partition, unpartition)");
     return g->status;
   }
-  if (atomic_load(&op->t->state) != MZ__T_NEW) {
+  if (atomic_load(&mz__op_t(op)->state) != MZ__T_NEW) {
     fail(g, MZ_ESTATE, "mz_depend: the op was already scheduled");
     return g->status;
   }
@@ -826,9 +825,9 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
     return g->status;
   }
   for (size_t i = 0; i < n; i++) {
-    mz_op *p = lo[i]->t ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
+    mz_op *p = mz__op_t(lo[i]) ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
     if (!p) continue;
-    struct mz__task *t = op->t;
+    struct mz__task *t = mz__op_t(op);
     /* The capacity is kept implicit: 4, then doubled whenever the count
      * reaches a power of two from 4 on. */
     unsigned nx = t->nxpreds;

@@ -191,14 +191,14 @@ static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
 static void reset_for_rerun(struct mz__task *t);
 
 static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
-  if (op->kind == MZ__K_TUPLE && !op->t) {
+  if (op->kind == MZ__K_TUPLE && !mz__op_t(op)) {
     for (unsigned i = 0; i < op->u.tuple.n; i++) {
       int rc = closure(op->u.tuple.elems[i], stack, tasks, rerun, stamp);
       if (rc) return rc;
     }
     return MZ_OK;
   }
-  mz_op *first = op->t ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
+  mz_op *first = mz__op_t(op) ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
   if (!first) return MZ_OK;
   int rc = vpush(stack, first);
   while (!rc && stack->n) {
@@ -355,7 +355,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   mz_runtime *rt = r->rt;
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
   bool dwait = rt_device_waits(rt);
-  for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, r->tasks[i]->t, o);
+  for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, mz__op_t(r->tasks[i]), o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
   struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
@@ -794,7 +794,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   if (!rc && cycle_at) rc = MZ_ECYCLE;
   /* Successor arrays of their exact in-run size, from the run's arena. */
   for (size_t i = 0; !rc && i < topo.n; i++) {
-    struct mz__task *t = topo.v[i]->t;
+    struct mz__task *t = mz__op_t(topo.v[i]);
     if (t->nsucc_run <= t->succs.cap) continue;
     mz_op **v = mz__arena_alloc(&r->arena, t->nsucc_run * sizeof *v);
     if (!v) {

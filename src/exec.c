@@ -98,7 +98,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w);
 /* ---- messages ---- */
 
 bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
-  const struct mz__task *pt = p->t, *st = s->t;
+  const struct mz__task *pt = mz__op_t(p), *st = mz__op_t(s);
   for (unsigned i = 0; i < st->nbpreds; i++)
     if (st->bpreds[i] == p) return true;
   for (unsigned i = 0; i < st->nxpreds; i++)
@@ -243,7 +243,7 @@ static bool alias_wait(const struct mz__task *t) {
   for (unsigned a = 0; a < t->nacc && !alias; a++)
     alias = t->acc[a].buf->parent || atomic_load_explicit(&t->acc[a].buf->has_tiles, memory_order_relaxed);
   for (unsigned i = 0; alias && i < t->npreds; i++) {
-    const struct mz__task *p = t->preds[i]->t;
+    const struct mz__task *p = mz__op_t(t->preds[i]);
     if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
   }
   return false;
@@ -495,7 +495,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
     if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
-    struct mz__task *ft = mz__exec_node(f)->t;
+    struct mz__task *ft = mz__task_of(mz__exec_node(f));
     if (atomic_load_explicit(&ft->state, memory_order_acquire) == MZ__T_DONE) {
       c->fetcher = NULL;
       return MZ_OK;

@@ -248,7 +248,7 @@ bool mz__fault_host_transfer(mz_runtime *rt, mz_buffer *b) {
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev); /* src/memlimit.c */
 
 int mz__fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   mz_runtime *rt = t->run->rt;
   struct mz_device *dev = Q->dev;
   if (atomic_load_explicit(&dev->dead, memory_order_acquire)) {
@@ -260,7 +260,7 @@ int mz__fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
      * or waited for on the device) was taken back to wait for memory: the
      * device order the node relied on is gone, so wait on the host. */
     for (unsigned i = 0; i < t->npreds; i++) {
-      struct mz__task *p = t->preds[i]->t;
+      struct mz__task *p = mz__op_t(t->preds[i]);
       if (atomic_load_explicit(&p->rerouted, memory_order_acquire) &&
           atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE) {
         *why = "a predecessor was taken off its queue";
@@ -289,7 +289,7 @@ void mz__exec_unplan(struct mz__exec *e) {
   struct mz__queue *Q = e->queue;
   if (!Q || !Q->dev->memnode) return;
   unsigned m = Q->dev->memnode;
-  struct mz__task *t = mz__exec_node(e)->t;
+  struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     mz__spin_lock(&b->lock);

@@ -18,7 +18,7 @@ static int sync_wrapped(struct mz__run *r) {
   int rc = MZ_OK;
   if (!atomic_load_explicit(&r->rt->nwrapped, memory_order_relaxed)) return MZ_OK;
   for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
-    const struct mz__task *t = r->tasks[i]->t;
+    const struct mz__task *t = mz__op_t(r->tasks[i]);
     for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++) {
       mz_buffer *b = t->acc[a].buf;
       if (!(t->acc[a].mode & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;

@@ -394,7 +394,6 @@ struct mz__task {
 
 struct mz_op {
   mz_graph *g;
-  struct mz__task *t;         /* NULL for values, scalars and tuples */
   const char *name;
   uint32_t id;
   uint8_t kind;
@@ -412,7 +411,9 @@ struct mz_op {
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
 
-static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
+/* A task op is one of the task kinds (apply, host, partition,
+ * unpartition); its task is not a field (mz__op_t). */
+static inline bool mz__is_task(const struct mz_op *op) { return op->kind >= MZ__K_APPLY; }
 
 /* A task op's task, without a load: new_task (graph/graph.c) puts the task
  * right after its op, so a pass over a run's tasks need not touch the
@@ -420,6 +421,9 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->t != NULL; }
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
 }
+
+/* op's task, or NULL for values, scalars, tuples and the error op. */
+static inline struct mz__task *mz__op_t(const struct mz_op *op) { return mz__is_task(op) ? mz__task_of(op) : NULL; }
 
 /* A task's per-parameter arrays, which new_task (graph/graph.c) puts
  * right after the task (no pointer to them is stored): the scalar values

@@ -164,7 +164,7 @@ static void res_remove(struct memdev *md, mz_buffer *b) {
 
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
-  struct mz__task *t = mz__exec_node(e)->t;
+  struct mz__task *t = mz__task_of(mz__exec_node(e));
   unsigned m = dev->memnode;
   uint64_t stamp = atomic_fetch_add_explicit(&dev->rt->ml->clock, 1, memory_order_relaxed) + 1;
   for (unsigned a = 0; a < t->nacc; a++) {
@@ -180,7 +180,7 @@ void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
 void mz__mem_pin_src(mz_buffer *b, unsigned m) { b->copies[m].pins++; }
 
 static void unpin_own(struct mz__exec *e, unsigned m) {
-  struct mz__task *t = mz__exec_node(e)->t;
+  struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
     mz_buffer *b = t->acc[a].buf;
     mz__spin_lock(&b->lock);
@@ -209,7 +209,7 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
   struct mz_device *dev = e->queue->dev;
   struct mz__memlimit *ml = dev->rt->ml;
   unsigned m = dev->memnode;
-  struct mz__task *t = mz__exec_node(e)->t;
+  struct mz__task *t = mz__task_of(mz__exec_node(e));
   mz_op **v = NULL;
   size_t cap = 0;
   *n = 0;
@@ -533,8 +533,8 @@ void mz__mem_dump(const mz_runtime *rt, FILE *f) {
             (unsigned long long)md->limit, md->evicting, md->npark, md->nres);
     for (size_t i = 0; i < md->npark; i++) {
       mz_op *op = md->parked[i];
-      fprintf(f, "  parked node %u state %d host_wait %d unfin %u unsub %u\n", op->id, atomic_load(&op->t->state),
-              op->t->host_wait, atomic_load(&op->t->unfin), atomic_load(&op->t->unsub));
+      fprintf(f, "  parked node %u state %d host_wait %d unfin %u unsub %u\n", op->id, atomic_load(&mz__op_t(op)->state),
+              mz__op_t(op)->host_wait, atomic_load(&mz__op_t(op)->unfin), atomic_load(&mz__op_t(op)->unsub));
     }
     for (size_t i = 0; m && i < md->nres; i++) {
       mz_buffer *b = md->res[i].b;

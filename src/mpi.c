@@ -900,7 +900,7 @@ static int task_start(mz_op *op, const mz_call *call) {
   const mz_kernel_spec *ks = mz__kernel_spec(dt->uk);
   mz_arg argv[16];
   mz_arg *args = n <= 16 ? argv : malloc(n * sizeof *args);
-  struct mz__exec *e = &op->t->exec;
+  struct mz__exec *e = &mz__op_t(op)->exec;
   int st = MZ_OK;
   char *msg = NULL;
   if (!args) {
@@ -956,7 +956,7 @@ static int task_start(mz_op *op, const mz_call *call) {
 static void task_ended(mz_op *op, const mz_arg *values, int status, void *user) {
   (void)status;
   (void)user;
-  struct dtask *dt = dtask_of(values[op->t->nparams - 1].u64);
+  struct dtask *dt = dtask_of(values[mz__op_t(op)->nparams - 1].u64);
   for (unsigned i = 0; i < dt->nout; i++) xfer_abandon(dt->out[i].x);
 }
 
@@ -1732,7 +1732,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
         x->capreaders = nc;
       }
       x->readers[x->nreaders++] = res;
-      res->t->ngates++;
+      mz__op_t(res)->ngates++;
     }
   }
   for (unsigned i = 0; i < n; i++)

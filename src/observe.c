@@ -22,7 +22,7 @@ static int dev_of_mem(const struct mz_device *d) { return d ? (int)d->info.index
 
 void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   mz_runtime *rt = r->rt;
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   const struct mz__exec *e = &t->exec;
   int q = t->queue;
   const struct mz_device *dev = rt->queues[q]->dev;
@@ -66,7 +66,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   if (t->npreds > 32) preds = malloc(t->npreds * sizeof *preds);
   unsigned np = 0;
   for (unsigned i = 0; preds && i < t->npreds; i++)
-    if (t->preds[i]->t->run == r) preds[np++] = t->preds[i]->id;
+    if (mz__op_t(t->preds[i])->run == r) preds[np++] = t->preds[i]->id;
   mz_node_record n = {.run = r->id,
                       .node = op->id,
                       .name = op->name,
@@ -138,12 +138,12 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
      * touching its exec: while every node still names this run, their
      * times are this run's. */
     for (size_t i = 0; i < r->ntasks && !rc; i++)
-      if (r->tasks[i]->t->run != r) rc = MZ_ESTATE;
+      if (mz__op_t(r->tasks[i])->run != r) rc = MZ_ESTATE;
     mz_node_timing *v = rc ? NULL : calloc(r->ntasks, sizeof *v);
     if (!rc && !v) rc = MZ_ENOMEM;
     for (size_t i = 0; !rc && i < r->ntasks; i++) {
       const mz_op *op = r->tasks[i];
-      const struct mz__task *t = op->t;
+      const struct mz__task *t = mz__op_t(op);
       const struct mz__exec *e = &t->exec;
       mz_node_timing *o = &v[i];
       o->node = op->id;

@@ -1058,7 +1058,7 @@ double mz_sched_link_ns(const mz_sched *s, unsigned a, unsigned b, size_t bytes)
  * the cost is computed once per row of the link table (host, then each
  * device class), then added to every memory node that lacks a copy. */
 static void transfer_by_mem(const mz_runtime *rt, const mz_op *op, double *cost) {
-  const struct mz__task *k = op->t;
+  const struct mz__task *k = mz__op_t(op);
   unsigned nmem = rt->nmem;
   const struct mz__perfmodel *pm = rt->pm;
   for (unsigned m = 0; m < nmem; m++) cost[m] = 0;
@@ -1109,9 +1109,9 @@ double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
   const mz_op *op = (const mz_op *)t;
   unsigned m = rt->queues[q]->dev->memnode;
   double ns = 0;
-  for (unsigned a = 0; a < op->t->nacc; a++) {
-    if (!(op->t->acc[a].mode & 1)) continue;
-    mz_buffer *b = op->t->acc[a].buf;
+  for (unsigned a = 0; a < mz__op_t(op)->nacc; a++) {
+    if (!(mz__op_t(op)->acc[a].mode & 1)) continue;
+    mz_buffer *b = mz__op_t(op)->acc[a].buf;
     mz__spin_lock(&b->lock);
     bool here = b->copies[m].state != MZ__INVALID;
     unsigned src = 0;
@@ -1125,9 +1125,9 @@ double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
 }
 
 size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
-  const struct mz__task *k = ((const mz_op *)t)->t;
+  const struct mz__task *k = mz__task_of((const mz_op *)t);
   if (i >= k->npreds) return 0;
-  const struct mz__task *p = k->preds[i]->t;
+  const struct mz__task *p = mz__op_t(k->preds[i]);
   size_t n = 0;
   for (unsigned a = 0; a < k->nacc; a++) {
     if (!(k->acc[a].mode & 1)) continue;

@@ -130,7 +130,7 @@ bool mz_task_can_run(const mz_sched *s, const mz_task *t, unsigned q) {
 }
 
 bool mz_task_finished(const mz_task *t) {
-  return atomic_load_explicit(&((const mz_op *)t)->t->state, memory_order_acquire) == MZ__T_DONE;
+  return atomic_load_explicit(&mz__task_of((const mz_op *)t)->state, memory_order_acquire) == MZ__T_DONE;
 }
 
 int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
@@ -165,7 +165,7 @@ const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 
 size_t mz_task_bytes(const mz_task *t) {
-  const struct mz__task *k = ((const mz_op *)t)->t;
+  const struct mz__task *k = mz__task_of((const mz_op *)t);
   size_t n = 0;
   for (unsigned i = 0; i < k->nacc; i++) n += k->acc[i].buf->bytes;
   return n;
@@ -174,7 +174,7 @@ size_t mz_task_bytes(const mz_task *t) {
 size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
   if (q >= s->rt->nq) return 0;
   unsigned m = s->rt->queues[q]->dev->memnode;
-  const struct mz__task *k = ((const mz_op *)t)->t;
+  const struct mz__task *k = mz__task_of((const mz_op *)t);
   size_t n = 0;
   for (unsigned i = 0; i < k->nacc; i++) {
     mz_buffer *b = k->acc[i].buf;
@@ -185,26 +185,26 @@ size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
   return n;
 }
 
-unsigned mz_task_pred_count(const mz_task *t) { return ((const mz_op *)t)->t->npreds; }
+unsigned mz_task_pred_count(const mz_task *t) { return mz__task_of((const mz_op *)t)->npreds; }
 
 mz_task *mz_task_pred(const mz_task *t, unsigned i) {
-  const struct mz__task *k = ((const mz_op *)t)->t;
+  const struct mz__task *k = mz__task_of((const mz_op *)t);
   return i < k->npreds ? (mz_task *)k->preds[i] : NULL;
 }
 
 /* Atomic: a node taken back from a dead device is placed again. */
-int mz_task_queue(const mz_task *t) { return __atomic_load_n(&((const mz_op *)t)->t->queue, __ATOMIC_RELAXED); }
+int mz_task_queue(const mz_task *t) { return __atomic_load_n(&mz__task_of((const mz_op *)t)->queue, __ATOMIC_RELAXED); }
 
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
   if (q >= s->rt->nq) return MZ_ERANGE;
-  struct mz__task *k = ((mz_op *)t)->t;
+  struct mz__task *k = mz__task_of((mz_op *)t);
   k->queue = (int)q;
   k->fixed = true;
   return MZ_OK;
 }
 
 uintptr_t *mz_task_policy_data(mz_task *t) {
-  struct mz__task *k = ((mz_op *)t)->t;
+  struct mz__task *k = mz__task_of((mz_op *)t);
   __atomic_store_n(&k->replay_dirty, true, __ATOMIC_RELAXED); /* the next replay clears the word */
   return &k->policy_word;
 }
@@ -225,7 +225,7 @@ static struct mz__tplan *tplan(struct mz__task *k) {
 int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   (void)s;
   if (!t || !prev || t == prev) return MZ_EINVAL;
-  struct mz__task *kt = ((mz_op *)t)->t, *kp = ((mz_op *)prev)->t;
+  struct mz__task *kt = mz__task_of((mz_op *)t), *kp = mz__task_of((mz_op *)prev);
   if (!kt->run || kt->run != kp->run || !kt->run->planning || (kt->plan && kt->plan->prev) ||
       (kp->plan && kp->plan->next))
     return MZ_ESTATE;
@@ -260,7 +260,7 @@ static size_t ord_find(const struct ord_ix *v, size_t n, const mz_op *op) {
  * taken once all that it waits for were taken; a cycle leaves some out. */
 int mz__plan_order_check(struct mz__run *r) {
   size_t n = r->ntasks, nafter = 0;
-  for (size_t i = 0; i < n; i++) nafter += r->tasks[i]->t->plan_after;
+  for (size_t i = 0; i < n; i++) nafter += mz__op_t(r->tasks[i])->plan_after;
   if (!nafter) return MZ_OK;
   struct ord_ix *v = malloc(n * sizeof *v);
   size_t *deg = calloc(n, sizeof *deg), *off = calloc(n + 1, sizeof *off), *stack = malloc(n * sizeof *stack);
@@ -272,10 +272,10 @@ int mz__plan_order_check(struct mz__run *r) {
   /* Edges p -> j: j's predecessors in the run, and its plan->prev. */
   size_t ne = 0;
   for (size_t j = 0; j < n; j++) {
-    const struct mz__task *t = r->tasks[j]->t;
+    const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
       const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
-      size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
+      size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi == n) continue;
       off[pi + 1]++;
       deg[j]++;
@@ -291,10 +291,10 @@ int mz__plan_order_check(struct mz__run *r) {
   }
   memcpy(fill, off, n * sizeof *fill);
   for (size_t j = 0; j < n; j++) {
-    const struct mz__task *t = r->tasks[j]->t;
+    const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
       const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
-      size_t pi = p && p->t->run == r ? ord_find(v, n, p) : n;
+      size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi != n) adj[fill[pi]++] = j;
     }
   }
@@ -312,9 +312,9 @@ int mz__plan_order_check(struct mz__run *r) {
 out:
   if (rc != MZ_OK) /* drop the order: the run must not wait on it */
     for (size_t i = 0; i < n; i++) {
-      struct mz__task *t = r->tasks[i]->t;
+      struct mz__task *t = mz__op_t(r->tasks[i]);
       if (!t->plan_after) continue;
-      t->plan->prev->t->plan->next = NULL;
+      mz__op_t(t->plan->prev)->plan->next = NULL;
       t->plan->prev = NULL;
       t->plan_after = false;
       atomic_fetch_sub_explicit(&t->unsub, 1, memory_order_relaxed);
@@ -332,7 +332,7 @@ out:
 int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns, uint64_t end_ns) {
   (void)s;
   if (end_ns < start_ns) return MZ_EINVAL;
-  struct mz__task *k = ((mz_op *)t)->t;
+  struct mz__task *k = mz__task_of((mz_op *)t);
   struct mz__tplan *p = tplan(k);
   if (!p) return MZ_ENOMEM;
   p->start = start_ns;

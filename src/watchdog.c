@@ -109,7 +109,7 @@ static uint64_t signature(mz_runtime *rt) {
 }
 
 static const char *task_state(mz_runtime *rt, mz_op *op, int *queue) {
-  struct mz__task *t = op->t;
+  struct mz__task *t = mz__op_t(op);
   int s = atomic_load_explicit(&t->state, memory_order_acquire);
   *queue = -1;
   if (s == MZ__T_DONE) return NULL;

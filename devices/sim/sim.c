@@ -233,7 +233,7 @@ static bool has_cost(const mz_kernel *k) {
 
 /* The modelled time of op on a device of class c. */
 static double cost_ns(const struct sim_class *c, const mz_op *op) {
-  const struct mz__task *t = op->t;
+  const struct mz__task *t = mz__op_t(op);
   const mz_kernel *k = t->kernel;
   if (!k) return 0;
   const mz_cost_spec *cs = &mz__kernel_spec(k)->cost;
@@ -315,7 +315,7 @@ static double link_ns_dev(const struct sim_dev *dst, const struct sim_dev *src, 
 }
 
 static double sim_estimate_ns(const struct mz_device *dev, const mz_op *op) {
-  if (!op->t->kernel || !has_cost(op->t->kernel)) return -1;
+  if (!mz__op_t(op)->kernel || !has_cost(mz__op_t(op)->kernel)) return -1;
   return cost_ns(cls_of(dev), op);
 }
 
