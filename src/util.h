@@ -84,7 +84,7 @@ struct mz__arena {
   size_t used, cap;
   struct mz__chunk_pool *pool;
 };
-void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 16-aligned; NULL on ENOMEM */
+void *mz__arena_alloc(struct mz__arena *a, size_t bytes); /* zeroed, 8-aligned; NULL on ENOMEM */
 void mz__arena_free(struct mz__arena *a); /* keeps a->pool */
 
 /* An intrusive multi-producer single-consumer queue (Vyukov): push from any
