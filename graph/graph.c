@@ -680,10 +680,12 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
     if (!copy) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     memcpy(copy, name, len);
   }
+  struct mz__host_call *hc = mz__arena_alloc(&g->arena, sizeof *hc);
+  if (!hc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  *hc = (struct mz__host_call){fn, user};
   mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3);
   if (op->kind == MZ__K_ERROR) return op;
-  mz__op_t(op)->host_fn = fn;
-  mz__op_t(op)->host_user = user;
+  mz__op_t(op)->host = hc;
   /* The label of traces, timings and DOT, and the key of its perf model. */
   if (copy) op->name = copy;
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);

@@ -794,7 +794,7 @@ unsigned mz__exec_nargs(const struct mz__exec *e) { return mz__task_of(mz__exec_
 const mz_launch *mz__exec_launch(const struct mz__exec *e) {
   static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
   const struct mz__task *t = mz__task_of(mz__exec_node(e));
-  return t->kernel ? t->launch : &none; /* launch shares its room with host_fn */
+  return t->kernel ? t->launch : &none; /* launch shares its room with host */
 }
 
 int mz__exec_prepare(struct mz__exec *e) {

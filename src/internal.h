@@ -305,6 +305,13 @@ struct mz__tplan {
   uint64_t start, end;        /* the policy's expectation, 0: none */
 };
 
+/* What a host node (mz_host) calls: kept apart from its task, as an
+ * apply's launch is, so that each takes one pointer in the task. */
+struct mz__host_call {
+  mz_cpu_fn fn;               /* may be NULL: nothing to run */
+  void *user;
+};
+
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
   /* Hot: what every run touches for every task (its start, the workers,
@@ -374,10 +381,7 @@ struct mz__task {
    * one or the other (an apply has a kernel; partition and unpartition
    * have neither, and leave both NULL). */
   union {
-    struct {
-      mz_cpu_fn host_fn;      /* host: the function to call (may be NULL: nothing to run) */
-      void *host_user;
-    };
+    const struct mz__host_call *host; /* host: in the graph's arena */
     /* An apply's launch: the user's (copied into the graph's arena) or the
      * default (a buffer's dlaunch, or one work item). */
     const mz_launch *launch;

@@ -141,9 +141,9 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     if (kern) {
       fn = kern->spec.cpu.fn; /* the spec's field, not mz__kernel_spec's call */
       user = kern->spec.cpu.user;
-    } else {
-      fn = t->host_fn; /* host work (may be NULL: nothing to run) */
-      user = t->host_user;
+    } else if (t->host) { /* host work; partition and unpartition have none */
+      fn = t->host->fn;
+      user = t->host->user;
     }
     if (fn) {
       mz_arg argv[16];
