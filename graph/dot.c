@@ -144,9 +144,9 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
       edge(&e, t->bpreds[k], op, "color=\"#333333\"");
       e.mark[t->bpreds[k]->id] = op->id;
     }
-    for (unsigned k = 0; k < t->nxpreds; k++) {
-      edge(&e, t->xpreds[k], op, "style=dotted, color=\"#1f77b4\", penwidth=1.5");
-      e.mark[t->xpreds[k]->id] = op->id;
+    for (unsigned k = 0; k < mz__task_nxpreds(t); k++) {
+      edge(&e, mz__task_xpreds(t)[k], op, "style=dotted, color=\"#1f77b4\", penwidth=1.5");
+      e.mark[mz__task_xpreds(t)[k]->id] = op->id;
     }
     /* Hazards in build order, as mz_schedule derives them when every
      * task runs (a run of part of the graph orders only what it runs). */

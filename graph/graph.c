@@ -42,8 +42,8 @@ static void graph_free(mz_graph *g) {
    * inline room. */
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
-    free(t->xpreds);
-    free(t->plan);
+    if (t->cold) free(t->cold->xpreds);
+    free(t->cold);
     if (t->succs.heap) free(t->succs.v);
   }
   free(g->tasks_all);
@@ -829,21 +829,26 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
   for (size_t i = 0; i < n; i++) {
     mz_op *p = mz__op_t(lo[i]) ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
     if (!p) continue;
-    struct mz__task *t = mz__op_t(op);
+    struct mz__tcold *c = mz__task_cold(mz__op_t(op));
+    if (!c) {
+      free(lo);
+      fail(g, MZ_ENOMEM, "mz_depend: out of memory");
+      return g->status;
+    }
     /* The capacity is kept implicit: 4, then doubled whenever the count
      * reaches a power of two from 4 on. */
-    unsigned nx = t->nxpreds;
+    unsigned nx = c->nxpreds;
     if (nx == 0 || (nx >= 4 && (nx & (nx - 1)) == 0)) {
       unsigned nc = nx ? nx * 2 : 4;
-      mz_op **v = realloc(t->xpreds, nc * sizeof *v);
+      mz_op **v = realloc(c->xpreds, nc * sizeof *v);
       if (!v) {
         free(lo);
         fail(g, MZ_ENOMEM, "mz_depend: out of memory");
         return g->status;
       }
-      t->xpreds = v;
+      c->xpreds = v;
     }
-    t->xpreds[t->nxpreds++] = p;
+    c->xpreds[c->nxpreds++] = p;
   }
   free(lo);
   return MZ_OK;

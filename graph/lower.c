@@ -212,8 +212,8 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
     rc = vpush(tasks, p);
     for (unsigned i = 0; !rc && i < t->nbpreds; i++)
       if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
-    for (unsigned i = 0; !rc && i < t->nxpreds; i++)
-      if (mz__task_of(t->xpreds[i])->mark != stamp) rc = vpush(stack, t->xpreds[i]);
+    for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
+      if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
   }
   return rc;
 }
@@ -442,14 +442,14 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   if (__builtin_expect(t->plan_times, 0)) {
-    t->plan->start = t->plan->end = 0;
+    t->cold->start = t->cold->end = 0;
     t->plan_times = false;
   }
   t->plan_after = false;
   /* The second line only where something may have changed it. */
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
     t->policy_word = 0;
-    if (t->plan) t->plan->prev = t->plan->next = NULL;
+    if (t->cold) t->cold->prev = t->cold->next = NULL;
   }
   if (fresh) {
     __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */
@@ -703,11 +703,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     struct pset *ps = &pset;
     preds.n = 0;
     for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
-    for (unsigned k = 0; !rc && k < t->nxpreds; k++) {
+    for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
-      if (t->xpreds[k] == op) self_cycle = op;
-      if (t->xpreds[k]->id > op->id) forward = true;
-      rc = add_pred(op, t->xpreds[k], &preds, ps, stamp);
+      if (mz__task_xpreds(t)[k] == op) self_cycle = op;
+      if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
+      rc = add_pred(op, mz__task_xpreds(t)[k], &preds, ps, stamp);
     }
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;

@@ -101,8 +101,8 @@ bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
   const struct mz__task *pt = mz__op_t(p), *st = mz__op_t(s);
   for (unsigned i = 0; i < st->nbpreds; i++)
     if (st->bpreds[i] == p) return true;
-  for (unsigned i = 0; i < st->nxpreds; i++)
-    if (st->xpreds[i] == p) return true;
+  for (unsigned i = 0; i < mz__task_nxpreds(st); i++)
+    if (mz__task_xpreds(st)[i] == p) return true;
   for (unsigned i = 0; i < st->nacc; i++) {
     if (!(st->acc[i].mode & 1)) continue;
     for (unsigned j = 0; j < pt->nacc; j++)
@@ -217,7 +217,7 @@ static void plan_release_to(mz_op *s, struct work *w) {
 
 /* The task planned after t, claimed (NULL: none, or claimed already). */
 static inline mz_op *take_plan_next(struct mz__task *t) {
-  struct mz__tplan *p = __atomic_load_n(&t->plan, __ATOMIC_ACQUIRE);
+  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   return p ? __atomic_exchange_n(&p->next, NULL, __ATOMIC_ACQ_REL) : NULL;
 }
 
@@ -442,7 +442,7 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
  * while it is as a replay left it (replay_dirty), which spares the look. */
 static inline bool has_plan_next(struct mz__task *t) {
   if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
-  struct mz__tplan *p = __atomic_load_n(&t->plan, __ATOMIC_ACQUIRE);
+  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
 }
 

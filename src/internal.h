@@ -293,16 +293,19 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   return true;
 }
 
-/* A task's plan order and expected times (mz_task_set_after,
- * mz_task_set_expected_times): only some policies set them, so a task
- * holds a pointer to one, made on first use (src/policy.c, published with
- * a release store) and freed with its graph.
+/* What few tasks use: explicit edges (mz_depend), plan order and
+ * expected times (mz_task_set_after, mz_task_set_expected_times).  A task
+ * holds a pointer to one, made on first use (mz__task_cold) and freed
+ * with its graph.
  * Plan order: the task is placed only once prev was, and holds one unsub
  * count of next until it is placed or finishes (released once: exchanged
  * with NULL). */
-struct mz__tplan {
+struct mz__tcold {
   struct mz_op *prev, *next;
   uint64_t start, end;        /* the policy's expectation, 0: none */
+  /* Explicit edges (malloc'd; the capacity is implicit, see mz_depend). */
+  struct mz_op **xpreds;
+  unsigned nxpreds;
 };
 
 /* What a host node (mz_host) calls: kept apart from its task, as an
@@ -368,14 +371,13 @@ struct mz__task {
   struct mz__succs succs;
   uintptr_t policy_word;
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
-  struct mz__tplan *plan;     /* NULL until a policy sets an order or times */
+  struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
   /* With its exec's first 48 bytes, what a CPU re-run touches. */
   mz_kernel *kernel;          /* apply; NULL for host work (mz__exec_kernel) */
   struct mz__exec exec;
   struct mz_op **preds;
   struct mz__access *acc;
   unsigned nparams;
-  unsigned nxpreds;           /* explicit edges (mz_depend, xpreds: malloc'd) */
   /* Cold: build time, host work, policies' expectations. */
   /* Host work's function and argument, or an apply's launch: a task is
    * one or the other (an apply has a kernel; partition and unpartition
@@ -393,8 +395,28 @@ struct mz__task {
   uint32_t nbdata;
 
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
-  struct mz_op **xpreds;
 };
+
+/* t's cold record, made on first use; NULL on ENOMEM.  Only the thread
+ * that builds or places t makes it (a builder holding its graph's lock,
+ * or a policy's plan or select of t); others may read t->cold at any
+ * time, so it is published initialized. */
+static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
+  struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  if (c) return c;
+  c = calloc(1, sizeof *c);
+  if (c) __atomic_store_n(&t->cold, c, __ATOMIC_RELEASE);
+  return c;
+}
+/* t's explicit edges (mz_depend; set only while t is not scheduled). */
+static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->nxpreds : 0;
+}
+static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->xpreds : NULL;
+}
 
 struct mz_op {
   mz_graph *g;

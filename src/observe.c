@@ -80,8 +80,8 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
                       .preds = preds,
                       .transfers = nx,
                       .bytes = bytes,
-                      .planned_start_ns = t->plan ? t->plan->start : 0,
-                      .planned_end_ns = t->plan ? t->plan->end : 0};
+                      .planned_start_ns = t->cold ? t->cold->start : 0,
+                      .planned_end_ns = t->cold ? t->cold->end : 0};
   for (unsigned k = 0; k < r->obs.n; k++)
     if (r->obs.v[k].node) r->obs.v[k].node(&n, r->obs.v[k].user);
   if (preds != stack_preds) free(preds);

@@ -209,27 +209,16 @@ uintptr_t *mz_task_policy_data(mz_task *t) {
   return &k->policy_word;
 }
 
-/* k's plan record, made on first use; NULL on ENOMEM.  Only the thread
- * placing k (its plan or select) makes it; others may read k->plan at
- * any time, so it is published initialized. */
-static struct mz__tplan *tplan(struct mz__task *k) {
-  struct mz__tplan *p = __atomic_load_n(&k->plan, __ATOMIC_ACQUIRE);
-  if (p) return p;
-  p = calloc(1, sizeof *p);
-  if (p) __atomic_store_n(&k->plan, p, __ATOMIC_RELEASE);
-  return p;
-}
-
 /* Only from plan: the run has not started, so nothing else reads these
  * fields or t's counters yet. */
 int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   (void)s;
   if (!t || !prev || t == prev) return MZ_EINVAL;
   struct mz__task *kt = mz__task_of((mz_op *)t), *kp = mz__task_of((mz_op *)prev);
-  if (!kt->run || kt->run != kp->run || !kt->run->planning || (kt->plan && kt->plan->prev) ||
-      (kp->plan && kp->plan->next))
+  if (!kt->run || kt->run != kp->run || !kt->run->planning || (kt->cold && kt->cold->prev) ||
+      (kp->cold && kp->cold->next))
     return MZ_ESTATE;
-  struct mz__tplan *pt = tplan(kt), *pp = pt ? tplan(kp) : NULL;
+  struct mz__tcold *pt = mz__task_cold(kt), *pp = pt ? mz__task_cold(kp) : NULL;
   if (!pp) return MZ_ENOMEM;
   pt->prev = (mz_op *)prev;
   kt->plan_after = true;
@@ -274,7 +263,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->cold ? t->cold->prev : NULL;
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi == n) continue;
       off[pi + 1]++;
@@ -293,7 +282,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->plan ? t->plan->prev : NULL;
+      const mz_op *p = k < t->npreds ? t->preds[k] : t->cold ? t->cold->prev : NULL;
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi != n) adj[fill[pi]++] = j;
     }
@@ -314,8 +303,8 @@ out:
     for (size_t i = 0; i < n; i++) {
       struct mz__task *t = mz__op_t(r->tasks[i]);
       if (!t->plan_after) continue;
-      mz__op_t(t->plan->prev)->plan->next = NULL;
-      t->plan->prev = NULL;
+      mz__op_t(t->cold->prev)->cold->next = NULL;
+      t->cold->prev = NULL;
       t->plan_after = false;
       atomic_fetch_sub_explicit(&t->unsub, 1, memory_order_relaxed);
     }
@@ -333,7 +322,7 @@ int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns,
   (void)s;
   if (end_ns < start_ns) return MZ_EINVAL;
   struct mz__task *k = mz__task_of((mz_op *)t);
-  struct mz__tplan *p = tplan(k);
+  struct mz__tcold *p = mz__task_cold(k);
   if (!p) return MZ_ENOMEM;
   p->start = start_ns;
   p->end = end_ns;
