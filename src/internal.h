@@ -734,7 +734,12 @@ extern const struct mz__devtype mz__devtype_sim;
 
 /* The CPU backend's descriptor (devices/cpu/cpu.c). */
 extern const struct mz__devtype mz__devtype_cpu;
-/* The run-time check of a task on queue q (device alive, implementation). */
+
+/* The device table (src/device.c); read by any thread, lock-free. */
+/* Whether queue q can run the task now (device alive, implementation, the
+ * run's device subset). */
 bool mz__can_run(const mz_runtime *rt, const struct mz_op *op, unsigned q);
+/* True when memory node m belongs to a dead device: its copies are lost. */
+bool mz__mem_lost(const mz_runtime *rt, unsigned m);
 
 #endif

@@ -79,6 +79,37 @@ int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes) {
   return MZ_OK;
 }
 
+int mz__memlimit_init(mz_runtime *rt) {
+  int rc = MZ_OK;
+  static const struct { mz_device_kind kind; const char *var; } lim[] = {
+      {MZ_DEVICE_OPENCL, "MZ_LIMIT_OPENCL_MEM"},
+      {MZ_DEVICE_CUDA, "MZ_LIMIT_CUDA_MEM"},
+      {MZ_DEVICE_SIM, "MZ_LIMIT_SIM_MEM"},
+  };
+  bool set[sizeof lim / sizeof *lim] = {false};
+  for (unsigned i = 0; i < sizeof lim / sizeof *lim && !rc; i++) {
+    const char *v = getenv(lim[i].var);
+    if (!v || !*v) continue;
+    set[i] = true;
+    uint64_t bytes = 0;
+    if (!mz__parse_bytes(v, &bytes))
+      return mz__set_error(rt, MZ_EINVAL, "%s: cannot read '%s' (bytes from 1, with K, M or G: 64M)", lim[i].var, v);
+    rc = mz__memlimit_set(rt, lim[i].kind, bytes);
+  }
+  /* A GPU's memory runs out without any limit set: the device's own
+   * MZ_ENOMEM must then evict or wait as under a limit, which needs the
+   * residency and pins of the memory-limit code from the first copy on.
+   * So devices that own their memory get it, unlimited (the CPU queues'
+   * path is unchanged; simulated devices keep no data). */
+  for (unsigned i = 0; i < 2 && !rc; i++) /* lim[0], lim[1]: OpenCL, CUDA */
+    for (unsigned d = 0; d < rt->ndev && !set[i] && !rc; d++)
+      if (rt->devs[d]->memnode && rt->devs[d]->info.kind == lim[i].kind) {
+        rc = mz__memlimit_set(rt, lim[i].kind, 0);
+        set[i] = true;
+      }
+  return rc;
+}
+
 bool mz__memlimit_capped(const mz_runtime *rt, const struct mz_device *dev) {
   const struct mz__memlimit *ml = rt->ml;
   if (!ml || dev->info.index >= ml->ndev) return false;
@@ -162,7 +193,6 @@ static void res_remove(struct memdev *md, mz_buffer *b) {
 
 /* ---- pins ---- */
 
-void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
 void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
   struct mz__task *t = mz__exec_node(e)->t;
   unsigned m = dev->memnode;

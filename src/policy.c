@@ -164,27 +164,6 @@ int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
 const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 
-size_t mz_task_bytes(const mz_task *t) {
-  const struct mz__task *k = ((const mz_op *)t)->t;
-  size_t n = 0;
-  for (unsigned i = 0; i < k->nacc; i++) n += k->acc[i].buf->bytes;
-  return n;
-}
-
-size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
-  if (q >= s->rt->nq) return 0;
-  unsigned m = s->rt->queues[q]->dev->memnode;
-  const struct mz__task *k = ((const mz_op *)t)->t;
-  size_t n = 0;
-  for (unsigned i = 0; i < k->nacc; i++) {
-    mz_buffer *b = k->acc[i].buf;
-    mz__spin_lock(&b->lock);
-    if (b->copies[m].state != MZ__INVALID) n += b->bytes;
-    mz__spin_unlock(&b->lock);
-  }
-  return n;
-}
-
 unsigned mz_task_pred_count(const mz_task *t) { return ((const mz_op *)t)->t->npreds; }
 
 mz_task *mz_task_pred(const mz_task *t, unsigned i) {
