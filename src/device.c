@@ -46,6 +46,18 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
     qs[i].dev = d;
     qs[i].local = i;
   }
+  if (type->hold) {
+    unsigned k = 0;
+    while (k < rt->nhold_types && rt->hold_types[k] != type) k++;
+    if (k == rt->nhold_types) {
+      if (k == sizeof rt->hold_types / sizeof *rt->hold_types) {
+        free(qs);
+        free(d);
+        return NULL;
+      }
+      rt->hold_types[rt->nhold_types++] = type;
+    }
+  }
   rt->devs[rt->ndev++] = d;
   return d;
 }

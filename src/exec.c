@@ -1314,8 +1314,7 @@ static bool shareable(const mz_runtime *rt, const struct mz__run *r, const struc
  * submitted from this thread, so all of them start at the same virtual
  * instant (see struct mz__devtype's hold). */
 static void hold_all(mz_runtime *rt, bool on) {
-  for (unsigned i = 0; mz__devtypes[i]; i++)
-    if (mz__devtypes[i]->hold) mz__devtypes[i]->hold(rt, on);
+  for (unsigned i = 0; i < rt->nhold_types; i++) rt->hold_types[i]->hold(rt, on);
 }
 
 bool mz__run_may_share(const struct mz__run *r) {

@@ -3,20 +3,6 @@
 
 #include "internal.h"
 
-extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
-    mz_policy_dmda, mz_policy_dmdas, mz_policy_heft;
-
-const struct mz_policy_ops *const mz__builtin_policies[] = {
-    &mz_policy_single,
-    &mz_policy_round_robin,
-    &mz_policy_eager,
-    &mz_policy_ws,
-    &mz_policy_dmda,
-    &mz_policy_dmdas,
-    &mz_policy_heft,
-    NULL,
-};
-
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");
   if (ops->abi < MZ_POLICY_ABI_MIN || ops->abi > MZ_POLICY_ABI)
@@ -302,4 +288,3 @@ int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns,
   k->plan_times = true;
   return MZ_OK;
 }
-bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }

@@ -196,6 +196,15 @@ void mz__parker_park(struct mz__parker *p) {
 
 /* ---- errors ---- */
 
+char *mz__strdupf(const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return strdup(buf);
+}
+
 int mz__set_error(const mz_runtime *crt, int code, const char *fmt, ...) {
   mz_runtime *rt = (mz_runtime *)crt; /* the message buffer is the runtime's to change */
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return code; /* no runtime to hold the message */

@@ -121,4 +121,7 @@ extern _Thread_local int mz__in_runtime_thread;
 extern _Thread_local int mz__cur_queue;
 extern _Thread_local const struct mz_runtime *mz__cur_rt;
 
+/* A malloc'd printf-formatted message (NULL when out of memory). */
+char *mz__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif
