@@ -112,8 +112,6 @@ static inline int prepare_kept(struct mz__exec *e) {
   return mz__exec_prepare(e);
 }
 
-/* Run one task: plan it (read stale inputs back from their devices), call
- * the function, finish it. */
 /* Nodes w's own node made ready (its lean end): the first to w's run-next
  * slot, the rest to its deque, where idle workers may steal them; past the
  * deque's share, to the device's pool as cpu_share does. */
@@ -131,6 +129,8 @@ static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
   cpu_share(w->q->dev, rd[i], rd[n - 1], n - i);
 }
 
+/* Run one task: plan it (read stale inputs back from their devices), call
+ * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
   mz_op *op = mz__exec_node(e);
   int status = MZ_OK;
