@@ -12,9 +12,9 @@
 #include "deque.h"
 #include "internal.h"
 
-_Thread_local int mz__in_runtime_thread;
-_Thread_local int mz__cur_queue = -1;
-_Thread_local const struct mz_runtime *mz__cur_rt;
+_Thread_local int mz__in_runtime_thread MZ__TLS;
+_Thread_local int mz__cur_queue MZ__TLS = -1;
+_Thread_local const struct mz_runtime *mz__cur_rt MZ__TLS;
 
 uint64_t mz__now_ns(void) {
   struct timespec ts;
