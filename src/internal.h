@@ -646,6 +646,23 @@ struct mz_runtime {
   _Atomic unsigned idle_users;
 };
 
+/* Buffers' copy states: their two transitions, written once (b->lock held; a new
+ * buffer starts with the host copy OWNER).  A write on memory node m: m's
+ * copy is the only valid one, and no transfer in is pending anywhere
+ * (later readers are ordered after the writer by hazards). */
+static inline void mz__copy_written(mz_buffer *b, unsigned m) {
+  for (unsigned k = 0; k < b->rt->nmem; k++) {
+    b->copies[k].state = MZ__INVALID;
+    b->copies[k].fetcher = NULL;
+  }
+  b->copies[m].state = MZ__OWNER;
+}
+/* A copy made valid on another node from src's: src, if it was the only
+ * valid one, is shared now. */
+static inline void mz__copy_read_from(mz_buffer *b, unsigned src) {
+  if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+}
+
 /* Install ops with ctx (NULL ops: remove them); removing returns once no
  * worker uses the old ones.  Thread: a user thread. */
 void mz__idle_set(mz_runtime *rt, const struct mz__idle_ops *ops, void *ctx);

@@ -193,8 +193,7 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
       return false;
     }
     memcpy(b->host, tmp, b->bytes);
-    for (unsigned k = 1; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
-    b->copies[0].state = MZ__OWNER;
+    mz__copy_written(b, 0);
   }
   c->state = MZ__INVALID;
   c->fetcher = NULL;
