@@ -251,11 +251,8 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
      * a device that died since: then no copy can be read. */
     unsigned src = 0;
     for (unsigned m = 1; m < rt->nmem && !(src && b->copies[src].alias); m++) {
-      const struct mz__copy *c = &b->copies[m];
-      if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
-      if (c->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(c->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
-        continue;
-      if (!src || c->alias) src = m; /* a copy in host memory itself first: no bytes move */
+      if (!mz__copy_readable(rt, b, m)) continue;
+      if (!src || b->copies[m].alias) src = m; /* a copy in host memory itself first: no bytes move */
     }
     void *mem = src ? b->copies[src].mem : NULL;
     bool alias = src && b->copies[src].alias;

@@ -558,15 +558,8 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     x->src_host = b->host;
   } else {
     unsigned src = 0;
-    /* Not a dead device's copy, nor one whose own transfer in may
-     * not have run yet (see mz__buffer_fetch_host). */
-    for (unsigned k = 1; k < rt->nmem && !src; k++) {
-      const struct mz__copy *ck = &b->copies[k];
-      if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(ck->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
-        continue;
-      src = k;
-    }
+    for (unsigned k = 1; k < rt->nmem && !src; k++)
+      if (k != m && mz__copy_readable(rt, b, k)) src = k;
     if (!src) {
       *why = "no valid copy of a buffer exists";
       return MZ_EDEVICE;
