@@ -177,8 +177,11 @@ struct mz_mpi {
   /* When a request last completed, or a task last sent (mz__now_ns), and
    * the mean gap between such events (a moving average): idle workers keep
    * polling for spin_ns after the last one while a node waits, where
-   * messages are closely spaced (idle_hold). */
+   * messages are closely spaced (idle_hold).  unnoted: a worker completed
+   * requests and stamps the time when it next polls idle, not at once (a
+   * clock read costs tens of ns, before the node it released runs). */
   _Atomic uint64_t last_done, gap;
+  _Atomic bool unnoted;
 };
 
 /* The largest send folded into its producer (copied into staging memory
@@ -559,9 +562,28 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
   int n = m->pn < limit ? m->pn : limit, out = 0, h = m->phead;
   struct cmd *head = NULL, **tail = &head;
   if (n > 0) {
-    int err = MPI_Testsome(n, m->preq + h, &out, m->pidx, m->psts);
-    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
-    if (out == MPI_UNDEFINED) out = 0;
+    /* MPI_Testsome reports what was complete when it was called, and
+     * makes progress only when nothing was: a message that progress takes
+     * in shows at the next call, a whole spin later.  MPI_Test makes
+     * progress and looks again, so a test of the oldest request (most
+     * often the next message to come) sees it in this poll; the Testsome
+     * after it reports what else was complete by then. */
+    int first = 0;
+    int err = MPI_Test(&m->preq[h], &first, &m->psts[0]);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+    if (first) {
+      m->psts[0].MPI_ERROR = MPI_SUCCESS; /* MPI_Test leaves it unset */
+      m->pidx[0] = 0;
+    }
+    /* A worker that found the message runs its reader first; the next
+     * poll reports the rest. */
+    if (n > first && !(first && try)) {
+      err = MPI_Testsome(n - first, m->preq + h + first, &out, m->pidx + first, m->psts + first);
+      if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
+      if (out == MPI_UNDEFINED) out = 0;
+      for (int i = first; i < first + out; i++) m->pidx[i] += first;
+    }
+    out += first;
     for (int i = 0; i < out; i++) {
       struct cmd *c = m->pcmd[h + m->pidx[i]];
       if (m->psts[i].MPI_ERROR != MPI_SUCCESS && c->kind != C_COLL && c->kind != C_IDUP)
@@ -588,7 +610,10 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
     }
   }
   pthread_mutex_unlock(&m->plock);
-  if (out > 0) note_traffic(m, mz__now_ns());
+  if (out > 0) {
+    if (try) atomic_store_explicit(&m->unnoted, true, memory_order_relaxed);
+    else note_traffic(m, mz__now_ns());
+  }
   while (head) {
     struct cmd *c = head;
     head = c->next;
@@ -599,7 +624,13 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
 
 /* ---- the idle workers' hook ---- */
 
-static bool idle_poll(void *ctx) { return poll_pending(ctx, true, MZ__MPI_WINDOW) > 0; }
+static bool idle_poll(void *ctx) {
+  mz_mpi *m = ctx;
+  if (atomic_load_explicit(&m->unnoted, memory_order_relaxed) &&
+      atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed))
+    note_traffic(m, mz__now_ns());
+  return poll_pending(m, true, MZ__MPI_WINDOW) > 0;
+}
 
 static void idle_state(void *ctx, enum mz__idle_state to) {
   mz_mpi *m = ctx;
