@@ -87,7 +87,7 @@ enum cmd_kind {
   C_MARK,   /* an empty message: the data will not come */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
   C_IDUP,   /* a graph's communicator (MPI_Comm_idup) */
-  C_FREE,   /* free a graph's communicator, after the commands queued before */
+  C_FREE,   /* free a graph's communicator and its persistent requests, after the commands queued before */
 };
 
 /* A user thread waiting for a collective to complete. */
@@ -116,6 +116,8 @@ struct cmd {
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
   MPI_Request req;
+  MPI_Request *reqs;  /* C_FREE: the graph's persistent requests (freed here) */
+  int nreqs;
 };
 
 /* How long the communication thread naps between polls once nothing has
@@ -235,6 +237,7 @@ struct xfer {
    * that drops the message (drain: freed when it is in). */
   bool direct, drain;
   _Atomic int gate;     /* folded receive: enum gstate */
+  size_t rk;            /* staged receive: its persistent request, dg->rreq[rk] */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
   struct cmd c;
@@ -287,6 +290,12 @@ struct mz_dgraph {
   mz_op *root;
   bool frozen;
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
+  /* The staged receives' persistent requests (MPI_Recv_init at the first
+   * run that posts them, MPI_Start at each: a staged receive lands in the
+   * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
+   * memory when the first run started). */
+  MPI_Request *rreq;
+  size_t nrreq;
   _Atomic long inflight; /* this graph's requests not yet completed */
   /* Staging memory of folded sends, shared by all of them: a send takes a
    * block of its size class when its producer ends and gives it back when
@@ -409,9 +418,17 @@ static bool post(mz_mpi *m, struct cmd *c) {
   case C_FSEND:
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
-  case C_RECV:
-    err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+  case C_RECV: {
+    MPI_Request *init = !c->x->direct && c->x->dg->rreq ? &c->x->dg->rreq[c->x->rk] : NULL;
+    if (!init) {
+      err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+      break;
+    }
+    if (*init == MPI_REQUEST_NULL) err = MPI_Recv_init(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, init);
+    if (err == MPI_SUCCESS) err = MPI_Start(init);
+    c->req = *init;
     break;
+  }
   case C_MARK:
     err = MPI_Isend(NULL, 0, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
@@ -422,7 +439,12 @@ static bool post(mz_mpi *m, struct cmd *c) {
     err = MPI_Comm_idup(c->comm, c->newcomm, &c->req);
     break;
   case C_FREE:
-    /* Requests in flight on it complete normally (MPI_Comm_free only marks it). */
+    /* The persistent requests are inactive (a graph is destroyed once all
+     * its requests completed); requests in flight on the communicator
+     * complete normally (MPI_Comm_free only marks it). */
+    for (int i = 0; i < c->nreqs; i++)
+      if (c->reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&c->reqs[i]);
+    free(c->reqs);
     MPI_Comm_free(&c->comm);
     free(c);
     return false;
@@ -1405,6 +1427,8 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
      * the call (MPI may give less than MPI_THREAD_MULTIPLE). */
     struct cmd *c = new_cmd(C_FREE);
     c->comm = dg->comm;
+    c->reqs = dg->rreq;
+    c->nreqs = (int)dg->nrreq;
     push_cmd(dg->m, c);
   }
   for (size_t i = 0; i < dg->nxf; i++) {
@@ -1807,7 +1831,20 @@ static int freeze(mz_dgraph *dg) {
 /* Reset dg's transfers for a run and post all its receives. */
 static void start_transfers(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
-  bool locked = false;
+  if (!dg->rreq && dg->nrecvs && (dg->rreq = malloc(dg->nrecvs * sizeof *dg->rreq)) != NULL) {
+    for (size_t i = 0; i < dg->nxf; i++) {
+      struct xfer *x = dg->xf[i];
+      if (!x->send && !x->direct) {
+        x->rk = dg->nrreq++;
+        dg->rreq[x->rk] = MPI_REQUEST_NULL;
+      }
+    }
+  }
+  /* With MPI_THREAD_MULTIPLE, all at once here: their persistent
+   * requests made at the first run (one lock for all of them: a test
+   * meanwhile waits, or is skipped), then one MPI_Startall. */
+  bool all = m->multiple && dg->rreq && dg->nrreq;
+  if (all) pthread_mutex_lock(&m->plock);
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
     atomic_store_explicit(&x->posted, false, memory_order_relaxed);
@@ -1819,17 +1856,30 @@ static void start_transfers(mz_dgraph *dg) {
     x->c.buf = x->stage;
     x->c.got = 0;
     atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
-    if (!m->multiple) {
+    if (all) {
+      if (dg->rreq[x->rk] == MPI_REQUEST_NULL) {
+        int err = MPI_Recv_init(x->c.buf, x->c.bytes, MPI_BYTE, x->c.peer, x->c.tag, x->c.comm, &dg->rreq[x->rk]);
+        if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Recv_init");
+      }
+    } else if (!m->multiple) {
       push_cmd(m, &x->c);
     } else {
-      /* One lock for all of them (a test meanwhile waits, or is skipped). */
-      if (!locked) pthread_mutex_lock(&m->plock);
-      locked = true;
+      pthread_mutex_lock(&m->plock);
       post(m, &x->c);
       add_pending_locked(m, &x->c);
+      pthread_mutex_unlock(&m->plock);
     }
   }
-  if (locked) pthread_mutex_unlock(&m->plock);
+  if (!all) return;
+  int err = MPI_Startall((int)dg->nrreq, dg->rreq);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
+  for (size_t i = 0; i < dg->nxf; i++) {
+    struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue;
+    x->c.req = dg->rreq[x->rk];
+    add_pending_locked(m, &x->c);
+  }
+  pthread_mutex_unlock(&m->plock);
 }
 
 int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {

@@ -161,8 +161,10 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         int ret;
         if (__builtin_expect(async != NULL, 0)) {
           /* Its time on the queue is the start; stamped before it, since
-           * the thread that ends the node reads it (and may do so at once). */
-          e->t_end = mz__now_ns();
+           * the thread that ends the node reads it (and may do so at once):
+           * the start's stamp, read just now (a clock read is tens of ns,
+           * and an async kernel's start is a message's latency). */
+          e->t_end = e->t_start;
           ret = async->start(op, &call);
           if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
             if (args != argv) free(args);
