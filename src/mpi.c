@@ -169,6 +169,7 @@ struct mz_mpi {
   int *pidx;
   MPI_Status *psts;
   int phead, pn, pcap;
+  unsigned pscan;      /* the workers' polls, for their scans of the window */
   _Atomic int npend;
   /* Someone waits on a pending request (a started send or receive node, a
    * collective, a run start draining the last run's); workers spinning
@@ -570,6 +571,8 @@ static void note_traffic(mz_mpi *m, uint64_t now) {
 /* How many of the oldest pending requests an idle worker tests (all of
  * them would cost it a pass over every receive of the run each poll). */
 #define MZ__MPI_WINDOW 32
+/* A worker tests the window past the oldest request every this many polls. */
+#define MZ__MPI_SCAN 4
 
 /* Test the oldest limit pending requests and complete what finished;
  * try: leave them when another thread tests them.  Returns how many
@@ -598,8 +601,14 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
       m->pidx[0] = 0;
     }
     /* A worker that found the message runs its reader first; the next
-     * poll reports the rest. */
-    if (n > first && !(first && try)) {
+     * poll reports the rest.  Otherwise a worker looks at the others
+     * every MZ__MPI_SCAN-th poll only: MPI_Testsome reads one cache line
+     * per request, and requests of one size, allocated alike, fall into a
+     * few cache sets: a scan of the window at each poll missed the level-1
+     * cache about 200 times a step (callgrind's cache model, a stencil),
+     * and its parameter checks cost as much again. */
+    bool scan = try ? !first && m->pscan++ % MZ__MPI_SCAN == 0 : true;
+    if (n > first && scan) {
       err = MPI_Testsome(n - first, m->preq + h + first, &out, m->pidx + first, m->psts + first);
       if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
       if (out == MPI_UNDEFINED) out = 0;
@@ -719,7 +728,7 @@ static void *comm_main(void *arg) {
   unsigned polls = 0;
   for (;;) {
     pthread_mutex_lock(&m->qlock);
-    bool active = comm_active(m);
+    bool active = comm_active(m), napped = false;
     if (!m->qhead && !active) {
       if (m->stop) {
         pthread_mutex_unlock(&m->qlock);
@@ -730,6 +739,7 @@ static void *comm_main(void *arg) {
       if (atomic_load(&m->npend)) timed_wait(m, atomic_load(&m->urgent) > 0 ? MZ__MPI_BUSY_US : MZ__MPI_IDLE_US);
       else pthread_cond_wait(&m->qcond, &m->qlock);
       last = mz__now_ns();
+      napped = true;
     } else if (!m->qhead && mz__now_ns() - last > m->spin_ns) {
       /* Nothing completed for a while (long tasks): poll every
        * MZ__MPI_NAP_US instead of spinning, or sooner when a command comes. */
@@ -747,6 +757,12 @@ static void *comm_main(void *arg) {
       q = q->next;
       if (post(m, c)) add_pending(m, c);
     }
+    /* The test after a nap is left to a worker that spins: it tests and
+     * makes progress, and a pass over all the requests here (all of a
+     * run's receives, a cache miss each) would hold plock meanwhile, and
+     * the spinning worker's polls would find it taken.  A message that
+     * only this pass finds comes once that worker parks (and asks). */
+    if (napped && !q && atomic_load(&m->spinning) > 0) continue;
     /* The oldest requests, which complete first, and every 16th time all
      * of them (a run's receives: a pass over all costs microseconds). */
     if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW) > 0) progress = true;
