@@ -24,7 +24,7 @@
  * kernel whose start calls the user's function.  A remote value it only
  * reads is a folded receive: no node; the task holds a gate (struct
  * mz__task's ngates) per such transfer, released (mz__task_ungate) once
- * the message is in and the run has started (enum gstate: the counters
+ * the message is in and the run has started (the graph's early list: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
  * writes that another rank reads is copied into a staging block (shared
@@ -237,16 +237,19 @@ struct xfer {
    * buffer then), or, when the node will not run, into a block of its own
    * that drops the message (drain: freed when it is in). */
   bool direct, drain;
-  _Atomic int gate;     /* folded receive: enum gstate */
+  struct xfer *enext;   /* folded receive: the next in its graph's early list */
   size_t rk;            /* staged receive: its persistent request, dg->rreq[rk] */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
   struct cmd c;
 };
 
-/* A folded receive's gates, per run: released once both the message is in
- * and the run has started (its counters are set then). */
-enum gstate { G_POSTED, G_DONE, G_ARMED, G_RELEASED };
+/* A folded receive's gates, per run, are released once both the message
+ * is in and the run has started (its counters are set then): a message in
+ * before that waits in the graph's early list, which the run's start
+ * closes (EARLY_CLOSED) after the counters are set, releasing the gates of
+ * those in it; a message that finds it closed releases its gates itself. */
+#define EARLY_CLOSED ((struct xfer *)(uintptr_t)1)
 
 /* A task built with its kernel's wrapper: the user's kernel, the inputs it
  * reads from folded receives (parameter index, transfer), the outputs its
@@ -291,6 +294,8 @@ struct mz_dgraph {
   mz_op *root;
   bool frozen;
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
+  struct xfer *_Atomic early; /* folded receives in before the run started, or EARLY_CLOSED */
+  size_t nfold;        /* folded receives */
   /* The staged receives' persistent requests (MPI_Recv_init at the first
    * run that posts them, MPI_Start at each: a staged receive lands in the
    * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
@@ -481,31 +486,36 @@ static void release_gates(struct xfer *x) {
   for (size_t i = 0; i < x->nreaders; i++) mz__task_ungate(x->readers[i], failed);
 }
 
-/* The message of folded receive x is in. */
+/* The message of folded receive x is in: its gates are released now if
+ * its run started, else when it starts. */
 static void gate_arrived(mz_mpi *m, struct xfer *x) {
-  int s = G_POSTED;
-  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_DONE, memory_order_acq_rel, memory_order_acquire)) return;
-  if (s == G_ARMED) {
-    atomic_fetch_sub(&m->urgent, 1);
-    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
-    release_gates(x);
-  }
+  mz_dgraph *dg = x->dg;
+  struct xfer *h = atomic_load_explicit(&dg->early, memory_order_acquire);
+  do {
+    if (h == EARLY_CLOSED) {
+      atomic_fetch_sub(&m->urgent, 1);
+      release_gates(x);
+      return;
+    }
+    x->enext = h;
+  } while (!atomic_compare_exchange_weak_explicit(&dg->early, &h, x, memory_order_acq_rel, memory_order_acquire));
 }
 
-/* The run of folded receive x started (its tasks' counters are set).
- * True when its message is still to come: its readers wait on it, as a
- * started receive node does (urgent). */
-static bool gate_arm(mz_mpi *m, struct xfer *x) {
-  int s = G_POSTED;
-  atomic_fetch_add(&m->urgent, 1);
-  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_ARMED, memory_order_acq_rel, memory_order_acquire))
-    return true;
-  atomic_fetch_sub(&m->urgent, 1);
-  if (s == G_DONE) {
-    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
-    release_gates(x);
-  }
-  return false;
+/* The run of dg started (its tasks' counters are set): the messages still
+ * to come have readers that wait on them, as a started receive node does
+ * (urgent: counted for all the folded receives first, and given back for
+ * those already in, whose gates are released here).  Only the early ones
+ * are visited: a pass over every receive here would run beside the
+ * workers, which wait on its gates, on a machine where this thread and a
+ * spinning worker may share a core.  True when a message is to come. */
+static bool gates_open(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  long in = 0;
+  atomic_fetch_add(&m->urgent, (int)dg->nfold);
+  struct xfer *x = atomic_exchange_explicit(&dg->early, EARLY_CLOSED, memory_order_acq_rel);
+  for (; x; x = x->enext, in++) release_gates(x);
+  atomic_fetch_sub(&m->urgent, (int)in);
+  return (size_t)in < dg->nfold;
 }
 
 static void complete(mz_mpi *m, struct cmd *c) {
@@ -1599,7 +1609,6 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   x->c.comm = dg->comm;
   x->c.bytes = x->bytes;
   atomic_init(&x->state, X_ENDED);
-  atomic_init(&x->gate, G_RELEASED);
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
   x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold && x->bytes <= MZ__MPI_FOLD_MAX;
   x->direct = !x->send && x->bytes > MZ__MPI_FOLD_MAX;
@@ -1847,6 +1856,8 @@ static int freeze(mz_dgraph *dg) {
 /* Reset dg's transfers for a run and post all its receives. */
 static void start_transfers(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
+  dg->nfold = 0;
+  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
   if (!dg->rreq && dg->nrecvs && (dg->rreq = malloc(dg->nrecvs * sizeof *dg->rreq)) != NULL) {
     for (size_t i = 0; i < dg->nxf; i++) {
       struct xfer *x = dg->xf[i];
@@ -1860,18 +1871,21 @@ static void start_transfers(mz_dgraph *dg) {
    * requests made at the first run (one lock for all of them: a test
    * meanwhile waits, or is skipped), then one MPI_Startall. */
   bool all = m->multiple && dg->rreq && dg->nrreq;
-  if (all) pthread_mutex_lock(&m->plock);
+  if (all) {
+    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
+    pthread_mutex_lock(&m->plock);
+  }
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
     atomic_store_explicit(&x->posted, false, memory_order_relaxed);
     x->drain = false;
     if (x->send || x->direct) continue; /* a direct receive is posted by its node */
     atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
-    atomic_store_explicit(&x->gate, G_POSTED, memory_order_relaxed);
+    if (x->fold) dg->nfold++;
     x->c.kind = C_RECV;
     x->c.buf = x->stage;
     x->c.got = 0;
-    atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
+    if (!all) atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
     if (all) {
       if (dg->rreq[x->rk] == MPI_REQUEST_NULL) {
         int err = MPI_Recv_init(x->c.buf, x->c.bytes, MPI_BYTE, x->c.peer, x->c.tag, x->c.comm, &dg->rreq[x->rk]);
@@ -1918,10 +1932,7 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   else mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
   /* The run's counters are set: the gates of what came may open. */
   if (st == MZ_OK && dg->m->use_mpi) {
-    bool waits = false;
-    for (size_t i = 0; i < dg->nxf; i++)
-      if (!dg->xf[i]->send && dg->xf[i]->fold) waits |= gate_arm(dg->m, dg->xf[i]);
-    if (waits) wake_comm(dg->m);
+    if (gates_open(dg)) wake_comm(dg->m);
   }
   dg->run_status = st;
   /* Nothing runs here: the peers still get one message per send (the
