@@ -4,12 +4,14 @@
  * struct mz__idle_ops, through which idle CPU workers test the requests.
  *
  * Requests.  Every request in flight is in the context's pending set
- * (guarded by plock), which one thread at a time tests with MPI_Testsome
- * and completes outside the lock: a send or receive node ends then, which
- * releases its successors as a device's completion does.  The receives
- * of up to MZ__MPI_FOLD_MAX bytes are posted when the run starts, each
- * into its transfer's own staging memory, so a message that comes early
- * is taken at once; the receive node copies it into the buffer when it
+ * (guarded by plock), which one thread at a time tests (poll_pending:
+ * MPI_Test of the oldest, MPI_Testsome of the next few) and completes
+ * outside the lock: a send or receive node ends then, which releases its
+ * successors as a device's completion does.  The receives of up to
+ * MZ__MPI_FOLD_MAX bytes are posted when the run starts, each into its
+ * transfer's own staging memory (a persistent request per transfer,
+ * started with the others by one MPI_Startall), so a message that comes
+ * early is taken at once; the receive node copies it into the buffer when it
  * runs (at once when the message is in, else when it completes).  A
  * larger receive (direct) has no staging: its node posts it into the
  * buffer when it starts, and a direct receive whose node will not run
