@@ -290,7 +290,8 @@ static mz_op *take(struct worker *w) {
 }
 
 /* Spin a bounded time (the clock is read every 16 polls, every 4 with
- * outside work, whose test then comes as often: a message's latency) for
+ * outside work, whose test then comes as often, the first at once: a
+ * message's latency) for
  * w's next node; NULL when none came.  Outside work (MPI requests) is tested
  * meanwhile: a node it releases comes to w's run-next slot, and the nodes
  * it ended are counted in w's queue and published before w may park.  A
@@ -308,7 +309,9 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     __builtin_ia32_pause();
 #endif
     op = take(w);
-    if (op || i % (io ? 4 : 16)) continue;
+    /* Outside work is tested at once (its message may be in already: a
+     * worker behind its peer), then every 4th pause. */
+    if (op || (io ? (i - 1) % 4 : i % 16)) continue;
     if (io && io->poll(ictx)) {
       if ((op = take(w)) != NULL) break;
       mz__queue_flush(w->q);
