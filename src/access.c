@@ -93,8 +93,7 @@ int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
   pthread_mutex_lock(&b->alias_lock);
   mz__spin_lock(&b->lock);
   if (src != b->host) memcpy(b->host, src, bytes); /* the user wrote a wrapped buffer's memory */
-  b->copies[0].state = MZ__OWNER;
-  for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
+  mz__copy_written(b, 0);
   atomic_store(&b->poison, 0);
   mz__spin_unlock(&b->lock);
   /* Its tiles' copies (if any) are behind now; what they held is replaced. */

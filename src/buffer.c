@@ -251,11 +251,8 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
      * a device that died since: then no copy can be read. */
     unsigned src = 0;
     for (unsigned m = 1; m < rt->nmem && !(src && b->copies[src].alias); m++) {
-      const struct mz__copy *c = &b->copies[m];
-      if (c->state == MZ__INVALID || mz__mem_lost(rt, m)) continue;
-      if (c->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(c->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
-        continue;
-      if (!src || c->alias) src = m; /* a copy in host memory itself first: no bytes move */
+      if (!mz__copy_readable(rt, b, m)) continue;
+      if (!src || b->copies[m].alias) src = m; /* a copy in host memory itself first: no bytes move */
     }
     void *mem = src ? b->copies[src].mem : NULL;
     bool alias = src && b->copies[src].alias;
@@ -273,7 +270,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
     mz__spin_lock(&b->lock);
     if (rc == MZ_OK) {
       b->copies[0].state = MZ__SHARED;
-      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      mz__copy_read_from(b, src);
       if (moved && !alias) *moved += b->bytes;
     }
   }
@@ -284,11 +281,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
 
 static void make_host_owner(mz_buffer *b) {
   mz__spin_lock(&b->lock);
-  for (unsigned m = 0; m < b->rt->nmem; m++) {
-    b->copies[m].state = MZ__INVALID;
-    b->copies[m].fetcher = NULL;
-  }
-  b->copies[0].state = MZ__OWNER;
+  mz__copy_written(b, 0);
   mz__spin_unlock(&b->lock);
 }
 
@@ -330,13 +323,7 @@ void mz__alias_wrote(mz_buffer *b) {
      * after the tile's sync, lacks it only when the tile was written on a
      * device, which tiles_dirty records. */
     mz__spin_lock(&p->lock);
-    if (p->copies[0].state != MZ__INVALID) {
-      for (unsigned m = 1; m < p->rt->nmem; m++) {
-        p->copies[m].state = MZ__INVALID;
-        p->copies[m].fetcher = NULL;
-      }
-      p->copies[0].state = MZ__OWNER;
-    }
+    if (p->copies[0].state != MZ__INVALID) mz__copy_written(p, 0);
     mz__spin_unlock(&p->lock);
     if (!atomic_load_explicit(&p->tiles_dirty, memory_order_relaxed)) atomic_store(&p->tiles_dirty, true);
   } else if (!atomic_load_explicit(&b->tiles_stale, memory_order_relaxed)) {
@@ -386,7 +373,7 @@ int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_devi
     *why = "cannot make host memory visible to a device that shares it";
   mz__spin_lock(&b->lock);
   if (!rc && need) {
-    if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+    mz__copy_read_from(b, 0);
     c->state = MZ__SHARED;
     c->fetcher = NULL;
   }

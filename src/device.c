@@ -108,8 +108,3 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   if (r && r->devok && !r->devok[dev->info.index]) return false;
   return dev->kernels && dev->ops->can_run(dev, k);
 }
-
-/* Whether memory node m's copies are gone with its dead device. */
-bool mz__mem_lost(const mz_runtime *rt, unsigned m) {
-  return m && atomic_load_explicit(&rt->mem_dev[m]->dead, memory_order_relaxed);
-}

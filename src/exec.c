@@ -558,15 +558,8 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     x->src_host = b->host;
   } else {
     unsigned src = 0;
-    /* Not a dead device's copy, nor one whose own transfer in may
-     * not have run yet (see mz__buffer_fetch_host). */
-    for (unsigned k = 1; k < rt->nmem && !src; k++) {
-      const struct mz__copy *ck = &b->copies[k];
-      if (k == m || ck->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-      if (ck->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(ck->fetcher))->state, memory_order_acquire) != MZ__T_DONE)
-        continue;
-      src = k;
-    }
+    for (unsigned k = 1; k < rt->nmem && !src; k++)
+      if (k != m && mz__copy_readable(rt, b, k)) src = k;
     if (!src) {
       *why = "no valid copy of a buffer exists";
       return MZ_EDEVICE;
@@ -576,7 +569,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       x->src_dev = sd;
       x->src = b->copies[src].mem;
       if (rt->ml) mz__mem_pin_src(b, src); /* not evicted until e finishes */
-      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      mz__copy_read_from(b, src);
     } else {
       /* Across backends, or devices without peer copies: through host
        * memory.  The producer has finished, since such edges are released
@@ -593,7 +586,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       x->src_host = b->host;
     }
   }
-  if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+  mz__copy_read_from(b, 0);
   c->state = MZ__SHARED;
   c->fetcher = e;
   e->nxfer++;
@@ -720,11 +713,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       }
       if (mode & 2) {
         mz__spin_lock(&b->lock);
-        for (unsigned k = 0; k < rt->nmem; k++) {
-          b->copies[k].state = MZ__INVALID;
-          b->copies[k].fetcher = NULL;
-        }
-        b->copies[0].state = MZ__OWNER;
+        mz__copy_written(b, 0);
         mz__spin_unlock(&b->lock);
         mz__alias_wrote(b);
       }
@@ -760,13 +749,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       }
     }
     if (mode & 2) {
-      /* Later readers are ordered after this writer by hazards, so no
-       * pending transfer needs remembering. */
-      for (unsigned k = 0; k < rt->nmem; k++) {
-        b->copies[k].state = MZ__INVALID;
-        b->copies[k].fetcher = NULL;
-      }
-      c->state = MZ__OWNER;
+      mz__copy_written(b, m);
     }
     mz__spin_unlock(&b->lock);
     if (mode & 2) mz__alias_wrote(b);

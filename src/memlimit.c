@@ -171,10 +171,7 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
    * read back, so this copy is then written back first. */
   bool only = c->state != MZ__INVALID;
   for (unsigned k = 0; k < rt->nmem && only; k++) {
-    const struct mz__copy *o = &b->copies[k];
-    if (k == m || o->state == MZ__INVALID || mz__mem_lost(rt, k)) continue;
-    if (o->fetcher && atomic_load_explicit(&mz__task_of(mz__exec_node(o->fetcher))->state, memory_order_acquire) != MZ__T_DONE) continue;
-    only = false;
+    if (k != m && mz__copy_readable(rt, b, k)) only = false;
   }
   void *tmp = NULL;
   if (only) {
@@ -193,8 +190,7 @@ static bool evict(struct mz__memlimit *ml, struct mz_device *dev, mz_buffer *b, 
       return false;
     }
     memcpy(b->host, tmp, b->bytes);
-    for (unsigned k = 1; k < rt->nmem; k++) b->copies[k].state = MZ__INVALID;
-    b->copies[0].state = MZ__OWNER;
+    mz__copy_written(b, 0);
   }
   c->state = MZ__INVALID;
   c->fetcher = NULL;
