@@ -31,6 +31,15 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   return MZ_OK;
 }
 
+/* A lowering of the graph's roots, kept for their next runs; lowered by
+ * graph/lower.c, freed with the graph. */
+void mz__lowered_free(struct mz__lowered *lw) {
+  free(lw->tasks);
+  free(lw->leaves);
+  mz__arena_free(&lw->frozen);
+  *lw = (struct mz__lowered){0};
+}
+
 static void graph_free(mz_graph *g) {
   mz_runtime *rt = g->rt;
   pthread_mutex_lock(&rt->lock);

@@ -276,13 +276,6 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
   *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
 }
 
-void mz__lowered_free(struct mz__lowered *lw) {
-  free(lw->tasks);
-  free(lw->leaves);
-  mz__arena_free(&lw->frozen);
-  *lw = (struct mz__lowered){0};
-}
-
 /* The root's next run computes its edges again. */
 static void unfreeze(struct mz__lowered *lw) {
   mz__arena_free(&lw->frozen);

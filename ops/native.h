@@ -98,7 +98,4 @@ const char *mz__cuda_lib_missing(const struct mz_device *dev, enum mz__cu_lib li
 /* ops_cuda.cu as PTX text, NUL-terminated (ops/ops_cuda_ptx.c). */
 extern const char mz__ops_cuda_ptx[];
 
-/* A malloc'd printf-formatted message (NULL when out of memory). */
-char *mz__ops_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 #endif

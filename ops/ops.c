@@ -28,15 +28,6 @@
 #include <fftw3.h>
 #endif
 
-char *mz__ops_msg(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return strdup(buf);
-}
-
 enum op_id { OP_FILL, OP_COPY, OP_SCAL, OP_AXPY, OP_DOT, OP_SUM, OP_MIN, OP_MAX, OP_GEMM, OP_RNG_UNIFORM, OP_RNG_NORMAL, OP_RNG_BITS, OP_FFT, OP_COUNT };
 
 /* Per op: its name, its parameter list (%s is the element type), the index

@@ -23,7 +23,7 @@ static pthread_mutex_t clblast_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int status(CLBlastStatusCode st, const char *what, char **why) {
   if (st == CLBlastSuccess) return 0;
-  *why = mz__ops_msg("CLBlast%s failed with status %d", what, (int)st);
+  *why = mz__strdupf("CLBlast%s failed with status %d", what, (int)st);
   return MZ_EKERNEL;
 }
 

@@ -65,7 +65,7 @@ static void user_drop(void) {
 }
 
 static int fail(clfftStatus st, const char *what, char **why) {
-  *why = mz__ops_msg("clFFT: %s failed with status %d", what, (int)st);
+  *why = mz__strdupf("clFFT: %s failed with status %d", what, (int)st);
   return MZ_EKERNEL;
 }
 
@@ -125,13 +125,13 @@ static int fft_locked(void *q, void **state, const struct mz__xarg *args, void *
     if (st != CLFFT_SUCCESS) return fail(st, "clfftSetup", why);
     if (!(*state = calloc(1, sizeof(struct fft_state)))) {
       user_drop();
-      *why = mz__ops_msg("clFFT: out of memory");
+      *why = mz__strdupf("clFFT: out of memory");
       return MZ_ENOMEM;
     }
   }
   cl_context ctx;
   if (clGetCommandQueueInfo(cq, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL) != CL_SUCCESS) {
-    *why = mz__ops_msg("clFFT: cannot read the queue's context");
+    *why = mz__strdupf("clFFT: cannot read the queue's context");
     return MZ_EKERNEL;
   }
   unsigned rank = args[1].value.u32;

@@ -25,7 +25,7 @@ static int handle(const struct mz__cu_env *env, cublasPointerMode_t mode, cublas
     cublasHandle_t h = NULL;
     st = b->Create(&h);
     if (st != CUBLAS_STATUS_SUCCESS) {
-      *why = mz__ops_msg("cublasCreate failed with status %d", (int)st);
+      *why = mz__strdupf("cublasCreate failed with status %d", (int)st);
       return st == CUBLAS_STATUS_ALLOC_FAILED ? MZ_ENOMEM : MZ_EDEVICE;
     }
     *env->blas = h;
@@ -34,7 +34,7 @@ static int handle(const struct mz__cu_env *env, cublasPointerMode_t mode, cublas
   st = b->SetStream(*out, (cudaStream_t)env->stream);
   if (st == CUBLAS_STATUS_SUCCESS) st = b->SetPointerMode(*out, mode);
   if (st != CUBLAS_STATUS_SUCCESS) {
-    *why = mz__ops_msg("cublasSetStream failed with status %d", (int)st);
+    *why = mz__strdupf("cublasSetStream failed with status %d", (int)st);
     return MZ_EDEVICE;
   }
   return 0;
@@ -42,14 +42,14 @@ static int handle(const struct mz__cu_env *env, cublasPointerMode_t mode, cublas
 
 static int status(cublasStatus_t st, const char *what, char **why) {
   if (st == CUBLAS_STATUS_SUCCESS) return 0;
-  *why = mz__ops_msg("cublas%s failed with status %d", what, (int)st);
+  *why = mz__strdupf("cublas%s failed with status %d", what, (int)st);
   return st == CUBLAS_STATUS_ALLOC_FAILED ? MZ_ENOMEM : MZ_EKERNEL;
 }
 
 /* cuBLAS's sizes are int. */
 static bool fits(uint64_t v) { return v <= INT_MAX; }
 static int too_big(const char *what, char **why) {
-  *why = mz__ops_msg("cublas%s: a size or leading dimension above INT_MAX", what);
+  *why = mz__strdupf("cublas%s: a size or leading dimension above INT_MAX", what);
   return MZ_ESHAPE;
 }
 

@@ -50,7 +50,7 @@ static void state_free(const struct mz__cu_env *env, void *p) {
 }
 
 static int cufft_fail(cufftResult r, const char *what, char **why) {
-  *why = mz__ops_msg("%s failed with cuFFT status %d", what, (int)r);
+  *why = mz__strdupf("%s failed with cuFFT status %d", what, (int)r);
   return r == CUFFT_ALLOC_FAILED ? MZ_ENOMEM : MZ_EKERNEL;
 }
 
@@ -110,7 +110,7 @@ static int enqueue(const struct mz__cu_env *env, void **state, const struct mz__
   uint64_t n0 = args[2].value.u64, n1 = args[3].value.u64, batch = args[4].value.u64;
   uint64_t dist = rank == 2 ? n0 * n1 : n0;
   if (n0 > INT_MAX || n1 > INT_MAX || batch > INT_MAX || dist > INT_MAX) {
-    *why = mz__ops_msg("cuFFT: a transform of %llu x %llu points, %llu of them, is beyond int sizes",
+    *why = mz__strdupf("cuFFT: a transform of %llu x %llu points, %llu of them, is beyond int sizes",
                        (unsigned long long)n0, (unsigned long long)n1, (unsigned long long)batch);
     return MZ_ESHAPE;
   }
@@ -155,7 +155,7 @@ static int enqueue(const struct mz__cu_env *env, void **state, const struct mz__
   }
   if (cr != CUDA_SUCCESS) {
     char e[160];
-    *why = mz__ops_msg("scaling the inverse FFT: %s", mz__cuda_strerror(drv, cr, e, sizeof e));
+    *why = mz__strdupf("scaling the inverse FFT: %s", mz__cuda_strerror(drv, cr, e, sizeof e));
     return MZ_EKERNEL;
   }
   return 0;

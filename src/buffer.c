@@ -273,7 +273,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
     mz__spin_lock(&b->lock);
     if (rc == MZ_OK) {
       b->copies[0].state = MZ__SHARED;
-      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      mz__copy_read_from(b, src);
       if (moved && !alias) *moved += b->bytes;
     }
   }
@@ -284,11 +284,7 @@ int mz__buffer_fetch_host(mz_buffer *b, uint64_t *moved, struct mz__xfer *rec) {
 
 static void make_host_owner(mz_buffer *b) {
   mz__spin_lock(&b->lock);
-  for (unsigned m = 0; m < b->rt->nmem; m++) {
-    b->copies[m].state = MZ__INVALID;
-    b->copies[m].fetcher = NULL;
-  }
-  b->copies[0].state = MZ__OWNER;
+  mz__copy_written(b, 0);
   mz__spin_unlock(&b->lock);
 }
 
@@ -330,13 +326,7 @@ void mz__alias_wrote(mz_buffer *b) {
      * after the tile's sync, lacks it only when the tile was written on a
      * device, which tiles_dirty records. */
     mz__spin_lock(&p->lock);
-    if (p->copies[0].state != MZ__INVALID) {
-      for (unsigned m = 1; m < p->rt->nmem; m++) {
-        p->copies[m].state = MZ__INVALID;
-        p->copies[m].fetcher = NULL;
-      }
-      p->copies[0].state = MZ__OWNER;
-    }
+    if (p->copies[0].state != MZ__INVALID) mz__copy_written(p, 0);
     mz__spin_unlock(&p->lock);
     if (!atomic_load_explicit(&p->tiles_dirty, memory_order_relaxed)) atomic_store(&p->tiles_dirty, true);
   } else if (!atomic_load_explicit(&b->tiles_stale, memory_order_relaxed)) {
@@ -348,100 +338,6 @@ void mz__alias_clear_tiles_poison(mz_buffer *b) {
   pthread_mutex_lock(&b->alias_lock);
   for (unsigned i = 0; i < b->ntiles; i++) atomic_store(&b->tiles[i]->poison, 0);
   pthread_mutex_unlock(&b->alias_lock);
-}
-
-/* Wait for the runs that hold buf's last writer (and, when all is set, its
- * readers) to finish.  Takes references on the runs under rt->lock. */
-static int wait_hazards(mz_buffer *b, bool all) {
-  mz_runtime *rt = b->rt;
-  for (;;) {
-    struct mz__run *r = NULL;
-    pthread_mutex_lock(&rt->lock);
-    if (b->last_writer) r = b->last_writer->t->run;
-    else if (all && b->nreaders) r = b->readers[b->nreaders - 1]->t->run;
-    if (r) atomic_fetch_add(&r->refs, 1);
-    pthread_mutex_unlock(&rt->lock);
-    if (!r) return MZ_OK;
-    mz__run_wait(r, 0, false);
-    mz__run_unref(r);
-  }
-}
-
-/* A reference to tile i of b (*more false past the last tile), or NULL
- * for a tile whose last reference is being dropped on another thread: it
- * is still listed until its release takes it out, and retaining it then
- * would bring it back to life and free it twice (found by the API
- * fuzzer). */
-static mz_buffer *tile_ref(mz_buffer *b, unsigned i, bool *more) {
-  pthread_mutex_lock(&b->alias_lock);
-  *more = i < b->ntiles;
-  mz_buffer *t = *more ? b->tiles[i] : NULL;
-  int r = t ? atomic_load(&t->refs) : 0;
-  while (r > 0 && !atomic_compare_exchange_weak(&t->refs, &r, r + 1)) {
-  }
-  pthread_mutex_unlock(&b->alias_lock);
-  return r > 0 ? t : NULL;
-}
-
-int mz_buffer_read(mz_buffer *b, void *dst, size_t bytes) {
-  if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
-  if (!dst) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: NULL destination");
-  if (bytes != b->bytes)
-    return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_read: %zu bytes asked, the buffer has %zu", bytes, b->bytes);
-  if (mz__in_runtime_thread)
-    return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_read: called from a runtime thread; it would deadlock");
-  wait_hazards(b, false);
-  int poison = atomic_load(&b->poison);
-  if (poison) return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes this buffer failed");
-  /* Partitioned: the latest data may be in its tiles, written by runs
-   * that b's own hazards do not name. */
-  for (unsigned i = 0;; i++) {
-    bool more;
-    mz_buffer *tile = tile_ref(b, i, &more);
-    if (!more) break;
-    if (!tile) continue;
-    wait_hazards(tile, false);
-    poison = atomic_load(&tile->poison);
-    mz_buffer_release(tile);
-    if (poison)
-      return mz__set_error(b->rt, poison, "mz_buffer_read: the operation that writes a tile of this partitioned buffer failed");
-  }
-  int rc = mz__alias_sync(b);
-  if (!rc) rc = mz__buffer_fetch_host(b, NULL, NULL);
-  if (rc) return mz__set_error(b->rt, rc, "mz_buffer_read: cannot fetch the latest copy");
-  if (dst != b->host) memcpy(dst, b->host, bytes); /* a wrapped buffer read into its own memory */
-  return MZ_OK;
-}
-
-int mz_buffer_write(mz_buffer *b, const void *src, size_t bytes) {
-  if (!MZ__LIVE(b, MZ__TAG_BUFFER)) return MZ_EINVAL;
-  if (!src) return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_write: NULL source");
-  if (bytes != b->bytes)
-    return mz__set_error(b->rt, MZ_EINVAL, "mz_buffer_write: %zu bytes given, the buffer has %zu", bytes, b->bytes);
-  if (mz__in_runtime_thread)
-    return mz__set_error(b->rt, MZ_EDEADLK, "mz_buffer_write: called from a runtime thread; it would deadlock");
-  wait_hazards(b, true);
-  for (unsigned i = 0;; i++) { /* and the runs that use its tiles */
-    bool more;
-    mz_buffer *tile = tile_ref(b, i, &more);
-    if (!more) break;
-    if (!tile) continue;
-    wait_hazards(tile, true);
-    mz_buffer_release(tile);
-  }
-  pthread_mutex_lock(&b->alias_lock);
-  mz__spin_lock(&b->lock);
-  if (src != b->host) memcpy(b->host, src, bytes); /* the user wrote a wrapped buffer's memory */
-  b->copies[0].state = MZ__OWNER;
-  for (unsigned m = 1; m < b->rt->nmem; m++) b->copies[m].state = MZ__INVALID;
-  atomic_store(&b->poison, 0);
-  mz__spin_unlock(&b->lock);
-  /* Its tiles' copies (if any) are behind now; what they held is replaced. */
-  atomic_store(&b->tiles_dirty, false);
-  atomic_store(&b->tiles_stale, true);
-  for (unsigned i = 0; i < b->ntiles; i++) atomic_store(&b->tiles[i]->poison, 0);
-  pthread_mutex_unlock(&b->alias_lock);
-  return MZ_OK;
 }
 
 int mz__mem_alloc_kind(struct mz_device *dev, mz_buffer *b, void **mem, bool *alias) {
@@ -480,7 +376,7 @@ int mz__plan_alias_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_devi
     *why = "cannot make host memory visible to a device that shares it";
   mz__spin_lock(&b->lock);
   if (!rc && need) {
-    if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+    mz__copy_read_from(b, 0);
     c->state = MZ__SHARED;
     c->fetcher = NULL;
   }

@@ -129,20 +129,62 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
 
 /* ---- placement ---- */
 
-bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
-  if (q >= rt->nq) return false;
-  struct mz_device *dev = rt->queues[q]->dev;
-  if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
-  const mz_kernel *k = mz__task_of(op)->kernel;
-  /* Host work (host nodes, partition, unpartition) runs where host memory
-   * is the device's memory and a worker runs it: capabilities, not kinds. */
-  if (!k) return dev->ops->host_memory && dev->ops->inline_submit;
-  /* A run on a subset of the devices (mz_graph_run_with) limits kernels;
-   * host work still runs where host memory is. */
-  const struct mz__run *r = mz__task_of(op)->run;
-  if (r && r->devok && !r->devok[dev->info.index]) return false;
-  return dev->kernels && dev->ops->can_run(dev, k);
+/* At the start of planning op on Q, when faults or limits are on or Q's
+ * device is dead: returns MZ__ERETRY (dead device), MZ__EHOSTWAIT (a
+ * predecessor was taken off its queue), MZ_EKERNEL (an injected kernel
+ * fault) or MZ_OK.  With limits on, pins the node's copies on the device
+ * (unpinned by mz__mem_unpin when the node finishes) unless it returns a
+ * retry code. */
+static int fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
+  struct mz__task *t = op->t;
+  mz_runtime *rt = t->run->rt;
+  struct mz_device *dev = Q->dev;
+  if (atomic_load_explicit(&dev->dead, memory_order_acquire)) {
+    *why = "its device failed before the node reached it";
+    return MZ__ERETRY;
+  }
+  if (rt->ml) {
+    /* A predecessor submitted to this device ahead of the node (same queue,
+     * or waited for on the device) was taken back to wait for memory: the
+     * device order the node relied on is gone, so wait on the host. */
+    for (unsigned i = 0; i < t->npreds; i++) {
+      struct mz__task *p = t->preds[i]->t;
+      if (atomic_load_explicit(&p->rerouted, memory_order_acquire) &&
+          atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE) {
+        *why = "a predecessor was taken off its queue";
+        return MZ__EHOSTWAIT;
+      }
+    }
+  }
+  if (rt->faults) mz__fault_device_op(rt, dev);
+  t->exec.queue = Q;
+  if (rt->ml && dev->memnode) mz__mem_pin_exec(&t->exec, dev);
+  if (rt->faults && t->kernel && mz__fault_hit(rt, MZ__FAULT_KERNEL)) {
+    *why = "injected fault: the kernel failed";
+    return MZ_EKERNEL;
+  }
+  return MZ_OK;
 }
+
+/* Undo what a failed or refused plan promised: read copies whose transfer
+ * will now never run become invalid again.  Thread: the planning thread. */
+static void exec_unplan(struct mz__exec *e) {
+  struct mz__queue *Q = e->queue;
+  if (!Q || !Q->dev->memnode) return;
+  unsigned m = Q->dev->memnode;
+  struct mz__task *t = mz__exec_node(e)->t;
+  for (unsigned a = 0; a < t->nacc; a++) {
+    mz_buffer *b = t->acc[a].buf;
+    mz__spin_lock(&b->lock);
+    struct mz__copy *c = &b->copies[m];
+    if (c->fetcher == e) {
+      c->fetcher = NULL;
+      if (t->acc[a].mode == 1) c->state = MZ__INVALID;
+    }
+    mz__spin_unlock(&b->lock);
+  }
+}
+
 
 /* Dead devices: the queue the plan or the policy named is on a dead device, or
  * the node was taken back from one: the capable queue with the shortest
@@ -534,7 +576,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       x->src_dev = sd;
       x->src = b->copies[src].mem;
       if (rt->ml) mz__mem_pin_src(b, src); /* not evicted until e finishes */
-      if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+      mz__copy_read_from(b, src);
     } else {
       /* Across backends, or devices without peer copies: through host
        * memory.  The producer has finished, since such edges are released
@@ -551,7 +593,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
       x->src_host = b->host;
     }
   }
-  if (b->copies[0].state == MZ__OWNER) b->copies[0].state = MZ__SHARED;
+  mz__copy_read_from(b, 0);
   c->state = MZ__SHARED;
   c->fetcher = e;
   e->nxfer++;
@@ -678,11 +720,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       }
       if (mode & 2) {
         mz__spin_lock(&b->lock);
-        for (unsigned k = 0; k < rt->nmem; k++) {
-          b->copies[k].state = MZ__INVALID;
-          b->copies[k].fetcher = NULL;
-        }
-        b->copies[0].state = MZ__OWNER;
+        mz__copy_written(b, 0);
         mz__spin_unlock(&b->lock);
         mz__alias_wrote(b);
       }
@@ -718,13 +756,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       }
     }
     if (mode & 2) {
-      /* Later readers are ordered after this writer by hazards, so no
-       * pending transfer needs remembering. */
-      for (unsigned k = 0; k < rt->nmem; k++) {
-        b->copies[k].state = MZ__INVALID;
-        b->copies[k].fetcher = NULL;
-      }
-      c->state = MZ__OWNER;
+      mz__copy_written(b, m);
     }
     mz__spin_unlock(&b->lock);
     if (mode & 2) mz__alias_wrote(b);
@@ -770,11 +802,11 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
    * was, so it skips that check (the limits are on wherever a runtime has
    * an OpenCL or CUDA device). */
   if (__builtin_expect(rt->faults || (rt->ml && Q->dev->memnode) || atomic_load_explicit(&Q->dev->dead, memory_order_relaxed), 0)) {
-    int rc = mz__fault_plan(op, Q, why);
+    int rc = fault_plan(op, Q, why);
     if (rc) return rc;
   }
   int rc = plan_exec_body(op, Q, why, log);
-  if (__builtin_expect(rc != MZ_OK, 0)) mz__exec_unplan(&mz__task_of(op)->exec);
+  if (__builtin_expect(rc != MZ_OK, 0)) exec_unplan(&mz__task_of(op)->exec);
   return rc;
 }
 
@@ -863,7 +895,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
         free(b->execs);
         free(b);
       }
-      if (rc) mz__exec_unplan(&t->exec);
+      if (rc) exec_unplan(&t->exec);
     }
     if (rc) {
       /* Successors are released below; the failure cancels them. */
@@ -1272,8 +1304,7 @@ static bool shareable(const mz_runtime *rt, const struct mz__run *r, const struc
  * submitted from this thread, so all of them start at the same virtual
  * instant (see struct mz__devtype's hold). */
 static void hold_all(mz_runtime *rt, bool on) {
-  for (unsigned i = 0; mz__devtypes[i]; i++)
-    if (mz__devtypes[i]->hold) mz__devtypes[i]->hold(rt, on);
+  for (unsigned i = 0; i < rt->nhold_types; i++) rt->hold_types[i]->hold(rt, on);
 }
 
 bool mz__run_may_share(const struct mz__run *r) {
@@ -1409,7 +1440,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   bool injected = __builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE);
   int rc = injected ? MZ_EDEVICE : Q->dev->ops->submit(Q, b);
   if (rc) {
-    for (unsigned i = 0; i < n; i++) mz__exec_unplan(b->execs[i]);
+    for (unsigned i = 0; i < n; i++) exec_unplan(b->execs[i]);
     for (unsigned i = 0; i < n; i++)
       finish(ops ? ops[i] : mz__exec_node(b->execs[i]), rc,
              injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);

@@ -184,35 +184,7 @@ void mz__fault_revive(mz_runtime *rt, unsigned dev) {
 
 int mz__fault_init(mz_runtime *rt) {
   const char *e = getenv("MZ_FAULTS");
-  int rc = e && *e ? mz__faults_set(rt, e) : MZ_OK;
-  if (rc) return rc;
-  static const struct { mz_device_kind kind; const char *var; } lim[] = {
-      {MZ_DEVICE_OPENCL, "MZ_LIMIT_OPENCL_MEM"},
-      {MZ_DEVICE_CUDA, "MZ_LIMIT_CUDA_MEM"},
-      {MZ_DEVICE_SIM, "MZ_LIMIT_SIM_MEM"},
-  };
-  bool set[sizeof lim / sizeof *lim] = {false};
-  for (unsigned i = 0; i < sizeof lim / sizeof *lim && !rc; i++) {
-    const char *v = getenv(lim[i].var);
-    if (!v || !*v) continue;
-    set[i] = true;
-    uint64_t bytes = 0;
-    if (!mz__parse_bytes(v, &bytes))
-      return mz__set_error(rt, MZ_EINVAL, "%s: cannot read '%s' (bytes from 1, with K, M or G: 64M)", lim[i].var, v);
-    rc = mz__memlimit_set(rt, lim[i].kind, bytes);
-  }
-  /* A GPU's memory runs out without any limit set: the device's own
-   * MZ_ENOMEM must then evict or wait as under a limit, which needs the
-   * residency and pins of the memory-limit code from the first copy on.
-   * So devices that own their memory get it, unlimited (the CPU queues'
-   * path is unchanged; simulated devices keep no data). */
-  for (unsigned i = 0; i < 2 && !rc; i++) /* lim[0], lim[1]: OpenCL, CUDA */
-    for (unsigned d = 0; d < rt->ndev && !set[i] && !rc; d++)
-      if (rt->devs[d]->memnode && rt->devs[d]->info.kind == lim[i].kind) {
-        rc = mz__memlimit_set(rt, lim[i].kind, 0);
-        set[i] = true;
-      }
-  return rc;
+  return e && *e ? mz__faults_set(rt, e) : MZ_OK;
 }
 
 void mz__fault_fini(mz_runtime *rt) {
@@ -234,10 +206,6 @@ bool mz__fault_hit(mz_runtime *rt, enum mz__fault_kind kind) {
   return true;
 }
 
-bool mz__mem_lost(const mz_runtime *rt, unsigned m) {
-  return m && atomic_load_explicit(&rt->mem_dev[m]->dead, memory_order_relaxed);
-}
-
 bool mz__fault_host_transfer(mz_runtime *rt, mz_buffer *b) {
   mz__spin_lock(&b->lock);
   bool stale = b->copies[0].state == MZ__INVALID;
@@ -245,59 +213,12 @@ bool mz__fault_host_transfer(mz_runtime *rt, mz_buffer *b) {
   return stale && mz__fault_hit(rt, MZ__FAULT_TRANSFER);
 }
 
-void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev); /* src/memlimit.c */
-
-int mz__fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
-  struct mz__task *t = op->t;
-  mz_runtime *rt = t->run->rt;
-  struct mz_device *dev = Q->dev;
-  if (atomic_load_explicit(&dev->dead, memory_order_acquire)) {
-    *why = "its device failed before the node reached it";
-    return MZ__ERETRY;
-  }
-  if (rt->ml) {
-    /* A predecessor submitted to this device ahead of the node (same queue,
-     * or waited for on the device) was taken back to wait for memory: the
-     * device order the node relied on is gone, so wait on the host. */
-    for (unsigned i = 0; i < t->npreds; i++) {
-      struct mz__task *p = t->preds[i]->t;
-      if (atomic_load_explicit(&p->rerouted, memory_order_acquire) &&
-          atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE) {
-        *why = "a predecessor was taken off its queue";
-        return MZ__EHOSTWAIT;
-      }
-    }
-  }
+void mz__fault_device_op(mz_runtime *rt, struct mz_device *dev) {
   struct mz__faults *f = rt->faults;
-  if (f && f->kill_after[dev->info.index]) {
-    uint64_t n = atomic_fetch_add_explicit(&f->devops[dev->info.index], 1, memory_order_relaxed) + 1;
-    if (n == f->kill_after[dev->info.index]) {
-      atomic_fetch_add(&f->fired[MZ__FAULT_KINDS], 1);
-      mz__device_fail(dev, MZ_EDEVICE, "injected fault (MZ_FAULTS dead)");
-    }
-  }
-  t->exec.queue = Q;
-  if (rt->ml && dev->memnode) mz__mem_pin_exec(&t->exec, dev);
-  if (f && t->kernel && mz__fault_hit(rt, MZ__FAULT_KERNEL)) {
-    *why = "injected fault: the kernel failed";
-    return MZ_EKERNEL;
-  }
-  return MZ_OK;
-}
-
-void mz__exec_unplan(struct mz__exec *e) {
-  struct mz__queue *Q = e->queue;
-  if (!Q || !Q->dev->memnode) return;
-  unsigned m = Q->dev->memnode;
-  struct mz__task *t = mz__exec_node(e)->t;
-  for (unsigned a = 0; a < t->nacc; a++) {
-    mz_buffer *b = t->acc[a].buf;
-    mz__spin_lock(&b->lock);
-    struct mz__copy *c = &b->copies[m];
-    if (c->fetcher == e) {
-      c->fetcher = NULL;
-      if (t->acc[a].mode == 1) c->state = MZ__INVALID;
-    }
-    mz__spin_unlock(&b->lock);
+  if (!f->kill_after[dev->info.index]) return;
+  uint64_t n = atomic_fetch_add_explicit(&f->devops[dev->info.index], 1, memory_order_relaxed) + 1;
+  if (n == f->kill_after[dev->info.index]) {
+    atomic_fetch_add(&f->fired[MZ__FAULT_KINDS], 1);
+    mz__device_fail(dev, MZ_EDEVICE, "injected fault (MZ_FAULTS dead)");
   }
 }

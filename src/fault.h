@@ -107,32 +107,26 @@ void mz__mem_peak_reset(mz_runtime *rt, unsigned dev);
 
 /* ---- hooks for the core (src/exec.c, src/buffer.c, src/runtime.c) ---- */
 
-/* Runtime creation: read MZ_FAULTS and MZ_LIMIT_<KIND>_MEM once the devices
- * are known; teardown frees.  Creation fails with MZ_EINVAL on bad syntax. */
+/* Runtime creation: read MZ_FAULTS (fault_init) and MZ_LIMIT_<KIND>_MEM
+ * (memlimit_init, which also gives devices that own their memory an
+ * unlimited limit) once the devices are known; teardown frees.  Creation
+ * fails with MZ_EINVAL on bad syntax. */
 int mz__fault_init(mz_runtime *rt);
+int mz__memlimit_init(mz_runtime *rt);
 void mz__fault_fini(mz_runtime *rt);
 
 /* Count one event of kind; true when it is the one to fail. */
 bool mz__fault_hit(mz_runtime *rt, enum mz__fault_kind kind);
 
-/* At the start of planning op on Q, when faults or limits are on or Q's
- * device is dead: returns MZ__ERETRY (dead device), MZ__EHOSTWAIT (a
- * predecessor was taken off its queue), MZ_EKERNEL (an injected kernel
- * fault) or MZ_OK.  With limits on, pins the node's copies on the device
- * (unpinned by mz__mem_unpin when the node finishes) unless it returns a
- * retry code. */
-int mz__fault_plan(struct mz_op *op, struct mz__queue *Q, const char **why);
-
-/* Undo what a failed or refused plan promised: read copies whose transfer
- * will now never run become invalid again.  Thread: the planning thread. */
-void mz__exec_unplan(struct mz__exec *e);
+/* An op is planned on dev, whose death MZ_FAULTS may have armed ("dead:"):
+ * counts it and fails the device at the armed count.  Only with rt->faults
+ * set. */
+void mz__fault_device_op(mz_runtime *rt, struct mz_device *dev);
 
 /* Host memory: whether reading b back for a CPU task is an injected
  * transfer fault. */
 bool mz__fault_host_transfer(mz_runtime *rt, mz_buffer *b);
 
-/* True when memory node m belongs to a dead device: its copies are lost. */
-bool mz__mem_lost(const mz_runtime *rt, unsigned m);
 
 /* Device memory through the limits: allocate b's copy on dev for exec e,
  * evicting least recently used copies that no queued or running op uses.
@@ -144,11 +138,15 @@ int mz__mem_alloc(struct mz__exec *e, struct mz_device *dev, mz_buffer *b, void 
 void mz__mem_free(struct mz_device *dev, mz_buffer *b, void *mem);
 /* Free b's copy on dev, if any, at the buffer's release (limits on). */
 void mz__mem_drop(struct mz_device *dev, mz_buffer *b);
-/* Free what mz__fault_init set up (runtime teardown, after the buffers). */
+/* Free what mz__memlimit_init and mz__memlimit_set set up (runtime
+ * teardown, after the buffers). */
 void mz__memlimit_fini(mz_runtime *rt);
 /* Pin the source copy of a peer transfer (b's lock held). */
 void mz__mem_pin_src(mz_buffer *b, unsigned m);
-/* The node finished: unpin what mz__fault_plan pinned and return ops that
+/* Pin op's buffer copies on dev's memory node while it is planned there
+ * (limits on only). */
+void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
+/* The node finished: unpin what its plan pinned and return ops that
  * waited for memory on those devices (malloc'd array, *n of them; NULL
  * when none), for the core to resume. */
 struct mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n);

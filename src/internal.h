@@ -578,6 +578,9 @@ struct mz_runtime {
   bool wait_help;             /* a waiting thread runs CPU nodes (MZ_WAIT_HELP=1; off by default) */
   unsigned ndev, capdev;
   struct mz_device **devs;
+  /* The backends among devs with a hold hook, each once (set at discovery). */
+  const struct mz__devtype *hold_types[4];
+  unsigned nhold_types;
   unsigned nq;
   struct mz__queue **queues;
   unsigned nmem;
@@ -643,6 +646,23 @@ struct mz_runtime {
   _Atomic unsigned idle_users;
 };
 
+/* Buffers' copy states: their two transitions, written once (b->lock held; a new
+ * buffer starts with the host copy OWNER).  A write on memory node m: m's
+ * copy is the only valid one, and no transfer in is pending anywhere
+ * (later readers are ordered after the writer by hazards). */
+static inline void mz__copy_written(mz_buffer *b, unsigned m) {
+  for (unsigned k = 0; k < b->rt->nmem; k++) {
+    b->copies[k].state = MZ__INVALID;
+    b->copies[k].fetcher = NULL;
+  }
+  b->copies[m].state = MZ__OWNER;
+}
+/* A copy made valid on another node from src's: src, if it was the only
+ * valid one, is shared now. */
+static inline void mz__copy_read_from(mz_buffer *b, unsigned src) {
+  if (b->copies[src].state == MZ__OWNER) b->copies[src].state = MZ__SHARED;
+}
+
 /* Install ops with ctx (NULL ops: remove them); removing returns once no
  * worker uses the old ones.  Thread: a user thread. */
 void mz__idle_set(mz_runtime *rt, const struct mz__idle_ops *ops, void *ctx);
@@ -676,11 +696,12 @@ int mz__policy_code(int rc);
 int mz__plan_order_check(struct mz__run *r);
 /* Whether po places a ready node on any idle queue that can run it (eager,
  * ws): then nodes only the CPU can run are shared among its workers, with
- * no select call (src/exec.c). */
+ * no select call (policies/builtin.c). */
 bool mz__policy_shares(const struct mz_policy_ops *po);
 /* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
  * live CPU device, no fault injection, a policy that shares. */
 bool mz__run_may_share(const struct mz__run *r);
+/* The built-in policies, NULL-terminated (policies/builtin.c). */
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 
 /* Trace (src/trace.c).  open runs at mz_runtime_create once the devices
@@ -734,7 +755,12 @@ extern const struct mz__devtype mz__devtype_sim;
 
 /* The CPU backend's descriptor (devices/cpu/cpu.c). */
 extern const struct mz__devtype mz__devtype_cpu;
-/* The run-time check of a task on queue q (device alive, implementation). */
+
+/* The device table (src/device.c); read by any thread, lock-free. */
+/* Whether queue q can run the task now (device alive, implementation, the
+ * run's device subset). */
 bool mz__can_run(const mz_runtime *rt, const struct mz_op *op, unsigned q);
+/* True when memory node m belongs to a dead device: its copies are lost. */
+bool mz__mem_lost(const mz_runtime *rt, unsigned m);
 
 #endif

@@ -87,6 +87,21 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   if (preds != stack_preds) free(preds);
 }
 
+void mz__run_stats(const struct mz__run *r, mz_run_stats *out) {
+  memset(out, 0, sizeof *out);
+  out->ops = atomic_load(&r->st_ops);
+  out->batches = atomic_load(&r->st_batches);
+  out->callbacks = atomic_load(&r->st_callbacks);
+  out->transfers = atomic_load(&r->st_transfers);
+  out->bytes_moved = atomic_load(&r->st_bytes);
+  out->failed = atomic_load(&r->st_failed);
+  out->elapsed_ns = r->t1 > r->t0 ? r->t1 - r->t0 : 0;
+  out->ndevices = r->rt->ndev;
+  out->busy_ns = (const uint64_t *)r->busy;
+  uint64_t v1 = atomic_load(&r->v1);
+  out->virtual_ns = v1 > r->v0 ? v1 - r->v0 : 0;
+}
+
 void mz__observe_run_end(struct mz__run *r) {
   mz_run_stats st;
   mz__run_stats(r, &st);

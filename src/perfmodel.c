@@ -1125,6 +1125,28 @@ double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
   return ns;
 }
 
+/* A node's data, which its costs are computed from. */
+size_t mz_task_bytes(const mz_task *t) {
+  const struct mz__task *k = ((const mz_op *)t)->t;
+  size_t n = 0;
+  for (unsigned i = 0; i < k->nacc; i++) n += k->acc[i].buf->bytes;
+  return n;
+}
+
+size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
+  if (q >= s->rt->nq) return 0;
+  unsigned m = s->rt->queues[q]->dev->memnode;
+  const struct mz__task *k = ((const mz_op *)t)->t;
+  size_t n = 0;
+  for (unsigned i = 0; i < k->nacc; i++) {
+    mz_buffer *b = k->acc[i].buf;
+    mz__spin_lock(&b->lock);
+    if (b->copies[m].state != MZ__INVALID) n += b->bytes;
+    mz__spin_unlock(&b->lock);
+  }
+  return n;
+}
+
 size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
   const struct mz__task *k = ((const mz_op *)t)->t;
   if (i >= k->npreds) return 0;

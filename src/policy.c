@@ -3,20 +3,6 @@
 
 #include "internal.h"
 
-extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
-    mz_policy_dmda, mz_policy_dmdas, mz_policy_heft;
-
-const struct mz_policy_ops *const mz__builtin_policies[] = {
-    &mz_policy_single,
-    &mz_policy_round_robin,
-    &mz_policy_eager,
-    &mz_policy_ws,
-    &mz_policy_dmda,
-    &mz_policy_dmdas,
-    &mz_policy_heft,
-    NULL,
-};
-
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");
   if (ops->abi < MZ_POLICY_ABI_MIN || ops->abi > MZ_POLICY_ABI)
@@ -164,27 +150,6 @@ int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
 const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 
-size_t mz_task_bytes(const mz_task *t) {
-  const struct mz__task *k = ((const mz_op *)t)->t;
-  size_t n = 0;
-  for (unsigned i = 0; i < k->nacc; i++) n += k->acc[i].buf->bytes;
-  return n;
-}
-
-size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
-  if (q >= s->rt->nq) return 0;
-  unsigned m = s->rt->queues[q]->dev->memnode;
-  const struct mz__task *k = ((const mz_op *)t)->t;
-  size_t n = 0;
-  for (unsigned i = 0; i < k->nacc; i++) {
-    mz_buffer *b = k->acc[i].buf;
-    mz__spin_lock(&b->lock);
-    if (b->copies[m].state != MZ__INVALID) n += b->bytes;
-    mz__spin_unlock(&b->lock);
-  }
-  return n;
-}
-
 unsigned mz_task_pred_count(const mz_task *t) { return ((const mz_op *)t)->t->npreds; }
 
 mz_task *mz_task_pred(const mz_task *t, unsigned i) {
@@ -323,4 +288,3 @@ int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns,
   k->plan_times = true;
   return MZ_OK;
 }
-bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }

@@ -6,9 +6,6 @@
 #include "fault.h"
 #include "internal.h"
 
-/* Enough for large simulated platforms (4 to 1,000 devices). */
-#define MZ__MAX_DEVICES 1024
-
 static const char *env_or(const char *v, const char *name, const char *dflt) {
   if (v) return v;
   const char *e = getenv(name);
@@ -28,44 +25,6 @@ static unsigned env_uint(mz_runtime *rt, int *rc, unsigned v, const char *name, 
       *rc = mz__set_error(rt, MZ_EINVAL, "%s: '%.64s' is not a count from 1 to %u", name, e, (1u << 20) - 1);
   }
   return dflt;
-}
-
-struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type, unsigned nqueues, void *priv) {
-  if (rt->ndev == MZ__MAX_DEVICES || nqueues == 0) return NULL;
-  if (rt->ndev == rt->capdev) {
-    unsigned cap = rt->capdev ? rt->capdev * 2 : 8;
-    struct mz_device **v = realloc(rt->devs, cap * sizeof *v);
-    if (!v) return NULL;
-    rt->devs = v;
-    rt->capdev = cap;
-  }
-  struct mz_device *d = calloc(1, sizeof *d);
-  struct mz__queue *qs = calloc(nqueues, sizeof *qs);
-  if (!d || !qs) {
-    free(d);
-    free(qs);
-    return NULL;
-  }
-  d->rt = rt;
-  d->type = type;
-  d->ops = type->ops;
-  d->priv = priv;
-  d->kernels = true;
-  d->nqueues = nqueues;
-  d->queues = qs;
-  d->info.kind = type->kind;
-  d->info.index = rt->ndev;
-  d->info.queues = nqueues;
-  d->info.numa_node = -1;
-  /* The CPU device's workers are the host's cores, one each. */
-  d->info.host_cores = type->kind == MZ_DEVICE_CPU ? 1 : 0;
-  d->info.name = d->info.vendor = d->info.version = "";
-  for (unsigned i = 0; i < nqueues; i++) {
-    qs[i].dev = d;
-    qs[i].local = i;
-  }
-  rt->devs[rt->ndev++] = d;
-  return d;
 }
 
 static const struct mz__devtype *find_type(const char *name, size_t len) {
@@ -328,7 +287,8 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
    * start, so they see rt->watchdog without a race (it has no runs to
    * watch yet). */
   if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
-  if (!rc) rc = mz__fault_init(rt); /* MZ_FAULTS, MZ_LIMIT_<KIND>_MEM */
+  if (!rc) rc = mz__fault_init(rt);    /* MZ_FAULTS */
+  if (!rc) rc = mz__memlimit_init(rt); /* MZ_LIMIT_<KIND>_MEM */
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {
@@ -382,11 +342,6 @@ const char *mz_runtime_last_error(const mz_runtime *rt) {
   return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->errmsg : rt ? "not a live runtime (NULL, destroyed, or another kind of handle)" : "NULL runtime";
 }
 const char *mz_runtime_policy(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->policy_name : NULL; }
-unsigned mz_runtime_device_count(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->ndev : 0; }
-mz_device *mz_runtime_device(const mz_runtime *rt, unsigned i) {
-  return MZ__LIVE(rt, MZ__TAG_RUNTIME) && i < rt->ndev ? rt->devs[i] : NULL;
-}
-unsigned mz_runtime_queue_count(const mz_runtime *rt) { return MZ__LIVE(rt, MZ__TAG_RUNTIME) ? rt->nq : 0; }
 
 int mz_runtime_wait_idle(mz_runtime *rt) {
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME)) return MZ_EINVAL;
@@ -397,26 +352,3 @@ int mz_runtime_wait_idle(mz_runtime *rt) {
   return MZ_OK;
 }
 
-int mz_device_get_info(const mz_device *dev, mz_device_info *info) {
-  if (!dev || !info) return MZ_EINVAL;
-  *info = dev->info;
-  return MZ_OK;
-}
-
-const char *mz_device_kind_name(mz_device_kind kind) {
-  switch (kind) {
-    case MZ_DEVICE_CPU: return "cpu";
-    case MZ_DEVICE_OPENCL: return "opencl";
-    case MZ_DEVICE_CUDA: return "cuda";
-    case MZ_DEVICE_SIM: return "sim";
-  }
-  return "unknown";
-}
-
-bool mz_device_is_dead(const mz_device *dev) { return dev ? atomic_load(&dev->dead) : true; }
-
-void mz__device_fail(struct mz_device *dev, int code, const char *why) {
-  if (!atomic_exchange(&dev->dead, true))
-    mz__warn(dev->rt, "device %u (%s) failed and takes no more work: %s (%s)", dev->info.index, dev->info.name,
-             why ? why : "", mz_err_name(code));
-}

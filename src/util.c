@@ -12,9 +12,9 @@
 #include "deque.h"
 #include "internal.h"
 
-_Thread_local int mz__in_runtime_thread;
-_Thread_local int mz__cur_queue = -1;
-_Thread_local const struct mz_runtime *mz__cur_rt;
+_Thread_local int mz__in_runtime_thread MZ__TLS;
+_Thread_local int mz__cur_queue MZ__TLS = -1;
+_Thread_local const struct mz_runtime *mz__cur_rt MZ__TLS;
 
 uint64_t mz__now_ns(void) {
   struct timespec ts;
@@ -195,6 +195,15 @@ void mz__parker_park(struct mz__parker *p) {
 }
 
 /* ---- errors ---- */
+
+char *mz__strdupf(const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return strdup(buf);
+}
 
 int mz__set_error(const mz_runtime *crt, int code, const char *fmt, ...) {
   mz_runtime *rt = (mz_runtime *)crt; /* the message buffer is the runtime's to change */

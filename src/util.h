@@ -113,12 +113,22 @@ void mz__parker_wake(struct mz__parker *p);
 /* Sleep unless woken since the last call; returns after a wake. */
 void mz__parker_park(struct mz__parker *p);
 
+/* The thread-locals below are read on every node's path.  In the shared
+ * library the default model for them reaches each through a call to
+ * __tls_get_addr; initial-exec reads them at a fixed offset from the
+ * thread pointer.  The cost: 16 bytes of the static TLS that glibc keeps
+ * for libraries loaded later with dlopen, which is far larger. */
+#define MZ__TLS __attribute__((tls_model("initial-exec")))
+
 /* The thread-local marker of runtime threads (workers, submission threads,
  * callbacks) used to refuse blocking calls that would deadlock. */
-extern _Thread_local int mz__in_runtime_thread;
+extern _Thread_local int mz__in_runtime_thread MZ__TLS;
 /* The queue whose CPU worker this thread is, or -1, and that queue's
  * runtime (mz_sched_current_queue, and completion accounting in exec.c). */
-extern _Thread_local int mz__cur_queue;
-extern _Thread_local const struct mz_runtime *mz__cur_rt;
+extern _Thread_local int mz__cur_queue MZ__TLS;
+extern _Thread_local const struct mz_runtime *mz__cur_rt MZ__TLS;
+
+/* A malloc'd printf-formatted message (NULL when out of memory). */
+char *mz__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

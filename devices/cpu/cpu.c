@@ -38,7 +38,9 @@
 #include "internal.h"
 
 struct worker;
+struct cpu_dev;
 static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n);
+static void wake_idle(struct cpu_dev *cd, size_t n);
 
 struct cpu_dev {
   hwloc_topology_t topo;
@@ -108,6 +110,23 @@ static inline int prepare_kept(struct mz__exec *e) {
     return MZ_OK;
   }
   return mz__exec_prepare(e);
+}
+
+/* Nodes w's own node made ready (its lean end): the first to w's run-next
+ * slot, the rest to its deque, where idle workers may steal them; past the
+ * deque's share, to the device's pool as cpu_share does. */
+static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
+  unsigned i = 0;
+  if (!w->next) w->next = rd[i++];
+  int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
+                 atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+  unsigned pushed = 0;
+  for (; i < n && held < LOCAL_MAX && mz__deque_push(&w->dq, rd[i]); i++, held++) pushed++;
+  if (pushed) wake_idle(w->cd, pushed);
+  if (i == n) return;
+  for (unsigned j = i; j < n; j++)
+    atomic_store_explicit(mz__op_next(rd[j]), j + 1 < n ? rd[j + 1] : NULL, memory_order_relaxed);
+  cpu_share(w->q->dev, rd[i], rd[n - 1], n - i);
 }
 
 /* Run one task: plan it (read stale inputs back from their devices), call
@@ -202,11 +221,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
      * here and go to this worker's run-next slot and deque at once. */
     mz_op *rd[8];
     unsigned n = mz__task_finish_lean(op, rd, 8);
-    if (n) {
-      for (unsigned j = 0; j < n; j++)
-        atomic_store_explicit(mz__op_next(rd[j]), j + 1 < n ? rd[j + 1] : NULL, memory_order_relaxed);
-      cpu_share(w->q->dev, rd[0], rd[n - 1], n);
-    }
+    if (n) keep_ready(w, rd, n);
     return;
   }
   mz__task_finish(op, status);
