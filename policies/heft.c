@@ -14,6 +14,9 @@
  * 3. In decreasing rank (ties: topological order), each node goes to the
  *    queue giving the earliest finish time, inserted into the first idle
  *    gap of that queue that is long enough, after its predecessors end.
+ *    Queues that tie: a CPU worker's queue whose predecessor ends last
+ *    first (that worker is running then; an idle one sleeps and must be
+ *    woken), then the fastest class first.
  * 4. Device selection.  Step 3 is greedy: when transfers are dear, moving a
  *    node to a slow device to finish it a little earlier makes every
  *    successor on the fast devices fetch its output, on their own queues,
