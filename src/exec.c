@@ -185,7 +185,6 @@ static void exec_unplan(struct mz__exec *e) {
   }
 }
 
-
 /* Dead devices: the queue the plan or the policy named is on a dead device, or
  * the node was taken back from one: the capable queue with the shortest
  * backlog (the first on ties), else MZ_EDEVICE. */
