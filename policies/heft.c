@@ -14,6 +14,9 @@
  * 3. In decreasing rank (ties: topological order), each node goes to the
  *    queue giving the earliest finish time, inserted into the first idle
  *    gap of that queue that is long enough, after its predecessors end.
+ *    Queues that tie: a CPU worker's queue whose predecessor ends last
+ *    first (that worker is running then; an idle one sleeps and must be
+ *    woken), then the fastest class first.
  * 4. Device selection.  Step 3 is greedy: when transfers are dear, moving a
  *    node to a slow device to finish it a little earlier makes every
  *    successor on the fast devices fetch its output, on their own queues,
@@ -185,6 +188,7 @@ struct heft {
    * (mz_sched_device_host_cores); more than one: it holds them all */
   unsigned *host;
   bool any_gang;
+  bool *worker; /* per queue: a CPU worker's (it sleeps when idle) */
 };
 
 static void heft_fini(void *state) {
@@ -198,6 +202,7 @@ static void heft_fini(void *state) {
   free(h->lead);
   free(h->copy);
   free(h->host);
+  free(h->worker);
   free(h);
 }
 
@@ -218,7 +223,8 @@ static int heft_init(const mz_sched *s, void **state) {
   h->lead = malloc((h->nq + 1) * sizeof *h->lead);
   h->copy = malloc((h->nq + 1) * sizeof *h->copy);
   h->host = malloc((h->nq + 1) * sizeof *h->host);
-  if (!h->qcls || !h->qdev || !h->dcls || !h->rep || !h->qorder || !h->lead || !h->copy || !h->host) {
+  h->worker = malloc((h->nq + 1) * sizeof *h->worker);
+  if (!h->qcls || !h->qdev || !h->dcls || !h->rep || !h->qorder || !h->lead || !h->copy || !h->host || !h->worker) {
     heft_fini(h);
     return -2;
   }
@@ -230,6 +236,7 @@ static int heft_init(const mz_sched *s, void **state) {
     if (h->rep[h->qcls[q]] < 0) h->rep[h->qcls[q]] = (int)q;
     int kind = mz_sched_device_kind(s, h->qdev[q]);
     bool shared = kind == MZ_DEVICE_OPENCL || kind == MZ_DEVICE_CUDA;
+    h->worker[q] = kind == MZ_DEVICE_CPU;
     h->lead[q] = shared ? (q && h->qdev[q - 1] == h->qdev[q] ? h->lead[q - 1] : (int)q) : -1;
     /* A copy engine on the host's cores (PoCL's) is a memcpy there: it
      * overlaps nothing, so its copies count as the node's own work. */
@@ -253,6 +260,7 @@ struct pass {
   const struct edge *edges;
   const struct rank_ix *order;
   const bool *alive;          /* per queue */
+  bool *allow;                /* per queue: in the pass's allowed list */
   const double *backlog;      /* per queue: busy from plan time 0 until this */
   struct qplan *qp;
   struct qplan *cq;           /* per device: its copy engine's lane */
@@ -326,11 +334,14 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     if (P->cbacklog[k] > 0 && insert_slot(&P->cq[k], 0, P->cbacklog[k])) return -2;
   }
   for (size_t i = 0; i < P->n; i++) P->placed[i] = -1, P->ndst[i] = 0;
+  for (unsigned q = 0; q < nq; q++) P->allow[q] = false;
+  for (unsigned k = 0; k < nallowed; k++) P->allow[allowed[k]] = true;
   for (size_t oi = 0; oi < P->n; oi++) {
     size_t i = P->order[oi].i;
     mz_task *t = P->tasks[i];
     bool root = P->eoff[i] == P->eoff[i + 1];
     double ready = 0;
+    int lastq = -1; /* the queue of the predecessor planned to end last */
     for (unsigned c = 0; c < ncls; c++) P->base[c] = 0;
     /* Inputs from other devices: every class pays its link; the device
      * holding the predecessor's output pays nothing (disc takes it back). */
@@ -338,7 +349,10 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
       unsigned p = P->edges[k].p;
       int pq = P->placed[p];
       if (pq < 0) continue;
-      if (P->aft[p] > ready) ready = P->aft[p];
+      if (P->aft[p] > ready || lastq < 0) {
+        if (P->aft[p] > ready) ready = P->aft[p];
+        lastq = pq;
+      }
       if (!P->edges[k].bytes) continue;
       unsigned pc = h->qcls[pq];
       for (unsigned c = 0; c < ncls; c++) P->base[c] += link_cost(&P->links[pc * ncls + c], P->edges[k].bytes);
@@ -354,13 +368,21 @@ static double eft_pass(struct pass *P, const unsigned *allowed, const unsigned *
     if (root) mz_task_transfer_ns_all(P->s, t, P->xfer);
     int best = -1;
     double best_f = INFINITY, best_s = 0, best_cs = 0, best_x = 0;
+    /* On a tie, a CPU worker's queue whose node (a predecessor) ends last
+     * wins, so it is tried first (when the pass allows it): that worker is
+     * running when the node becomes ready and takes it at once, where an
+     * idle worker sleeps and must be woken (on a loaded host that took 4 to
+     * 50 ms before the pipeline's verify).  Other queues keep the plain
+     * order: nothing sleeps on them (the simulator's plans are unchanged). */
+    if (lastq >= 0 && (!P->allow[lastq] || !h->worker[lastq])) lastq = -1;
     for (int any = 0; any < 2 && best < 0; any++)
-      for (unsigned oq = 0, nl = any ? nq : nallowed; oq < nl; oq++) {
-        unsigned q = any ? h->qorder[oq] : allowed[oq], c = h->qcls[q];
+      for (int oq = any || lastq < 0 ? 0 : -1, nl = any ? (int)nq : (int)nallowed; oq < nl; oq++) {
+        unsigned q = oq < 0 ? (unsigned)lastq : any ? h->qorder[oq] : allowed[oq], c = h->qcls[q];
+        if (!any && oq >= 0 && (int)q == lastq) continue; /* tried first */
         double wc = P->w[i * ncls + c];
         if (!isfinite(wc) || !P->alive[q] || !mz_task_can_run(P->s, t, q)) continue;
-        if (!any && ready + wc >= best_f) { /* no queue of this class can do better */
-          oq = skip[oq] - 1;
+        if (!any && oq >= 0 && ready + wc >= best_f) { /* no queue of this class can do better */
+          oq = (int)skip[oq] - 1;
           continue;
         }
         double d, from = ready > P->darr[h->qdev[q]] ? ready : P->darr[h->qdev[q]], cs = 0, x = 0;
@@ -442,7 +464,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   double *base = calloc(ncls + 1, sizeof *base), *disc = calloc(ndev + 1, sizeof *disc);
   double *xfer = calloc(nq + 1, sizeof *xfer), *backlog = calloc(nq + 1, sizeof *backlog);
   double *slow = calloc(ncls + 1, sizeof *slow);
-  bool *alive = calloc(nq + 1, sizeof *alive);
+  bool *alive = calloc(nq + 1, sizeof *alive), *allow = calloc(nq + 1, sizeof *allow);
   unsigned *allowed = calloc(nq + 1, sizeof *allowed), *skip = calloc(nq + 1, sizeof *skip);
   unsigned *cls_order = malloc((ncls + 1) * sizeof *cls_order);
   unsigned *ndst = malloc((n + 1) * sizeof *ndst), *dst = malloc((n * NCOPY + 1) * sizeof *dst);
@@ -450,7 +472,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
   struct edge *edges = NULL;
   int rc = -2; /* MZ_ENOMEM */
   if (!w || !wbar || !rank || !aft || !ast || !best_aft || !best_ast || !placed || !best_placed || !order || !links || !qp || !cq || !cbacklog || !eoff || !base || !disc ||
-      !xfer || !backlog || !slow || !alive || !allowed || !skip || !cls_order || !ndst || !dst || !arrive || !darr)
+      !xfer || !backlog || !slow || !alive || !allow || !allowed || !skip || !cls_order || !ndst || !dst || !arrive || !darr)
     goto out;
 
   for (unsigned q = 0; q < nq; q++)
@@ -602,7 +624,7 @@ static int heft_plan(void *state, const mz_sched *s, mz_task *const tasks[], siz
    * has several).  A pass stops once it cannot beat the best plan, and is
    * skipped when its work bound (the sum over nodes of the cheapest cost
    * among its queues, over its queue count) already cannot. */
-  struct pass P = {h,     s,  tasks,    n,   w,   links, eoff, edges, order, alive, backlog,
+  struct pass P = {h,     s,  tasks,    n,   w,   links, eoff, edges, order, alive, allow, backlog,
                    qp,    cq, cbacklog, aft, ast, base,  disc, xfer,  placed, ndst, dst, arrive, darr};
   double best_end = INFINITY;
   unsigned nprefix = ncap < MAX_PASSES ? ncap : MAX_PASSES;
@@ -695,6 +717,7 @@ out:
   free(backlog);
   free(slow);
   free(alive);
+  free(allow);
   free(allowed);
   free(skip);
   free(cls_order);

@@ -4,12 +4,14 @@
  * struct mz__idle_ops, through which idle CPU workers test the requests.
  *
  * Requests.  Every request in flight is in the context's pending set
- * (guarded by plock), which one thread at a time tests with MPI_Testsome
- * and completes outside the lock: a send or receive node ends then, which
- * releases its successors as a device's completion does.  The receives
- * of up to MZ__MPI_FOLD_MAX bytes are posted when the run starts, each
- * into its transfer's own staging memory, so a message that comes early
- * is taken at once; the receive node copies it into the buffer when it
+ * (guarded by plock), which one thread at a time tests (poll_pending:
+ * MPI_Test of the oldest, MPI_Testsome of the next few) and completes
+ * outside the lock: a send or receive node ends then, which releases its
+ * successors as a device's completion does.  The receives of up to
+ * MZ__MPI_FOLD_MAX bytes are posted when the run starts, each into its
+ * transfer's own staging memory (a persistent request per transfer,
+ * started with the others by one MPI_Startall), so a message that comes
+ * early is taken at once; the receive node copies it into the buffer when it
  * runs (at once when the message is in, else when it completes).  A
  * larger receive (direct) has no staging: its node posts it into the
  * buffer when it starts, and a direct receive whose node will not run
@@ -24,7 +26,7 @@
  * kernel whose start calls the user's function.  A remote value it only
  * reads is a folded receive: no node; the task holds a gate (struct
  * mz__task's ngates) per such transfer, released (mz__task_ungate) once
- * the message is in and the run has started (enum gstate: the counters
+ * the message is in and the run has started (the graph's early list: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
  * writes that another rank reads is copied into a staging block (shared
@@ -87,7 +89,7 @@ enum cmd_kind {
   C_MARK,   /* an empty message: the data will not come */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
   C_IDUP,   /* a graph's communicator (MPI_Comm_idup) */
-  C_FREE,   /* free a graph's communicator, after the commands queued before */
+  C_FREE,   /* free a graph's communicator and its persistent requests, after the commands queued before */
 };
 
 /* A user thread waiting for a collective to complete. */
@@ -116,6 +118,8 @@ struct cmd {
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
   MPI_Request req;
+  MPI_Request *reqs;  /* C_FREE: the graph's persistent requests (freed here) */
+  int nreqs;
 };
 
 /* How long the communication thread naps between polls once nothing has
@@ -167,6 +171,7 @@ struct mz_mpi {
   int *pidx;
   MPI_Status *psts;
   int phead, pn, pcap;
+  unsigned pscan;      /* the workers' polls, for their scans of the window */
   _Atomic int npend;
   /* Someone waits on a pending request (a started send or receive node, a
    * collective, a run start draining the last run's); workers spinning
@@ -177,8 +182,11 @@ struct mz_mpi {
   /* When a request last completed, or a task last sent (mz__now_ns), and
    * the mean gap between such events (a moving average): idle workers keep
    * polling for spin_ns after the last one while a node waits, where
-   * messages are closely spaced (idle_hold). */
+   * messages are closely spaced (idle_hold).  unnoted: a worker completed
+   * requests and stamps the time when it next polls idle, not at once (a
+   * clock read costs tens of ns, before the node it released runs). */
   _Atomic uint64_t last_done, gap;
+  _Atomic bool unnoted;
 };
 
 /* The largest send folded into its producer (copied into staging memory
@@ -231,15 +239,19 @@ struct xfer {
    * buffer then), or, when the node will not run, into a block of its own
    * that drops the message (drain: freed when it is in). */
   bool direct, drain;
-  _Atomic int gate;     /* folded receive: enum gstate */
+  struct xfer *enext;   /* folded receive: the next in its graph's early list */
+  size_t rk;            /* staged receive: its persistent request, dg->rreq[rk] */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
   struct cmd c;
 };
 
-/* A folded receive's gates, per run: released once both the message is in
- * and the run has started (its counters are set then). */
-enum gstate { G_POSTED, G_DONE, G_ARMED, G_RELEASED };
+/* A folded receive's gates, per run, are released once both the message
+ * is in and the run has started (its counters are set then): a message in
+ * before that waits in the graph's early list, which the run's start
+ * closes (EARLY_CLOSED) after the counters are set, releasing the gates of
+ * those in it; a message that finds it closed releases its gates itself. */
+#define EARLY_CLOSED ((struct xfer *)(uintptr_t)1)
 
 /* A task built with its kernel's wrapper: the user's kernel, the inputs it
  * reads from folded receives (parameter index, transfer), the outputs its
@@ -284,6 +296,14 @@ struct mz_dgraph {
   mz_op *root;
   bool frozen;
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
+  struct xfer *_Atomic early; /* folded receives in before the run started, or EARLY_CLOSED */
+  size_t nfold;        /* folded receives */
+  /* The staged receives' persistent requests (MPI_Recv_init at the first
+   * run that posts them, MPI_Start at each: a staged receive lands in the
+   * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
+   * memory when the first run started). */
+  MPI_Request *rreq;
+  size_t nrreq;
   _Atomic long inflight; /* this graph's requests not yet completed */
   /* Staging memory of folded sends, shared by all of them: a send takes a
    * block of its size class when its producer ends and gives it back when
@@ -406,9 +426,17 @@ static bool post(mz_mpi *m, struct cmd *c) {
   case C_FSEND:
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
-  case C_RECV:
-    err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+  case C_RECV: {
+    MPI_Request *init = !c->x->direct && c->x->dg->rreq ? &c->x->dg->rreq[c->x->rk] : NULL;
+    if (!init) {
+      err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+      break;
+    }
+    if (*init == MPI_REQUEST_NULL) err = MPI_Recv_init(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, init);
+    if (err == MPI_SUCCESS) err = MPI_Start(init);
+    c->req = *init;
     break;
+  }
   case C_MARK:
     err = MPI_Isend(NULL, 0, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
@@ -419,7 +447,12 @@ static bool post(mz_mpi *m, struct cmd *c) {
     err = MPI_Comm_idup(c->comm, c->newcomm, &c->req);
     break;
   case C_FREE:
-    /* Requests in flight on it complete normally (MPI_Comm_free only marks it). */
+    /* The persistent requests are inactive (a graph is destroyed once all
+     * its requests completed); requests in flight on the communicator
+     * complete normally (MPI_Comm_free only marks it). */
+    for (int i = 0; i < c->nreqs; i++)
+      if (c->reqs[i] != MPI_REQUEST_NULL) MPI_Request_free(&c->reqs[i]);
+    free(c->reqs);
     MPI_Comm_free(&c->comm);
     free(c);
     return false;
@@ -455,31 +488,36 @@ static void release_gates(struct xfer *x) {
   for (size_t i = 0; i < x->nreaders; i++) mz__task_ungate(x->readers[i], failed);
 }
 
-/* The message of folded receive x is in. */
+/* The message of folded receive x is in: its gates are released now if
+ * its run started, else when it starts. */
 static void gate_arrived(mz_mpi *m, struct xfer *x) {
-  int s = G_POSTED;
-  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_DONE, memory_order_acq_rel, memory_order_acquire)) return;
-  if (s == G_ARMED) {
-    atomic_fetch_sub(&m->urgent, 1);
-    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
-    release_gates(x);
-  }
+  mz_dgraph *dg = x->dg;
+  struct xfer *h = atomic_load_explicit(&dg->early, memory_order_acquire);
+  do {
+    if (h == EARLY_CLOSED) {
+      atomic_fetch_sub(&m->urgent, 1);
+      release_gates(x);
+      return;
+    }
+    x->enext = h;
+  } while (!atomic_compare_exchange_weak_explicit(&dg->early, &h, x, memory_order_acq_rel, memory_order_acquire));
 }
 
-/* The run of folded receive x started (its tasks' counters are set).
- * True when its message is still to come: its readers wait on it, as a
- * started receive node does (urgent). */
-static bool gate_arm(mz_mpi *m, struct xfer *x) {
-  int s = G_POSTED;
-  atomic_fetch_add(&m->urgent, 1);
-  if (atomic_compare_exchange_strong_explicit(&x->gate, &s, G_ARMED, memory_order_acq_rel, memory_order_acquire))
-    return true;
-  atomic_fetch_sub(&m->urgent, 1);
-  if (s == G_DONE) {
-    atomic_store_explicit(&x->gate, G_RELEASED, memory_order_relaxed);
-    release_gates(x);
-  }
-  return false;
+/* The run of dg started (its tasks' counters are set): the messages still
+ * to come have readers that wait on them, as a started receive node does
+ * (urgent: counted for all the folded receives first, and given back for
+ * those already in, whose gates are released here).  Only the early ones
+ * are visited: a pass over every receive here would run beside the
+ * workers, which wait on its gates, on a machine where this thread and a
+ * spinning worker may share a core.  True when a message is to come. */
+static bool gates_open(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  long in = 0;
+  atomic_fetch_add(&m->urgent, (int)dg->nfold);
+  struct xfer *x = atomic_exchange_explicit(&dg->early, EARLY_CLOSED, memory_order_acq_rel);
+  for (; x; x = x->enext, in++) release_gates(x);
+  atomic_fetch_sub(&m->urgent, (int)in);
+  return (size_t)in < dg->nfold;
 }
 
 static void complete(mz_mpi *m, struct cmd *c) {
@@ -545,6 +583,8 @@ static void note_traffic(mz_mpi *m, uint64_t now) {
 /* How many of the oldest pending requests an idle worker tests (all of
  * them would cost it a pass over every receive of the run each poll). */
 #define MZ__MPI_WINDOW 32
+/* A worker tests the window past the oldest request every this many polls. */
+#define MZ__MPI_SCAN 4
 
 /* Test the oldest limit pending requests and complete what finished;
  * try: leave them when another thread tests them.  Returns how many
@@ -559,9 +599,34 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
   int n = m->pn < limit ? m->pn : limit, out = 0, h = m->phead;
   struct cmd *head = NULL, **tail = &head;
   if (n > 0) {
-    int err = MPI_Testsome(n, m->preq + h, &out, m->pidx, m->psts);
-    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
-    if (out == MPI_UNDEFINED) out = 0;
+    /* MPI_Testsome reports what was complete when it was called, and
+     * makes progress only when nothing was: a message that progress takes
+     * in shows at the next call, a whole spin later.  MPI_Test makes
+     * progress and looks again, so a test of the oldest request (most
+     * often the next message to come) sees it in this poll; the Testsome
+     * after it reports what else was complete by then. */
+    int first = 0;
+    int err = MPI_Test(&m->preq[h], &first, &m->psts[0]);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+    if (first) {
+      m->psts[0].MPI_ERROR = MPI_SUCCESS; /* MPI_Test leaves it unset */
+      m->pidx[0] = 0;
+    }
+    /* A worker that found the message runs its reader first; the next
+     * poll reports the rest.  Otherwise a worker looks at the others
+     * every MZ__MPI_SCAN-th poll only: MPI_Testsome reads one cache line
+     * per request, and requests of one size, allocated alike, fall into a
+     * few cache sets: a scan of the window at each poll missed the level-1
+     * cache about 200 times a step (callgrind's cache model, a stencil),
+     * and its parameter checks cost as much again. */
+    bool scan = try ? !first && m->pscan++ % MZ__MPI_SCAN == 0 : true;
+    if (n > first && scan) {
+      err = MPI_Testsome(n - first, m->preq + h + first, &out, m->pidx + first, m->psts + first);
+      if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Testsome");
+      if (out == MPI_UNDEFINED) out = 0;
+      for (int i = first; i < first + out; i++) m->pidx[i] += first;
+    }
+    out += first;
     for (int i = 0; i < out; i++) {
       struct cmd *c = m->pcmd[h + m->pidx[i]];
       if (m->psts[i].MPI_ERROR != MPI_SUCCESS && c->kind != C_COLL && c->kind != C_IDUP)
@@ -588,7 +653,10 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
     }
   }
   pthread_mutex_unlock(&m->plock);
-  if (out > 0) note_traffic(m, mz__now_ns());
+  if (out > 0) {
+    if (try) atomic_store_explicit(&m->unnoted, true, memory_order_relaxed);
+    else note_traffic(m, mz__now_ns());
+  }
   while (head) {
     struct cmd *c = head;
     head = c->next;
@@ -599,7 +667,13 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
 
 /* ---- the idle workers' hook ---- */
 
-static bool idle_poll(void *ctx) { return poll_pending(ctx, true, MZ__MPI_WINDOW) > 0; }
+static bool idle_poll(void *ctx) {
+  mz_mpi *m = ctx;
+  if (atomic_load_explicit(&m->unnoted, memory_order_relaxed) &&
+      atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed))
+    note_traffic(m, mz__now_ns());
+  return poll_pending(m, true, MZ__MPI_WINDOW) > 0;
+}
 
 static void idle_state(void *ctx, enum mz__idle_state to) {
   mz_mpi *m = ctx;
@@ -666,7 +740,7 @@ static void *comm_main(void *arg) {
   unsigned polls = 0;
   for (;;) {
     pthread_mutex_lock(&m->qlock);
-    bool active = comm_active(m);
+    bool active = comm_active(m), napped = false;
     if (!m->qhead && !active) {
       if (m->stop) {
         pthread_mutex_unlock(&m->qlock);
@@ -677,6 +751,7 @@ static void *comm_main(void *arg) {
       if (atomic_load(&m->npend)) timed_wait(m, atomic_load(&m->urgent) > 0 ? MZ__MPI_BUSY_US : MZ__MPI_IDLE_US);
       else pthread_cond_wait(&m->qcond, &m->qlock);
       last = mz__now_ns();
+      napped = true;
     } else if (!m->qhead && mz__now_ns() - last > m->spin_ns) {
       /* Nothing completed for a while (long tasks): poll every
        * MZ__MPI_NAP_US instead of spinning, or sooner when a command comes. */
@@ -694,6 +769,12 @@ static void *comm_main(void *arg) {
       q = q->next;
       if (post(m, c)) add_pending(m, c);
     }
+    /* The test after a nap is left to a worker that spins: it tests and
+     * makes progress, and a pass over all the requests here (all of a
+     * run's receives, a cache miss each) would hold plock meanwhile, and
+     * the spinning worker's polls would find it taken.  A message that
+     * only this pass finds comes once that worker parks (and asks). */
+    if (napped && !q && atomic_load(&m->spinning) > 0) continue;
     /* The oldest requests, which complete first, and every 16th time all
      * of them (a run's receives: a pass over all costs microseconds). */
     if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW) > 0) progress = true;
@@ -1374,6 +1455,8 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
      * the call (MPI may give less than MPI_THREAD_MULTIPLE). */
     struct cmd *c = new_cmd(C_FREE);
     c->comm = dg->comm;
+    c->reqs = dg->rreq;
+    c->nreqs = (int)dg->nrreq;
     push_cmd(dg->m, c);
   }
   for (size_t i = 0; i < dg->nxf; i++) {
@@ -1528,7 +1611,6 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   x->c.comm = dg->comm;
   x->c.bytes = x->bytes;
   atomic_init(&x->state, X_ENDED);
-  atomic_init(&x->gate, G_RELEASED);
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
   x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold && x->bytes <= MZ__MPI_FOLD_MAX;
   x->direct = !x->send && x->bytes > MZ__MPI_FOLD_MAX;
@@ -1776,29 +1858,60 @@ static int freeze(mz_dgraph *dg) {
 /* Reset dg's transfers for a run and post all its receives. */
 static void start_transfers(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
-  bool locked = false;
+  dg->nfold = 0;
+  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
+  if (!dg->rreq && dg->nrecvs && (dg->rreq = malloc(dg->nrecvs * sizeof *dg->rreq)) != NULL) {
+    for (size_t i = 0; i < dg->nxf; i++) {
+      struct xfer *x = dg->xf[i];
+      if (!x->send && !x->direct) {
+        x->rk = dg->nrreq++;
+        dg->rreq[x->rk] = MPI_REQUEST_NULL;
+      }
+    }
+  }
+  /* With MPI_THREAD_MULTIPLE, all at once here: their persistent
+   * requests made at the first run (one lock for all of them: a test
+   * meanwhile waits, or is skipped), then one MPI_Startall. */
+  bool all = m->multiple && dg->rreq && dg->nrreq;
+  if (all) {
+    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
+    pthread_mutex_lock(&m->plock);
+  }
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
     atomic_store_explicit(&x->posted, false, memory_order_relaxed);
     x->drain = false;
     if (x->send || x->direct) continue; /* a direct receive is posted by its node */
     atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
-    atomic_store_explicit(&x->gate, G_POSTED, memory_order_relaxed);
+    if (x->fold) dg->nfold++;
     x->c.kind = C_RECV;
     x->c.buf = x->stage;
     x->c.got = 0;
-    atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
-    if (!m->multiple) {
+    if (!all) atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
+    if (all) {
+      if (dg->rreq[x->rk] == MPI_REQUEST_NULL) {
+        int err = MPI_Recv_init(x->c.buf, x->c.bytes, MPI_BYTE, x->c.peer, x->c.tag, x->c.comm, &dg->rreq[x->rk]);
+        if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Recv_init");
+      }
+    } else if (!m->multiple) {
       push_cmd(m, &x->c);
     } else {
-      /* One lock for all of them (a test meanwhile waits, or is skipped). */
-      if (!locked) pthread_mutex_lock(&m->plock);
-      locked = true;
+      pthread_mutex_lock(&m->plock);
       post(m, &x->c);
       add_pending_locked(m, &x->c);
+      pthread_mutex_unlock(&m->plock);
     }
   }
-  if (locked) pthread_mutex_unlock(&m->plock);
+  if (!all) return;
+  int err = MPI_Startall((int)dg->nrreq, dg->rreq);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
+  for (size_t i = 0; i < dg->nxf; i++) {
+    struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue;
+    x->c.req = dg->rreq[x->rk];
+    add_pending_locked(m, &x->c);
+  }
+  pthread_mutex_unlock(&m->plock);
 }
 
 int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
@@ -1821,10 +1934,7 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   else mz__set_error(rt, st, "mz_dgraph_run: %s", dg->message);
   /* The run's counters are set: the gates of what came may open. */
   if (st == MZ_OK && dg->m->use_mpi) {
-    bool waits = false;
-    for (size_t i = 0; i < dg->nxf; i++)
-      if (!dg->xf[i]->send && dg->xf[i]->fold) waits |= gate_arm(dg->m, dg->xf[i]);
-    if (waits) wake_comm(dg->m);
+    if (gates_open(dg)) wake_comm(dg->m);
   }
   dg->run_status = st;
   /* Nothing runs here: the peers still get one message per send (the

@@ -642,6 +642,42 @@ Test(mzbench, pipeline_trace_follows_perfetto_rules, .timeout = 300) {
 
 Test(mzbench, pipeline_trace_cpu_only, .timeout = 300) { pipeline_and_check("eager", "cpu"); }
 
+#if MZB_HAVE_OPENBLAS
+void openblas_set_num_threads(int n);
+int openblas_get_num_threads(void);
+
+/* The CPU device runs a worker per core: the pipeline calls OpenBLAS with
+ * one thread, unless OPENBLAS_NUM_THREADS says how many (a user's choice,
+ * which it keeps). */
+static int blas_threads_after_pipeline(void) {
+  char dir[64];
+  tmpdir(dir, sizeof dir);
+  mzb_pipeline_opts o = {.devices = "cpu", .policy = "eager", .outdir = dir, .elements = 4096, .tiles = 2,
+                         .reps = 1, .quiet = true};
+  FILE *devnull = fopen("/dev/null", "w");
+  cr_assert_not_null(devnull);
+  cr_assert_eq(mzb_pipeline_run(&o, devnull), 0);
+  fclose(devnull);
+  return openblas_get_num_threads();
+}
+
+Test(mzbench, pipeline_calls_openblas_with_one_thread, .timeout = 120) {
+  const char *was = getenv("OPENBLAS_NUM_THREADS");
+  char *keep = was ? strdup(was) : NULL;
+  unsetenv("OPENBLAS_NUM_THREADS");
+  openblas_set_num_threads(2);
+  cr_expect_eq(blas_threads_after_pipeline(), 1, "the pipeline left OpenBLAS with its own thread count");
+  /* Set by the user: left alone. */
+  setenv("OPENBLAS_NUM_THREADS", "2", 1);
+  openblas_set_num_threads(2);
+  int before = openblas_get_num_threads();
+  cr_expect_eq(blas_threads_after_pipeline(), before, "the pipeline overrode OPENBLAS_NUM_THREADS");
+  if (keep) setenv("OPENBLAS_NUM_THREADS", keep, 1);
+  else unsetenv("OPENBLAS_NUM_THREADS");
+  free(keep);
+}
+#endif
+
 Test(mzbench, pipeline_refuses_bad_options) {
   FILE *devnull = fopen("/dev/null", "w");
   cr_assert_not_null(devnull);

@@ -14,6 +14,8 @@
  * with mz_task_set_queue is followed; a plan error fails the run.  Last,
  * mz_task_follow_queue with a predecessor held between its end and DONE
  * (the window that put both tiles of a partition on one queue). */
+#include <time.h>
+
 #include "common.h"
 
 /* ---- user policies ---- */
@@ -513,6 +515,59 @@ Test(policy, plan_with_set_queue, .timeout = 30) {
   cr_expect_eq(out, 16);
   mz_future_destroy(f);
   mz_graph_destroy(g);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* ---- dmda: the running worker takes a tie ---- */
+
+static int nap_fn(const mz_call *c) {
+  int id = c->args[1].i32;
+  atomic_store(&seen_queue[id], (int)c->queue + 1);
+  struct timespec ts = {0, (long)c->args[2].i32 * 1000000L};
+  if (ts.tv_nsec) nanosleep(&ts, NULL);
+  int32_t *v = c->args[0].p;
+  v[0] += 1;
+  return 0;
+}
+
+/* Two idle CPU queues tie in dmda's finish time; the node made ready by a
+ * worker's node goes to that worker, which is running, not to the lowest
+ * queue, whose worker sleeps and must be woken.  A (10 ms) is placed first
+ * and B (40 ms) beside it, on queue 1 while A holds queue 0; when B ends, A
+ * has ended and both queues are idle: B's chain C1..C6 stays on B's queue.
+ * (Lowest queue first would send C1 to queue 0.)  A run where B went to
+ * queue 0 proves nothing, so the run is repeated until B is on queue 1. */
+Test(policy, dmda_tie_goes_to_the_running_worker, .timeout = 120) {
+  mz_runtime *rt = policy_runtime("cpu:2");
+  mz_kernel *k = test_kernel(rt, "nap", "inout i32[] v, i32 id, i32 ms", nap_fn, NULL);
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 1, NULL), *b = test_buffer_1d(rt, MZ_I32, 1, NULL);
+  bool b_on_1 = false;
+  for (int run = 0; run < 8 && !b_on_1; run++) {
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    for (int i = 0; i < 8; i++) atomic_store(&seen_queue[i], 0);
+    mz_op *ends[2];
+    ends[0] = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_value(g, a), mz_i32(g, 0), mz_i32(g, 10)}), NULL);
+    mz_op *x = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_value(g, b), mz_i32(g, 1), mz_i32(g, 40)}), NULL);
+    for (int i = 2; i < 8; i++) /* after B: both write b */
+      x = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_value(g, b), mz_i32(g, i), mz_i32(g, 0)}), NULL);
+    ends[1] = x;
+    mz_future *f;
+    cr_assert_eq(test_run(g, mz_join(g, 2, ends), "dmda", &f), MZ_OK, "%s / %s", f ? mz_future_message(f) : "",
+                 mz_runtime_last_error(rt));
+    mz_future_destroy(f);
+    mz_graph_destroy(g);
+    int qb = atomic_load(&seen_queue[1]) - 1;
+    cr_assert(qb == 0 || qb == 1, "B ran on queue %d", qb);
+    for (int i = 2; i < 8; i++)
+      cr_expect_eq(atomic_load(&seen_queue[i]) - 1, qb, "run %d: C%d ran on queue %d, B on %d", run, i - 1,
+                   atomic_load(&seen_queue[i]) - 1, qb);
+    b_on_1 = qb == 1;
+  }
+  cr_expect(b_on_1, "B never went to queue 1 beside A: the tie was not tested");
   mz_buffer_release(a);
   mz_buffer_release(b);
   mz_kernel_destroy(k);

@@ -50,6 +50,29 @@
 
 #define MAX_DEV 64
 
+#if MZB_HAVE_OPENBLAS
+void openblas_set_num_threads(int n); /* OpenBLAS's own, not in the reference cblas.h */
+#endif
+
+/* The canned BLAS ops run OpenBLAS inside a CPU worker, and maize's CPU
+ * device has a worker per core.  OpenBLAS's pthread build splits a call
+ * over every core by default, so two workers each running an axpy put four
+ * spinning threads on two cores: here a 1 MiB axpy took 2.7 ms in the mean
+ * (up to 5.8 ms under ws) instead of 0.19 ms, and the perf models fed the
+ * cost policies a CPU nine times slower than it is.  One thread per call,
+ * unless the user chose a count (OPENBLAS_NUM_THREADS, read by OpenBLAS
+ * when it loads).  Returns what the header line says. */
+static const char *blas_one_thread(void) {
+#if MZB_HAVE_OPENBLAS
+  const char *env = getenv("OPENBLAS_NUM_THREADS");
+  if (env && *env) return "OpenBLAS threads per call as OPENBLAS_NUM_THREADS says";
+  openblas_set_num_threads(1);
+  return "OpenBLAS: one thread per call (a CPU worker is one core)";
+#else
+  return "no OpenBLAS linked into maize-bench (the CPU's BLAS ops use what maize was built with)";
+#endif
+}
+
 /* ---- kernels and host stages ---- */
 
 static int k_square(const mz_call *c) {
@@ -292,6 +315,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
   size_t n = ref.n;
   unsigned tiles = o->tiles, reps = o->reps ? o->reps : 1;
   cl_source = access(MZB_KERNELS_CL, R_OK) == 0 ? NULL : mzb_kernels_cl;
+  const char *blas = blas_one_thread();
   have_ptx = access(MZ_KERNELS_PTX, R_OK) == 0;
   /* A first runtime lists the devices and the policies. */
   mz_runtime_config cfg = {.devices = o->devices};
@@ -322,6 +346,7 @@ static int pipeline_body(const mzb_pipeline_opts *o, FILE *out, const char *outd
     fprintf(out, "maize pipeline: %zu floats x 3 buffers, %u tiles, 4 ops per tile (2 canned, 2 hand-written) + 2 host stages, %u run(s) per policy\n",
             n, tiles, reps);
     device_line(out, rt);
+    fprintf(out, "  %s\n", blas);
     if (!have_ptx) fprintf(out, "  (no PTX at %s: CUDA devices, if any, get no kernels)\n", MZ_KERNELS_PTX);
     fprintf(out, "  OpenCL kernels: %s\n", cl_source ? "the copy of examples/kernels/kernels.cl built into maize-bench"
                                                      : MZB_KERNELS_CL);

@@ -192,8 +192,10 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         int ret;
         if (__builtin_expect(async != NULL, 0)) {
           /* Its time on the queue is the start; stamped before it, since
-           * the thread that ends the node reads it (and may do so at once). */
-          e->t_end = mz__now_ns();
+           * the thread that ends the node reads it (and may do so at once):
+           * the start's stamp, read just now (a clock read is tens of ns,
+           * and an async kernel's start is a message's latency). */
+          e->t_end = e->t_start;
           ret = async->start(op, &call);
           if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
             if (args != argv) free(args);
@@ -315,7 +317,8 @@ static mz_op *take(struct worker *w) {
 }
 
 /* Spin a bounded time (the clock is read every 16 polls, every 4 with
- * outside work, whose test then comes as often: a message's latency) for
+ * outside work, whose test then comes as often, the first at once: a
+ * message's latency) for
  * w's next node; NULL when none came.  Outside work (MPI requests) is tested
  * meanwhile: a node it releases comes to w's run-next slot, and the nodes
  * it ended are counted in w's queue and published before w may park.  A
@@ -333,7 +336,9 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     __builtin_ia32_pause();
 #endif
     op = take(w);
-    if (op || i % (io ? 4 : 16)) continue;
+    /* Outside work is tested at once (its message may be in already: a
+     * worker behind its peer), then every 4th pause. */
+    if (op || (io ? (i - 1) % 4 : i % 16)) continue;
     if (io && io->poll(ictx)) {
       if ((op = take(w)) != NULL) break;
       mz__queue_flush(w->q);

@@ -32,12 +32,15 @@
  * Progress.  Every receive of up to 64 KiB is posted when the run starts,
  * into memory of its own (staging), so a message that comes early is
  * taken at once; the receive node copies it into the buffer when it runs.
+ * Such a receive is one persistent request (MPI_Recv_init at the graph's
+ * first run, MPI_Startall at each), freed with the graph.
  * A larger receive is posted by its node when the node starts (it then
  * holds the buffer), straight into the buffer: no staging memory, and the
  * sender's message (too large to go eagerly) waits for it.  A send is
  * posted by the worker that runs its node (MPI_Isend) and tested at once.
  * With MPI_THREAD_MULTIPLE, CPU workers with nothing to run test the
- * requests (MPI_Testsome) while they spin, before parking: a receive that
+ * requests while they spin, before parking (the oldest with MPI_Test at
+ * each poll, the next few with MPI_Testsome every fourth): a receive that
  * completes ends its node there, and the successor runs on that worker.
  * A worker spins past the runtime's spin time (MZ_SPIN_US) while a node
  * of this rank waits on a message, messages come and go less than
@@ -50,8 +53,8 @@
  * (yielding the CPU between polls) for $MZ_MPI_SPIN_US microseconds
  * (default 200) after the last completion, then every 50 us; otherwise it
  * sleeps, but for a test every 1 ms while a node waits (the workers
- * may all be busy) and every 2 ms while only requests nobody waits on
- * are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
+ * may all be busy; none while a worker spins, which tests) and every 2 ms
+ * while only requests nobody waits on are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
  * least), or with MZ_MPI_THREAD=serialized, the thread makes every MPI
  * call and polls while requests are in flight.  No worker blocks in MPI.
  *
