@@ -251,14 +251,13 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
   return op;
 }
 
-
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
 /* Result i of task t.  An apply's buffer results are made on first use:
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  if (!t->u.res[i] && i < mz__op_t(t)->nparams && mz__task_bufs(mz__op_t(t))[i])
-    t->u.res[i] = value_result(g, mz__task_bufs(mz__op_t(t))[i], t);
+  const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
+  if (!t->u.res[i] && i < k->nparams && mz__task_bufs(k)[i]) t->u.res[i] = value_result(g, mz__task_bufs(k)[i], t);
   return t->u.res[i];
 }
 
