@@ -261,7 +261,8 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
  * most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
-  if (!t->u.res[i] && i < k->nparams && mz__task_bufs(k)[i]) t->u.res[i] = value_result(g, mz__task_bufs(k)[i], t);
+  mz_buffer *b = !t->u.res[i] && i < k->nparams ? mz__task_buf(k, i) : NULL;
+  if (b) t->u.res[i] = value_result(g, b, t);
   return t->u.res[i];
 }
 
@@ -321,14 +322,15 @@ static int remember_task(mz_graph *g, mz_op *op) {
 
 /* Make a task op with np parameters and na accesses: the op, its task,
  * and the task's arrays in one block, each array of its exact size (every
- * element is 8-byte aligned, and a graph holds one such block per task). */
-static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsigned np, unsigned na, unsigned nres) {
+ * element is 8-byte aligned, and a graph holds one such block per task).
+ * k: an apply's kernel (the parameter slots' layout depends on it). */
+static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_kernel *k, unsigned np, unsigned na,
+                       unsigned nres) {
   _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
                  "the arrays after a task must stay 8-byte aligned");
   size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
-  size_t vb = np * sizeof(mz_arg), bb = np * sizeof(mz_buffer *), ab = na * sizeof(struct mz__access),
-         rb = nres * sizeof(mz_op *);
-  char *blk = mz__arena_alloc(&g->arena, ob + vb + bb + ab + rb);
+  size_t pb = mz__task_param_bytes(np, k != NULL), ab = na * sizeof(struct mz__access), rb = nres * sizeof(mz_op *);
+  char *blk = mz__arena_alloc(&g->arena, ob + pb + ab + rb);
   if (!blk) return NULL;
   mz_op *op = (mz_op *)(void *)blk;
   op->g = g;
@@ -337,10 +339,11 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
   op->name = name;
   t->nparams = np;
+  t->kernel = k;
   t->queue = -1;
-  /* values and bufs follow the task: mz__task_values, mz__task_bufs. */
-  t->acc = na ? (struct mz__access *)(void *)(blk + ob + vb + bb) : NULL;
-  op->u.res = nres ? (mz_op **)(void *)(blk + ob + vb + bb + ab) : NULL;
+  /* The parameter slots and the accesses follow the task: mz__task_values,
+   * mz__task_hbufs, mz__task_acc. */
+  op->u.res = nres ? (mz_op **)(void *)(blk + ob + pb + ab) : NULL;
   op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
@@ -351,14 +354,15 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, unsign
 /* Add an access; merge with an earlier one of the same buffer.  Returns
  * false when the directions conflict (read and write through two
  * parameters, or two writes). */
-static bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
+static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
+  struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    if (t->acc[i].buf != b) continue;
-    if ((t->acc[i].mode | mode) != 1) return false;
+    if (acc[i].buf != b) continue;
+    if ((acc[i].mode | mode) != 1) return false;
     return true;
   }
-  t->acc[t->nacc].buf = b;
-  t->acc[t->nacc].mode = mode;
+  acc[t->nacc].buf = b;
+  acc[t->nacc].mode = mode;
   t->nacc++;
   return true;
 }
@@ -387,13 +391,14 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
   t->nbdata = n;
+  const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    struct mz__bentry *e = bmap_get(g, t->acc[i].buf);
+    struct mz__bentry *e = bmap_get(g, acc[i].buf);
     if (!e) {
       if (v != inl) free(v);
       return MZ_ENOMEM;
     }
-    if (t->acc[i].mode & 1) ADD_PRED(e->writer);
+    if (acc[i].mode & 1) ADD_PRED(e->writer);
     if (i < MZ__BE_CACHE) bes[i] = e;
   }
 #undef ADD_PRED
@@ -409,16 +414,18 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   /* A lookup that grew the map moved the entries found before it: find
    * them again (every buffer is in the map now, so nothing moves). */
   if (g->bmap_gen != gen)
-    for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++) bes[i] = bmap_get(g, t->acc[i].buf);
+    for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++) bes[i] = bmap_get(g, acc[i].buf);
   return MZ_OK;
 }
 
 /* After the task is built: it is now the last writer of what it writes.
  * bes: the entries set_bpreds found. */
 static int note_writes(mz_graph *g, mz_op *op, struct mz__bentry **bes) {
-  for (unsigned i = 0; i < mz__op_t(op)->nacc; i++) {
-    if (!(mz__op_t(op)->acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, mz__op_t(op)->acc[i].buf);
+  const struct mz__task *t = mz__task_of(op); /* op is a task's */
+  const struct mz__access *acc = mz__task_acc(t);
+  for (unsigned i = 0; i < t->nacc; i++) {
+    if (!(acc[i].mode & 2)) continue;
+    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, acc[i].buf);
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -498,8 +505,22 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   if (launch && !mz__launch_ok(launch))
     return fail(g, MZ_EINVAL, "mz_apply(%s): launch sizes out of range (each global and local size 1..2^32-1, "
                 "at most 2^36 work items)", k->spec.name);
+  /* The graph holds the kernel before any node names it. */
+  if (g->nkheld == g->capkheld) {
+    size_t cap = g->capkheld ? g->capkheld * 2 : 8;
+    mz_kernel **v = realloc(g->kheld, cap * sizeof *v);
+    if (!v) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    g->kheld = v;
+    g->capkheld = cap;
+  }
+  bool have = false;
+  for (size_t i = 0; i < g->nkheld && !have; i++) have = g->kheld[i] == k;
+  if (!have) {
+    atomic_fetch_add(&k->refs, 1);
+    g->kheld[g->nkheld++] = k;
+  }
   /* At most one access per buffer parameter. */
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k->nparams, k->nbufs, k->nparams);
+  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k, k->nparams, k->nbufs, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz_op *leaf_inl[16];
@@ -540,7 +561,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (be && be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
-    mz__task_bufs(t)[i] = b;
+    mz__task_values(t)[i].p = b;
     uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
     if (!add_access(t, b, mode))
       return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
@@ -550,7 +571,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
     if (p->dir <= MZ__INOUT) continue;
-    const mz_buffer *rb = mz__task_bufs(t)[p->ref];
+    const mz_buffer *rb = mz__task_buf(t, (unsigned)p->ref);
     if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
     if (p->dir == MZ__OUTLIKE) {
       mz_buffer *nb;
@@ -559,7 +580,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       int rc = hold_buffer(g, nb);
       mz_buffer_release(nb);
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-      mz__task_bufs(t)[i] = nb;
+      mz__task_values(t)[i].p = nb;
       add_access(t, nb, 2);
       continue;
     }
@@ -577,11 +598,11 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__task_bufs(t)[i] && !leaf[i];
+  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
-    if (mz__task_bufs(t)[i]) {
+    if (mz__dir_is_buffer(k->params[i].dir)) {
       op->u.res[i] = NULL;
     } else if (leaf[i]) {
       op->u.res[i] = leaf[i];
@@ -595,20 +616,6 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       op->u.res[i]->name = "scalar";
     }
   }
-  t->kernel = k;
-  if (g->nkheld == g->capkheld) {
-    size_t cap = g->capkheld ? g->capkheld * 2 : 8;
-    mz_kernel **v = realloc(g->kheld, cap * sizeof *v);
-    if (!v) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-    g->kheld = v;
-    g->capkheld = cap;
-  }
-  bool have = false;
-  for (size_t i = 0; i < g->nkheld && !have; i++) have = g->kheld[i] == k;
-  if (!have) {
-    atomic_fetch_add(&k->refs, 1);
-    g->kheld[g->nkheld++] = k;
-  }
   if (launch) {
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
     if (!l) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
@@ -619,20 +626,22 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
     const mz_buffer *lb = NULL;
     for (unsigned i = 0; i < k->nparams && !lb; i++)
-      if (mz__task_bufs(t)[i] && k->params[i].dir != MZ__IN) lb = mz__task_bufs(t)[i];
-    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = mz__task_bufs(t)[i];
+      if (k->params[i].dir != MZ__IN) lb = mz__task_buf(t, i);
+    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = mz__task_buf(t, i);
     t->launch = lb ? &lb->dlaunch : &one;
   }
   return op;
 }
 
 /* Host functions, partition and unpartition share this shape: a task whose
- * parameters are the buffers (and scalars) of some leaves. */
-static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op *deps, uint8_t mode) {
+ * parameters are the buffers (and scalars) of some leaves.  xacc: room for
+ * that many more accesses, which the caller adds (the access array is
+ * part of the task's block and cannot grow). */
+static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op *deps, uint8_t mode, unsigned xacc) {
   mz_op **leaves = NULL;
   size_t n = 0, cap = 0;
   if (deps && mz__flatten(deps, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op *op = new_task(g, kind, who + 3, (unsigned)n, (unsigned)n, (unsigned)n);
+  mz_op *op = new_task(g, kind, who + 3, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
   if (!op) {
     free(leaves);
     return fail(g, MZ_ENOMEM, "%s: out of memory", who);
@@ -655,7 +664,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       free(leaves);
       return fail(g, MZ_ESTATE, "%s: buffer %zu is partitioned; use its tiles or unpartition it", who, i);
     }
-    mz__task_bufs(t)[i] = b;
+    mz__task_hbufs(t)[i] = b;
     if (!add_access(t, b, mode)) {
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
@@ -695,7 +704,7 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   struct mz__host_call *hc = mz__arena_alloc(&g->arena, sizeof *hc);
   if (!hc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   *hc = (struct mz__host_call){fn, user};
-  mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3);
+  mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3, 0);
   if (op->kind == MZ__K_ERROR) return op;
   mz__op_t(op)->host = hc;
   /* The label of traces, timings and DOT, and the key of its perf model. */
@@ -717,10 +726,10 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!be) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   if (be->partitioned) return fail(g, MZ_ESTATE, "mz_partition: the buffer is already partitioned");
   if (b->parent) return fail(g, MZ_ENOTSUP, "mz_partition: a tile cannot be partitioned again");
-  mz_op *op = new_task(g, MZ__K_PARTITION, "partition", 1, n + 1, n);
+  mz_op *op = new_task(g, MZ__K_PARTITION, "partition", NULL, 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   struct mz__task *t = mz__op_t(op);
-  mz__task_bufs(t)[0] = b;
+  mz__task_hbufs(t)[0] = b;
   add_access(t, b, 3);
   size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
   for (unsigned i = 0; i < n; i++) {
@@ -780,17 +789,15 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
     return fail(g, MZ_EINVAL, "mz_unpartition: %s", why);
   }
   free(leaves);
-  mz_op *op = host_like(g, MZ__K_UNPARTITION, "mz_unpartition", tiles, 1);
+  mz_op *op = host_like(g, MZ__K_UNPARTITION, "mz_unpartition", tiles, 1, 1);
   if (op->kind == MZ__K_ERROR) return op;
   /* The result is the whole buffer, written by this task. */
   struct mz__task *t = mz__op_t(op);
-  struct mz__access *acc = mz__arena_alloc(&g->arena, (t->nacc + 1) * sizeof *acc);
   mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
-  if (!acc || !res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
-  memcpy(acc, t->acc, t->nacc * sizeof *acc);
-  acc[t->nacc].buf = parent;
-  acc[t->nacc].mode = 2;
-  t->acc = acc;
+  if (!res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  /* host_like left room for this access. */
+  mz__task_acc(t)[t->nacc].buf = parent;
+  mz__task_acc(t)[t->nacc].mode = 2;
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");

@@ -230,11 +230,12 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
  * Returns that writer's id, or 0. */
 static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
   const struct mz__task *t = mz__task_of(op);
+  const struct mz__access *acc = mz__task_acc(t);
   for (unsigned a = 0; a < t->nacc; a++) {
-    if (!(t->acc[a].mode & 1)) continue;
-    const struct mz__bentry *be = mz__graph_bentry(g, t->acc[a].buf);
+    if (!(acc[a].mode & 1)) continue;
+    const struct mz__bentry *be = mz__graph_bentry(g, acc[a].buf);
     if (be && be->ran_writer > op->id) {
-      *buf = t->acc[a].buf;
+      *buf = acc[a].buf;
       return be->ran_writer;
     }
   }
@@ -709,19 +710,20 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
       rc = add_pred(op, mz__task_xpreds(t)[k], &preds, ps, stamp);
     }
+    const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      mz_buffer *b = t->acc[a].buf;
+      mz_buffer *b = acc[a].buf;
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, t->acc[a].mode, &preds, ps, stamp, &touched);
+        rc = alias_hazards(op, b, acc[a].mode, &preds, ps, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
-      if ((t->acc[a].mode & 1) && !b->hz_writer && atomic_load_explicit(&b->poison, memory_order_relaxed))
+      if ((acc[a].mode & 1) && !b->hz_writer && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
       rc = add_pred(op, b->hz_writer, &preds, ps, stamp);
-      if (t->acc[a].mode & 2) {
+      if (acc[a].mode & 2) {
         for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps, stamp);
         b->hz_writer = op;
         b->hz_nreaders = 0;

@@ -152,7 +152,7 @@ void mz__run_complete(struct mz__run *r) {
       device_work = true;
     }
     for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
-      mz_buffer *b = t->acc[a].buf;
+      mz_buffer *b = mz__task_acc(t)[a].buf;
       if (b->touch_stamp == stamp) continue;
       b->touch_stamp = stamp;
       clear_records(rt, r, b);

@@ -135,6 +135,18 @@ static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
   cpu_share(w->q->dev, rd[i], rd[n - 1], n - i);
 }
 
+/* Argument i of a CPU call: buffer b's host copy, or scalar value vals[i]
+ * when b is NULL. */
+static inline void put_arg(mz_arg *args, mz_shape *shapes, unsigned i, const mz_buffer *b, const mz_arg *vals) {
+  if (b) {
+    args[i].p = b->host;
+    shapes[i] = b->shape;
+  } else {
+    args[i] = vals[i];
+    memset(&shapes[i], 0, sizeof shapes[i]);
+  }
+}
+
 /* Run one task: plan it (read stale inputs back from their devices), call
  * the function, finish it. */
 static void run_task(struct worker *w, struct mz__exec *e) {
@@ -182,16 +194,21 @@ static void run_task(struct worker *w, struct mz__exec *e) {
          * copy), not from argument records, which the run keeps only for
          * devices with memory of their own. */
         const mz_arg *vals = mz__task_values(t);
-        mz_buffer *const *bufs = mz__task_bufs(t);
-        for (unsigned i = 0; i < t->nparams; i++) {
-          const mz_buffer *b = bufs[i];
-          if (b) {
-            args[i].p = b->host;
-            shapes[i] = b->shape;
-          } else {
-            args[i] = vals[i];
-            memset(&shapes[i], 0, sizeof shapes[i]);
+        unsigned n = t->nparams;
+        if (kern && n <= 64) { /* an apply: its kernel says which are buffers */
+          uint64_t bm = kern->bufmask;
+          for (unsigned i = 0; i < n; i++, bm >>= 1) {
+            if (bm & 1) {
+              const mz_buffer *b = vals[i].p;
+              args[i].p = b->host;
+              shapes[i] = b->shape;
+            } else {
+              args[i] = vals[i];
+              memset(&shapes[i], 0, sizeof shapes[i]);
+            }
           }
+        } else {
+          for (unsigned i = 0; i < n; i++) put_arg(args, shapes, i, mz__task_buf(t, i), vals);
         }
         mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};

@@ -244,19 +244,19 @@ static double cost_ns(const struct sim_class *c, const mz_op *op) {
   double elems = 0;
   for (unsigned i = 0; i < t->nparams && !elems; i++) {
     enum mz__dir d = k->params[i].dir;
-    if (mz__task_bufs(t)[i] && (d == MZ__OUT || d == MZ__INOUT || d == MZ__OUTLIKE)) elems = (double)mz__task_bufs(t)[i]->shape.count;
+    if (mz__task_buf(t, i) && (d == MZ__OUT || d == MZ__INOUT || d == MZ__OUTLIKE)) elems = (double)mz__task_buf(t, i)->shape.count;
   }
   for (unsigned i = 0; i < t->nparams && !elems; i++)
-    if (mz__task_bufs(t)[i]) elems = (double)mz__task_bufs(t)[i]->shape.count;
+    if (mz__task_buf(t, i)) elems = (double)mz__task_buf(t, i)->shape.count;
   double flops, bytes = cs->bytes_per_elem * elems;
   if (cs->flops) {
     mz_arg argv[16];
     mz_shape shv[16];
     unsigned n = t->nparams <= 16 ? t->nparams : 16;
     for (unsigned i = 0; i < n; i++) {
-      if (mz__task_bufs(t)[i]) {
+      if (mz__task_buf(t, i)) {
         argv[i].p = NULL;
-        shv[i] = mz__task_bufs(t)[i]->shape;
+        shv[i] = mz__task_buf(t, i)->shape;
       } else {
         argv[i] = mz__task_values(t)[i];
         memset(&shv[i], 0, sizeof shv[i]);

@@ -20,6 +20,10 @@ enum mz__dir {
   MZ__HEIGHTOF,
 };
 
+/* Whether a parameter of direction d is a buffer (else a scalar, given
+ * or computed). */
+static inline bool mz__dir_is_buffer(enum mz__dir d) { return d >= MZ__IN && d <= MZ__OUTLIKE; }
+
 struct mz__param {
   enum mz__dir dir;
   mz_dtype dtype;
@@ -27,6 +31,10 @@ struct mz__param {
   unsigned char ndim; /* dims a buffer must have ("f32[2]"); 0: 1 to 3 */
   char name[32];
 };
+
+struct mz_kernel;
+/* Whether parameter i of k is a buffer (after struct mz_kernel). */
+static inline bool mz__kernel_is_buffer(const struct mz_kernel *k, unsigned i);
 
 struct mz_kernel {
   uint32_t tag;             /* MZ__TAG_KERNEL */
@@ -36,6 +44,9 @@ struct mz_kernel {
   unsigned nparams;
   unsigned nuser;           /* parameters the caller gives */
   unsigned nbufs;           /* buffer parameters (in, out, inout, outlike) */
+  /* Bit i: parameter i is a buffer (mz__dir_is_buffer), for the first 64
+   * parameters; a node's slots are read through it (mz__task_buf). */
+  uint64_t bufmask;
   struct mz__param *params;
   pthread_mutex_t lock;     /* guards prepared[] */
   void **prepared;          /* per device: the backend's handle, or NULL */
@@ -45,6 +56,10 @@ struct mz_kernel {
   struct mz_kernel *prev, *next; /* rt->kernels */
   const struct mz__async_ops *async; /* NULL: the node ends when its function returns */
 };
+
+static inline bool mz__kernel_is_buffer(const struct mz_kernel *k, unsigned i) {
+  return i < 64 ? (k->bufmask >> i) & 1 : mz__dir_is_buffer(k->params[i].dir);
+}
 
 /* A CPU kernel whose nodes end later, from another thread: the MPI layer's
  * sends and receives (src/mpi.c), whose requests its communication thread
@@ -60,7 +75,8 @@ struct mz__async_ops {
   /* The node ended with status < 0, from any path (canceled before it
    * ran, start failed, or its work failed).  Called from the thread that
    * finishes it, no lock held; must not block.  values: the node's
-   * scalar arguments by parameter (buffers' entries unused). */
+   * scalar arguments by parameter (a buffer's entry holds its mz_buffer *:
+   * mz__task_values). */
   void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
 };
 static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }

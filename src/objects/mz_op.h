@@ -16,6 +16,7 @@
 
 #include "device_ops.h"
 #include "maize.h"
+#include "mz_kernel.h"
 #include "util.h"
 
 struct mz__run;
@@ -147,10 +148,11 @@ struct mz__task {
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
   struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
   /* With its exec's first 48 bytes, what a CPU re-run touches. */
-  mz_kernel *kernel;          /* apply; NULL for host work (mz__exec_kernel) */
+  /* An apply's, set when its node is made (its parameter slots depend on
+   * it: mz__task_buf); NULL for host work (mz__exec_kernel). */
+  mz_kernel *kernel;
   struct mz__exec exec;
   struct mz_op **preds;
-  struct mz__access *acc;
   unsigned nparams;
   /* Cold: build time, host work, policies' expectations. */
   /* Host work's function and argument, or an apply's launch: a task is
@@ -226,14 +228,38 @@ static inline struct mz__task *mz__task_of(const struct mz_op *op) {
 static inline struct mz__task *mz__op_t(const struct mz_op *op) { return mz__is_task(op) ? mz__task_of(op) : NULL; }
 
 /* A task's per-parameter arrays, which new_task (graph/graph.c) puts
- * right after the task (no pointer to them is stored): the scalar values
- * (a buffer's entry unused), then the buffers (NULL for a scalar), each
- * nparams long. */
+ * right after the task (no pointer to them is stored).
+ *
+ * First one 8-byte slot per parameter (mz__task_values): a scalar's value,
+ * or, in an apply, a buffer parameter's mz_buffer * (in .p).  An apply's
+ * kernel says which parameters are buffers, so an apply needs no more.
+ * A task without a kernel (host work, partition, unpartition) mixes
+ * scalars and buffers as its leaves came, so it has a second array,
+ * the buffers (NULL for a scalar; mz__task_hbufs), and leaves its buffer
+ * slots in the first unused.  Then the accesses (mz__task_acc).
+ * Read a buffer parameter with mz__task_buf, whatever the task. */
 static inline mz_arg *mz__task_values(const struct mz__task *t) {
   return (mz_arg *)(void *)((char *)(uintptr_t)t + sizeof *t);
 }
-static inline mz_buffer **mz__task_bufs(const struct mz__task *t) {
+/* The buffers of a task without a kernel; t->kernel must be NULL. */
+static inline mz_buffer **mz__task_hbufs(const struct mz__task *t) {
   return (mz_buffer **)(void *)(mz__task_values(t) + t->nparams);
+}
+/* Parameter i's buffer, or NULL for a scalar (or a buffer not set yet
+ * while an apply is built). */
+static inline mz_buffer *mz__task_buf(const struct mz__task *t, unsigned i) {
+  if (t->kernel) return mz__kernel_is_buffer(t->kernel, i) ? (mz_buffer *)mz__task_values(t)[i].p : NULL;
+  return mz__task_hbufs(t)[i];
+}
+/* The bytes of a task's parameter slots (both arrays without a kernel). */
+static inline size_t mz__task_param_bytes(unsigned nparams, bool kernel) {
+  return (size_t)nparams * (kernel ? sizeof(mz_arg) : sizeof(mz_arg) + sizeof(mz_buffer *));
+}
+/* The buffers t reads or writes, nacc long (one per buffer: two
+ * parameters naming one buffer share an access), after its parameter
+ * arrays. */
+static inline struct mz__access *mz__task_acc(const struct mz__task *t) {
+  return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, t->kernel != NULL));
 }
 
 /* The node whose task holds exec e (every exec is a task's). */
