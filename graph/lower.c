@@ -319,7 +319,7 @@ static size_t xdev_bytes(const mz_runtime *rt, const struct mz__task *t) {
 
 /* Point t's exec at its device record at xd (NULL: none), with its arrays. */
 static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
-  t->exec.args_for = NULL;
+  t->args_dev1 = 0;
   t->exec.xd = (struct mz__xdev *)(void *)xd;
   if (!xd) return;
   *t->exec.xd = (struct mz__xdev){.args = t->nparams ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,

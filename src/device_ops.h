@@ -80,16 +80,12 @@ struct mz__xdev {
 struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
    * (mz__exec_node, src/objects/mz_op.h), as are its kernel, its number of
-   * arguments and its launch (mz__exec_kernel and the next two).  The
-   * first 48 bytes are all that a CPU node re-run with its plan kept
-   * reads or writes, so that they share a cache line of the task (with
-   * its kernel) where the task's lines allow. */
+   * arguments, its launch (mz__exec_kernel and the next two) and the
+   * device an earlier plan was for (the task's args_dev1).  The first 40
+   * bytes are all that a CPU node re-run with its plan kept reads or
+   * writes, so that they share a cache line of the task (with its
+   * kernel) where the task's lines allow. */
   struct mz__queue *queue;
-  /* The core's, not the backends': the host-memory device an earlier plan
-   * of this node was for (NULL: plan it).  Host pointers and build-time
-   * scalars do not change, so a re-run on the same device in a host-only
-   * runtime is not planned again. */
-  const struct mz_device *args_for;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   /* The counts sit together, so that no pointer after one is padded. */
   unsigned nxfer;

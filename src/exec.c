@@ -633,8 +633,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* A re-run in host memory only: the kernel was prepared for this device
    * and the arguments built by an earlier plan, and nothing below would
    * change them (no copy to plan, no fault to inject). */
-  if (e->args_for == dev && rt->nmem == 1 && !rt->faults) return MZ_OK;
-  e->args_for = NULL;
+  if (t->args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
+  t->args_dev1 = 0;
   mz_kernel *kern = t->kernel;
   unsigned di = dev->info.index;
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
@@ -788,7 +788,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
   }
-  if (!m) e->args_for = dev;
+  if (!m) t->args_dev1 = dev->info.index + 1;
   return MZ_OK;
 }
 

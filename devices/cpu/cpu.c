@@ -105,7 +105,7 @@ static inline int prepare_kept(struct mz__exec *e) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   const struct mz_device *dev = e->queue->dev;
   const mz_runtime *rt = dev->rt;
-  if (__builtin_expect(e->args_for == dev && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
+  if (__builtin_expect(t->args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
                            !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
                            !atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                        1)) {

@@ -154,6 +154,12 @@ struct mz__task {
   struct mz__exec exec;
   struct mz_op **preds;
   unsigned nparams;
+  /* The exec's, kept by the core: the index + 1 of the host-memory device
+   * an earlier plan of this node was for (0: plan it).  Host pointers and
+   * build-time scalars do not change, so a re-run on the same device in a
+   * host-only runtime is not planned again.  Beside nparams, which the
+   * worker reads too, in what was padding. */
+  uint32_t args_dev1;
   /* Cold: build time, host work, policies' expectations. */
   /* Host work's function and argument, or an apply's launch: a task is
    * one or the other (an apply has a kernel; partition and unpartition
