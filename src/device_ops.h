@@ -74,6 +74,11 @@ struct mz__xdev {
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device (nwait) */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */
+  /* The arrays' lengths, read through mz__exec_nxfer, mz__exec_nread and
+   * mz__exec_nwait (0 for an exec without this record). */
+  unsigned nxfer;
+  unsigned nread;             /* the reads after the transfers */
+  unsigned nwait;
 };
 
 /* What a backend needs to run one node, built by the core at submission. */
@@ -87,15 +92,16 @@ struct mz__exec {
    * kernel) where the task's lines allow. */
   struct mz__queue *queue;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
-  /* The counts sit together, so that no pointer after one is padded. */
-  unsigned nxfer;
-  unsigned nread;             /* reads: see below */
   int status;                 /* set by the backend before batch completion; 0 = ok */
-  unsigned nwait;             /* device nodes: xd->waits' length */
   /* Cold: device nodes, failures. */
   struct mz__xdev *xd;        /* never NULL on a device with memory of its own */
   char *message;              /* malloc'd detail on failure, freed by the core */
 };
+/* e's transfers, its reads back into host memory and its waits: all in
+ * its device record, so none without one (a runtime of host memory only). */
+static inline unsigned mz__exec_nxfer(const struct mz__exec *e) { return e->xd ? e->xd->nxfer : 0; }
+static inline unsigned mz__exec_nread(const struct mz__exec *e) { return e->xd ? e->xd->nread : 0; }
+static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return e->xd ? e->xd->nwait : 0; }
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);

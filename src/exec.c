@@ -379,10 +379,10 @@ static void place(mz_op *op, struct work *w) {
     device_side = false;
   }
   if (device_side) {
-    t->exec.nwait = nw;
+    if (t->exec.xd) t->exec.xd->nwait = nw; /* nw > 0 only with a device record */
     submit(op, (unsigned)q, w, false);
   } else {
-    t->exec.nwait = 0;
+    if (t->exec.xd) t->exec.xd->nwait = 0;
     t->host_wait = true;
     release_gate(op, w);
   }
@@ -518,7 +518,7 @@ static void ready(mz_op *op, struct work *w) {
     }
     __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* successors may read it */
   }
-  t->exec.nwait = 0;
+  if (t->exec.xd) t->exec.xd->nwait = 0;
   if (t->run->rt->pol_pick[t->run->policy]) pend(op, (unsigned)t->queue, w);
   else submit(op, (unsigned)t->queue, w, false);
 }
@@ -535,9 +535,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   struct mz__copy *c = &b->copies[m];
   if (c->alias) {
     /* A read back into the host copy on the way is recorded like any. */
-    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
+    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
     int rc = mz__plan_alias_read(rt, b, m, dev, moved, why, rec);
-    if (rec && rec->bytes) e->nread++;
+    if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
     return rc;
   }
   if (c->state != MZ__INVALID) {
@@ -553,8 +553,8 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
      * again: the same bytes, from a copy that stays valid until we finish. */
     if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
       bool have = false;
-      for (unsigned i = 0; i < e->nwait && !have; i++) have = e->xd->waits[i] == f;
-      if (!have) e->xd->waits[e->nwait++] = f;
+      for (unsigned i = 0; i < e->xd->nwait && !have; i++) have = e->xd->waits[i] == f;
+      if (!have) e->xd->waits[e->xd->nwait++] = f;
       return MZ_OK;
     }
   }
@@ -562,7 +562,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     *why = "injected fault: a transfer into the device failed";
     return MZ_EDEVICE;
   }
-  struct mz__xfer *x = &e->xd->xfers[e->nxfer];
+  struct mz__xfer *x = &e->xd->xfers[e->xd->nxfer];
   memset(x, 0, sizeof *x);
   x->dst = c->mem;
   x->bytes = b->bytes;
@@ -587,9 +587,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
        * memory.  The producer has finished, since such edges are released
        * on the host (place()). */
       mz__spin_unlock(&b->lock);
-      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
+      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
       int rc = mz__buffer_fetch_host(b, moved, rec);
-      if (rec && rec->bytes) e->nread++;
+      if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
       mz__spin_lock(&b->lock);
       if (rc) {
         *why = "cannot read a buffer back from its device";
@@ -601,7 +601,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   mz__copy_read_from(b, 0);
   c->state = MZ__SHARED;
   c->fetcher = e;
-  e->nxfer++;
+  e->xd->nxfer++;
   *moved += b->bytes;
   return MZ_OK;
 }
@@ -717,9 +717,9 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->nread] : NULL;
+        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
         int rc = mz__buffer_fetch_host(b, &moved, rec);
-        if (rec && rec->bytes) e->nread++;
+        if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
         if (rc) {
           *why = "cannot read an input back from its device";
           return rc;
@@ -803,7 +803,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
    * the run starts, which then need not touch the exec's lines). */
   struct mz__exec *e = &t->exec;
   e->t_start = e->t_end = 0;
-  e->nxfer = e->nread = 0;
+  if (e->xd) e->xd->nxfer = e->xd->nread = 0;
   t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
@@ -981,7 +981,7 @@ static void demote(mz_op *op, int why, struct work *w) {
   pick_after_drop(rt, rt->queues[t->queue], w);
   free(t->exec.message);
   t->exec.message = NULL;
-  t->exec.nwait = 0;
+  if (t->exec.xd) t->exec.xd->nwait = 0;
   atomic_store_explicit(&t->rerouted, true, memory_order_release);
   atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   if (why == MZ__ERETRY) {
@@ -1029,7 +1029,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
    * an earlier run's. */
   if (__builtin_expect(!t->planned, 0)) {
     t->exec.t_start = t->exec.t_end = 0;
-    t->exec.nxfer = t->exec.nread = 0;
+    if (t->exec.xd) t->exec.xd->nxfer = t->exec.xd->nread = 0;
   }
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = mz__cur_rt == rt ? worker_acct(rt, r) : NULL;
@@ -1077,11 +1077,11 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     /* Copies are counted here, from the exec, with the node's end: the
      * statistics then count what observers and the trace are shown, once
      * per node however often it was planned. */
-    if (e->nxfer | e->nread) {
+    if (mz__exec_nxfer(e) | mz__exec_nread(e)) {
       uint64_t bytes = 0;
-      for (unsigned i = 0; i < e->nxfer; i++) bytes += e->xd->xfers[i].bytes;
-      for (unsigned i = 0; i < e->nread; i++) bytes += mz__exec_reads(e)[i].bytes;
-      atomic_fetch_add_explicit(&r->st_transfers, e->nxfer + e->nread, memory_order_relaxed);
+      for (unsigned i = 0; i < mz__exec_nxfer(e); i++) bytes += e->xd->xfers[i].bytes;
+      for (unsigned i = 0; i < mz__exec_nread(e); i++) bytes += mz__exec_reads(e)[i].bytes;
+      atomic_fetch_add_explicit(&r->st_transfers, mz__exec_nxfer(e) + mz__exec_nread(e), memory_order_relaxed);
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
     }
     if (r->obs.n) mz__observe_node(r, op, status);

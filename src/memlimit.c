@@ -74,7 +74,7 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
    * sources of peer transfers first: they are found through this node's
    * own copies, which may be evicted once unpinned (a pin left behind
    * would make nodes wait for memory forever). */
-  for (unsigned i = 0; i < e->nxfer; i++) {
+  for (unsigned i = 0; i < mz__exec_nxfer(e); i++) {
     struct mz__xfer *x = &e->xd->xfers[i];
     if (!x->src_dev) continue;
     struct memdev *ms = &ml->md[x->src_dev->info.index];

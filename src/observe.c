@@ -36,7 +36,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   uint64_t bytes = 0;
   /* Reads first: they ran before the node's copies in (a copy between two
    * backends reads back, then writes the host copy into the device). */
-  for (unsigned i = 0; i < e->nread; i++) {
+  for (unsigned i = 0; i < mz__exec_nread(e); i++) {
     const struct mz__xfer *c = &mz__exec_reads(e)[i];
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = -1;
@@ -50,7 +50,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
     nx++;
     bytes += c->bytes;
   }
-  for (unsigned i = 0; i < e->nxfer; i++) {
+  for (unsigned i = 0; i < mz__exec_nxfer(e); i++) {
     const struct mz__xfer *c = &e->xd->xfers[i];
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = (int)dev->info.index;
@@ -176,9 +176,9 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
         o->start_ns = e->t_start > base ? e->t_start - base : 0;
         o->end_ns = e->t_end > base ? e->t_end - base : 0;
       }
-      o->transfers = e->nxfer + e->nread;
-      for (unsigned k = 0; k < e->nxfer; k++) o->bytes += e->xd->xfers[k].bytes;
-      for (unsigned k = 0; k < e->nread; k++) o->bytes += mz__exec_reads(e)[k].bytes;
+      o->transfers = mz__exec_nxfer(e) + mz__exec_nread(e);
+      for (unsigned k = 0; k < mz__exec_nxfer(e); k++) o->bytes += e->xd->xfers[k].bytes;
+      for (unsigned k = 0; k < mz__exec_nread(e); k++) o->bytes += mz__exec_reads(e)[k].bytes;
     }
     if (!rc) {
       r->timings = v;

@@ -100,7 +100,7 @@ static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
  * the worker's path: a node whose arguments an earlier plan built for
  * this device, in a runtime with host memory only, no faults injected, a
  * live device and no failed predecessor.  The plan then only resets the
- * exec's times, copies and status, as plan_exec would (src/exec.c). */
+ * exec's times and status, as plan_exec would (src/exec.c). */
 static inline int prepare_kept(struct mz__exec *e) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   const struct mz_device *dev = e->queue->dev;
@@ -109,8 +109,7 @@ static inline int prepare_kept(struct mz__exec *e) {
                            !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
                            !atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                        1)) {
-    e->t_start = e->t_end = 0;
-    e->nxfer = e->nread = 0;
+    e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
     return MZ_OK;
@@ -171,7 +170,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
-  if (timed) e->t_start = status == MZ_OK && e->nread ? mz__exec_reads(e)[e->nread - 1].t_end : t0;
+  if (timed) e->t_start = status == MZ_OK && mz__exec_nread(e) ? mz__exec_reads(e)[mz__exec_nread(e) - 1].t_end : t0;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;

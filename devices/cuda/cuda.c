@@ -1245,7 +1245,7 @@ static int wait_preds(struct cu_dev *d, struct mz__queue *q, struct mz__exec *e,
   const struct mz__cuda_api *api = d->api;
   char ebuf[160];
   *sticky = CUDA_SUCCESS;
-  for (unsigned i = 0; i < e->nwait; i++) {
+  for (unsigned i = 0; i < mz__exec_nwait(e); i++) {
     struct mz__exec *w = e->xd->waits[i];
     if (!w || w->queue == q) continue; /* the stream orders its own work */
     if (w->queue->dev->ops != &cuda_ops) {
@@ -1282,7 +1282,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   CUresult r;
   /* With copies to make and a copy engine, the waits and the copies go on
    * its stream, and the node's stream waits for them (below). */
-  bool ce = d->copy && e->nxfer;
+  bool ce = d->copy && mz__exec_nxfer(e);
   CUstream xs = ce ? d->copy : st;
   /* On the copy stream, copies from host memory go first and wait for
    * nothing (a valid host copy was written by nodes that have finished,
@@ -1292,13 +1292,13 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
    * node whose predecessors are late holds back the copy stream only when
    * it reads their output. */
   unsigned npeer = 0;
-  for (unsigned i = 0; ce && i < e->nxfer; i++) npeer += e->xd->xfers[i].src_host == NULL;
+  for (unsigned i = 0; ce && i < mz__exec_nxfer(e); i++) npeer += e->xd->xfers[i].src_host == NULL;
   bool split = ce && npeer;
   CUresult sr = CUDA_SUCCESS;
   /* Most nodes wait only for nodes on their own stream, which orders them:
    * then there is nothing for wait_preds to do. */
   bool other = false;
-  for (unsigned i = 0; i < e->nwait && !other; i++) other = e->xd->waits[i] && e->xd->waits[i]->queue != q;
+  for (unsigned i = 0; i < mz__exec_nwait(e) && !other; i++) other = e->xd->waits[i] && e->xd->waits[i]->queue != q;
   if (!split && other && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
@@ -1311,7 +1311,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
       wfail = true; /* the node failed; its stream still waits for the copies made */
       break;
     }
-    for (unsigned i = 0; i < e->nxfer && r == CUDA_SUCCESS && !xfail; i++) {
+    for (unsigned i = 0; i < mz__exec_nxfer(e) && r == CUDA_SUCCESS && !xfail; i++) {
       const struct mz__xfer *x = &e->xd->xfers[i];
       CUdeviceptr dst = dptr_of(x->dst);
       const char *what;

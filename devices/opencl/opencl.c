@@ -801,7 +801,7 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     /* The copies' times (see enqueue_exec), then their events go. */
-    for (unsigned k = 0; k < e->nxfer; k++) {
+    for (unsigned k = 0; k < mz__exec_nxfer(e); k++) {
       struct mz__xfer *x = &e->xd->xfers[k];
       if (!x->event)
         continue;
@@ -911,14 +911,14 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
   cl_uint nw = 0;
-  if (e->nwait > 7) { /* room for one more: the copy engine's event */
-    waits = malloc((e->nwait + 1) * sizeof *waits);
+  if (mz__exec_nwait(e) > 7) { /* room for one more: the copy engine's event */
+    waits = malloc((mz__exec_nwait(e) + 1) * sizeof *waits);
     if (!waits) {
       *why = NULL;
       return CL_OUT_OF_HOST_MEMORY;
     }
   }
-  for (unsigned i = 0; i < e->nwait; i++)
+  for (unsigned i = 0; i < mz__exec_nwait(e); i++)
     if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
       waits[nw++] = e->xd->waits[i]->xd->event;
 
@@ -929,7 +929,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
    * keeps timestamps: batch_complete reads its times and releases it.  On
    * the copy engine the last copy always gets one: the node waits for it. */
   bool timed = profiling && mz__exec_observed(e);
-  cl_command_queue xq = copyq && e->nxfer ? copyq : cq;
+  cl_command_queue xq = copyq && mz__exec_nxfer(e) ? copyq : cq;
   cl_event copied = NULL; /* the copy engine's last copy for this node */
   /* On the copy engine, copies from host memory go first and wait for
    * nothing (a valid host copy was written by nodes that have finished,
@@ -939,14 +939,14 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
    * it reads their output.  The last copy enqueued gets the event the
    * node waits for. */
   bool ce = xq != cq;
-  unsigned last = e->nxfer, npeer = 0;
-  for (unsigned i = 0; ce && i < e->nxfer; i++)
+  unsigned last = mz__exec_nxfer(e), npeer = 0;
+  for (unsigned i = 0; ce && i < mz__exec_nxfer(e); i++)
     if (!e->xd->xfers[i].src_host)
       npeer++, last = i;
-  for (unsigned i = 0; ce && !npeer && i < e->nxfer; i++)
+  for (unsigned i = 0; ce && !npeer && i < mz__exec_nxfer(e); i++)
     last = i;
   for (unsigned pass = 0; pass < (ce ? 2u : 1u); pass++)
-    for (unsigned i = 0; i < e->nxfer && err == CL_SUCCESS; i++) {
+    for (unsigned i = 0; i < mz__exec_nxfer(e) && err == CL_SUCCESS; i++) {
       struct mz__xfer *x = &e->xd->xfers[i];
       if (ce && (pass == 0) != (x->src_host != NULL))
         continue;
@@ -975,7 +975,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
      * the wait list itself. */
     if (err != CL_SUCCESS) {
       nw = 0;
-      for (unsigned i = 0; i < e->nwait; i++)
+      for (unsigned i = 0; i < mz__exec_nwait(e); i++)
         if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
           waits[nw++] = e->xd->waits[i]->xd->event;
       if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
@@ -1085,7 +1085,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
       free(e->message);
       e->message = NULL;
       e->status = 0;
-      for (unsigned k = 0; k < e->nxfer; k++)
+      for (unsigned k = 0; k < mz__exec_nxfer(e); k++)
         if (e->xd->xfers[k].event) {
           clReleaseEvent(e->xd->xfers[k].event);
           e->xd->xfers[k].event = NULL;

@@ -454,15 +454,15 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
      * nodes on its source's device (it reads what they wrote), the node
      * for all of them. */
     uint64_t after = 0;
-    for (unsigned j = 0; j < x->nwait; j++)
+    for (unsigned j = 0; j < mz__exec_nwait(x); j++)
       if (x->xd->waits[j] && x->xd->waits[j]->t_end > after) after = x->xd->waits[j]->t_end;
     if (t < after) t = after;
     double xfer = 0;
-    for (unsigned j = 0; j < x->nxfer; j++) {
+    for (unsigned j = 0; j < mz__exec_nxfer(x); j++) {
       struct mz__xfer *xf = &x->xd->xfers[j];
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
-        for (unsigned k = 0; xf->src_dev && k < x->nwait; k++)
+        for (unsigned k = 0; xf->src_dev && k < mz__exec_nwait(x); k++)
           if (x->xd->waits[k] && x->xd->waits[k]->queue->dev == xf->src_dev && x->xd->waits[k]->t_end > c) c = x->xd->waits[k]->t_end;
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
@@ -473,7 +473,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
       xfer += l;
     }
     if (sd->cls.copy) {
-      if (x->nxfer && t < c) t = c;
+      if (mz__exec_nxfer(x) && t < c) t = c;
     } else {
       t += (uint64_t)llround(xfer);
     }
