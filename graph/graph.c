@@ -616,19 +616,12 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       op->u.res[i]->name = "scalar";
     }
   }
-  if (launch) {
+  if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
-    if (!l) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    struct mz__tcold *c = l ? mz__task_cold(t) : NULL;
+    if (!c) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
     *l = *launch;
-    t->launch = l;
-  } else {
-    /* One work item where no buffer gives a shape. */
-    static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
-    const mz_buffer *lb = NULL;
-    for (unsigned i = 0; i < k->nparams && !lb; i++)
-      if (k->params[i].dir != MZ__IN) lb = mz__task_buf(t, i);
-    for (unsigned i = 0; i < k->nparams && !lb; i++) lb = mz__task_buf(t, i);
-    t->launch = lb ? &lb->dlaunch : &one;
+    c->launch = l;
   }
   return op;
 }
@@ -701,12 +694,11 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
     if (!copy) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     memcpy(copy, name, len);
   }
-  struct mz__host_call *hc = mz__arena_alloc(&g->arena, sizeof *hc);
-  if (!hc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  *hc = (struct mz__host_call){fn, user};
   mz_op *op = host_like(g, MZ__K_HOST, "mz_host", deps, 3, 0);
   if (op->kind == MZ__K_ERROR) return op;
-  mz__op_t(op)->host = hc;
+  struct mz__tcold *c = mz__task_cold(mz__task_of(op));
+  if (!c) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  c->host = (struct mz__host_call){fn, user};
   /* The label of traces, timings and DOT, and the key of its perf model. */
   if (copy) op->name = copy;
   if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);

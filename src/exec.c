@@ -824,8 +824,20 @@ const mz_kernel *mz__exec_kernel(const struct mz__exec *e) { return mz__task_of(
 unsigned mz__exec_nargs(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->nparams; }
 const mz_launch *mz__exec_launch(const struct mz__exec *e) {
   static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
+  static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
   const struct mz__task *t = mz__task_of(mz__exec_node(e));
-  return t->kernel ? t->launch : &none; /* launch shares its room with host */
+  const mz_kernel *k = t->kernel;
+  if (!k) return &none;
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  if (c && c->launch) return c->launch;
+  /* The default: the shape of the first buffer written, else of the
+   * first buffer (its dlaunch), else one work item.  Not kept in the
+   * task: found again for each launch, which costs a device far more. */
+  const mz_buffer *lb = NULL;
+  for (unsigned i = 0; i < t->nparams && !lb; i++)
+    if (k->params[i].dir != MZ__IN) lb = mz__task_buf(t, i);
+  for (unsigned i = 0; i < t->nparams && !lb; i++) lb = mz__task_buf(t, i);
+  return lb ? &lb->dlaunch : &one;
 }
 
 int mz__exec_prepare(struct mz__exec *e) {

@@ -177,9 +177,12 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     if (kern) {
       fn = kern->spec.cpu.fn; /* the spec's field, not mz__kernel_spec's call */
       user = kern->spec.cpu.user;
-    } else if (t->host) { /* host work; partition and unpartition have none */
-      fn = t->host->fn;
-      user = t->host->user;
+    } else { /* host work; partition and unpartition have none */
+      const struct mz__host_call *h = mz__task_host(t);
+      if (h) {
+        fn = h->fn;
+        user = h->user;
+      }
     }
     if (fn) {
       mz_arg argv[16];

@@ -68,8 +68,15 @@ static inline bool mz__succs_room(struct mz__succs *s) {
   return true;
 }
 
+/* What a host node (mz_host) calls. */
+struct mz__host_call {
+  mz_cpu_fn fn;
+  void *user;
+};
+
 /* What few tasks use: explicit edges (mz_depend), plan order and
- * expected times (mz_task_set_after, mz_task_set_expected_times).  A task
+ * expected times (mz_task_set_after, mz_task_set_expected_times), a launch
+ * the user gave an apply, a host node's function.  A task
  * holds a pointer to one, made on first use (mz__task_cold) and freed
  * with its graph.
  * Plan order: the task is placed only once prev was, and holds one unsub
@@ -81,13 +88,14 @@ struct mz__tcold {
   /* Explicit edges (malloc'd; the capacity is implicit, see mz_depend). */
   struct mz_op **xpreds;
   unsigned nxpreds;
-};
-
-/* What a host node (mz_host) calls: kept apart from its task, as an
- * apply's launch is, so that each takes one pointer in the task. */
-struct mz__host_call {
-  mz_cpu_fn fn;               /* may be NULL: nothing to run */
-  void *user;
+  /* By kind: an apply's launch as the user gave it (copied into the
+   * graph's arena; NULL: the default, mz__exec_launch), or a host node's
+   * call (set when the node is made).  Partition and unpartition have
+   * neither. */
+  union {
+    const mz_launch *launch;
+    struct mz__host_call host;
+  };
 };
 
 /* The task part of an op (apply, host, partition, unpartition). */
@@ -160,16 +168,7 @@ struct mz__task {
    * host-only runtime is not planned again.  Beside nparams, which the
    * worker reads too, in what was padding. */
   uint32_t args_dev1;
-  /* Cold: build time, host work, policies' expectations. */
-  /* Host work's function and argument, or an apply's launch: a task is
-   * one or the other (an apply has a kernel; partition and unpartition
-   * have neither, and leave both NULL). */
-  union {
-    const struct mz__host_call *host; /* host: in the graph's arena */
-    /* An apply's launch: the user's (copied into the graph's arena) or the
-     * default (a buffer's dlaunch, or one work item). */
-    const mz_launch *launch;
-  };
+  /* Cold: build time. */
   unsigned nbpreds;           /* build-time predecessors: producers of the */
   /* bpreds[0..nbdata) are the producers of the arguments (data edges);
    * the rest are read-after-write hazards (mz_graph_dump_dot tells them
@@ -189,6 +188,13 @@ static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
   c = calloc(1, sizeof *c);
   if (c) __atomic_store_n(&t->cold, c, __ATOMIC_RELEASE);
   return c;
+}
+/* The call of host node t, or NULL for an apply or a task without a cold
+ * record; a partition or unpartition with one gets a call whose fn is
+ * NULL (nothing to run). */
+static inline const struct mz__host_call *mz__task_host(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c && !t->kernel ? &c->host : NULL;
 }
 /* t's explicit edges (mz_depend; set only while t is not scheduled). */
 static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
