@@ -55,7 +55,10 @@ static void graph_free(mz_graph *g) {
    * inline room. */
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
-    if (t->cold) free(t->cold->xpreds);
+    if (t->cold) {
+      free(t->cold->xpreds);
+      free(t->cold->message); /* none once its runs were torn down */
+    }
     free(t->cold);
     if (t->succs.heap) free(t->succs.v);
   }

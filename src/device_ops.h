@@ -93,10 +93,15 @@ struct mz__exec {
   struct mz__queue *queue;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   int status;                 /* set by the backend before batch completion; 0 = ok */
-  /* Cold: device nodes, failures. */
+  /* Cold: device nodes.  (The detail of a failure is kept with the
+   * task's rare fields: mz__exec_message.) */
   struct mz__xdev *xd;        /* never NULL on a device with memory of its own */
-  char *message;              /* malloc'd detail on failure, freed by the core */
 };
+/* The detail of e's failure (NULL: none), and its replacement: msg is
+ * malloc'd (or NULL: clear it) and taken over; the core frees it when the
+ * run is torn down.  Thread: the one that ends or fails e's node. */
+const char *mz__exec_message(const struct mz__exec *e);
+void mz__exec_set_message(struct mz__exec *e, char *msg);
 /* e's transfers, its reads back into host memory and its waits: all in
  * its device record, so none without one (a runtime of host memory only). */
 static inline unsigned mz__exec_nxfer(const struct mz__exec *e) { return e->xd ? e->xd->nxfer : 0; }
@@ -388,7 +393,7 @@ void mz__batch_done(struct mz__batch *b);
 
 /* For devices with host_memory: plan exec e (read stale inputs back into
  * host memory, update copy states) right before running it, on the
- * thread that runs it.  On failure e->message says why, and the
+ * thread that runs it.  On failure mz__exec_message(e) says why, and the
  * backend finishes the node with the returned code (which may be one of the
  * core's internal retry codes, src/fault.h: pass it on unchanged; the core
  * then takes the node back instead of finishing it).  Such devices' submit

@@ -820,6 +820,9 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
 
 bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
 
+const char *mz__exec_message(const struct mz__exec *e) { return mz__task_message(mz__task_of(mz__exec_node(e))); }
+void mz__exec_set_message(struct mz__exec *e, char *msg) { mz__task_set_message(mz__task_of(mz__exec_node(e)), msg); }
+
 const mz_kernel *mz__exec_kernel(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->kernel; }
 unsigned mz__exec_nargs(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->nparams; }
 const mz_launch *mz__exec_launch(const struct mz__exec *e) {
@@ -845,8 +848,7 @@ int mz__exec_prepare(struct mz__exec *e) {
   char *log = NULL;
   int rc = plan_exec(mz__exec_node(e), e->queue, &why, &log);
   if (rc) {
-    free(e->message);
-    e->message = log ? log : strdup(why ? why : mz_strerror(rc));
+    mz__exec_set_message(e, log ? log : strdup(why ? why : mz_strerror(rc)));
   }
   return rc;
 }
@@ -991,8 +993,7 @@ static void demote(mz_op *op, int why, struct work *w) {
   mz_runtime *rt = t->run->rt;
   atomic_fetch_sub(&rt->queues[t->queue]->backlog, 1);
   pick_after_drop(rt, rt->queues[t->queue], w);
-  free(t->exec.message);
-  t->exec.message = NULL;
+  mz__task_set_message(t, NULL);
   if (t->exec.xd) t->exec.xd->nwait = 0;
   atomic_store_explicit(&t->rerouted, true, memory_order_release);
   atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
@@ -1109,7 +1110,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
     if (status != MZ_ECANCELED) {
-      const char *d = detail ? detail : t->exec.message;
+      const char *d = detail ? detail : mz__task_message(t);
       mz__fail_message(r, op, status, d);
     } else {
       mz__fail_message(r, op, status, "a node it depends on failed");
@@ -1300,7 +1301,7 @@ void mz__batch_done(struct mz__batch *b) {
   if (n) atomic_fetch_add_explicit(&mz__task_of(mz__exec_node(ex[0]))->run->st_callbacks, 1, memory_order_relaxed);
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
-    finish(mz__exec_node(e), e->status, e->message, &w);
+    finish(mz__exec_node(e), e->status, mz__exec_message(e), &w);
   }
   /* Every batch that ends here was allocated for it (a submission
    * thread's, or an inline device's one-node batch: see submit). */

@@ -1030,10 +1030,7 @@ static int task_start(mz_op *op, const mz_call *call) {
     }
   }
   if (args != argv) free(args);
-  if (msg) {
-    free(e->message);
-    e->message = msg;
-  }
+  if (msg) mz__exec_set_message(e, msg);
   /* On a failure the peers get marks (task_ended). */
   mz__task_finish(op, st);
   return 0;

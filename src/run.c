@@ -31,8 +31,7 @@ static void release_execs(struct mz__run *r) {
     if (t->queue < 0) continue;
     struct mz_device *dev = rt->queues[t->queue]->dev;
     if (dev->ops->release_exec) dev->ops->release_exec(&t->exec);
-    free(t->exec.message);
-    t->exec.message = NULL;
+    mz__task_set_message(t, NULL);
   }
 }
 
@@ -144,10 +143,7 @@ void mz__run_complete(struct mz__run *r) {
   for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {
-      if (__builtin_expect(t->exec.message != NULL, 0)) {
-        free(t->exec.message);
-        t->exec.message = NULL;
-      }
+      if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
     } else if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) {
       device_work = true;
     }
@@ -205,11 +201,8 @@ void mz__run_complete(struct mz__run *r) {
   }
   if (!device_work && !cpu_only) {
     for (size_t i = 0; i < r->ntasks; i++) {
-      struct mz__exec *e = &mz__task_of(r->tasks[i])->exec;
-      if (__builtin_expect(e->message != NULL, 0)) {
-        free(e->message);
-        e->message = NULL;
-      }
+      struct mz__task *t = mz__task_of(r->tasks[i]);
+      if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
     }
   }
   run_released(r);

@@ -250,10 +250,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     }
   }
   if (timed) e->t_end = mz__now_ns();
-  if (msg) {
-    free(e->message);
-    e->message = msg;
-  }
+  if (msg) mz__exec_set_message(e, msg);
   if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
   if (!timed && status == MZ_OK && t->run->lean && !w->watch) {
     /* The short end (src/exec.c): the successors it made ready come back

@@ -399,8 +399,8 @@ static char *cu_msg(const char *fmt, ...) {
 static void cu_exec_fail(struct mz__exec *e, int code, char *msg) {
   if (e->status == 0) {
     e->status = code;
-    if (!e->message) {
-      e->message = msg;
+    if (!mz__exec_message(e)) {
+      mz__exec_set_message(e, msg);
       msg = NULL;
     }
   }

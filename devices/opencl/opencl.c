@@ -829,15 +829,15 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
     if (st < 0) {
       if (!failed) {
         e->status = MZ_EKERNEL;
-        e->message = str_printf("OpenCL command failed on %s queue %u with status %s (%d)",
-                                dev->info.name, b->queue->local, cl_err_name(st), st);
+        mz__exec_set_message(e, str_printf("OpenCL command failed on %s queue %u with status %s (%d)",
+                                           dev->info.name, b->queue->local, cl_err_name(st), st));
         mz__device_fail(dev, MZ_EDEVICE, "an OpenCL command ended with a negative status");
         failed = true;
       } else {
         e->status = MZ_ECANCELED;
-        e->message = str_printf("OpenCL command on %s queue %u did not run: an earlier command on its "
-                                "in-order queue failed (status %s)",
-                                dev->info.name, b->queue->local, cl_err_name(st));
+        mz__exec_set_message(e, str_printf("OpenCL command on %s queue %u did not run: an earlier command on its "
+                                           "in-order queue failed (status %s)",
+                                           dev->info.name, b->queue->local, cl_err_name(st)));
       }
       continue;
     }
@@ -1070,8 +1070,8 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
       if (first_err == MZ_OK)
         first_err = code;
       e->status = code;
-      e->message = str_printf("opencl %s queue %u: %s", q->dev->info.name, q->local,
-                              why ? why : cl_err_name(err));
+      mz__exec_set_message(e, str_printf("opencl %s queue %u: %s", q->dev->info.name, q->local,
+                                         why ? why : cl_err_name(err)));
       free(why);
     }
     if (e->xd->event)
@@ -1082,8 +1082,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
      * statuses and messages would be overwritten or leaked, so undo them. */
     for (unsigned i = 0; i < b->n; i++) {
       struct mz__exec *e = b->execs[i];
-      free(e->message);
-      e->message = NULL;
+      mz__exec_set_message(e, NULL);
       e->status = 0;
       for (unsigned k = 0; k < mz__exec_nxfer(e); k++)
         if (e->xd->xfers[k].event) {

@@ -88,6 +88,9 @@ struct mz__tcold {
   /* Explicit edges (malloc'd; the capacity is implicit, see mz_depend). */
   struct mz_op **xpreds;
   unsigned nxpreds;
+  /* The detail of the task's failure in its last run (malloc'd; the
+   * exec's message: mz__exec_message), freed when the run is torn down. */
+  char *message;
   /* By kind: an apply's launch as the user gave it (copied into the
    * graph's arena; NULL: the default, mz__exec_launch), or a host node's
    * call (set when the node is made).  Partition and unpartition have
@@ -178,16 +181,34 @@ struct mz__task {
   struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
 };
 
-/* t's cold record, made on first use; NULL on ENOMEM.  Only the thread
- * that builds or places t makes it (a builder holding its graph's lock,
- * or a policy's plan or select of t); others may read t->cold at any
- * time, so it is published initialized. */
+/* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
+ * make it (a builder, a policy's plan or select, the thread that fails
+ * t and records why): the first to publish it wins.  Each field has its
+ * own writer (the builder, the placer, the thread finishing t). */
 static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
   struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   if (c) return c;
   c = calloc(1, sizeof *c);
-  if (c) __atomic_store_n(&t->cold, c, __ATOMIC_RELEASE);
-  return c;
+  if (!c) return NULL;
+  struct mz__tcold *none = NULL;
+  if (__atomic_compare_exchange_n(&t->cold, &none, c, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return c;
+  free(c);
+  return none; /* another thread's */
+}
+/* Why t failed in its run (NULL: no detail), and its replacement: msg is
+ * malloc'd or NULL, taken over (freed when no record can be made). */
+static inline char *mz__task_message(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->message : NULL;
+}
+static inline void mz__task_set_message(struct mz__task *t, char *msg) {
+  struct mz__tcold *c = msg ? mz__task_cold(t) : __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  if (!c) {
+    free(msg);
+    return;
+  }
+  free(c->message);
+  c->message = msg;
 }
 /* The call of host node t, or NULL for an apply or a task without a cold
  * record; a partition or unpartition with one gets a call whose fn is
