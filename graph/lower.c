@@ -129,7 +129,7 @@ static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op 
 /* b's first access in this planning pass: its records are copied into
  * the planned state (src/hazard.h) and b is listed in touched. */
 static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
-  int rc = mz__hz_begin(b, stamp);
+  int rc = mz__hz_begin(&b->hz, stamp);
   return rc <= 0 ? rc : vpush(touched, (mz_op *)(void *)b);
 }
 
@@ -432,7 +432,7 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
 static bool replay_ok(const struct mz__lowered *lw) {
   for (size_t i = 0; i < lw->nbufs; i++) {
     mz_buffer *b = lw->bufs[i].b;
-    if (mz__hz_busy(b) || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
+    if (mz__hz_busy(&b->hz) || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
         atomic_load_explicit(&b->has_tiles, memory_order_relaxed))
       return false;
   }
@@ -476,7 +476,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
   for (size_t i = 0; i < lw->nbufs; i++) {
     const struct mz__lwbuf *lb = &lw->bufs[i];
     mz_buffer *b = lb->b;
-    mz__hz_set(b, lb->writer, lb->readers, lb->nreaders);
+    mz__hz_set(&b->hz, lb->writer, lb->readers, lb->nreaders);
   }
 }
 
@@ -692,9 +692,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = add_pred(op, b->hz.pwriter, &preds, ps, stamp);
       if (t->acc[a].mode & 2) {
         for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, ps, stamp);
-        mz__hz_plan_write(b, op);
+        mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {
-        rc = mz__hz_plan_read(b, op);
+        rc = mz__hz_plan_read(&b->hz, op);
       }
     }
     /* The predecessor list and the exec's device record and arrays
@@ -828,7 +828,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
     }
-    mz__hz_commit(b);
+    mz__hz_commit(&b->hz);
   }
   r->tasks = topo.v;
   r->ntasks = topo.n;

@@ -216,7 +216,7 @@ void mz_buffer_release(mz_buffer *b) {
   pthread_mutex_destroy(&b->fetch_lock);
   pthread_mutex_destroy(&b->alias_lock);
   free(b->tiles);
-  mz__hz_free(b);
+  mz__hz_free(&b->hz);
   free(b->copies);
   if (b->host_owned) free(b->host);
   if (b->pin_dev) b->pin_dev->ops->host_free(b->pin_dev, b->host, b->pin_handle);

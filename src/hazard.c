@@ -4,42 +4,26 @@
 
 #include "hazard.h"
 #include "maize.h"
-#include "objects/mz_buffer.h"
 #include "objects/mz_op.h"
 
-static int push_planned(mz_buffer *b, mz_op *op) {
-  struct mz__hazards *h = &b->hz;
-  if (h->npreaders == h->cappreaders) {
-    unsigned cap = h->cappreaders ? h->cappreaders * 2 : 8;
-    mz_op **v = realloc(h->preaders, cap * sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    h->preaders = v;
-    h->cappreaders = cap;
-  }
-  h->preaders[h->npreaders++] = op;
+int mz__hz_grow(struct mz__hazards *h) {
+  unsigned cap = h->cappreaders ? h->cappreaders * 2 : 8;
+  mz_op **v = realloc(h->preaders, cap * sizeof *v);
+  if (!v) return MZ_ENOMEM;
+  h->preaders = v;
+  h->cappreaders = cap;
   return MZ_OK;
 }
 
-int mz__hz_begin(mz_buffer *b, uint64_t stamp) {
-  struct mz__hazards *h = &b->hz;
-  if (h->stamp == stamp) return 0;
-  h->stamp = stamp;
+int mz__hz_copy(struct mz__hazards *h) {
   h->pwriter = h->writer;
   h->npreaders = 0;
   for (unsigned k = 0; k < h->nreaders; k++)
-    if (push_planned(b, h->readers[k])) return MZ_ENOMEM;
-  return 1;
+    if (mz__hz_plan_read(h, h->readers[k])) return MZ_ENOMEM;
+  return MZ_OK;
 }
 
-void mz__hz_plan_write(mz_buffer *b, mz_op *op) {
-  b->hz.pwriter = op;
-  b->hz.npreaders = 0;
-}
-
-int mz__hz_plan_read(mz_buffer *b, mz_op *op) { return push_planned(b, op); }
-
-void mz__hz_set(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsigned nreaders) {
-  struct mz__hazards *h = &b->hz;
+void mz__hz_set(struct mz__hazards *h, mz_op *writer, mz_op *const *readers, unsigned nreaders) {
   h->writer = writer;
   if (h->capreaders < nreaders) {
     mz_op **v = realloc(h->readers, nreaders * sizeof *v);
@@ -53,10 +37,9 @@ void mz__hz_set(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsigned nre
   h->nreaders = n;
 }
 
-void mz__hz_commit(mz_buffer *b) { mz__hz_set(b, b->hz.pwriter, b->hz.preaders, b->hz.npreaders); }
+void mz__hz_commit(struct mz__hazards *h) { mz__hz_set(h, h->pwriter, h->preaders, h->npreaders); }
 
-void mz__hz_drop_run(mz_buffer *b, const struct mz__run *r) {
-  struct mz__hazards *h = &b->hz;
+void mz__hz_drop_run(struct mz__hazards *h, const struct mz__run *r) {
   if (h->writer && mz__task_of(h->writer)->run == r) h->writer = NULL;
   unsigned k = 0;
   for (unsigned j = 0; j < h->nreaders; j++)
@@ -64,10 +47,8 @@ void mz__hz_drop_run(mz_buffer *b, const struct mz__run *r) {
   h->nreaders = k;
 }
 
-bool mz__hz_busy(const mz_buffer *b) { return b->hz.writer || b->hz.nreaders; }
-
-void mz__hz_free(mz_buffer *b) {
-  free(b->hz.readers);
-  free(b->hz.preaders);
-  b->hz.readers = b->hz.preaders = NULL;
+void mz__hz_free(struct mz__hazards *h) {
+  free(h->readers);
+  free(h->preaders);
+  h->readers = h->preaders = NULL;
 }

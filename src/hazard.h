@@ -21,8 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "maize.h"
+
 struct mz_op;
-struct mz_buffer;
 struct mz__run;
 
 struct mz__hazards {
@@ -36,25 +37,42 @@ struct mz__hazards {
   unsigned npreaders, cappreaders;
 };
 
-/* The first access of b in the planning pass stamp copies its records into
- * the planned state: 1.  Later ones: 0.  MZ_ENOMEM when the copy could not
- * be made. */
-int mz__hz_begin(struct mz_buffer *b, uint64_t stamp);
-/* The planned state after a write of b by op: op is the writer, no reader. */
-void mz__hz_plan_write(struct mz_buffer *b, struct mz_op *op);
-/* ... after a read of b by op: one more reader (MZ_ENOMEM: not added). */
-int mz__hz_plan_read(struct mz_buffer *b, struct mz_op *op);
-/* Planning succeeded: the planned state becomes b's records. */
-void mz__hz_commit(struct mz_buffer *b);
-/* Set b's records (a replay: the records its last run left).  A readers
+/* Out of line: the copy mz__hz_begin makes, and a planned readers list's
+ * growth.  MZ_ENOMEM or MZ_OK. */
+int mz__hz_copy(struct mz__hazards *h);
+int mz__hz_grow(struct mz__hazards *h);
+
+/* The first access of a buffer in the planning pass stamp copies its
+ * records into the planned state: 1.  Later ones: 0.  MZ_ENOMEM when the
+ * copy could not be made. */
+static inline int mz__hz_begin(struct mz__hazards *h, uint64_t stamp) {
+  if (h->stamp == stamp) return 0;
+  h->stamp = stamp;
+  int rc = mz__hz_copy(h);
+  return rc ? rc : 1;
+}
+/* The planned state after a write by op: op is the writer, no reader. */
+static inline void mz__hz_plan_write(struct mz__hazards *h, struct mz_op *op) {
+  h->pwriter = op;
+  h->npreaders = 0;
+}
+/* ... after a read by op: one more reader (MZ_ENOMEM: not added). */
+static inline int mz__hz_plan_read(struct mz__hazards *h, struct mz_op *op) {
+  if (h->npreaders == h->cappreaders && mz__hz_grow(h)) return MZ_ENOMEM;
+  h->preaders[h->npreaders++] = op;
+  return MZ_OK;
+}
+/* Planning succeeded: the planned state becomes the records. */
+void mz__hz_commit(struct mz__hazards *h);
+/* Set the records (a replay: the records its last run left).  A readers
  * list that cannot grow (ENOMEM) keeps what fits: a later writer then does
  * not wait for the readers left out. */
-void mz__hz_set(struct mz_buffer *b, struct mz_op *writer, struct mz_op *const *readers, unsigned nreaders);
-/* Run r ended: drop its nodes from b's records. */
-void mz__hz_drop_run(struct mz_buffer *b, const struct mz__run *r);
-/* Whether a run in flight accesses b (a writer, or readers). */
-bool mz__hz_busy(const struct mz_buffer *b);
-/* Free b's arrays (b is being freed). */
-void mz__hz_free(struct mz_buffer *b);
+void mz__hz_set(struct mz__hazards *h, struct mz_op *writer, struct mz_op *const *readers, unsigned nreaders);
+/* Run r ended: drop its nodes from the records. */
+void mz__hz_drop_run(struct mz__hazards *h, const struct mz__run *r);
+/* Whether a run in flight accesses the buffer (a writer, or readers). */
+static inline bool mz__hz_busy(const struct mz__hazards *h) { return h->writer || h->nreaders; }
+/* Free the arrays (the buffer is being freed). */
+void mz__hz_free(struct mz__hazards *h);
 
 #endif

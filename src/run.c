@@ -112,7 +112,7 @@ static void run_idle(mz_runtime *rt) {
 /* Drop r's hazard records on b: its last writer, its readers, a pending
  * fetch into device memory.  rt->lock is held. */
 static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
-  mz__hz_drop_run(b, r);
+  mz__hz_drop_run(&b->hz, r);
   mz__spin_lock(&b->lock);
   for (unsigned k = 1; k < rt->nmem; k++)
     if (b->copies[k].fetcher && mz__task_of(mz__exec_node(b->copies[k].fetcher))->run == r) b->copies[k].fetcher = NULL;
