@@ -208,19 +208,27 @@ Test(rerun, schedule_keeps_its_one_shot_meaning) {
   mz_runtime_destroy(rt);
 }
 
+/* y = 0 everywhere; x = 2 everywhere but chain bad (-1: its accum fails;
+ * -1: none). */
+static void set_inputs(mz_runtime *rt, struct chains *c, int bad) {
+  static float badv[N], good[N], zero[N];
+  for (int i = 0; i < N; i++) {
+    badv[i] = -1.0f;
+    good[i] = 2.0f;
+  }
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c->y[k], zero, sizeof zero));
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c->x[k], k == bad ? badv : good, sizeof good));
+  }
+}
+
 Test(rerun, after_a_failed_run) {
   mz_runtime *rt = test_runtime("cpu:2");
   struct chains c;
   build_chains(rt, &c);
-  float bad[N], good[N], zero[N] = {0}, got[N];
-  for (int i = 0; i < N; i++) {
-    bad[i] = -1.0f;
-    good[i] = 2.0f;
-  }
-  for (int k = 0; k < CHAINS; k++) {
-    MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
-    MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], k == 2 ? bad : good, sizeof good));
-  }
+  float good[N], zero[N] = {0}, got[N];
+  for (int i = 0; i < N; i++) good[i] = 2.0f;
+  set_inputs(rt, &c, 2);
   mz_future *f = NULL;
   MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
   cr_assert_eq(mz_future_wait(f), MZ_EKERNEL, "the run with a bad input: %s", mz_err_name(mz_future_status(f)));
@@ -255,10 +263,7 @@ Test(rerun, failure_after_good_runs) {
     bad[i] = -1.0f;
     good[i] = 2.0f;
   }
-  for (int k = 0; k < CHAINS; k++) {
-    MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
-    MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], good, sizeof good));
-  }
+  set_inputs(rt, &c, -1);
   mz_future *f = NULL;
   for (int r = 0; r < 3; r++) {
     MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
