@@ -271,6 +271,7 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
     if (ps[i].dir <= MZ__INOUT) k->nuser++;
     if (ps[i].dir != MZ__SCALAR && ps[i].dir <= MZ__OUTLIKE) k->nbufs++;
     if (i < 64 && mz__dir_is_buffer(ps[i].dir)) k->bufmask |= (uint64_t)1 << i;
+    else if (i < 64) k->scalmask |= (uint64_t)1 << i;
   }
   k->prepared = prep;
   k->prep_status = pst;

@@ -82,6 +82,7 @@ struct worker {
   hwloc_cpuset_t set;
   uint64_t spin_ns;        /* how long an idle worker spins before it parks */
   bool watch;             /* the runtime has a watchdog: tell it what runs */
+  uint32_t dev1;          /* its device's index + 1: a node's args_dev1 when planned for it */
   struct cpu_dev *cd;
   struct mz_op *next;     /* run-next slot (its owner only: see lend) */
   _Atomic bool idle;      /* about to park or parked (see the top) */
@@ -150,34 +151,41 @@ static void finish_counted(struct worker *w, mz_op *op, int status, bool counted
 /* A CPU call's arguments, from the task's own arrays (host memory: a
  * buffer is its host copy), not from argument records, which the run keeps
  * only for devices with memory of their own. */
-static inline void put_arg(mz_arg *args, mz_shape *shapes, unsigned i, const mz_buffer *b, const mz_arg *vals) {
-  if (b) {
+static void fill_args_any(const struct mz__task *t, mz_arg *args, mz_shape *shapes) {
+  const mz_arg *vals = mz__task_values(t);
+  for (unsigned i = 0; i < t->nparams; i++) {
+    const mz_buffer *b = mz__task_buf(t, i);
+    if (b) {
+      args[i].p = b->host;
+      shapes[i] = b->shape;
+    } else {
+      args[i] = vals[i];
+      memset(&shapes[i], 0, sizeof shapes[i]);
+    }
+  }
+}
+/* An apply's of at most 64 parameters (the common case, kept inline on
+ * the workers' path) reads its kernel's masks. */
+static inline __attribute__((always_inline)) void fill_apply_args(const mz_kernel *kern, const struct mz__task *t,
+                                                                  mz_arg *args, mz_shape *shapes) {
+  const mz_arg *vals = mz__task_values(t);
+  /* One pass over the buffers' bits and one over the scalars': no test
+   * per parameter. */
+  for (uint64_t m = kern->bufmask; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
+    const mz_buffer *b = vals[i].p;
     args[i].p = b->host;
     shapes[i] = b->shape;
-  } else {
+  }
+  for (uint64_t m = kern->scalmask; m; m &= m - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(m);
     args[i] = vals[i];
     memset(&shapes[i], 0, sizeof shapes[i]);
   }
 }
-static inline void fill_args(const struct mz__task *t, mz_arg *args, mz_shape *shapes) {
-  const mz_arg *vals = mz__task_values(t);
-  const mz_kernel *kern = t->kernel;
-  unsigned n = t->nparams;
-  if (kern && n <= 64) { /* an apply: its kernel says which are buffers */
-    uint64_t bm = kern->bufmask;
-    for (unsigned i = 0; i < n; i++, bm >>= 1) {
-      if (bm & 1) {
-        const mz_buffer *b = vals[i].p;
-        args[i].p = b->host;
-        shapes[i] = b->shape;
-      } else {
-        args[i] = vals[i];
-        memset(&shapes[i], 0, sizeof shapes[i]);
-      }
-    }
-  } else {
-    for (unsigned i = 0; i < n; i++) put_arg(args, shapes, i, mz__task_buf(t, i), vals);
-  }
+static inline __attribute__((always_inline)) void fill_args(const struct mz__task *t, mz_arg *args, mz_shape *shapes) {
+  if (__builtin_expect(!t->kernel || t->nparams > 64, 0)) fill_args_any(t, args, shapes);
+  else fill_apply_args(t->kernel, t, args, shapes);
 }
 
 /* The message of a node whose function returned ret != 0. */
@@ -441,7 +449,8 @@ static bool run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampl
   if (fn) {
     mz_arg args[16];
     mz_shape shapes[16];
-    fill_args(t, args, shapes);
+    if (kern) fill_apply_args(kern, t, args, shapes); /* at most 16 parameters: see above */
+    else fill_args_any(t, args, shapes);
     mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
                     .queue = w->q->index};
     int ret = fn(&call);
@@ -476,7 +485,7 @@ static void run_taken(struct worker *w, mz_op *op) {
   }
   int sampled = -1;
   /* args_dev1: a first run of the node is planned (run_task), never lean. */
-  if (!counted && t->args_dev1 == w->q->dev->info.index + 1 && run_lean(w, op, t, &sampled)) return;
+  if (!counted && t->args_dev1 == w->dev1 && run_lean(w, op, t, &sampled)) return;
   run_task(w, &t->exec, counted, sampled);
   /* The watchdog reads progress from the runs' counters: publish
    * them per node while it watches. */
@@ -506,6 +515,7 @@ static void *worker_main(void *arg) {
   mz__cur_queue = (int)w->q->index;
   mz__cur_rt = w->q->dev->rt;
   w->watch = w->q->dev->rt->watchdog != NULL; /* started before the queues, never restarted */
+  w->dev1 = w->q->dev->info.index + 1;
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = take(w);

@@ -45,8 +45,9 @@ struct mz_kernel {
   unsigned nuser;           /* parameters the caller gives */
   unsigned nbufs;           /* buffer parameters (in, out, inout, outlike) */
   /* Bit i: parameter i is a buffer (mz__dir_is_buffer), for the first 64
-   * parameters; a node's slots are read through it (mz__task_buf). */
-  uint64_t bufmask;
+   * parameters; a node's slots are read through it (mz__task_buf).
+   * scalmask: the other parameters among the first 64. */
+  uint64_t bufmask, scalmask;
   struct mz__param *params;
   pthread_mutex_t lock;     /* guards prepared[] */
   void **prepared;          /* per device: the backend's handle, or NULL */
