@@ -1045,10 +1045,11 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     if (e->t_end > e->t_start) {
       /* A CPU node of a run that is not timed: its queue's busy time is
        * counted per burst (mz__queue_flush), and it was timed because the
-       * perf models chose it as a sample, unless its kernel is async (timed
-       * always: the models then decide here, as for other devices). */
+       * perf models chose it as a sample, unless its kernel is async and
+       * not ends_inline (timed always: the models then decide here, as for
+       * other devices). */
       bool burst = dev->ops->host_memory && !r->timed;
-      bool chosen = burst && !(t->kernel && t->kernel->async);
+      bool chosen = burst && !(t->kernel && t->kernel->async && !t->kernel->async->ends_inline);
       if (!burst) {
         if (acct && acct->dev == dev->info.index)
           acct->busy += e->t_end - e->t_start;

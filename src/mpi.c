@@ -85,6 +85,7 @@
 enum cmd_kind {
   C_SEND,   /* a send node's data */
   C_FSEND,  /* a task's output, sent from its completion (staged) */
+  C_DSEND,  /* a task's small output, sent from its buffer: the task ends once it is out */
   C_RECV,   /* a transfer's message, into its staging memory */
   C_MARK,   /* an empty message: the data will not come */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
@@ -107,8 +108,9 @@ struct xfer;
 struct cmd {
   struct cmd *next;   /* the queue, or the list of completed ones */
   enum cmd_kind kind;
-  struct xfer *x;     /* C_SEND, C_RECV, C_MARK */
+  struct xfer *x;     /* C_SEND, C_FSEND, C_DSEND, C_RECV, C_MARK */
   mz_op *op;          /* C_SEND: the node to end */
+  struct dtask *dt;   /* C_DSEND: the task whose end waits for it */
   void *buf;          /* data, or the gather's array */
   int bytes;
   int got;            /* C_RECV: the bytes received */
@@ -133,6 +135,7 @@ struct mz_mpi {
   mz_runtime *rt;
   uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
   size_t stage_max;    /* $MZ_MPI_STAGING_MAX: folded sends' staging one graph may hold here (bytes) */
+  int direct_max;      /* $MZ_MPI_DIRECT_MAX: folded sends up to this size go from the buffer (bytes) */
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
@@ -194,6 +197,13 @@ struct mz_mpi {
  * Folded sends' staging blocks come in power-of-two size classes up to it. */
 #define MZ__MPI_FOLD_MAX 65536
 #define MZ__MPI_NCLASS 17
+/* By default a folded send of at most this many bytes goes from its
+ * producer's buffer, with no staging copy ($MZ_MPI_DIRECT_MAX, up to
+ * MZ__MPI_FOLD_MAX): MPI sends it eagerly on any transport (shared
+ * memory's and InfiniBand's eager limits are 4 and 12 KiB, TCP's 64), so
+ * its request is most often complete once posted; when it is not, the
+ * producer ends when it is (it holds the buffer until then). */
+#define MZ__MPI_DIRECT_MAX 1024
 
 /* A staging block of a folded send; its bytes follow the header. */
 struct sblock {
@@ -222,6 +232,8 @@ struct xfer {
   int peer, tag;
   size_t data;          /* data id */
   int bytes;            /* the buffer's size (read here: the registry may grow meanwhile) */
+  unsigned scls;        /* folded send: its staging blocks' size class (2^scls >= bytes) */
+  bool dsend;           /* folded send from the producer's buffer (C_DSEND: m->direct_max) */
   void *stage;          /* receive: where the message lands (bytes, at least 1) */
   /* Send: this run's message (data or mark) is posted or handed on (set by
    * whichever of start and ended comes first). */
@@ -262,8 +274,15 @@ struct tio {
 };
 struct dtask {
   mz_kernel *uk;
+  mz_cpu_fn fn;         /* uk's CPU function and its user pointer */
+  void *fn_user;
   struct tio *in, *out;
   unsigned nin, capin, nout, capout;
+  unsigned ndirect;     /* outputs sent from the buffer (xfer's dsend) */
+  /* This run: the node, and its direct sends not yet out plus one (the
+   * task's own share): whoever takes it to 0 ends the node. */
+  mz_op *op;
+  _Atomic unsigned pend;
 };
 
 struct mz_dgraph {
@@ -367,7 +386,7 @@ static void waiter_done(struct waiter *w, int err) {
 
 /* Whether a pending c has someone waiting on it. */
 static bool is_urgent(const struct cmd *c) {
-  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_COLL || c->kind == C_IDUP ||
+  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_DSEND || c->kind == C_COLL || c->kind == C_IDUP ||
          (c->kind == C_RECV && c->x->direct && !c->x->drain);
 }
 
@@ -424,6 +443,7 @@ static bool post(mz_mpi *m, struct cmd *c) {
   switch (c->kind) {
   case C_SEND:
   case C_FSEND:
+  case C_DSEND:
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
   case C_RECV: {
@@ -530,6 +550,10 @@ static void complete(mz_mpi *m, struct cmd *c) {
   case C_FSEND:
     atomic_fetch_sub(&m->urgent, 1);
     stage_give(x->dg, sblock_of(c->buf));
+    break;
+  case C_DSEND:
+    atomic_fetch_sub(&m->urgent, 1);
+    if (atomic_fetch_sub_explicit(&c->dt->pend, 1, memory_order_acq_rel) == 1) mz__task_finish(c->dt->op, MZ_OK);
     break;
   case C_RECV: {
     if (x->direct) {
@@ -807,6 +831,7 @@ static bool send_now(mz_mpi *m, struct xfer *x, struct cmd *c) {
   if (done) {
     /* Before the count: mz_dgraph_destroy frees the blocks once it drops. */
     if (c->kind == C_FSEND) stage_give(x->dg, sblock_of(c->buf));
+    /* (C_DSEND: counted out by its task, which learns it from the return.) */
     atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
     return true;
   }
@@ -906,15 +931,13 @@ static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer
 
 static int xfer_cpu(const mz_call *call);
 
-/* A free staging block of at least bytes bytes (NULL: out of memory, or
+/* A free staging block of size class k (NULL: out of memory, or
  * a new block would take the graph's folded sends past
  * $MZ_MPI_STAGING_MAX; receives' staging is fixed by the plan, at most
  * MZ__MPI_FOLD_MAX bytes per transfer, and is not counted: a limit that
  * failed a build on one rank only would leave its peers' messages
  * unmatched). */
-static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
-  unsigned k = 0;
-  while (((size_t)1 << k) < (size_t)bytes) k++;
+static struct sblock *stage_take(mz_dgraph *dg, unsigned k) {
   /* The class's last block given back, without the lock (one slot,
    * exchanged whole: no ABA); the common case of a message that went out
    * before the next task of its class ended. */
@@ -970,19 +993,36 @@ static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
   else send_now(m, x, c);
 }
 
+/* Send a small folded send's data from its producer's buffer src (held
+ * by the producer until the message is out): true when it is out now (or
+ * the peer got a mark instead), else its completion takes dt->pend down. */
+static bool dsend(struct xfer *x, const void *src, struct dtask *dt) {
+  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return true;
+  struct cmd *c = &x->c;
+  c->kind = C_DSEND;
+  c->buf = (void *)(uintptr_t)src; /* MPI_Isend's buffer is const from MPI 3 on; Open MPI 4's headers say so */
+  c->bytes = x->bytes;
+  c->dt = dt;
+  atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+  return send_now(x->dg->m, x, c);
+}
+
 static struct dtask *dtask_of(uint64_t v) { return (struct dtask *)(uintptr_t)v; }
 
 /* A wrapped task: its gates are released (its folded inputs are in their
  * staging memory); run the user's function on them, then send the
- * outputs that other ranks read. */
+ * outputs that other ranks read.  It ends here (MZ__ASYNC_ENDED: the
+ * worker ends it as a CPU function's, the short way in a lean run) unless
+ * it failed (ended here with its message) or a send from its buffer is not
+ * out yet (that send's completion ends it). */
 static int task_start(mz_op *op, const mz_call *call) {
   unsigned n = call->nargs - 1;
   struct dtask *dt = dtask_of(call->args[n].u64);
-  const mz_kernel_spec *ks = mz__kernel_spec(dt->uk);
   mz_arg argv[16];
   mz_arg *args = n <= 16 ? argv : malloc(n * sizeof *args);
   struct mz__exec *e = &mz__op_t(op)->exec;
   int st = MZ_OK;
+  bool late = false;
   char *msg = NULL;
   if (!args) {
     st = MZ_ENOMEM;
@@ -993,9 +1033,11 @@ static int task_start(mz_op *op, const mz_call *call) {
     uc.kernel = dt->uk;
     uc.nargs = n;
     uc.args = args;
-    uc.user = ks->cpu.user;
-    int ret = ks->cpu.fn(&uc);
-    e->t_end = mz__now_ns();
+    uc.user = dt->fn_user;
+    int ret = dt->fn(&uc);
+    /* Timed (the run or the perf models want it: t_start is set): the
+     * function's end, before any send may end the node elsewhere. */
+    if (e->t_start) e->t_end = mz__now_ns();
     if (ret != 0) {
       /* As a CPU function's failure (devices/cpu/cpu.c). */
       char buf[200];
@@ -1004,27 +1046,48 @@ static int task_start(mz_op *op, const mz_call *call) {
                strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
       msg = strdup(buf);
       st = MZ_EKERNEL;
-    } else {
-      /* Every block first: out of memory fails the task before any
-       * message goes (the peers then get marks, as for any failure). */
+    } else if (dt->nout) {
+      /* Every staging block first: out of memory fails the task before
+       * any message goes (the peers then get marks, as for any failure). */
+      unsigned ns = dt->nout - dt->ndirect;
       struct sblock *bv[8];
-      struct sblock **blk = dt->nout <= 8 ? bv : malloc(dt->nout * sizeof *blk);
+      struct sblock **blk = ns <= 8 ? bv : malloc(ns * sizeof *blk);
       unsigned got = 0;
-      if (blk)
-        while (got < dt->nout && (blk[got] = stage_take(dt->out[got].x->dg, dt->out[got].x->bytes))) got++;
-      if (!blk || got < dt->nout) {
-        while (got--) stage_give(dt->out[got].x->dg, blk[got]);
+      for (unsigned i = 0; blk && got < ns && i < dt->nout; i++) {
+        const struct xfer *x = dt->out[i].x;
+        if (!x->dsend && !(blk[got++] = stage_take(x->dg, x->scls))) {
+          got--;
+          break;
+        }
+      }
+      if (!blk || got < ns) {
+        for (unsigned i = 0, k = 0; k < got; i++)
+          if (!dt->out[i].x->dsend) stage_give(dt->out[i].x->dg, blk[k++]);
         st = MZ_ENOMEM;
         msg = strdup("no staging memory for a value sent to another rank (out of memory, or MZ_MPI_STAGING_MAX)");
       } else {
-        for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
-        /* A reply may follow soon: idle workers poll on (idle_hold). */
-        if (dt->nout) note_traffic(dt->out[0].x->dg->m, e->t_end);
+        unsigned out = 0;
+        if (dt->ndirect) {
+          dt->op = op;
+          atomic_store_explicit(&dt->pend, dt->ndirect + 1, memory_order_relaxed);
+        }
+        for (unsigned i = 0, k = 0; i < dt->nout; i++) {
+          struct xfer *x = dt->out[i].x;
+          const void *src = call->args[dt->out[i].p].p;
+          if (x->dsend) out += dsend(x, src, dt);
+          else fsend(x, src, blk[k++]);
+        }
+        /* A reply may follow soon: idle workers poll on (idle_hold); the
+         * time is read at the next idle poll, not here (a clock read before
+         * the task's successor runs). */
+        atomic_store_explicit(&dt->out[0].x->dg->m->unnoted, true, memory_order_relaxed);
+        if (dt->ndirect) late = atomic_fetch_sub_explicit(&dt->pend, out + 1, memory_order_acq_rel) != out + 1;
       }
       if (blk != bv) free(blk);
     }
   }
   if (args != argv) free(args);
+  if (st == MZ_OK) return late ? 0 : MZ__ASYNC_ENDED;
   if (msg) {
     free(e->message);
     e->message = msg;
@@ -1041,7 +1104,7 @@ static void task_ended(mz_op *op, const mz_arg *values, int status, void *user) 
   for (unsigned i = 0; i < dt->nout; i++) xfer_abandon(dt->out[i].x);
 }
 
-static const struct mz__async_ops task_ops = {.start = task_start, .ended = task_ended};
+static const struct mz__async_ops task_ops = {.start = task_start, .ended = task_ended, .ends_inline = true};
 
 /* The wrapper of user kernel uk: its parameters and a u64 (the struct
  * dtask), run on the CPU by task_start.  Created once per kernel. */
@@ -1129,6 +1192,19 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", smax);
     }
     m->stage_max = (size_t)v;
+  }
+  m->direct_max = MZ__MPI_DIRECT_MAX;
+  const char *dmax = getenv("MZ_MPI_DIRECT_MAX");
+  if (dmax && *dmax) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(dmax, &end, 10);
+    if (errno || *end || dmax[0] == '-' || v > MZ__MPI_FOLD_MAX) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_DIRECT_MAX must be 0 to %d bytes, not '%s'",
+                           MZ__MPI_FOLD_MAX, dmax);
+    }
+    m->direct_max = (int)v;
   }
   bool fold = true, serialized = false;
   const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
@@ -1614,6 +1690,10 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
   x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold && x->bytes <= MZ__MPI_FOLD_MAX;
   x->direct = !x->send && x->bytes > MZ__MPI_FOLD_MAX;
+  /* Without MPI_THREAD_MULTIPLE the communication thread posts it: the
+   * producer would wait for that thread, where a staged send lets it end. */
+  x->dsend = x->send && x->fold && m->multiple && x->bytes <= m->direct_max;
+  while (((size_t)1 << x->scls) < (size_t)x->bytes) x->scls++;
   if (!x->send && !x->direct) {
     if (!(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
       free(x);
@@ -1638,6 +1718,7 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
       prod->capout = nc;
     }
     prod->out[prod->nout++] = (struct tio){dg->wparam[d], x};
+    prod->ndirect += x->dsend;
     return MZ_OK;
   }
   if (x->fold) {
@@ -1746,6 +1827,8 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
     }
     dg->dts[dg->ndts++] = dt;
     dt->uk = k;
+    dt->fn = k->spec.cpu.fn;
+    dt->fn_user = k->spec.cpu.user;
   }
   /* Reads of values not on exec: a transfer from the rank holding them.
    * A wrapped task reads a value it does not also write from the

@@ -144,9 +144,10 @@ static void run_task(struct worker *w, struct mz__exec *e) {
   if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
   /* Timed when its run is (observed, or asked for: struct mz__run.timed),
    * or as a perf-model sample; an async kernel always is, since the thread
-   * that ends it reads its start. */
+   * that ends it reads its start, unless it mostly ends in its start. */
   const struct mz__async_ops *async = kern ? kern->async : NULL;
-  bool timed = t->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
+  bool timed = t->run->timed || (async && !async->ends_inline) ||
+               mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
@@ -197,7 +198,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
            * and an async kernel's start is a message's latency). */
           e->t_end = e->t_start;
           ret = async->start(op, &call);
-          if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
+          if (ret == MZ__ASYNC_ENDED) ret = 0; /* ended in start: as a function's return */
+          else if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
             if (args != argv) free(args);
             if (shapes != shv) free(shapes);
             if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
