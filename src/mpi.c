@@ -106,20 +106,22 @@ struct xfer;
 /* One request: a transfer's (embedded in its struct xfer, reused every
  * run) or a collective's (allocated). */
 struct cmd {
-  struct cmd *next;   /* the queue, or the list of completed ones */
+  /* What a send from a task touches, on one cache line with the
+   * transfer's posted and dg (struct xfer starts with them). */
   enum cmd_kind kind;
-  struct xfer *x;     /* C_SEND, C_FSEND, C_DSEND, C_RECV, C_MARK */
-  mz_op *op;          /* C_SEND: the node to end */
-  struct dtask *dt;   /* C_DSEND: the task whose end waits for it */
-  void *buf;          /* data, or the gather's array */
   int bytes;
-  int got;            /* C_RECV: the bytes received */
   int peer, tag;
+  void *buf;          /* data, or the gather's array */
   MPI_Comm comm;
+  MPI_Request req;
+  struct dtask *dt;   /* C_DSEND: the task whose end waits for it */
+  struct xfer *x;     /* C_SEND, C_FSEND, C_DSEND, C_RECV, C_MARK */
+  struct cmd *next;   /* the queue, or the list of completed ones */
+  mz_op *op;          /* C_SEND: the node to end */
+  int got;            /* C_RECV: the bytes received */
   MPI_Comm *newcomm;  /* C_IDUP */
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
-  MPI_Request req;
   MPI_Request *reqs;  /* C_FREE: the graph's persistent requests (freed here) */
   int nreqs;
 };
@@ -227,7 +229,12 @@ enum xstate {
 };
 
 struct xfer {
+  /* Send, or direct receive: the run (dg->epoch) whose message (data or
+   * mark) is posted or handed on, set by whichever of start and ended
+   * comes first: a new run needs no reset. */
+  _Atomic unsigned posted;
   mz_dgraph *dg;
+  struct cmd c;         /* here: see struct cmd */
   bool send;            /* this rank's side */
   int peer, tag;
   size_t data;          /* data id */
@@ -235,9 +242,6 @@ struct xfer {
   unsigned scls;        /* folded send: its staging blocks' size class (2^scls >= bytes) */
   bool dsend;           /* folded send from the producer's buffer (C_DSEND: m->direct_max) */
   void *stage;          /* receive: where the message lands (bytes, at least 1) */
-  /* Send: this run's message (data or mark) is posted or handed on (set by
-   * whichever of start and ended comes first). */
-  _Atomic bool posted;
   _Atomic int state;    /* receive: enum xstate */
   mz_op *op;            /* receive: the waiting node (X_WAITING) */
   void *dst;            /* receive: its buffer's memory */
@@ -255,8 +259,8 @@ struct xfer {
   size_t rk;            /* staged receive: its persistent request, dg->rreq[rk] */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
-  struct cmd c;
 };
+
 
 /* A folded receive's gates, per run, are released once both the message
  * is in and the run has started (its counters are set then): a message in
@@ -270,7 +274,9 @@ struct xfer {
  * completion sends.  Its address travels as the wrapper's last argument. */
 struct tio {
   unsigned p;
+  bool dsend;           /* out: x->dsend */
   struct xfer *x;
+  void *stage;          /* in: x->stage (read here: one cache line less per input) */
 };
 struct dtask {
   mz_kernel *uk;
@@ -317,6 +323,13 @@ struct mz_dgraph {
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
   struct xfer *_Atomic early; /* folded receives in before the run started, or EARLY_CLOSED */
   size_t nfold;        /* folded receives */
+  unsigned epoch;      /* runs started (struct xfer's posted) */
+  /* Set at the first run: the staged receives' commands in plan order
+   * (rk), and those of them with a node (their state is reset per run). */
+  bool planned, rinit;
+  struct cmd **rcmd;
+  struct xfer **rnode;
+  size_t nrnode;
   /* The staged receives' persistent requests (MPI_Recv_init at the first
    * run that posts them, MPI_Start at each: a staged receive lands in the
    * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
@@ -336,6 +349,12 @@ struct mz_dgraph {
   size_t sbytes;
   size_t rbytes; /* staging memory of this rank's receives (one per staged transfer; under slock) */
 };
+
+/* Whether x's message of this run was posted already; marks it posted. */
+static bool posted_before(struct xfer *x) {
+  unsigned e = x->dg->epoch;
+  return atomic_exchange_explicit(&x->posted, e, memory_order_relaxed) == e;
+}
 
 static void comm_fail(mz_mpi *m, int err, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
@@ -846,11 +865,12 @@ static int xfer_start(mz_op *op, const mz_call *call) {
   if (!x->send && x->direct) {
     /* The node holds the buffer: the message lands there. */
     x->op = op;
-    atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+    atomic_store_explicit(&x->posted, x->dg->epoch, memory_order_relaxed);
     struct cmd *c = &x->c;
     c->kind = C_RECV;
     c->buf = call->args[0].p;
     c->got = 0;
+    x->drain = false;
     atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
     submit(m, c);
     if (!on_worker(m) || !m->idle_hook) wake_comm(m);
@@ -873,7 +893,7 @@ static int xfer_start(mz_op *op, const mz_call *call) {
     recv_finish(x, op);
     return 0;
   }
-  atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+  atomic_store_explicit(&x->posted, x->dg->epoch, memory_order_relaxed);
   struct cmd *c = &x->c;
   c->kind = C_SEND;
   c->op = op;
@@ -889,7 +909,7 @@ static int xfer_start(mz_op *op, const mz_call *call) {
  * mark), or take and drop the message of a direct receive that will not
  * (the next run's receive must not match it). */
 static void xfer_abandon(struct xfer *x) {
-  if (!(x->send || x->direct) || atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  if (!(x->send || x->direct) || posted_before(x)) return;
   struct cmd *c = &x->c;
   if (x->send) {
     c->kind = C_MARK;
@@ -978,7 +998,7 @@ static void stage_give(mz_dgraph *dg, struct sblock *b) {
  * staging memory: the producer ends at once, and a later writer of the
  * buffer need not wait for the message. */
 static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
-  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) {
+  if (posted_before(x)) {
     stage_give(x->dg, blk);
     return;
   }
@@ -997,11 +1017,10 @@ static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
  * by the producer until the message is out): true when it is out now (or
  * the peer got a mark instead), else its completion takes dt->pend down. */
 static bool dsend(struct xfer *x, const void *src, struct dtask *dt) {
-  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return true;
+  if (posted_before(x)) return true;
   struct cmd *c = &x->c;
   c->kind = C_DSEND;
   c->buf = (void *)(uintptr_t)src; /* MPI_Isend's buffer is const from MPI 3 on; Open MPI 4's headers say so */
-  c->bytes = x->bytes;
   c->dt = dt;
   atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
   return send_now(x->dg->m, x, c);
@@ -1020,7 +1039,7 @@ static int task_start(mz_op *op, const mz_call *call) {
   struct dtask *dt = dtask_of(call->args[n].u64);
   mz_arg argv[16];
   mz_arg *args = n <= 16 ? argv : malloc(n * sizeof *args);
-  struct mz__exec *e = &mz__op_t(op)->exec;
+  struct mz__exec *e = &mz__task_of(op)->exec; /* (a task: the wrapper's) */
   int st = MZ_OK;
   bool late = false;
   char *msg = NULL;
@@ -1028,7 +1047,7 @@ static int task_start(mz_op *op, const mz_call *call) {
     st = MZ_ENOMEM;
   } else {
     memcpy(args, call->args, n * sizeof *args);
-    for (unsigned i = 0; i < dt->nin; i++) args[dt->in[i].p].p = dt->in[i].x->stage;
+    for (unsigned i = 0; i < dt->nin; i++) args[dt->in[i].p].p = dt->in[i].stage;
     mz_call uc = *call;
     uc.kernel = dt->uk;
     uc.nargs = n;
@@ -1054,15 +1073,16 @@ static int task_start(mz_op *op, const mz_call *call) {
       struct sblock **blk = ns <= 8 ? bv : malloc(ns * sizeof *blk);
       unsigned got = 0;
       for (unsigned i = 0; blk && got < ns && i < dt->nout; i++) {
+        if (dt->out[i].dsend) continue;
         const struct xfer *x = dt->out[i].x;
-        if (!x->dsend && !(blk[got++] = stage_take(x->dg, x->scls))) {
+        if (!(blk[got++] = stage_take(x->dg, x->scls))) {
           got--;
           break;
         }
       }
       if (!blk || got < ns) {
         for (unsigned i = 0, k = 0; k < got; i++)
-          if (!dt->out[i].x->dsend) stage_give(dt->out[i].x->dg, blk[k++]);
+          if (!dt->out[i].dsend) stage_give(dt->out[i].x->dg, blk[k++]);
         st = MZ_ENOMEM;
         msg = strdup("no staging memory for a value sent to another rank (out of memory, or MZ_MPI_STAGING_MAX)");
       } else {
@@ -1074,7 +1094,7 @@ static int task_start(mz_op *op, const mz_call *call) {
         for (unsigned i = 0, k = 0; i < dt->nout; i++) {
           struct xfer *x = dt->out[i].x;
           const void *src = call->args[dt->out[i].p].p;
-          if (x->dsend) out += dsend(x, src, dt);
+          if (dt->out[i].dsend) out += dsend(x, src, dt);
           else fsend(x, src, blk[k++]);
         }
         /* A reply may follow soon: idle workers poll on (idle_hold); the
@@ -1546,6 +1566,8 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
     free(dg->dts[i]);
   }
   free(dg->dts);
+  free(dg->rcmd);
+  free(dg->rnode);
   free(dg->wtask);
   free(dg->wparam);
   free(dg->rx);
@@ -1672,8 +1694,10 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
     dg->xf = nx;
     dg->capxf = nc;
   }
-  struct xfer *x = calloc(1, sizeof *x);
+  /* On cache lines of its own: a send from a task touches the first. */
+  struct xfer *x = aligned_alloc(64, (sizeof *x + 63) / 64 * 64);
   if (!x) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+  memset(x, 0, sizeof *x);
   x->dg = dg;
   x->send = m->rank == src;
   x->peer = x->send ? dst : src;
@@ -1699,6 +1723,8 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
       free(x);
       return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
     }
+    x->c.kind = C_RECV; /* a staged receive's command is the same every run */
+    x->c.buf = x->stage;
   }
   dg->xf[dg->nxf++] = x;
   if (x->send) dg->nsends++;
@@ -1717,7 +1743,7 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
       prod->out = no;
       prod->capout = nc;
     }
-    prod->out[prod->nout++] = (struct tio){dg->wparam[d], x};
+    prod->out[prod->nout++] = (struct tio){dg->wparam[d], x->dsend, x, NULL};
     prod->ndirect += x->dsend;
     return MZ_OK;
   }
@@ -1863,7 +1889,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
       dt->in = ni;
       dt->capin = nc;
     }
-    dt->in[dt->nin++] = (struct tio){pidx[i], x};
+    dt->in[dt->nin++] = (struct tio){pidx[i], false, x, x->stage};
   }
   mz_op *res = NULL;
   if (here) {
@@ -1938,45 +1964,107 @@ static int freeze(mz_dgraph *dg) {
   return MZ_OK;
 }
 
-/* Reset dg's transfers for a run and post all its receives. */
-static void start_transfers(mz_dgraph *dg) {
-  mz_mpi *m = dg->m;
+/* At the first run: the staged receives' persistent requests (in plan
+ * order: rk), their commands in that order, those with a node, and the
+ * count of folded receives.  The plan is fixed by then. */
+static bool plan_receives(mz_dgraph *dg) {
+  dg->planned = true;
   dg->nfold = 0;
-  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
-  if (!dg->rreq && dg->nrecvs && (dg->rreq = malloc(dg->nrecvs * sizeof *dg->rreq)) != NULL) {
-    for (size_t i = 0; i < dg->nxf; i++) {
-      struct xfer *x = dg->xf[i];
-      if (!x->send && !x->direct) {
-        x->rk = dg->nrreq++;
-        dg->rreq[x->rk] = MPI_REQUEST_NULL;
-      }
-    }
+  size_t nr = 0, nn = 0;
+  for (size_t i = 0; i < dg->nxf; i++) {
+    const struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue;
+    nr++;
+    nn += x->has_node;
+    dg->nfold += x->fold;
   }
-  /* With MPI_THREAD_MULTIPLE, all at once here: their persistent
-   * requests made at the first run (one lock for all of them: a test
-   * meanwhile waits, or is skipped), then one MPI_Startall. */
-  bool all = m->multiple && dg->rreq && dg->nrreq;
-  if (all) {
-    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
-    pthread_mutex_lock(&m->plock);
+  /* The list of receives with a node is needed (their state is reset per
+   * run): without it the graph fails (its receives are still posted, so
+   * that the peers' messages are taken). */
+  bool ok = !nn || (dg->rnode = malloc(nn * sizeof *dg->rnode)) != NULL;
+  if (nr && (dg->rreq = malloc(nr * sizeof *dg->rreq)) != NULL && (dg->rcmd = malloc(nr * sizeof *dg->rcmd)) == NULL) {
+    free(dg->rreq);
+    dg->rreq = NULL;
   }
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
-    atomic_store_explicit(&x->posted, false, memory_order_relaxed);
-    x->drain = false;
-    if (x->send || x->direct) continue; /* a direct receive is posted by its node */
-    atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
-    if (x->fold) dg->nfold++;
-    x->c.kind = C_RECV;
-    x->c.buf = x->stage;
-    x->c.got = 0;
-    if (!all) atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
-    if (all) {
-      if (dg->rreq[x->rk] == MPI_REQUEST_NULL) {
-        int err = MPI_Recv_init(x->c.buf, x->c.bytes, MPI_BYTE, x->c.peer, x->c.tag, x->c.comm, &dg->rreq[x->rk]);
+    if (x->send || x->direct) continue;
+    if (x->has_node && dg->rnode) dg->rnode[dg->nrnode++] = x;
+    if (!dg->rreq) continue;
+    x->rk = dg->nrreq++;
+    dg->rreq[x->rk] = MPI_REQUEST_NULL;
+    dg->rcmd[x->rk] = &x->c;
+  }
+  return ok;
+}
+
+/* Append n receives, not urgent, to the pending set.  plock held. */
+static void add_pending_all_locked(mz_mpi *m, const MPI_Request *reqs, struct cmd *const *cmds, int n) {
+  if (m->phead + m->pn + n > m->pcap && m->phead > 0) {
+    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
+    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
+    m->phead = 0;
+  }
+  if (m->pn + n > m->pcap) {
+    int nc = m->pcap ? m->pcap : 64;
+    while (nc < m->pn + n) nc *= 2;
+    MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
+    if (r2) m->preq = r2;
+    struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
+    if (c2) m->pcmd = c2;
+    int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
+    if (i2) m->pidx = i2;
+    MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
+    if (s2) m->psts = s2;
+    if (!s2) {
+      fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
+      abort();
+    }
+    m->pcap = nc;
+  }
+  memcpy(m->preq + m->phead + m->pn, reqs, (size_t)n * sizeof *reqs);
+  memcpy(m->pcmd + m->phead + m->pn, cmds, (size_t)n * sizeof *cmds);
+  m->pn += n;
+  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+}
+
+/* A run starts: post its staged receives.  The sends and direct receives
+ * need nothing (a new epoch); a staged receive's command is the same
+ * every run, its state reset only where a node reads it.  With
+ * MPI_THREAD_MULTIPLE, all at once: their persistent requests made at the
+ * first run, then one MPI_Startall and one append to the pending set, from
+ * arrays in plan order (the transfers themselves are not touched: a pass
+ * over a run's transfers here was a cache miss or two each). */
+static void start_transfers(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  dg->epoch++;
+  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
+  for (size_t i = 0; i < dg->nrnode; i++) atomic_store_explicit(&dg->rnode[i]->state, X_POSTED, memory_order_relaxed);
+  if (m->multiple && dg->rreq && dg->nrreq) {
+    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
+    pthread_mutex_lock(&m->plock);
+    if (!dg->rinit) {
+      dg->rinit = true;
+      for (size_t k = 0; k < dg->nrreq; k++) {
+        const struct cmd *c = dg->rcmd[k];
+        int err = MPI_Recv_init(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &dg->rreq[k]);
         if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Recv_init");
       }
-    } else if (!m->multiple) {
+    }
+    int err = MPI_Startall((int)dg->nrreq, dg->rreq);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
+    add_pending_all_locked(m, dg->rreq, dg->rcmd, (int)dg->nrreq);
+    pthread_mutex_unlock(&m->plock);
+    return;
+  }
+  /* One at a time (through the communication thread without
+   * MPI_THREAD_MULTIPLE: post() starts a persistent request where there is
+   * one). */
+  for (size_t i = 0; i < dg->nxf; i++) {
+    struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue; /* a direct receive is posted by its node */
+    atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
+    if (!m->multiple) {
       push_cmd(m, &x->c);
     } else {
       pthread_mutex_lock(&m->plock);
@@ -1985,16 +2073,6 @@ static void start_transfers(mz_dgraph *dg) {
       pthread_mutex_unlock(&m->plock);
     }
   }
-  if (!all) return;
-  int err = MPI_Startall((int)dg->nrreq, dg->rreq);
-  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
-  for (size_t i = 0; i < dg->nxf; i++) {
-    struct xfer *x = dg->xf[i];
-    if (x->send || x->direct) continue;
-    x->c.req = dg->rreq[x->rk];
-    add_pending_locked(m, &x->c);
-  }
-  pthread_mutex_unlock(&m->plock);
 }
 
 int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
@@ -2009,6 +2087,7 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
   pthread_mutex_unlock(&rt->lock);
   drain(dg);
+  if (!dg->planned && !plan_receives(dg) && st == MZ_OK) st = dg_fail(dg, MZ_ENOMEM, "mz_dgraph_run: out of memory");
   if (dg->m->use_mpi) {
     atomic_store_explicit(&dg->m->last_done, mz__now_ns(), memory_order_relaxed);
     start_transfers(dg);
