@@ -327,6 +327,7 @@ struct mz_dgraph {
   /* Set at the first run: the staged receives' commands in plan order
    * (rk), and those of them with a node (their state is reset per run). */
   bool planned, rinit;
+  struct tio *tios;    /* every wrapped task's in and out lists, in build order (set at the first run) */
   struct cmd **rcmd;
   struct xfer **rnode;
   size_t nrnode;
@@ -1561,10 +1562,13 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
     free(dg->xf[i]);
   }
   for (size_t i = 0; i < dg->ndts; i++) {
-    free(dg->dts[i]->in);
-    free(dg->dts[i]->out);
+    if (!dg->tios) {
+      free(dg->dts[i]->in);
+      free(dg->dts[i]->out);
+    }
     free(dg->dts[i]);
   }
+  free(dg->tios);
   free(dg->dts);
   free(dg->rcmd);
   free(dg->rnode);
@@ -1969,6 +1973,25 @@ static int freeze(mz_dgraph *dg) {
  * count of folded receives.  The plan is fixed by then. */
 static bool plan_receives(mz_dgraph *dg) {
   dg->planned = true;
+  /* The tasks' lists into one array, in the order they run (a task's own
+   * lists were each a cache line of their own); kept where out of memory.
+   * The graph is frozen: they no longer grow. */
+  size_t nt = 0;
+  for (size_t i = 0; i < dg->ndts; i++) nt += dg->dts[i]->nin + dg->dts[i]->nout;
+  if (nt && (dg->tios = malloc(nt * sizeof *dg->tios)) != NULL) {
+    struct tio *o = dg->tios;
+    for (size_t i = 0; i < dg->ndts; i++) {
+      struct dtask *dt = dg->dts[i];
+      if (dt->nin) memcpy(o, dt->in, dt->nin * sizeof *o);
+      free(dt->in);
+      dt->in = o;
+      o += dt->nin;
+      if (dt->nout) memcpy(o, dt->out, dt->nout * sizeof *o);
+      free(dt->out);
+      dt->out = o;
+      o += dt->nout;
+    }
+  }
   dg->nfold = 0;
   size_t nr = 0, nn = 0;
   for (size_t i = 0; i < dg->nxf; i++) {
