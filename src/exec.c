@@ -1272,6 +1272,28 @@ void mz__task_ungate(mz_op *op, bool failed) {
   mz__in_runtime_thread = saved;
 }
 
+mz_op *mz__task_ungate_take(mz_op *op) {
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  if (!r->lean || !t->shared || has_plan_next(t) || atomic_load_explicit(&r->rt->poisoned, memory_order_relaxed)) {
+    mz__task_ungate(op, false);
+    return NULL;
+  }
+  if (atomic_fetch_sub_explicit(&t->unfin, 1, memory_order_acq_rel) != 1) return NULL;
+  if (__builtin_expect(atomic_load_explicit(&t->pred_failed, memory_order_acquire), 0)) {
+    int saved = mz__in_runtime_thread;
+    mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
+    struct work w;
+    work_init(&w);
+    work_push(&w, op, W_READY); /* canceled there */
+    work_drain(&w);
+    mz__in_runtime_thread = saved;
+    return NULL;
+  }
+  atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  return op;
+}
+
 void mz__batch_done(struct mz__batch *b) {
   int saved = mz__in_runtime_thread;
   mz__in_runtime_thread = 1;

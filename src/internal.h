@@ -135,8 +135,10 @@ static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops
  * workers, no lock held; neither call may block. */
 enum mz__idle_state { MZ__IDLE_SPIN, MZ__IDLE_WORK, MZ__IDLE_PARK };
 struct mz__idle_ops {
-  /* Make progress; true when something completed (a node may be ready). */
-  bool (*poll)(void *ctx);
+  /* Make progress; true when something completed (a node may be ready).
+   * *next (NULL on entry) may be set to one node it made ready, from
+   * mz__task_ungate_take, which the worker runs next. */
+  bool (*poll)(void *ctx, struct mz_op **next);
   /* The worker starts spinning idle (SPIN), or stops: it found work
    * (WORK) or is about to park (PARK). */
   void (*idle)(void *ctx, enum mz__idle_state to);
@@ -599,6 +601,12 @@ void mz__task_finish(struct mz_op *op, int status);
 /* Release one of op's outside gates (struct mz__task's ngates) in its
  * run, from any thread, no lock held; failed: op is canceled once ready. */
 void mz__task_ungate(struct mz_op *op, bool failed);
+/* As mz__task_ungate(op, false), from a CPU worker of op's runtime (an idle
+ * poll): when this makes op ready and op may take the short way (a shared
+ * node of a lean run, not canceled, no plan link), op is returned in state
+ * QUEUED for that worker to run next, as mz__task_finish_lean's ready
+ * nodes are; otherwise it goes the common way and NULL is returned. */
+struct mz_op *mz__task_ungate_take(struct mz_op *op);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 /* Whether the failure of p, a task of another run (in flight or done),
  * cancels s: p is a build-time predecessor of s (an argument's producer,

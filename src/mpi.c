@@ -522,21 +522,26 @@ static void recv_finish(struct xfer *x, mz_op *op) {
 }
 
 /* A folded receive's message is in and its run started: its readers may
- * run (canceled when the message is a mark). */
-static void release_gates(struct xfer *x) {
+ * run (canceled when the message is a mark).  next: on a CPU worker's idle
+ * poll, where one reader it makes ready is handed to that worker to run
+ * next (NULL elsewhere). */
+static void release_gates(struct xfer *x, mz_op **next) {
   bool failed = x->c.got == 0 && x->bytes > 0;
-  for (size_t i = 0; i < x->nreaders; i++) mz__task_ungate(x->readers[i], failed);
+  for (size_t i = 0; i < x->nreaders; i++) {
+    if (next && !*next && !failed) *next = mz__task_ungate_take(x->readers[i]);
+    else mz__task_ungate(x->readers[i], failed);
+  }
 }
 
 /* The message of folded receive x is in: its gates are released now if
  * its run started, else when it starts. */
-static void gate_arrived(mz_mpi *m, struct xfer *x) {
+static void gate_arrived(mz_mpi *m, struct xfer *x, mz_op **next) {
   mz_dgraph *dg = x->dg;
   struct xfer *h = atomic_load_explicit(&dg->early, memory_order_acquire);
   do {
     if (h == EARLY_CLOSED) {
       atomic_fetch_sub(&m->urgent, 1);
-      release_gates(x);
+      release_gates(x, next);
       return;
     }
     x->enext = h;
@@ -555,12 +560,12 @@ static bool gates_open(mz_dgraph *dg) {
   long in = 0;
   atomic_fetch_add(&m->urgent, (int)dg->nfold);
   struct xfer *x = atomic_exchange_explicit(&dg->early, EARLY_CLOSED, memory_order_acq_rel);
-  for (; x; x = x->enext, in++) release_gates(x);
+  for (; x; x = x->enext, in++) release_gates(x, NULL);
   atomic_fetch_sub(&m->urgent, (int)in);
   return (size_t)in < dg->nfold;
 }
 
-static void complete(mz_mpi *m, struct cmd *c) {
+static void complete(mz_mpi *m, struct cmd *c, mz_op **next) {
   struct xfer *x = c->x;
   switch (c->kind) {
   case C_SEND:
@@ -585,7 +590,7 @@ static void complete(mz_mpi *m, struct cmd *c) {
       }
       break;
     }
-    if (x->fold) gate_arrived(m, x);
+    if (x->fold) gate_arrived(m, x, next);
     if (!x->has_node) break;
     int s = atomic_load_explicit(&x->state, memory_order_relaxed);
     for (;;) {
@@ -631,9 +636,9 @@ static void note_traffic(mz_mpi *m, uint64_t now) {
 #define MZ__MPI_SCAN 4
 
 /* Test the oldest limit pending requests and complete what finished;
- * try: leave them when another thread tests them.  Returns how many
- * completed. */
-static int poll_pending(mz_mpi *m, bool try, int limit) {
+ * try: leave them when another thread tests them; next: see
+ * release_gates.  Returns how many completed. */
+static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
   if (!atomic_load_explicit(&m->npend, memory_order_relaxed)) return 0;
   if (try) {
     if (pthread_mutex_trylock(&m->plock)) return 0;
@@ -704,19 +709,19 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
   while (head) {
     struct cmd *c = head;
     head = c->next;
-    complete(m, c);
+    complete(m, c, next);
   }
   return out;
 }
 
 /* ---- the idle workers' hook ---- */
 
-static bool idle_poll(void *ctx) {
+static bool idle_poll(void *ctx, mz_op **next) {
   mz_mpi *m = ctx;
   if (atomic_load_explicit(&m->unnoted, memory_order_relaxed) &&
       atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed))
     note_traffic(m, mz__now_ns());
-  return poll_pending(m, true, MZ__MPI_WINDOW) > 0;
+  return poll_pending(m, true, MZ__MPI_WINDOW, next) > 0;
 }
 
 static void idle_state(void *ctx, enum mz__idle_state to) {
@@ -821,7 +826,7 @@ static void *comm_main(void *arg) {
     if (napped && !q && atomic_load(&m->spinning) > 0) continue;
     /* The oldest requests, which complete first, and every 16th time all
      * of them (a run's receives: a pass over all costs microseconds). */
-    if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW) > 0) progress = true;
+    if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW, NULL) > 0) progress = true;
     /* Asked to poll for a parked worker: what completed woke one, which
      * tests again when it runs out of work (or asks again). */
     if (progress && m->idle_hook) atomic_store(&m->poll_on, false);

@@ -341,8 +341,10 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     /* Outside work is tested at once (its message may be in already: a
      * worker behind its peer), then every 4th pause. */
     if (op || (io ? (i - 1) % 4 : i % 16)) continue;
-    if (io && io->poll(ictx)) {
-      if ((op = take(w)) != NULL) break;
+    mz_op *next = NULL;
+    if (io && io->poll(ictx, &next)) {
+      /* A node the poll made ready here (mz__task_ungate_take) runs first. */
+      if ((op = next) != NULL || (op = take(w)) != NULL) break;
       mz__queue_flush(w->q);
     }
     uint64_t now = mz__now_ns();
