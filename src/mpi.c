@@ -29,11 +29,16 @@
  * the message is in and the run has started (the graph's early list: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
- * writes that another rank reads is copied into a staging block (shared
- * by the graph's folded sends, reused once a message is out: struct
- * sblock) and sent when the user's function returns (struct dtask's out),
- * up to MZ__MPI_FOLD_MAX bytes; a larger one, or one with no wrapped
- * producer, gets a send node.  A task that updates a received value in
+ * writes that another rank reads is sent when the user's function returns
+ * (struct dtask's out): up to m->direct_max bytes from the buffer (C_DSEND;
+ * the task ends once it is out, most often at once), else up to
+ * MZ__MPI_FOLD_MAX bytes copied into a staging block first (shared by the
+ * graph's folded sends, reused once a message is out: struct sblock; the
+ * task ends at once); a larger one, or one with no wrapped producer, gets
+ * a send node.  A wrapped task that ends in its start returns
+ * MZ__ASYNC_ENDED, and its worker ends it as a CPU function's; a reader
+ * that a worker's idle poll releases runs next on that worker
+ * (mz__task_ungate_take).  A task that updates a received value in
  * place, or one not wrapped, reads it from the buffer: a receive node
  * copies it there (made when such a reader comes).  The messages are the
  * same either way; a failed or canceled producer sends a mark
