@@ -377,12 +377,17 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   mz_op **v = cap <= 32 ? inl : malloc(cap * sizeof *v);
   if (!v) return MZ_ENOMEM;
   unsigned n = 0;
+  /* A scan that stops at the first match: the lists are a few entries
+   * long, and a loop without an exit is vectorized, with a set-up that
+   * cost more than the scan (about 30 instructions a call, measured). */
 #define ADD_PRED(p)                                              \
   do {                                                           \
     mz_op *p_ = (p);                                             \
-    bool dup_ = false;                                           \
-    for (unsigned k_ = 0; k_ < n; k_++) dup_ |= v[k_] == p_;     \
-    if (p_ && p_ != op && !dup_) v[n++] = p_;                    \
+    if (p_ && p_ != op) {                                        \
+      unsigned k_ = 0;                                           \
+      while (k_ < n && v[k_] != p_) k_++;                        \
+      if (k_ == n) v[n++] = p_;                                  \
+    }                                                            \
   } while (0)
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
