@@ -396,11 +396,12 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 
 /* A node of a lean run (struct mz__run.lean: host memory only, no faults,
  * memory limits, observers or timing) taken from the pool, on its common
- * path: its arguments built for this device by an earlier plan, no failed
- * predecessor, not a perf-model sample, a synchronous function of at most
- * 16 parameters.  What run_task and prepare_kept test for the general case
- * is known here.  false: nothing was done but asking the perf models
- * (*sampled), and run_task takes the node. */
+ * path: its arguments built for this device by an earlier plan (the
+ * caller tests it), no failed predecessor, not a perf-model sample, a
+ * synchronous function of at most 16 parameters.  What run_task and
+ * prepare_kept test for the general case is known here.  false: nothing
+ * was done but asking the perf models (*sampled), and run_task takes the
+ * node. */
 static bool run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
   const mz_kernel *kern = t->kernel;
   struct mz__exec *e = &t->exec;
@@ -415,8 +416,7 @@ static bool run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampl
     fn = t->host->fn;
     user = t->host->user;
   }
-  if (__builtin_expect(t->nparams > 16 || e->args_for != dev ||
-                           atomic_load_explicit(&dev->dead, memory_order_relaxed) ||
+  if (__builtin_expect(t->nparams > 16 || atomic_load_explicit(&dev->dead, memory_order_relaxed) ||
                            atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                        0))
     return false;
@@ -463,7 +463,8 @@ static void run_taken(struct worker *w, mz_op *op) {
     if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
   }
   int sampled = -1;
-  if (!counted && run_lean(w, op, t, &sampled)) return;
+  /* args_for: a first run of the node is planned (run_task), never lean. */
+  if (!counted && t->exec.args_for == w->q->dev && run_lean(w, op, t, &sampled)) return;
   run_task(w, &t->exec, counted, sampled);
   /* The watchdog reads progress from the runs' counters: publish
    * them per node while it watches. */
