@@ -426,24 +426,35 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   }
 }
 
+/* Undo replay_claim's first n records. */
+static void replay_unclaim(const struct mz__lowered *lw, size_t n) {
+  for (size_t i = 0; i < n; i++) mz__hz_set(&lw->bufs[i].b->hz, NULL, NULL, 0);
+}
+
 /* Whether lw's frozen run still holds all of its edges: no other run has a
  * hazard record on its buffers (its own runs, which a re-run waits for,
  * cleared theirs at their end), none is poisoned (a read of it would be
- * canceled) and none was partitioned since.  rt->lock is held. */
-static bool replay_ok(const struct mz__lowered *lw) {
+ * canceled) and none was partitioned since; and, in the same pass over
+ * the buffers (each a cache line the run has not touched yet), set their
+ * hazard records as the frozen run's end left them: true.  false: nothing
+ * was set.  rt->lock is held. */
+static bool replay_claim(const struct mz__lowered *lw) {
   for (size_t i = 0; i < lw->nbufs; i++) {
-    mz_buffer *b = lw->bufs[i].b;
+    const struct mz__lwbuf *lb = &lw->bufs[i];
+    mz_buffer *b = lb->b;
     if (mz__hz_busy(&b->hz) || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
-        atomic_load_explicit(&b->has_tiles, memory_order_relaxed))
+        atomic_load_explicit(&b->has_tiles, memory_order_relaxed)) {
+      replay_unclaim(lw, i);
       return false;
+    }
+    mz__hz_set(&b->hz, lb->writer, lb->readers, lb->nreaders);
   }
   return true;
 }
 
 /* Commit run r from lw's frozen run: the same edges, counters as at its
- * start, the buffers' hazard records as at its end.  rt->lock is held;
- * r->tasks holds lw->topo.  Cannot fail (a readers list that cannot grow
- * keeps what fits, as in schedule_locked). */
+ * start (the buffers' hazard records as at its end: replay_claim).
+ * rt->lock is held; r->tasks holds lw->topo.  Cannot fail. */
 static void replay(struct mz__lowered *lw, struct mz__run *r) {
   /* The last run shared every task and this one will too: no task is
    * placed, so none needs its run gate (it keeps a task from being placed
@@ -473,11 +484,6 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
     atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
     t->host_wait = open;
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
-  }
-  for (size_t i = 0; i < lw->nbufs; i++) {
-    const struct mz__lwbuf *lb = &lw->bufs[i];
-    mz_buffer *b = lb->b;
-    mz__hz_set(&b->hz, lb->writer, lb->readers, lb->nreaders);
   }
 }
 
@@ -607,8 +613,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   size_t nfail = 0;
   /* The root's last run froze its edges and no other run holds records on
    * its buffers: replay them. */
-  if (!rc && lw && lw->replay && replay_ok(lw)) {
+  if (!rc && lw && lw->replay && replay_claim(lw)) {
     r->tasks = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
+    if (!r->tasks) replay_unclaim(lw, lw->nbufs);
     if (r->tasks) {
       if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);
       r->ntasks = lw->ntasks;

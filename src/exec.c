@@ -1065,10 +1065,11 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
     if (e->t_end > e->t_start) {
       /* A CPU node of a run that is not timed: its queue's busy time is
        * counted per burst (mz__queue_flush), and it was timed because the
-       * perf models chose it as a sample, unless its kernel is async (timed
-       * always: the models then decide here, as for other devices). */
+       * perf models chose it as a sample, unless its kernel is async and
+       * not ends_inline (timed always: the models then decide here, as for
+       * other devices). */
       bool burst = dev->ops->host_memory && !r->timed;
-      bool chosen = burst && !(t->kernel && t->kernel->async);
+      bool chosen = burst && !(t->kernel && t->kernel->async && !t->kernel->async->ends_inline);
       if (!burst) {
         if (acct && acct->dev == dev->info.index)
           acct->busy += e->t_end - e->t_start;
@@ -1290,6 +1291,28 @@ void mz__task_ungate(mz_op *op, bool failed) {
   release_gate(op, &w);
   work_drain(&w);
   mz__in_runtime_thread = saved;
+}
+
+mz_op *mz__task_ungate_take(mz_op *op) {
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  if (!r->lean || !t->shared || has_plan_next(t) || atomic_load_explicit(&r->rt->poisoned, memory_order_relaxed)) {
+    mz__task_ungate(op, false);
+    return NULL;
+  }
+  if (atomic_fetch_sub_explicit(&t->unfin, 1, memory_order_acq_rel) != 1) return NULL;
+  if (__builtin_expect(atomic_load_explicit(&t->pred_failed, memory_order_acquire), 0)) {
+    int saved = mz__in_runtime_thread;
+    mz__in_runtime_thread = 1; /* it may end the run: its callbacks must not block */
+    struct work w;
+    work_init(&w);
+    work_push(&w, op, W_READY); /* canceled there */
+    work_drain(&w);
+    mz__in_runtime_thread = saved;
+    return NULL;
+  }
+  atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  return op;
 }
 
 void mz__batch_done(struct mz__batch *b) {

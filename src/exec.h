@@ -17,6 +17,12 @@ void mz__task_finish(struct mz_op *op, int status);
 /* Release one of op's outside gates (struct mz__task's ngates) in its
  * run, from any thread, no lock held; failed: op is canceled once ready. */
 void mz__task_ungate(struct mz_op *op, bool failed);
+/* As mz__task_ungate(op, false), from a CPU worker of op's runtime (an idle
+ * poll): when this makes op ready and op may take the short way (a shared
+ * node of a lean run, not canceled, no plan link), op is returned in state
+ * QUEUED for that worker to run next, as mz__task_finish_lean's ready
+ * nodes are; otherwise it goes the common way and NULL is returned. */
+struct mz_op *mz__task_ungate_take(struct mz_op *op);
 void mz__fail_message(struct mz__run *r, struct mz_op *op, int code, const char *detail);
 /* Whether the failure of p, a task of another run (in flight or done),
  * cancels s: p is a build-time predecessor of s (an argument's producer,

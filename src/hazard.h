@@ -22,20 +22,12 @@
 #include <stdint.h>
 
 #include "maize.h"
+#include "objects/mz_buffer.h"
 
 struct mz_op;
 struct mz__run;
 
-struct mz__hazards {
-  struct mz_op *writer;           /* the last writer scheduled, in a run in flight */
-  struct mz_op **readers;         /* the readers scheduled since */
-  unsigned nreaders, capreaders;
-  uint64_t stamp;                 /* visited in the pass with this stamp (planning, a run's end) */
-  /* The planned state (see the top). */
-  struct mz_op *pwriter;
-  struct mz_op **preaders;
-  unsigned npreaders, cappreaders;
-};
+/* struct mz__hazards is a buffer's part (objects/mz_buffer.h). */
 
 /* Out of line: the copy mz__hz_begin makes, and a planned readers list's
  * growth.  MZ_ENOMEM or MZ_OK. */

@@ -29,11 +29,16 @@
  * the message is in and the run has started (the graph's early list: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
- * writes that another rank reads is copied into a staging block (shared
- * by the graph's folded sends, reused once a message is out: struct
- * sblock) and sent when the user's function returns (struct dtask's out),
- * up to MZ__MPI_FOLD_MAX bytes; a larger one, or one with no wrapped
- * producer, gets a send node.  A task that updates a received value in
+ * writes that another rank reads is sent when the user's function returns
+ * (struct dtask's out): up to m->direct_max bytes from the buffer (C_DSEND;
+ * the task ends once it is out, most often at once), else up to
+ * MZ__MPI_FOLD_MAX bytes copied into a staging block first (shared by the
+ * graph's folded sends, reused once a message is out: struct sblock; the
+ * task ends at once); a larger one, or one with no wrapped producer, gets
+ * a send node.  A wrapped task that ends in its start returns
+ * MZ__ASYNC_ENDED, and its worker ends it as a CPU function's; a reader
+ * that a worker's idle poll releases runs next on that worker
+ * (mz__task_ungate_take).  A task that updates a received value in
  * place, or one not wrapped, reads it from the buffer: a receive node
  * copies it there (made when such a reader comes).  The messages are the
  * same either way; a failed or canceled producer sends a mark
@@ -90,6 +95,7 @@
 enum cmd_kind {
   C_SEND,   /* a send node's data */
   C_FSEND,  /* a task's output, sent from its completion (staged) */
+  C_DSEND,  /* a task's small output, sent from its buffer: the task ends once it is out */
   C_RECV,   /* a transfer's message, into its staging memory */
   C_MARK,   /* an empty message: the data will not come */
   C_COLL,   /* the status exchange of mz_dgraph_wait (MPI_Iallgather) */
@@ -110,19 +116,22 @@ struct xfer;
 /* One request: a transfer's (embedded in its struct xfer, reused every
  * run) or a collective's (allocated). */
 struct cmd {
-  struct cmd *next;   /* the queue, or the list of completed ones */
+  /* What a send from a task touches, on one cache line with the
+   * transfer's posted and dg (struct xfer starts with them). */
   enum cmd_kind kind;
-  struct xfer *x;     /* C_SEND, C_RECV, C_MARK */
-  mz_op *op;          /* C_SEND: the node to end */
-  void *buf;          /* data, or the gather's array */
   int bytes;
-  int got;            /* C_RECV: the bytes received */
   int peer, tag;
+  void *buf;          /* data, or the gather's array */
   MPI_Comm comm;
+  MPI_Request req;
+  struct dtask *dt;   /* C_DSEND: the task whose end waits for it */
+  struct xfer *x;     /* C_SEND, C_FSEND, C_DSEND, C_RECV, C_MARK */
+  struct cmd *next;   /* the queue, or the list of completed ones */
+  mz_op *op;          /* C_SEND: the node to end */
+  int got;            /* C_RECV: the bytes received */
   MPI_Comm *newcomm;  /* C_IDUP */
   int *sendv;         /* C_COLL: this rank's status, buf gets everyone's */
   struct waiter *w;   /* C_COLL, C_IDUP */
-  MPI_Request req;
   MPI_Request *reqs;  /* C_FREE: the graph's persistent requests (freed here) */
   int nreqs;
 };
@@ -138,6 +147,7 @@ struct mz_mpi {
   mz_runtime *rt;
   uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
   size_t stage_max;    /* $MZ_MPI_STAGING_MAX: folded sends' staging one graph may hold here (bytes) */
+  int direct_max;      /* $MZ_MPI_DIRECT_MAX: folded sends up to this size go from the buffer (bytes) */
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
@@ -199,6 +209,13 @@ struct mz_mpi {
  * Folded sends' staging blocks come in power-of-two size classes up to it. */
 #define MZ__MPI_FOLD_MAX 65536
 #define MZ__MPI_NCLASS 17
+/* By default a folded send of at most this many bytes goes from its
+ * producer's buffer, with no staging copy ($MZ_MPI_DIRECT_MAX, up to
+ * MZ__MPI_FOLD_MAX): MPI sends it eagerly on any transport (shared
+ * memory's and InfiniBand's eager limits are 4 and 12 KiB, TCP's 64), so
+ * its request is most often complete once posted; when it is not, the
+ * producer ends when it is (it holds the buffer until then). */
+#define MZ__MPI_DIRECT_MAX 1024
 
 /* A staging block of a folded send; its bytes follow the header. */
 struct sblock {
@@ -222,15 +239,19 @@ enum xstate {
 };
 
 struct xfer {
+  /* Send, or direct receive: the run (dg->epoch) whose message (data or
+   * mark) is posted or handed on, set by whichever of start and ended
+   * comes first: a new run needs no reset. */
+  _Atomic unsigned posted;
   mz_dgraph *dg;
+  struct cmd c;         /* here: see struct cmd */
   bool send;            /* this rank's side */
   int peer, tag;
   size_t data;          /* data id */
   int bytes;            /* the buffer's size (read here: the registry may grow meanwhile) */
+  unsigned scls;        /* folded send: its staging blocks' size class (2^scls >= bytes) */
+  bool dsend;           /* folded send from the producer's buffer (C_DSEND: m->direct_max) */
   void *stage;          /* receive: where the message lands (bytes, at least 1) */
-  /* Send: this run's message (data or mark) is posted or handed on (set by
-   * whichever of start and ended comes first). */
-  _Atomic bool posted;
   _Atomic int state;    /* receive: enum xstate */
   mz_op *op;            /* receive: the waiting node (X_WAITING) */
   void *dst;            /* receive: its buffer's memory */
@@ -248,8 +269,8 @@ struct xfer {
   size_t rk;            /* staged receive: its persistent request, dg->rreq[rk] */
   mz_op **readers;      /* folded receive: the tasks it gates */
   size_t nreaders, capreaders;
-  struct cmd c;
 };
+
 
 /* A folded receive's gates, per run, are released once both the message
  * is in and the run has started (its counters are set then): a message in
@@ -263,12 +284,21 @@ struct xfer {
  * completion sends.  Its address travels as the wrapper's last argument. */
 struct tio {
   unsigned p;
+  bool dsend;           /* out: x->dsend */
   struct xfer *x;
+  void *stage;          /* in: x->stage (read here: one cache line less per input) */
 };
 struct dtask {
   mz_kernel *uk;
+  mz_cpu_fn fn;         /* uk's CPU function and its user pointer */
+  void *fn_user;
   struct tio *in, *out;
   unsigned nin, capin, nout, capout;
+  unsigned ndirect;     /* outputs sent from the buffer (xfer's dsend) */
+  /* This run: the node, and its direct sends not yet out plus one (the
+   * task's own share): whoever takes it to 0 ends the node. */
+  mz_op *op;
+  _Atomic unsigned pend;
 };
 
 struct mz_dgraph {
@@ -303,6 +333,14 @@ struct mz_dgraph {
   int run_status;      /* the last mz_dgraph_run's error, for a wait without a future */
   struct xfer *_Atomic early; /* folded receives in before the run started, or EARLY_CLOSED */
   size_t nfold;        /* folded receives */
+  unsigned epoch;      /* runs started (struct xfer's posted) */
+  /* Set at the first run: the staged receives' commands in plan order
+   * (rk), and those of them with a node (their state is reset per run). */
+  bool planned, rinit;
+  struct tio *tios;    /* every wrapped task's in and out lists, in build order (set at the first run) */
+  struct cmd **rcmd;
+  struct xfer **rnode;
+  size_t nrnode;
   /* The staged receives' persistent requests (MPI_Recv_init at the first
    * run that posts them, MPI_Start at each: a staged receive lands in the
    * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
@@ -322,6 +360,12 @@ struct mz_dgraph {
   size_t sbytes;
   size_t rbytes; /* staging memory of this rank's receives (one per staged transfer; under slock) */
 };
+
+/* Whether x's message of this run was posted already; marks it posted. */
+static bool posted_before(struct xfer *x) {
+  unsigned e = x->dg->epoch;
+  return atomic_exchange_explicit(&x->posted, e, memory_order_relaxed) == e;
+}
 
 static void comm_fail(mz_mpi *m, int err, const char *what) {
   char s[MPI_MAX_ERROR_STRING];
@@ -372,7 +416,7 @@ static void waiter_done(struct waiter *w, int err) {
 
 /* Whether a pending c has someone waiting on it. */
 static bool is_urgent(const struct cmd *c) {
-  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_COLL || c->kind == C_IDUP ||
+  return c->kind == C_SEND || c->kind == C_FSEND || c->kind == C_DSEND || c->kind == C_COLL || c->kind == C_IDUP ||
          (c->kind == C_RECV && c->x->direct && !c->x->drain);
 }
 
@@ -429,6 +473,7 @@ static bool post(mz_mpi *m, struct cmd *c) {
   switch (c->kind) {
   case C_SEND:
   case C_FSEND:
+  case C_DSEND:
     err = MPI_Isend(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
     break;
   case C_RECV: {
@@ -487,21 +532,26 @@ static void recv_finish(struct xfer *x, mz_op *op) {
 }
 
 /* A folded receive's message is in and its run started: its readers may
- * run (canceled when the message is a mark). */
-static void release_gates(struct xfer *x) {
+ * run (canceled when the message is a mark).  next: on a CPU worker's idle
+ * poll, where one reader it makes ready is handed to that worker to run
+ * next (NULL elsewhere). */
+static void release_gates(struct xfer *x, mz_op **next) {
   bool failed = x->c.got == 0 && x->bytes > 0;
-  for (size_t i = 0; i < x->nreaders; i++) mz__task_ungate(x->readers[i], failed);
+  for (size_t i = 0; i < x->nreaders; i++) {
+    if (next && !*next && !failed) *next = mz__task_ungate_take(x->readers[i]);
+    else mz__task_ungate(x->readers[i], failed);
+  }
 }
 
 /* The message of folded receive x is in: its gates are released now if
  * its run started, else when it starts. */
-static void gate_arrived(mz_mpi *m, struct xfer *x) {
+static void gate_arrived(mz_mpi *m, struct xfer *x, mz_op **next) {
   mz_dgraph *dg = x->dg;
   struct xfer *h = atomic_load_explicit(&dg->early, memory_order_acquire);
   do {
     if (h == EARLY_CLOSED) {
       atomic_fetch_sub(&m->urgent, 1);
-      release_gates(x);
+      release_gates(x, next);
       return;
     }
     x->enext = h;
@@ -520,12 +570,12 @@ static bool gates_open(mz_dgraph *dg) {
   long in = 0;
   atomic_fetch_add(&m->urgent, (int)dg->nfold);
   struct xfer *x = atomic_exchange_explicit(&dg->early, EARLY_CLOSED, memory_order_acq_rel);
-  for (; x; x = x->enext, in++) release_gates(x);
+  for (; x; x = x->enext, in++) release_gates(x, NULL);
   atomic_fetch_sub(&m->urgent, (int)in);
   return (size_t)in < dg->nfold;
 }
 
-static void complete(mz_mpi *m, struct cmd *c) {
+static void complete(mz_mpi *m, struct cmd *c, mz_op **next) {
   struct xfer *x = c->x;
   switch (c->kind) {
   case C_SEND:
@@ -535,6 +585,10 @@ static void complete(mz_mpi *m, struct cmd *c) {
   case C_FSEND:
     atomic_fetch_sub(&m->urgent, 1);
     stage_give(x->dg, sblock_of(c->buf));
+    break;
+  case C_DSEND:
+    atomic_fetch_sub(&m->urgent, 1);
+    if (atomic_fetch_sub_explicit(&c->dt->pend, 1, memory_order_acq_rel) == 1) mz__task_finish(c->dt->op, MZ_OK);
     break;
   case C_RECV: {
     if (x->direct) {
@@ -546,7 +600,7 @@ static void complete(mz_mpi *m, struct cmd *c) {
       }
       break;
     }
-    if (x->fold) gate_arrived(m, x);
+    if (x->fold) gate_arrived(m, x, next);
     if (!x->has_node) break;
     int s = atomic_load_explicit(&x->state, memory_order_relaxed);
     for (;;) {
@@ -592,9 +646,9 @@ static void note_traffic(mz_mpi *m, uint64_t now) {
 #define MZ__MPI_SCAN 4
 
 /* Test the oldest limit pending requests and complete what finished;
- * try: leave them when another thread tests them.  Returns how many
- * completed. */
-static int poll_pending(mz_mpi *m, bool try, int limit) {
+ * try: leave them when another thread tests them; next: see
+ * release_gates.  Returns how many completed. */
+static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
   if (!atomic_load_explicit(&m->npend, memory_order_relaxed)) return 0;
   if (try) {
     if (pthread_mutex_trylock(&m->plock)) return 0;
@@ -665,19 +719,19 @@ static int poll_pending(mz_mpi *m, bool try, int limit) {
   while (head) {
     struct cmd *c = head;
     head = c->next;
-    complete(m, c);
+    complete(m, c, next);
   }
   return out;
 }
 
 /* ---- the idle workers' hook ---- */
 
-static bool idle_poll(void *ctx) {
+static bool idle_poll(void *ctx, mz_op **next) {
   mz_mpi *m = ctx;
   if (atomic_load_explicit(&m->unnoted, memory_order_relaxed) &&
       atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed))
     note_traffic(m, mz__now_ns());
-  return poll_pending(m, true, MZ__MPI_WINDOW) > 0;
+  return poll_pending(m, true, MZ__MPI_WINDOW, next) > 0;
 }
 
 static void idle_state(void *ctx, enum mz__idle_state to) {
@@ -782,7 +836,7 @@ static void *comm_main(void *arg) {
     if (napped && !q && atomic_load(&m->spinning) > 0) continue;
     /* The oldest requests, which complete first, and every 16th time all
      * of them (a run's receives: a pass over all costs microseconds). */
-    if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW) > 0) progress = true;
+    if (poll_pending(m, false, polls++ % 16 == 0 || !active ? INT32_MAX : 2 * MZ__MPI_WINDOW, NULL) > 0) progress = true;
     /* Asked to poll for a parked worker: what completed woke one, which
      * tests again when it runs out of work (or asks again). */
     if (progress && m->idle_hook) atomic_store(&m->poll_on, false);
@@ -812,6 +866,7 @@ static bool send_now(mz_mpi *m, struct xfer *x, struct cmd *c) {
   if (done) {
     /* Before the count: mz_dgraph_destroy frees the blocks once it drops. */
     if (c->kind == C_FSEND) stage_give(x->dg, sblock_of(c->buf));
+    /* (C_DSEND: counted out by its task, which learns it from the return.) */
     atomic_fetch_sub_explicit(&x->dg->inflight, 1, memory_order_release);
     return true;
   }
@@ -826,11 +881,12 @@ static int xfer_start(mz_op *op, const mz_call *call) {
   if (!x->send && x->direct) {
     /* The node holds the buffer: the message lands there. */
     x->op = op;
-    atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+    atomic_store_explicit(&x->posted, x->dg->epoch, memory_order_relaxed);
     struct cmd *c = &x->c;
     c->kind = C_RECV;
     c->buf = call->args[0].p;
     c->got = 0;
+    x->drain = false;
     atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
     submit(m, c);
     if (!on_worker(m) || !m->idle_hook) wake_comm(m);
@@ -853,7 +909,7 @@ static int xfer_start(mz_op *op, const mz_call *call) {
     recv_finish(x, op);
     return 0;
   }
-  atomic_store_explicit(&x->posted, true, memory_order_relaxed);
+  atomic_store_explicit(&x->posted, x->dg->epoch, memory_order_relaxed);
   struct cmd *c = &x->c;
   c->kind = C_SEND;
   c->op = op;
@@ -869,7 +925,7 @@ static int xfer_start(mz_op *op, const mz_call *call) {
  * mark), or take and drop the message of a direct receive that will not
  * (the next run's receive must not match it). */
 static void xfer_abandon(struct xfer *x) {
-  if (!(x->send || x->direct) || atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) return;
+  if (!(x->send || x->direct) || posted_before(x)) return;
   struct cmd *c = &x->c;
   if (x->send) {
     c->kind = C_MARK;
@@ -911,15 +967,13 @@ static const struct mz__async_ops xfer_ops = {.start = xfer_start, .ended = xfer
 
 static int xfer_cpu(const mz_call *call);
 
-/* A free staging block of at least bytes bytes (NULL: out of memory, or
+/* A free staging block of size class k (NULL: out of memory, or
  * a new block would take the graph's folded sends past
  * $MZ_MPI_STAGING_MAX; receives' staging is fixed by the plan, at most
  * MZ__MPI_FOLD_MAX bytes per transfer, and is not counted: a limit that
  * failed a build on one rank only would leave its peers' messages
  * unmatched). */
-static struct sblock *stage_take(mz_dgraph *dg, int bytes) {
-  unsigned k = 0;
-  while (((size_t)1 << k) < (size_t)bytes) k++;
+static struct sblock *stage_take(mz_dgraph *dg, unsigned k) {
   /* The class's last block given back, without the lock (one slot,
    * exchanged whole: no ABA); the common case of a message that went out
    * before the next task of its class ended. */
@@ -960,7 +1014,7 @@ static void stage_give(mz_dgraph *dg, struct sblock *b) {
  * staging memory: the producer ends at once, and a later writer of the
  * buffer need not wait for the message. */
 static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
-  if (atomic_exchange_explicit(&x->posted, true, memory_order_relaxed)) {
+  if (posted_before(x)) {
     stage_give(x->dg, blk);
     return;
   }
@@ -975,32 +1029,50 @@ static void fsend(struct xfer *x, const void *src, struct sblock *blk) {
   else send_now(m, x, c);
 }
 
+/* Send a small folded send's data from its producer's buffer src (held
+ * by the producer until the message is out): true when it is out now (or
+ * the peer got a mark instead), else its completion takes dt->pend down. */
+static bool dsend(struct xfer *x, const void *src, struct dtask *dt) {
+  if (posted_before(x)) return true;
+  struct cmd *c = &x->c;
+  c->kind = C_DSEND;
+  c->buf = (void *)(uintptr_t)src; /* MPI_Isend's buffer is const from MPI 3 on; Open MPI 4's headers say so */
+  c->dt = dt;
+  atomic_fetch_add_explicit(&x->dg->inflight, 1, memory_order_relaxed);
+  return send_now(x->dg->m, x, c);
+}
+
 static struct dtask *dtask_of(uint64_t v) { return (struct dtask *)(uintptr_t)v; }
 
 /* A wrapped task: its gates are released (its folded inputs are in their
  * staging memory); run the user's function on them, then send the
- * outputs that other ranks read. */
+ * outputs that other ranks read.  It ends here (MZ__ASYNC_ENDED: the
+ * worker ends it as a CPU function's, the short way in a lean run) unless
+ * it failed (ended here with its message) or a send from its buffer is not
+ * out yet (that send's completion ends it). */
 static int task_start(mz_op *op, const mz_call *call) {
   unsigned n = call->nargs - 1;
   struct dtask *dt = dtask_of(call->args[n].u64);
-  const mz_kernel_spec *ks = mz__kernel_spec(dt->uk);
   mz_arg argv[16];
   mz_arg *args = n <= 16 ? argv : malloc(n * sizeof *args);
-  struct mz__exec *e = &mz__op_t(op)->exec;
+  struct mz__exec *e = &mz__task_of(op)->exec; /* (a task: the wrapper's) */
   int st = MZ_OK;
+  bool late = false;
   char *msg = NULL;
   if (!args) {
     st = MZ_ENOMEM;
   } else {
     memcpy(args, call->args, n * sizeof *args);
-    for (unsigned i = 0; i < dt->nin; i++) args[dt->in[i].p].p = dt->in[i].x->stage;
+    for (unsigned i = 0; i < dt->nin; i++) args[dt->in[i].p].p = dt->in[i].stage;
     mz_call uc = *call;
     uc.kernel = dt->uk;
     uc.nargs = n;
     uc.args = args;
-    uc.user = ks->cpu.user;
-    int ret = ks->cpu.fn(&uc);
-    e->t_end = mz__now_ns();
+    uc.user = dt->fn_user;
+    int ret = dt->fn(&uc);
+    /* Timed (the run or the perf models want it: t_start is set): the
+     * function's end, before any send may end the node elsewhere. */
+    if (e->t_start) e->t_end = mz__now_ns();
     if (ret != 0) {
       /* As a CPU function's failure (devices/cpu/cpu.c). */
       char buf[200];
@@ -1009,27 +1081,49 @@ static int task_start(mz_op *op, const mz_call *call) {
                strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
       msg = strdup(buf);
       st = MZ_EKERNEL;
-    } else {
-      /* Every block first: out of memory fails the task before any
-       * message goes (the peers then get marks, as for any failure). */
+    } else if (dt->nout) {
+      /* Every staging block first: out of memory fails the task before
+       * any message goes (the peers then get marks, as for any failure). */
+      unsigned ns = dt->nout - dt->ndirect;
       struct sblock *bv[8];
-      struct sblock **blk = dt->nout <= 8 ? bv : malloc(dt->nout * sizeof *blk);
+      struct sblock **blk = ns <= 8 ? bv : malloc(ns * sizeof *blk);
       unsigned got = 0;
-      if (blk)
-        while (got < dt->nout && (blk[got] = stage_take(dt->out[got].x->dg, dt->out[got].x->bytes))) got++;
-      if (!blk || got < dt->nout) {
-        while (got--) stage_give(dt->out[got].x->dg, blk[got]);
+      for (unsigned i = 0; blk && got < ns && i < dt->nout; i++) {
+        if (dt->out[i].dsend) continue;
+        const struct xfer *x = dt->out[i].x;
+        if (!(blk[got++] = stage_take(x->dg, x->scls))) {
+          got--;
+          break;
+        }
+      }
+      if (!blk || got < ns) {
+        for (unsigned i = 0, k = 0; k < got; i++)
+          if (!dt->out[i].dsend) stage_give(dt->out[i].x->dg, blk[k++]);
         st = MZ_ENOMEM;
         msg = strdup("no staging memory for a value sent to another rank (out of memory, or MZ_MPI_STAGING_MAX)");
       } else {
-        for (unsigned i = 0; i < dt->nout; i++) fsend(dt->out[i].x, call->args[dt->out[i].p].p, blk[i]);
-        /* A reply may follow soon: idle workers poll on (idle_hold). */
-        if (dt->nout) note_traffic(dt->out[0].x->dg->m, e->t_end);
+        unsigned out = 0;
+        if (dt->ndirect) {
+          dt->op = op;
+          atomic_store_explicit(&dt->pend, dt->ndirect + 1, memory_order_relaxed);
+        }
+        for (unsigned i = 0, k = 0; i < dt->nout; i++) {
+          struct xfer *x = dt->out[i].x;
+          const void *src = call->args[dt->out[i].p].p;
+          if (dt->out[i].dsend) out += dsend(x, src, dt);
+          else fsend(x, src, blk[k++]);
+        }
+        /* A reply may follow soon: idle workers poll on (idle_hold); the
+         * time is read at the next idle poll, not here (a clock read before
+         * the task's successor runs). */
+        atomic_store_explicit(&dt->out[0].x->dg->m->unnoted, true, memory_order_relaxed);
+        if (dt->ndirect) late = atomic_fetch_sub_explicit(&dt->pend, out + 1, memory_order_acq_rel) != out + 1;
       }
       if (blk != bv) free(blk);
     }
   }
   if (args != argv) free(args);
+  if (st == MZ_OK) return late ? 0 : MZ__ASYNC_ENDED;
   if (msg) mz__exec_set_message(e, msg);
   /* On a failure the peers get marks (task_ended). */
   mz__task_finish(op, st);
@@ -1043,7 +1137,7 @@ static void task_ended(mz_op *op, const mz_arg *values, int status, void *user) 
   for (unsigned i = 0; i < dt->nout; i++) xfer_abandon(dt->out[i].x);
 }
 
-static const struct mz__async_ops task_ops = {.start = task_start, .ended = task_ended};
+static const struct mz__async_ops task_ops = {.start = task_start, .ended = task_ended, .ends_inline = true};
 
 /* The wrapper of user kernel uk: its parameters and a u64 (the struct
  * dtask), run on the CPU by task_start.  Created once per kernel. */
@@ -1131,6 +1225,19 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", smax);
     }
     m->stage_max = (size_t)v;
+  }
+  m->direct_max = MZ__MPI_DIRECT_MAX;
+  const char *dmax = getenv("MZ_MPI_DIRECT_MAX");
+  if (dmax && *dmax) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(dmax, &end, 10);
+    if (errno || *end || dmax[0] == '-' || v > MZ__MPI_FOLD_MAX) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_DIRECT_MAX must be 0 to %d bytes, not '%s'",
+                           MZ__MPI_FOLD_MAX, dmax);
+    }
+    m->direct_max = (int)v;
   }
   bool fold = true, serialized = false;
   const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
@@ -1467,11 +1574,16 @@ void mz_dgraph_destroy(mz_dgraph *dg) {
     free(dg->xf[i]);
   }
   for (size_t i = 0; i < dg->ndts; i++) {
-    free(dg->dts[i]->in);
-    free(dg->dts[i]->out);
+    if (!dg->tios) {
+      free(dg->dts[i]->in);
+      free(dg->dts[i]->out);
+    }
     free(dg->dts[i]);
   }
+  free(dg->tios);
   free(dg->dts);
+  free(dg->rcmd);
+  free(dg->rnode);
   free(dg->wtask);
   free(dg->wparam);
   free(dg->rx);
@@ -1598,8 +1710,10 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
     dg->xf = nx;
     dg->capxf = nc;
   }
-  struct xfer *x = calloc(1, sizeof *x);
+  /* On cache lines of its own: a send from a task touches the first. */
+  struct xfer *x = aligned_alloc(64, (sizeof *x + 63) / 64 * 64);
   if (!x) return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+  memset(x, 0, sizeof *x);
   x->dg = dg;
   x->send = m->rank == src;
   x->peer = x->send ? dst : src;
@@ -1616,11 +1730,17 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
   struct dtask *prod = x->send ? dg->wtask[d] : NULL;
   x->fold = x->send ? prod && x->bytes <= MZ__MPI_FOLD_MAX : rfold && x->bytes <= MZ__MPI_FOLD_MAX;
   x->direct = !x->send && x->bytes > MZ__MPI_FOLD_MAX;
+  /* Without MPI_THREAD_MULTIPLE the communication thread posts it: the
+   * producer would wait for that thread, where a staged send lets it end. */
+  x->dsend = x->send && x->fold && m->multiple && x->bytes <= m->direct_max;
+  while (((size_t)1 << x->scls) < (size_t)x->bytes) x->scls++;
   if (!x->send && !x->direct) {
     if (!(x->stage = malloc(x->bytes ? (size_t)x->bytes : 1))) {
       free(x);
       return dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
     }
+    x->c.kind = C_RECV; /* a staged receive's command is the same every run */
+    x->c.buf = x->stage;
   }
   dg->xf[dg->nxf++] = x;
   if (x->send) dg->nsends++;
@@ -1639,7 +1759,8 @@ static int plan_transfer(mz_dgraph *dg, size_t d, int dst, bool rfold, struct xf
       prod->out = no;
       prod->capout = nc;
     }
-    prod->out[prod->nout++] = (struct tio){dg->wparam[d], x};
+    prod->out[prod->nout++] = (struct tio){dg->wparam[d], x->dsend, x, NULL};
+    prod->ndirect += x->dsend;
     return MZ_OK;
   }
   if (x->fold) {
@@ -1748,6 +1869,8 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
     }
     dg->dts[dg->ndts++] = dt;
     dt->uk = k;
+    dt->fn = k->spec.cpu.fn;
+    dt->fn_user = k->spec.cpu.user;
   }
   /* Reads of values not on exec: a transfer from the rank holding them.
    * A wrapped task reads a value it does not also write from the
@@ -1782,7 +1905,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
       dt->in = ni;
       dt->capin = nc;
     }
-    dt->in[dt->nin++] = (struct tio){pidx[i], x};
+    dt->in[dt->nin++] = (struct tio){pidx[i], false, x, x->stage};
   }
   mz_op *res = NULL;
   if (here) {
@@ -1857,45 +1980,126 @@ static int freeze(mz_dgraph *dg) {
   return MZ_OK;
 }
 
-/* Reset dg's transfers for a run and post all its receives. */
-static void start_transfers(mz_dgraph *dg) {
-  mz_mpi *m = dg->m;
-  dg->nfold = 0;
-  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
-  if (!dg->rreq && dg->nrecvs && (dg->rreq = malloc(dg->nrecvs * sizeof *dg->rreq)) != NULL) {
-    for (size_t i = 0; i < dg->nxf; i++) {
-      struct xfer *x = dg->xf[i];
-      if (!x->send && !x->direct) {
-        x->rk = dg->nrreq++;
-        dg->rreq[x->rk] = MPI_REQUEST_NULL;
-      }
+/* At the first run: the staged receives' persistent requests (in plan
+ * order: rk), their commands in that order, those with a node, and the
+ * count of folded receives.  The plan is fixed by then. */
+static bool plan_receives(mz_dgraph *dg) {
+  dg->planned = true;
+  /* The tasks' lists into one array, in the order they run (a task's own
+   * lists were each a cache line of their own); kept where out of memory.
+   * The graph is frozen: they no longer grow. */
+  size_t nt = 0;
+  for (size_t i = 0; i < dg->ndts; i++) nt += dg->dts[i]->nin + dg->dts[i]->nout;
+  if (nt && (dg->tios = malloc(nt * sizeof *dg->tios)) != NULL) {
+    struct tio *o = dg->tios;
+    for (size_t i = 0; i < dg->ndts; i++) {
+      struct dtask *dt = dg->dts[i];
+      if (dt->nin) memcpy(o, dt->in, dt->nin * sizeof *o);
+      free(dt->in);
+      dt->in = o;
+      o += dt->nin;
+      if (dt->nout) memcpy(o, dt->out, dt->nout * sizeof *o);
+      free(dt->out);
+      dt->out = o;
+      o += dt->nout;
     }
   }
-  /* With MPI_THREAD_MULTIPLE, all at once here: their persistent
-   * requests made at the first run (one lock for all of them: a test
-   * meanwhile waits, or is skipped), then one MPI_Startall. */
-  bool all = m->multiple && dg->rreq && dg->nrreq;
-  if (all) {
-    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
-    pthread_mutex_lock(&m->plock);
+  dg->nfold = 0;
+  size_t nr = 0, nn = 0;
+  for (size_t i = 0; i < dg->nxf; i++) {
+    const struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue;
+    nr++;
+    nn += x->has_node;
+    dg->nfold += x->fold;
+  }
+  /* The list of receives with a node is needed (their state is reset per
+   * run): without it the graph fails (its receives are still posted, so
+   * that the peers' messages are taken). */
+  bool ok = !nn || (dg->rnode = malloc(nn * sizeof *dg->rnode)) != NULL;
+  if (nr && (dg->rreq = malloc(nr * sizeof *dg->rreq)) != NULL && (dg->rcmd = malloc(nr * sizeof *dg->rcmd)) == NULL) {
+    free(dg->rreq);
+    dg->rreq = NULL;
   }
   for (size_t i = 0; i < dg->nxf; i++) {
     struct xfer *x = dg->xf[i];
-    atomic_store_explicit(&x->posted, false, memory_order_relaxed);
-    x->drain = false;
-    if (x->send || x->direct) continue; /* a direct receive is posted by its node */
-    atomic_store_explicit(&x->state, X_POSTED, memory_order_relaxed);
-    if (x->fold) dg->nfold++;
-    x->c.kind = C_RECV;
-    x->c.buf = x->stage;
-    x->c.got = 0;
-    if (!all) atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
-    if (all) {
-      if (dg->rreq[x->rk] == MPI_REQUEST_NULL) {
-        int err = MPI_Recv_init(x->c.buf, x->c.bytes, MPI_BYTE, x->c.peer, x->c.tag, x->c.comm, &dg->rreq[x->rk]);
+    if (x->send || x->direct) continue;
+    if (x->has_node && dg->rnode) dg->rnode[dg->nrnode++] = x;
+    if (!dg->rreq) continue;
+    x->rk = dg->nrreq++;
+    dg->rreq[x->rk] = MPI_REQUEST_NULL;
+    dg->rcmd[x->rk] = &x->c;
+  }
+  return ok;
+}
+
+/* Append n receives, not urgent, to the pending set.  plock held. */
+static void add_pending_all_locked(mz_mpi *m, const MPI_Request *reqs, struct cmd *const *cmds, int n) {
+  if (m->phead + m->pn + n > m->pcap && m->phead > 0) {
+    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
+    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
+    m->phead = 0;
+  }
+  if (m->pn + n > m->pcap) {
+    int nc = m->pcap ? m->pcap : 64;
+    while (nc < m->pn + n) nc *= 2;
+    MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
+    if (r2) m->preq = r2;
+    struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
+    if (c2) m->pcmd = c2;
+    int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
+    if (i2) m->pidx = i2;
+    MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
+    if (s2) m->psts = s2;
+    if (!s2) {
+      fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
+      abort();
+    }
+    m->pcap = nc;
+  }
+  memcpy(m->preq + m->phead + m->pn, reqs, (size_t)n * sizeof *reqs);
+  memcpy(m->pcmd + m->phead + m->pn, cmds, (size_t)n * sizeof *cmds);
+  m->pn += n;
+  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+}
+
+/* A run starts: post its staged receives.  The sends and direct receives
+ * need nothing (a new epoch); a staged receive's command is the same
+ * every run, its state reset only where a node reads it.  With
+ * MPI_THREAD_MULTIPLE, all at once: their persistent requests made at the
+ * first run, then one MPI_Startall and one append to the pending set, from
+ * arrays in plan order (the transfers themselves are not touched: a pass
+ * over a run's transfers here was a cache miss or two each). */
+static void start_transfers(mz_dgraph *dg) {
+  mz_mpi *m = dg->m;
+  dg->epoch++;
+  atomic_store_explicit(&dg->early, NULL, memory_order_relaxed); /* no request of the graph is in flight */
+  for (size_t i = 0; i < dg->nrnode; i++) atomic_store_explicit(&dg->rnode[i]->state, X_POSTED, memory_order_relaxed);
+  if (m->multiple && dg->rreq && dg->nrreq) {
+    atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
+    pthread_mutex_lock(&m->plock);
+    if (!dg->rinit) {
+      dg->rinit = true;
+      for (size_t k = 0; k < dg->nrreq; k++) {
+        const struct cmd *c = dg->rcmd[k];
+        int err = MPI_Recv_init(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &dg->rreq[k]);
         if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Recv_init");
       }
-    } else if (!m->multiple) {
+    }
+    int err = MPI_Startall((int)dg->nrreq, dg->rreq);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
+    add_pending_all_locked(m, dg->rreq, dg->rcmd, (int)dg->nrreq);
+    pthread_mutex_unlock(&m->plock);
+    return;
+  }
+  /* One at a time (through the communication thread without
+   * MPI_THREAD_MULTIPLE: post() starts a persistent request where there is
+   * one). */
+  for (size_t i = 0; i < dg->nxf; i++) {
+    struct xfer *x = dg->xf[i];
+    if (x->send || x->direct) continue; /* a direct receive is posted by its node */
+    atomic_fetch_add_explicit(&dg->inflight, 1, memory_order_relaxed);
+    if (!m->multiple) {
       push_cmd(m, &x->c);
     } else {
       pthread_mutex_lock(&m->plock);
@@ -1904,16 +2108,6 @@ static void start_transfers(mz_dgraph *dg) {
       pthread_mutex_unlock(&m->plock);
     }
   }
-  if (!all) return;
-  int err = MPI_Startall((int)dg->nrreq, dg->rreq);
-  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
-  for (size_t i = 0; i < dg->nxf; i++) {
-    struct xfer *x = dg->xf[i];
-    if (x->send || x->direct) continue;
-    x->c.req = dg->rreq[x->rk];
-    add_pending_locked(m, &x->c);
-  }
-  pthread_mutex_unlock(&m->plock);
 }
 
 int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
@@ -1928,6 +2122,7 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   while (dg->g->active) pthread_cond_wait(&rt->idle, &rt->lock);
   pthread_mutex_unlock(&rt->lock);
   drain(dg);
+  if (!dg->planned && !plan_receives(dg) && st == MZ_OK) st = dg_fail(dg, MZ_ENOMEM, "mz_dgraph_run: out of memory");
   if (dg->m->use_mpi) {
     atomic_store_explicit(&dg->m->last_done, mz__now_ns(), memory_order_relaxed);
     start_transfers(dg);

@@ -508,9 +508,10 @@ static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W) {
  * stage it: the task fails with MZ_ENOMEM (the message says why), rank 0
  * gets a mark and cancels the reader, every rank's wait agrees, and an
  * independent task on rank 0 still runs.  The context has a runtime of
- * its own (the setting is read when a context is created).  With
- * MZ_MPI_FOLD=0 a send node sends from the buffer, with no staging: the
- * runs succeed. */
+ * its own (the setting is read when a context is created).  The values
+ * (2 KiB) are over MZ_MPI_DIRECT_MAX's default (1 KiB, sent from the
+ * buffer).  With MZ_MPI_FOLD=0 a send node sends from the buffer, with no
+ * staging: the runs succeed. */
 static bool case_staging_limit(void) {
   mz_runtime_config cfg = {.devices = "cpu:1", .quiet = true};
   mz_runtime *rt = NULL;
@@ -531,9 +532,10 @@ static bool case_staging_limit(void) {
   const char *fold = getenv("MZ_MPI_FOLD");
   bool fails = size > 1 && !(fold && !strcmp(fold, "0"));
   mz_kernel *kf = kern(rt, "maybe_fail", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
-  double one[8], got[8];
-  for (int j = 0; j < 8; j++) one[j] = 1.0;
-  mz_buffer *x = vec(rt, 8, one), *y = vec(rt, 8, one), *z = vec(rt, 8, one), *u = vec(rt, 8, one), *u2 = vec(rt, 8, one);
+  double one[256], got[256];
+  for (int j = 0; j < 256; j++) one[j] = 1.0;
+  mz_buffer *x = vec(rt, 256, one), *y = vec(rt, 256, one), *z = vec(rt, 256, one), *u = vec(rt, 256, one),
+            *u2 = vec(rt, 256, one);
   CHECK(mz_mpi_register(m, x, r1) == MZ_OK && mz_mpi_register(m, y, r1) == MZ_OK, "register");
   CHECK(mz_mpi_register(m, z, 0) == MZ_OK && mz_mpi_register(m, u, 0) == MZ_OK && mz_mpi_register(m, u2, 0) == MZ_OK,
         "register");
@@ -579,6 +581,33 @@ static bool case_staging_limit(void) {
   mz_buffer *all[] = {x, y, z, u, u2};
   for (int i = 0; i < 5; i++) mz_buffer_release(all[i]);
   mz_kernel_destroy(kf);
+  mz_mpi_destroy(m);
+  mz_runtime_destroy(rt);
+  return ok;
+}
+
+/* ---- values sent from their buffers, past the eager size ----
+ * With MZ_MPI_DIRECT_MAX=65536 the stencil's 32 KiB halos go from the
+ * producers' buffers (no staging): past the shared memory transport's
+ * eager size a send completes only once the peer takes it, and its
+ * producer ends then (before that, its buffer may not change).  The
+ * results are checked against the serial reference. */
+static bool case_direct(void) {
+  mz_runtime_config cfg = {.devices = "cpu:1", .quiet = true};
+  mz_runtime *rt = NULL;
+  CHECK(mz_runtime_create(&cfg, &rt) == MZ_OK, "runtime");
+  if (!rt) exit(1);
+  const char *was = getenv("MZ_MPI_DIRECT_MAX");
+  char *keep = was ? strdup(was) : NULL;
+  setenv("MZ_MPI_DIRECT_MAX", "65536", 1);
+  mz_mpi *m = NULL;
+  int cs = mz_mpi_create(rt, &m);
+  if (keep) setenv("MZ_MPI_DIRECT_MAX", keep, 1);
+  else unsetenv("MZ_MPI_DIRECT_MAX");
+  free(keep);
+  CHECK(cs == MZ_OK, "mz_mpi_create with MZ_MPI_DIRECT_MAX=65536: %s", mz_runtime_last_error(rt));
+  if (cs != MZ_OK) exit(1);
+  bool ok = case_stencil(rt, m, 2 * (size_t)mz_mpi_size(m), 4096, 6, 2);
   mz_mpi_destroy(m);
   mz_runtime_destroy(rt);
   return ok;
@@ -692,7 +721,8 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
    * then, not created). */
   static const char *const bad[][2] = {{"MZ_MPI_FOLD", "2"}, {"MZ_MPI_FOLD", "yes"}, {"MZ_MPI_THREAD", "funneled"},
                                        {"MZ_MPI_SPIN_US", "-1"}, {"MZ_MPI_STAGING_MAX", "-1"},
-                                       {"MZ_MPI_STAGING_MAX", "4k"}};
+                                       {"MZ_MPI_STAGING_MAX", "4k"}, {"MZ_MPI_DIRECT_MAX", "65537"},
+                                       {"MZ_MPI_DIRECT_MAX", "-1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *was = getenv(bad[i][0]);
     char *keep = was ? strdup(was) : NULL;
@@ -727,7 +757,7 @@ int main(void) {
   }
   myrank = mz_mpi_rank(m);
   int size = mz_mpi_size(m);
-  struct { const char *name; bool ok; } res[12];
+  struct { const char *name; bool ok; } res[16];
   int nres = 0;
   res[nres].name = "stencil";
   res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 1));
@@ -750,6 +780,8 @@ int main(void) {
   res[nres++].ok = all_ok(case_drain(rt, m, 9000));
   res[nres].name = "staging-limit";
   res[nres++].ok = all_ok(case_staging_limit());
+  res[nres].name = "direct";
+  res[nres++].ok = all_ok(case_direct());
   res[nres].name = "api";
   res[nres++].ok = all_ok(case_api(rt, m));
   bool ok = true;

@@ -213,9 +213,9 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
   if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
   /* Timed when its run is (observed, or asked for: struct mz__run.timed),
    * or as a perf-model sample; an async kernel always is, since the thread
-   * that ends it reads its start. */
+   * that ends it reads its start, unless it mostly ends in its start. */
   const struct mz__async_ops *async = kern ? kern->async : NULL;
-  bool timed = t->run->timed || async ||
+  bool timed = t->run->timed || (async && !async->ends_inline) ||
                (sampled >= 0 ? sampled : mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index));
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
@@ -263,7 +263,8 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
             counted = true;
           }
           ret = async->start(op, &call);
-          if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
+          if (ret == MZ__ASYNC_ENDED) ret = 0; /* ended in start: as a function's return */
+          else if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
             if (args != argv) free(args);
             if (shapes != shv) free(shapes);
             if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
@@ -398,8 +399,10 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     /* Outside work is tested at once (its message may be in already: a
      * worker behind its peer), then every 4th pause. */
     if (op || (io ? (i - 1) % 4 : i % 16)) continue;
-    if (io && io->poll(ictx)) {
-      if ((op = take(w)) != NULL) break;
+    mz_op *next = NULL;
+    if (io && io->poll(ictx, &next)) {
+      /* A node the poll made ready here (mz__task_ungate_take) runs first. */
+      if ((op = next) != NULL || (op = take(w)) != NULL) break;
       mz__queue_flush(w->q);
     }
     uint64_t now = mz__now_ns();

@@ -12,14 +12,27 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "hazard.h"
 #include "maize.h"
 #include "util.h"
 
 struct mz__exec;
+struct mz__run;
 struct mz__xfer;
 struct mz_device;
 struct mz_op;
+
+/* A buffer's hazard records across runs (their rules: src/hazard.h),
+ * guarded by rt->lock. */
+struct mz__hazards {
+  struct mz_op *writer;           /* the last writer scheduled, in a run in flight */
+  struct mz_op **readers;         /* the readers scheduled since */
+  unsigned nreaders, capreaders;
+  uint64_t stamp;                 /* visited in the pass with this stamp (planning, a run's end) */
+  /* The planned state (src/hazard.h). */
+  struct mz_op *pwriter;
+  struct mz_op **preaders;
+  unsigned npreaders, cappreaders;
+};
 
 enum mz__cstate { MZ__INVALID = 0, MZ__SHARED = 1, MZ__OWNER = 2 };
 

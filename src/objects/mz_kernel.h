@@ -73,6 +73,13 @@ struct mz__async_ops {
    * mz__task_finish(op, status), from any thread.  Nonzero: nothing was
    * started, and the node fails at once as a CPU function's would. */
   int (*start)(struct mz_op *op, const mz_call *call);
+  /* start may also return MZ__ASYNC_ENDED: its work ended in the call and
+   * succeeded, and the worker ends the node as it ends a CPU function's
+   * (timed only when the run or the perf models want it, then the short
+   * end of a lean run).  A kernel that does so sets ends_inline: its nodes
+   * are then not timed for start's sake (t_start and t_end are 0 in start
+   * when nobody times the node). */
+  bool ends_inline;
   /* The node ended with status < 0, from any path (canceled before it
    * ran, start failed, or its work failed).  Called from the thread that
    * finishes it, no lock held; must not block.  values: the node's
@@ -80,6 +87,7 @@ struct mz__async_ops {
    * mz__task_values). */
   void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
 };
+#define MZ__ASYNC_ENDED 1
 static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
 
 void mz__kernel_unref(mz_kernel *k);

@@ -48,8 +48,10 @@ struct mz__memlimit;
  * workers, no lock held; neither call may block. */
 enum mz__idle_state { MZ__IDLE_SPIN, MZ__IDLE_WORK, MZ__IDLE_PARK };
 struct mz__idle_ops {
-  /* Make progress; true when something completed (a node may be ready). */
-  bool (*poll)(void *ctx);
+  /* Make progress; true when something completed (a node may be ready).
+   * *next (NULL on entry) may be set to one node it made ready, from
+   * mz__task_ungate_take, which the worker runs next. */
+  bool (*poll)(void *ctx, struct mz_op **next);
   /* The worker starts spinning idle (SPIN), or stops: it found work
    * (WORK) or is about to park (PARK). */
   void (*idle)(void *ctx, enum mz__idle_state to);
