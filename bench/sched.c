@@ -28,13 +28,14 @@
  * A run that ends before the bound fails the benchmark (exit 1): the bound
  * or the cost model it reads would be wrong.
  *
- * --exact runs DAGs of 8 to 14 nodes on platforms of 2 to 4 devices and
+ * --exact runs DAGs of 8 to 14 nodes on platforms of 2 to 8 devices and
  * finds each DAG's optimum (sched_exact.c, branch and bound) in two
  * models: the simulator's own with copy engines (the optimum is also run
  * in the simulator, which must give its makespan) and the delay model
  * (below every schedule); it prints each policy's makespan over them
  * beside its SLR, and the optimum's own SLR: how much of a policy's SLR
- * no schedule can remove.
+ * no schedule can remove.  MZ_SCHED_EXACT_SHOW=1 prints the optimum's
+ * schedule and where each policy's nodes ran and ended.
  *
  * Usage: mz-bench-sched [--quick] [--exact] [--seeds N] [--copy-engine on|off]
  * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
@@ -430,6 +431,16 @@ static int opt_plan(void *state, const mz_sched *s, mz_task *const tasks[], size
       ord[j] = ord[j - 1];
       ord[j - 1] = t;
     }
+  if (!rc && getenv("MZ_SCHED_EXACT_SHOW")) /* the optimum's schedule, node by node */
+    for (size_t i = 0; i < n; i++) {
+      size_t j = ord[i];
+      printf("  opt: node %zu on queue %u at %.1f us, %.1f us long, after", j, q[j], st[j] / 1e3,
+             mz_task_expected_ns(s, tasks[j], q[j]) / 1e3);
+      for (unsigned k = 0; k < mz_task_pred_count(tasks[j]); k++)
+        for (size_t x = 0; x < n; x++)
+          if (tasks[x] == mz_task_pred(tasks[j], k)) printf(" %zu", x);
+      printf("\n");
+    }
   for (size_t i = 0; !rc && i < n; i++)
     for (size_t j = i + 1; j < n; j++)
       if (q[ord[j]] == q[ord[i]]) {
@@ -453,8 +464,16 @@ static const struct mz_policy_ops opt_policy = {
     .abi = MZ_POLICY_ABI, .name = "bench-opt", .description = "the exact optimum's placement and order (mz-bench-sched --exact)",
     .plan = opt_plan, .select = opt_select};
 
+/* MZ_SCHED_EXACT_SHOW: the run's tasks, so that done can name them. */
+static mz_task *show_tasks[24];
+static size_t show_n;
+
 static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct wrap *w = state;
+  if (exact_mode && n <= 24 && getenv("MZ_SCHED_EXACT_SHOW")) {
+    memcpy(show_tasks, tasks, n * sizeof *tasks);
+    show_n = n;
+  }
   int brc = comm_bound(s, tasks, n, &comm_bound_res);
   if (brc) return brc;
   if (exact_mode && !exact_have) {
@@ -490,6 +509,10 @@ static unsigned w_pick(void *state, const mz_sched *s, unsigned q, mz_task *cons
 
 static void w_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
   struct wrap *w = state;
+  for (size_t i = 0; i < show_n; i++)
+    if (show_tasks[i] == t)
+      printf("  %s: node %zu on queue %u ended at %.1f us, %.1f us long\n", inner[w->i]->name, i, q,
+             mz_sched_now_ns(s) / 1e3, ns / 1e3);
   if (inner[w->i]->done) inner[w->i]->done(w->state, s, t, q, ns);
 }
 
@@ -525,6 +548,7 @@ static const struct platform platforms_exact[] = {
     {"sim:fast*1@speed=8,link=200M/s;sim:slow*1@speed=2,link=200M/s", "2 dev (8+2)"},
     {"sim:gpu*1@speed=16,link=200M/s;sim:mid*1@speed=4,link=200M/s;sim:cpu*1@speed=1,link=400M/s", "3 dev (16+4+1)"},
     {"sim:gpu*2@speed=16,link=200M/s;sim:cpu*2@speed=2,link=400M/s", "4 dev (2x16+2x2)"},
+    {"sim:gpu*2@speed=16,link=200M/s;sim:cpu*6@speed=2,link=400M/s", "8 dev (2x16+6x2)"},
 };
 #define NPLAT_EXACT (sizeof platforms_exact / sizeof platforms_exact[0])
 
