@@ -37,7 +37,14 @@
  * no schedule can remove.  MZ_SCHED_EXACT_SHOW=1 prints the optimum's
  * schedule and where each policy's nodes ran and ended.
  *
- * Usage: mz-bench-sched [--quick] [--exact] [--seeds N] [--copy-engine on|off]
+ * --improve (heft, dmda and dmdas, DAGs of up to 1,000 nodes): from the
+ * policy's own schedule (where each node ran, in which order), a local
+ * search in the same model moves one node at a time to another queue
+ * while the makespan drops (sched_model_improve, three passes), and the
+ * result is run in the simulator: how much a policy leaves that single
+ * moves recover, on DAGs too large for --exact.
+ *
+ * Usage: mz-bench-sched [--quick] [--exact | --improve] [--seeds N] [--copy-engine on|off]
  * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
 #include <getopt.h>
 #include <math.h>
@@ -413,13 +420,24 @@ static int exact_solve_both(const mz_sched *s, mz_task *const tasks[], size_t n)
  * node where the copy-engine model's optimum has it, in its order on
  * each queue (mz_task_set_after, as heft), so that the simulator's
  * makespan under it checks the model against the simulator. */
+/* --improve sets these to replay the local search's schedule instead. */
+static const unsigned *replay_queue;
+static const double *replay_key;
+static size_t replay_n;
+
 static int opt_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   (void)state;
   unsigned *q = malloc((n + 1) * sizeof *q);
   double *st = malloc((n + 1) * sizeof *st);
   size_t *ord = malloc((n + 1) * sizeof *ord);
   struct sched_exact r;
-  int rc = q && st && ord ? sched_exact_solve(s, tasks, n, SCHED_EXACT_LANE, exact_budget, &r, q, st) : MZ_ENOMEM;
+  int rc = !q || !st || !ord ? MZ_ENOMEM : MZ_OK;
+  if (!rc && replay_queue) {
+    if (replay_n != n) rc = MZ_EINVAL;
+    for (size_t i = 0; !rc && i < n; i++) q[i] = replay_queue[i], st[i] = replay_key[i];
+  } else if (!rc) {
+    rc = sched_exact_solve(s, tasks, n, SCHED_EXACT_LANE, exact_budget, &r, q, st);
+  }
   for (size_t i = 0; !rc && i < n; i++) {
     rc = mz_task_set_queue(s, tasks[i], q[i]);
     ord[i] = i;
@@ -461,8 +479,55 @@ static int opt_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
 }
 
 static const struct mz_policy_ops opt_policy = {
-    .abi = MZ_POLICY_ABI, .name = "bench-opt", .description = "the exact optimum's placement and order (mz-bench-sched --exact)",
+    .abi = MZ_POLICY_ABI, .name = "bench-opt",
+    .description = "the exact optimum's placement and order (--exact), or the local search's (--improve)",
     .plan = opt_plan, .select = opt_select};
+
+/* --improve: the run's costs (from its plan call) and where each node ran
+ * (from done), for a local search from the policy's own schedule. */
+static bool improve_mode;
+static struct sched_model *imp_model;
+struct imp_ix {
+  const mz_task *t;
+  size_t i;
+};
+static struct imp_ix *imp_ix;
+static size_t imp_n;
+static unsigned *imp_queue;
+static double *imp_start;
+
+static int by_task(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct imp_ix *)a)->t, y = (uintptr_t)((const struct imp_ix *)b)->t;
+  return x < y ? -1 : x > y;
+}
+
+static void imp_clear(void) {
+  sched_model_free(imp_model);
+  free(imp_ix);
+  free(imp_queue);
+  free(imp_start);
+  imp_model = NULL;
+  imp_ix = NULL;
+  imp_queue = NULL;
+  imp_start = NULL;
+  imp_n = 0;
+}
+
+static int imp_capture(const mz_sched *s, mz_task *const tasks[], size_t n) {
+  imp_clear();
+  imp_model = sched_model_build(s, tasks, n);
+  imp_ix = malloc((n + 1) * sizeof *imp_ix);
+  imp_queue = calloc(n + 1, sizeof *imp_queue);
+  imp_start = calloc(n + 1, sizeof *imp_start);
+  if (!imp_model || !imp_ix || !imp_queue || !imp_start) {
+    imp_clear();
+    return MZ_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) imp_ix[i] = (struct imp_ix){tasks[i], i};
+  qsort(imp_ix, n, sizeof *imp_ix, by_task);
+  imp_n = n;
+  return 0;
+}
 
 /* MZ_SCHED_EXACT_SHOW: the run's tasks, so that done can name them. */
 static mz_task *show_tasks[24];
@@ -470,6 +535,10 @@ static size_t show_n;
 
 static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct wrap *w = state;
+  if (improve_mode) {
+    int irc = imp_capture(s, tasks, n);
+    if (irc) return irc;
+  }
   if (exact_mode && n <= 24 && getenv("MZ_SCHED_EXACT_SHOW")) {
     memcpy(show_tasks, tasks, n * sizeof *tasks);
     show_n = n;
@@ -509,6 +578,13 @@ static unsigned w_pick(void *state, const mz_sched *s, unsigned q, mz_task *cons
 
 static void w_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
   struct wrap *w = state;
+  if (imp_n) {
+    struct imp_ix key = {t, 0}, *hit = bsearch(&key, imp_ix, imp_n, sizeof *imp_ix, by_task);
+    if (hit) {
+      imp_queue[hit->i] = q;
+      imp_start[hit->i] = (double)mz_sched_now_ns(s) - (double)ns;
+    }
+  }
   for (size_t i = 0; i < show_n; i++)
     if (show_tasks[i] == t)
       printf("  %s: node %zu on queue %u ended at %.1f us, %.1f us long\n", inner[w->i]->name, i, q,
@@ -652,6 +728,7 @@ int main(int argc, char **argv) {
   bool copy = true, seeds_given = false;
   static const struct option longopts[] = {
       {"copy-engine", required_argument, NULL, 'C'}, {"exact", no_argument, NULL, 'x'},
+      {"improve", no_argument, NULL, 'I'},
       {"quick", no_argument, NULL, 'q'},          {"seeds", required_argument, NULL, 's'},
       {"platform", required_argument, NULL, 'p'}, {"nodes", required_argument, NULL, 'n'},
       {"ccr", required_argument, NULL, 'c'},      {"policy", required_argument, NULL, 'P'},
@@ -664,6 +741,7 @@ int main(int argc, char **argv) {
     switch (opt) {
     case 'q': quick = true; break;
     case 'x': exact_mode = true; break;
+    case 'I': improve_mode = true; break;
     case 's':
       if (!bench_arg_long(prog, "--seeds", optarg, 1, 1000, &num)) return 2;
       seeds = (unsigned)num;
@@ -689,7 +767,7 @@ int main(int argc, char **argv) {
       copy = !strcmp(optarg, "on");
       break;
     case 'h':
-      printf("usage: %s [--quick] [--exact] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P] "
+      printf("usage: %s [--quick] [--exact | --improve] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P] "
              "[--copy-engine on|off]\n",
              prog);
       return 0;
@@ -699,6 +777,11 @@ int main(int argc, char **argv) {
   if (bench_arg_rest(prog, argc, argv)) return 2;
   if (quick) seeds = 1;
   if (exact_mode && !seeds_given) seeds = quick ? 2 : 5;
+  if (improve_mode && (exact_mode || !copy)) {
+    fprintf(stderr, "%s: --improve runs on the full benchmark's DAGs with copy engines (not with --exact or "
+            "--copy-engine off)\n", prog);
+    return 2;
+  }
   if (exact_mode && !copy) {
     fprintf(stderr, "%s: --exact models the simulator's copy engines; it does not run with --copy-engine off\n", prog);
     return 2;
@@ -763,6 +846,10 @@ int main(int argc, char **argv) {
   double xr_sum[NPOL][NCCR] = {{0}}, xr_max[NPOL][NCCR] = {{0}}, xd_sum[NPOL][NCCR] = {{0}},
          xo_sum[NPOL][NCCR] = {{0}}, xo_cp[NPOL][NCCR] = {{0}}, xn[NPOL][NCCR] = {{0}};
   unsigned unproven = 0, replayed = 0;
+  /* --improve: the local search's schedule run in the simulator, over the policy's makespan. */
+  double im_sum[NPOL][NCCR] = {{0}}, im_min[NPOL][NCCR], im_n[NPOL][NCCR] = {{0}};
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned c = 0; c < NCCR; c++) im_min[i][c] = INFINITY;
   double replay_diff = 0; /* the largest |simulated - model| of the optimum's runs, ns */
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
   printf("# sim devices with copy engines: %s\n", copy ? "on" : "off");
@@ -788,7 +875,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "register: %s\n", mz_runtime_last_error(rt));
         return 1;
       }
-    if (exact_mode && mz_policy_register(rt, &opt_policy)) {
+    if ((exact_mode || improve_mode) && mz_policy_register(rt, &opt_policy)) {
       fprintf(stderr, "register: %s\n", mz_runtime_last_error(rt));
       return 1;
     }
@@ -890,6 +977,49 @@ int main(int argc, char **argv) {
                      p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
             }
             fflush(stdout);
+            /* --improve: from the policy's own schedule, a local search in
+             * the simulator's model, then its result run in the simulator. */
+            bool cost_pol = !strcmp(inner[i]->name, "heft") || !strcmp(inner[i]->name, "dmda") ||
+                            !strcmp(inner[i]->name, "dmdas");
+            if (improve_mode && cost_pol && imp_n == d->nodes && d->nodes <= 1000) {
+              double before, after;
+              int irc = sched_model_improve(imp_model, imp_queue, imp_start, 3, &before, &after);
+              size_t nn = d->nodes;
+              mz_future_destroy(f);
+              mz_dag_destroy(d);
+              if (irc) {
+                fprintf(stderr, "%s: local search: error %d\n", prog, irc);
+                return 1;
+              }
+              replay_queue = imp_queue;
+              replay_key = imp_start;
+              replay_n = nn;
+              mz_run_stats rs;
+              f = NULL;
+              if (mz_dag_generate(rt, &p, &d) || mz_schedule(d->g, d->root, "bench-opt", &f) || mz_future_wait(f) ||
+                  mz_future_stats(f, &rs)) {
+                fprintf(stderr, "%s: the local search's run failed: %s\n", prog,
+                        f ? mz_future_message(f) : mz_runtime_last_error(rt));
+                return 1;
+              }
+              replay_queue = NULL;
+              /* heft runs its plan in order on each queue, so the model must
+               * give its makespan, and the searched schedule's as run. */
+              double slack = 2.0 * (double)nn;
+              if ((!strcmp(inner[i]->name, "heft") && fabs(before - (double)st.virtual_ns) > slack) ||
+                  fabs(after - (double)rs.virtual_ns) > slack) {
+                fprintf(stderr, "%s: the model is not the simulator: %s ran %.3f us (model %.3f us), the searched "
+                        "schedule %.3f us (model %.3f us)\n", prog, inner[i]->name, st.virtual_ns / 1e3, before / 1e3,
+                        rs.virtual_ns / 1e3, after / 1e3);
+                status = 1;
+              }
+              double r = (double)rs.virtual_ns / (double)st.virtual_ns;
+              im_sum[i][ci] += r;
+              im_n[i][ci]++;
+              if (r < im_min[i][ci]) im_min[i][ci] = r;
+              printf("  local search from %s: model %.1f us (ran %.1f us), searched %.1f us, ran %.1f us (%.3f)\n",
+                     inner[i]->name, before / 1e3, st.virtual_ns / 1e3, after / 1e3, rs.virtual_ns / 1e3, r);
+            }
             mz_future_destroy(f);
             mz_dag_destroy(d);
           }
@@ -938,6 +1068,12 @@ int main(int argc, char **argv) {
         printf("sched.%s ccr=%g slr_mean=%.3f slr_cp_mean=%.3f runs=%.0f\n", inner[i]->name,
                isnan(only_ccr) ? ccrs[ci] : only_ccr, ccr_sum[i][ci] / ccr_n[i][ci], cp_sum[i][ci] / ccr_n[i][ci],
                ccr_n[i][ci]);
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned ci = 0; ci < NCCR; ci++)
+      if (im_n[i][ci])
+        printf("sched_improve.%s ccr=%g searched_over_policy_mean=%.3f min=%.3f runs=%.0f\n", inner[i]->name,
+               isnan(only_ccr) ? ccrs[ci] : only_ccr, im_sum[i][ci] / im_n[i][ci], im_min[i][ci], im_n[i][ci]);
+  imp_clear();
   if (exact_mode) {
     /* Per policy and CCR: makespan over the optimum, and the optimum's
      * own SLR against the bound (the part of a policy's SLR no schedule

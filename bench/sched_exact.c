@@ -322,3 +322,181 @@ done:
   free(e);
   return rc;
 }
+
+/* ---- local search in the copy-engine model, for runs of any size ---- */
+
+struct sched_model {
+  size_t n;
+  unsigned nq;          /* the runtime's queue count */
+  double *w;            /* w[i * nq + q]; < 0: cannot run there */
+  unsigned *dev;        /* per queue */
+  int *bit;             /* per queue: its bit in the copy sets (queues that run nodes), or -1 */
+  unsigned nbits;
+  size_t *pstart;       /* CSR of distinct predecessors */
+  size_t *pred;
+  size_t *bytes;        /* per predecessor entry (the largest edge) */
+  double *lat, *pb;     /* per queue pair a * nq + b: link latency and ns per byte */
+};
+
+void sched_model_free(struct sched_model *m) {
+  if (!m) return;
+  free(m->w);
+  free(m->dev);
+  free(m->bit);
+  free(m->pstart);
+  free(m->pred);
+  free(m->bytes);
+  free(m->lat);
+  free(m->pb);
+  free(m);
+}
+
+struct sched_model *sched_model_build(const mz_sched *s, mz_task *const tasks[], size_t n) {
+  struct sched_model *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  unsigned nq = mz_sched_queue_count(s);
+  size_t ne = 0;
+  for (size_t j = 0; j < n; j++) ne += mz_task_pred_count(tasks[j]);
+  m->n = n;
+  m->nq = nq;
+  m->w = malloc((n * nq + 1) * sizeof *m->w);
+  m->dev = malloc((nq + 1) * sizeof *m->dev);
+  m->bit = malloc((nq + 1) * sizeof *m->bit);
+  m->pstart = calloc(n + 1, sizeof *m->pstart);
+  m->pred = malloc((ne + 1) * sizeof *m->pred);
+  m->bytes = malloc((ne + 1) * sizeof *m->bytes);
+  m->lat = malloc(((size_t)nq * nq + 1) * sizeof *m->lat);
+  m->pb = malloc(((size_t)nq * nq + 1) * sizeof *m->pb);
+  if (!m->w || !m->dev || !m->bit || !m->pstart || !m->pred || !m->bytes || !m->lat || !m->pb) {
+    sched_model_free(m);
+    return NULL;
+  }
+  for (unsigned a = 0; a < nq; a++) m->dev[a] = mz_sched_queue_device(s, a);
+  for (unsigned a = 0; a < nq; a++)
+    for (unsigned b = 0; b < nq; b++) {
+      double l0 = 0, l1 = 0;
+      if (m->dev[a] != m->dev[b]) {
+        l0 = mz_sched_link_ns(s, a, b, 0);
+        l1 = mz_sched_link_ns(s, a, b, 1u << 20);
+      }
+      m->lat[a * nq + b] = l0 > 0 ? l0 : 0;
+      m->pb[a * nq + b] = l1 > l0 ? (l1 - l0) / (double)(1u << 20) : 0;
+    }
+  for (size_t j = 0; j < n; j++) *mz_task_policy_data(tasks[j]) = j + 1;
+  size_t k = 0;
+  for (size_t j = 0; j < n; j++) {
+    for (unsigned q = 0; q < nq; q++)
+      m->w[j * nq + q] = mz_task_can_run(s, tasks[j], q) ? mz_task_expected_ns(s, tasks[j], q) : -1;
+    m->pstart[j] = k;
+    for (unsigned x = 0, np = mz_task_pred_count(tasks[j]); x < np; x++) {
+      mz_task *p = mz_task_pred(tasks[j], x);
+      uintptr_t ix = *mz_task_policy_data(p);
+      if (ix == 0 || ix > n || tasks[ix - 1] != p) continue;
+      size_t b = mz_task_edge_bytes(tasks[j], x), y = m->pstart[j];
+      while (y < k && m->pred[y] != ix - 1) y++;
+      if (y < k) {
+        if (b > m->bytes[y]) m->bytes[y] = b;
+        continue;
+      }
+      m->pred[k] = ix - 1;
+      m->bytes[k++] = b;
+    }
+  }
+  m->pstart[n] = k;
+  for (unsigned q = 0; q < nq; q++) {
+    bool any = false;
+    for (size_t j = 0; j < n && !any; j++) any = m->w[j * nq + q] >= 0;
+    m->bit[q] = any ? (int)m->nbits++ : -1;
+  }
+  for (size_t j = 0; j < n; j++) *mz_task_policy_data(tasks[j]) = 0;
+  return m;
+}
+
+struct eval_ws {
+  size_t *ord;           /* nodes by key */
+  double *en;
+  uint64_t *has;         /* queues holding a copy of the node's output */
+  double *qfree, *lane;  /* per queue */
+};
+
+/* The copy-engine model's makespan of queue[] with the queue orders of
+ * key (ord sorted by key).  Devices have one queue here: a copy is kept
+ * per queue, as per device. */
+static double eval_model(const struct sched_model *m, const unsigned *queue, struct eval_ws *ws) {
+  unsigned nq = m->nq;
+  for (unsigned q = 0; q < nq; q++) ws->qfree[q] = ws->lane[q] = 0;
+  double mk = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    size_t j = ws->ord[i];
+    unsigned b = queue[j];
+    double t = ws->qfree[b], lane = ws->lane[b];
+    bool copied = false;
+    for (size_t y = m->pstart[j]; y < m->pstart[j + 1]; y++) {
+      size_t p = m->pred[y];
+      unsigned a = queue[p];
+      t = fmax(t, ws->en[p]);
+      if (m->dev[a] == m->dev[b] || !m->bytes[y] || (ws->has[p] >> m->bit[b] & 1)) continue;
+      double from = lane;
+      for (size_t x = m->pstart[j]; x < m->pstart[j + 1]; x++)
+        if (m->dev[queue[m->pred[x]]] == m->dev[a]) from = fmax(from, ws->en[m->pred[x]]);
+      lane = from + m->lat[a * nq + b] + m->pb[a * nq + b] * (double)m->bytes[y];
+      ws->has[p] |= 1ull << m->bit[b];
+      copied = true;
+    }
+    if (copied) t = fmax(t, lane);
+    ws->lane[b] = lane;
+    ws->en[j] = t + m->w[j * nq + b];
+    ws->qfree[b] = ws->en[j];
+    ws->has[j] = 1ull << m->bit[b];
+    if (ws->en[j] > mk) mk = ws->en[j];
+  }
+  return mk;
+}
+
+static const double *sort_key;
+static int by_key(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  if (sort_key[x] != sort_key[y]) return sort_key[x] < sort_key[y] ? -1 : 1;
+  return x < y ? -1 : x > y;
+}
+
+int sched_model_improve(const struct sched_model *m, unsigned *queue, const double *key, unsigned sweeps,
+                        double *before, double *after) {
+  if (m->nbits > 64) return MZ_EINVAL;
+  for (size_t j = 0; j < m->n; j++)
+    if (queue[j] >= m->nq || m->w[j * m->nq + queue[j]] < 0) return MZ_EINVAL;
+  struct eval_ws ws = {malloc((m->n + 1) * sizeof *ws.ord), malloc((m->n + 1) * sizeof *ws.en),
+                       calloc(m->n + 1, sizeof *ws.has), malloc((m->nq + 1) * sizeof *ws.qfree),
+                       malloc((m->nq + 1) * sizeof *ws.lane)};
+  int rc = MZ_ENOMEM;
+  if (!ws.ord || !ws.en || !ws.has || !ws.qfree || !ws.lane) goto out;
+  for (size_t j = 0; j < m->n; j++) ws.ord[j] = j;
+  sort_key = key; /* a benchmark's single thread */
+  qsort(ws.ord, m->n, sizeof *ws.ord, by_key);
+  double best = eval_model(m, queue, &ws);
+  *before = best;
+  for (unsigned sw = 0; sw < sweeps; sw++) {
+    bool moved = false;
+    for (size_t j = 0; j < m->n; j++) {
+      unsigned home = queue[j], to = home;
+      for (unsigned b = 0; b < m->nq; b++) {
+        if (b == home || m->w[j * m->nq + b] < 0) continue;
+        queue[j] = b;
+        double v = eval_model(m, queue, &ws);
+        if (v < best * (1 - 1e-9)) best = v, to = b;
+      }
+      queue[j] = to;
+      moved |= to != home;
+    }
+    if (!moved) break;
+  }
+  *after = best;
+  rc = 0;
+out:
+  free(ws.ord);
+  free(ws.en);
+  free(ws.has);
+  free(ws.qfree);
+  free(ws.lane);
+  return rc;
+}

@@ -36,4 +36,22 @@ enum { SCHED_EXACT_LANE = 1, SCHED_EXACT_PLAIN = 2 };
 int sched_exact_solve(const mz_sched *s, mz_task *const tasks[], size_t n, unsigned flags, uint64_t budget,
                       struct sched_exact *out, unsigned *queue, double *start);
 
+/* The costs of one run (any size), kept after its plan call, for
+ * sched_model_improve: tasks are numbered as in the plan's tasks[]. */
+struct sched_model;
+struct sched_model *sched_model_build(const mz_sched *s, mz_task *const tasks[], size_t n);
+void sched_model_free(struct sched_model *m);
+
+/* Local search in the copy-engine model (that of sched_exact_solve with
+ * SCHED_EXACT_LANE), from a schedule: queue[i] (the runtime's queue
+ * numbers) and key[i] (each queue runs its nodes in increasing key; keys
+ * must increase along the edges, as start times do).  Moves one node at a
+ * time to another queue (keeping its key) while the model's makespan
+ * drops, for at most sweeps passes over the nodes.  *before gets the
+ * model's makespan of the given schedule, *after the result's; queue[]
+ * the result.  Returns 0, MZ_ENOMEM, or MZ_EINVAL (a queue the model does
+ * not know, more than 64 queues that run nodes). */
+int sched_model_improve(const struct sched_model *m, unsigned *queue, const double *key, unsigned sweeps,
+                        double *before, double *after);
+
 #endif
