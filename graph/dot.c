@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_runtime.h"
 
 /* ColorBrewer's Set3: pale enough for black text, distinct enough to tell
  * a dozen kernels apart; more kernels reuse them in order. */

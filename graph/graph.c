@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_runtime.h"
 
 int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   if (out) *out = NULL;

@@ -13,7 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "exec.h"
+#include "handle.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
+#include "observe.h"
+#include "policy_table.h"
 
 struct vec {
   mz_op **v;

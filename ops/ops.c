@@ -15,9 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "handle.h"
 #include "mz_config.h"
 #include "native.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_runtime.h"
 #if MZ_HAVE_OPENBLAS
 #include <cblas.h>
 #endif

@@ -9,7 +9,9 @@
  * callback, a host node) both refuse with MZ_EDEADLK. */
 #include <string.h>
 
-#include "internal.h"
+#include "coherence.h"
+#include "handle.h"
+#include "run.h"
 
 /* Wait for the runs that hold buf's last writer (and, when all is set, its
  * readers) to finish.  Takes references on the runs under rt->lock. */

@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coherence.h"
 #include "fault.h"
-#include "internal.h"
+#include "handle.h"
 
 /* A new buffer: a tile of parent at offset, or over the user's memory
  * (user), or with its own host memory, pinned when flags ask and a device

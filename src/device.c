@@ -7,7 +7,10 @@
  * flag set once, by whichever thread sees the failure first. */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_op.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
 
 /* Enough for large simulated platforms (4 to 1,000 devices). */
 #define MZ__MAX_DEVICES 1024

@@ -70,7 +70,7 @@ struct mz__xdev {
    * node (synchronous mem_read calls: a CPU node's stale inputs, or the
    * first leg of a copy between two backends), already done and timed;
    * src_dev is the device read from; they follow the transfers in the
-   * same array (mz__exec_reads, src/internal.h).  Backends ignore them. */
+   * same array (mz__exec_reads, src/objects/mz_op.h).  Backends ignore them. */
   struct mz__exec **waits;    /* nodes on other queues to wait for on the device (nwait) */
   void *event;                /* the backend's completion event for this node, or NULL;
                                  the backend owns it and frees it in release_exec */
@@ -79,7 +79,7 @@ struct mz__xdev {
 /* What a backend needs to run one node, built by the core at submission. */
 struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
-   * (mz__exec_node, src/internal.h), as are its kernel, its number of
+   * (mz__exec_node, src/objects/mz_op.h), as are its kernel, its number of
    * arguments and its launch (mz__exec_kernel and the next two).  The
    * first 48 bytes are all that a CPU node re-run with its plan kept
    * reads or writes, so that they share a cache line of the task (with
@@ -438,5 +438,16 @@ bool mz__parse_bytes(const char *s, uint64_t *out);
 
 /* The registered backends (NULL-terminated), in discovery order. */
 extern const struct mz__devtype *const mz__devtypes[];
+
+/* The simulator's descriptor (devices/sim/sim.c). */
+extern const struct mz__devtype mz__devtype_sim;
+
+/* The CPU backend's descriptor (devices/cpu/cpu.c). */
+extern const struct mz__devtype mz__devtype_cpu;
+
+/* The device table (src/device.c); read by any thread, lock-free. */
+/* Whether queue q can run the task now (device alive, implementation, the
+ * run's device subset). */
+bool mz__can_run(const mz_runtime *rt, const struct mz_op *op, unsigned q);
 
 #endif

@@ -24,8 +24,15 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "coherence.h"
+#include "exec.h"
 #include "fault.h"
-#include "internal.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_kernel.h"
+#include "observe.h"
+#include "perfmodel.h"
+#include "policy_table.h"
+#include "run.h"
 
 enum { W_PLACE, W_READY, W_SUBMIT, W_BADPICK };
 

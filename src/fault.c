@@ -7,8 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_ops.h"
 #include "fault.h"
-#include "internal.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_runtime.h"
 
 struct mz__faults {
   uint64_t at[MZ__FAULT_KINDS];           /* the index that fails, 0: off */

@@ -4,7 +4,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
+#include "run.h"
 
 /* NULL, a destroyed future or another kind of handle is refused. */
 static inline bool live(const mz_future *f) { return f && f->run.tag == MZ__TAG_FUTURE; }

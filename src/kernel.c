@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "device_ops.h"
+#include "handle.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_runtime.h"
 
 static const char *skip_ws(const char *s) {
   while (*s && isspace((unsigned char)*s)) s++;

@@ -10,6 +10,9 @@
 
 #include "fault.h"
 #include "memdev.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
 
 int mz__memlimit_set(mz_runtime *rt, mz_device_kind kind, uint64_t bytes) {
   if (!rt || kind == MZ_DEVICE_CPU) return MZ_EINVAL;

@@ -7,7 +7,12 @@
 #ifndef MZ_MEMDEV_H
 #define MZ_MEMDEV_H
 
-#include "internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "maize.h"
 
 struct resident {
   mz_buffer *b;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coherence.h"
 #include "fault.h"
 #include "memdev.h"
 

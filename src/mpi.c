@@ -71,14 +71,19 @@
  * failed).  A run starts only once every request of the graph's last run
  * on this rank has completed, so the messages of one (source, tag,
  * communicator), matched in order, never meet another run's request. */
-#include <mpi.h>
 #include <errno.h>
+#include <mpi.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "internal.h"
+#include "exec.h"
+#include "handle.h"
 #include "maize/mpi.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_runtime.h"
 
 /* ---- commands and requests ---- */
 

@@ -9,7 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
+#include "observe.h"
+#include "run.h"
+#include "trace.h"
 
 void mz__observe_init(mz_runtime *rt, struct mz__run *r) {
   r->obs.n = 0;

@@ -23,7 +23,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
 #include "perfmodel.h"
 
 /* ---- statistics and buckets ---- */

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "maize.h"
+
 #define MZ__PM_VERSION 1
 #define MZ__PM_NAMELEN 256
 
@@ -97,5 +99,26 @@ int mz__pm_print_filtered(FILE *out, const char *dir, const char *kernel, const 
  * MZ_ENOENT, MZ_EIO, or MZ_EINVAL when corrupt or foreign (err says why). */
 int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double *lat, double *per_byte, char *err,
                   size_t errlen);
+
+struct mz_op;
+struct mz_device;
+
+/* Performance models and the runtime clock (src/perfmodel.c).
+ * create runs once the devices are known; destroy saves what was learned
+ * and frees it (NULL-safe).  record is the completion path's feed: a node
+ * ran ns on dev; chosen: wants() chose it as a sample before it ran (else
+ * record decides whether to keep it).  wants: before op runs on queue q
+ * of dev (a CPU node of a run that is not timed, struct mz__run.timed):
+ * whether to time it as a sample; advances q's sampling tick, so call it
+ * once per node, from the thread that runs q's nodes.  Thread: any; the
+ * models have their own lock. */
+int mz__perfmodel_create(mz_runtime *rt);
+void mz__perfmodel_destroy(mz_runtime *rt);
+void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
+                          bool chosen);
+bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q);
+/* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
+uint64_t mz__runtime_clock(const mz_runtime *rt);
+
 
 #endif

@@ -1,7 +1,12 @@
 /* The policy registry and what policies may ask of the runtime. */
 #include <string.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_op.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
+#include "perfmodel.h"
+#include "policy_table.h"
 
 int mz_policy_register(mz_runtime *rt, const struct mz_policy_ops *ops) {
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !ops) return mz__set_error(rt, MZ_EINVAL, "mz_policy_register: NULL argument");

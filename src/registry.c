@@ -1,6 +1,7 @@
 /* The device registry: every backend built into this maize, in discovery
  * order.  Adding a backend is one line here and one folder in devices/. */
-#include "internal.h"
+#include "device_ops.h"
+#include "mz_config.h"
 
 #if MZ_HAVE_OPENCL
 extern const struct mz__devtype mz__devtype_opencl;

@@ -6,7 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_runtime.h"
+#include "observe.h"
+#include "run.h"
 
 /* Device resources of finished runs are freed off the completion path: a
  * CUDA host function may not call CUDA, so release_exec runs here. */

@@ -3,8 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "fault.h"
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_graph.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_runtime.h"
+#include "perfmodel.h"
+#include "policy_table.h"
+#include "run.h"
+#include "trace.h"
+#include "watchdog.h"
 
 static const char *env_or(const char *v, const char *name, const char *dflt) {
   if (v) return v;

@@ -44,7 +44,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "device_ops.h"
+#include "objects/mz_runtime.h"
+#include "trace.h"
 
 struct tx {
   uint64_t run, bytes, t0, t1;

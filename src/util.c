@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "deque.h"
-#include "internal.h"
+#include "handle.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
 
 _Thread_local int mz__in_runtime_thread MZ__TLS;
 _Thread_local int mz__cur_queue MZ__TLS = -1;

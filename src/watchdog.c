@@ -31,7 +31,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "objects/mz_op.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
+#include "watchdog.h"
 
 /* Nodes listed per run in one report; the rest are counted. */
 #define MZ__WD_LIST_MAX 32

@@ -14,6 +14,7 @@
  * MZ_KERNELS_PTX is examples/kernels/kernels.ptx. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -22,12 +23,11 @@
 #include <string.h>
 #include <time.h>
 
-#include <dlfcn.h>
-
-#include "devices/cuda/cuda_loader.h"
-#include "internal.h"
-#include "maize.h"
 #include "cuda_emu/client.h"
+#include "device_ops.h"
+#include "devices/cuda/cuda_loader.h"
+#include "maize.h"
+#include "mz_config.h"
 
 /* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */

@@ -6,7 +6,7 @@
  * and a user policy as the runtime's default through the config and
  * MZ_POLICY.  OpenCL tests are skipped, saying why, without PoCL. */
 #include "common.h"
-#include "internal.h" /* mz__builtin_policies, to make a user policy from a shipped one */
+#include "policy_table.h"
 
 TestSuite(devices, .timeout = 300);
 

@@ -18,7 +18,7 @@ int mzb_metg_main(int argc, char **argv);      /* metg.c */
 int mzb_pipeline_main(int argc, char **argv);  /* pipeline.c */
 int mzb_trace_main(int argc, char **argv);     /* trace.c */
 int mzb_simnet_main(int argc, char **argv);    /* simnet.c */
-#if MZB_HAVE_MPI
+#if defined(MZB_HAVE_MPI) && MZB_HAVE_MPI
 int mzb_mpi_metg_main(int argc, char **argv);  /* tb_mpi.c */
 int mzb_mpi_weak_main(int argc, char **argv);  /* tb_mpi.c */
 /* Start MPI once (MPI_THREAD_MULTIPLE; finalized at exit); 0 or -1 with a

@@ -53,7 +53,7 @@ extern const tb_system tb_system_maize_rerun;
 extern const tb_system tb_system_openmp;
 extern const tb_system tb_system_starpu;
 extern const tb_system tb_system_tbb;
-#if MZB_HAVE_MPI
+#if defined(MZB_HAVE_MPI) && MZB_HAVE_MPI
 /* Across MPI ranks (tb_mpi.c): maize's distributed graphs, built each run
  * or once, and a plain MPI peer. */
 extern const tb_system tb_system_maize_mpi;

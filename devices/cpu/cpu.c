@@ -29,13 +29,19 @@
  * back are acquire/release, so each side sees the other's deque and slot;
  * the one that gives it back wakes its thread when it missed a wake-up or
  * has work left, else leaves it asleep and still counted idle. */
-#include <hwloc.h>
 #include <ctype.h>
+#include <hwloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "deque.h"
-#include "internal.h"
+#include "exec.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_op.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
+#include "perfmodel.h"
 
 struct worker;
 struct cpu_dev;

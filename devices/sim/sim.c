@@ -94,7 +94,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "objects/mz_buffer.h"
+#include "objects/mz_kernel.h"
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
 
 struct sim_class {
   char name[48];

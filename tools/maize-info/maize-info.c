@@ -6,16 +6,15 @@
  * as one JSON object for scripts.  Devices come from $MZ_DEVICES (as any
  * runtime's do), else from every device found. */
 #include <getopt.h>
+#include <maize.h>
+#include <maize/policy.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <maize.h>
-#include <maize/policy.h>
-
-#include "internal.h"
 #include "libs.h"
 #include "perfmodel.h"
+#include "policy_table.h"
 
 static void json_str(const char *s) {
   putchar('"');

@@ -1,0 +1,72 @@
+/* maize internals: kernels (src/kernel.c).  A kernel is made by
+ * mz_kernel_create, referenced by every graph that uses it, and prepared
+ * once per device on first use (its lock guards the per-device handles). */
+#ifndef MZ_KERNEL_H
+#define MZ_KERNEL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "maize.h"
+
+enum mz__dir {
+  MZ__SCALAR,     /* given by the caller */
+  MZ__IN,
+  MZ__OUT,
+  MZ__INOUT,
+  MZ__OUTLIKE,    /* new buffer shaped like ref */
+  MZ__SIZEOF,     /* computed scalars */
+  MZ__WIDTHOF,
+  MZ__HEIGHTOF,
+};
+
+struct mz__param {
+  enum mz__dir dir;
+  mz_dtype dtype;
+  int ref;        /* referenced parameter for outlike/sizeof/widthof/heightof */
+  unsigned char ndim; /* dims a buffer must have ("f32[2]"); 0: 1 to 3 */
+  char name[32];
+};
+
+struct mz_kernel {
+  uint32_t tag;             /* MZ__TAG_KERNEL */
+  mz_runtime *rt;
+  mz_kernel_spec spec;      /* strings copied into strs */
+  char *strs;
+  unsigned nparams;
+  unsigned nuser;           /* parameters the caller gives */
+  unsigned nbufs;           /* buffer parameters (in, out, inout, outlike) */
+  struct mz__param *params;
+  pthread_mutex_t lock;     /* guards prepared[] */
+  void **prepared;          /* per device: the backend's handle, or NULL */
+  int *prep_status;         /* per device: 0 not tried, 1 ok, <0 failure */
+  _Atomic int refs;         /* creator + graphs using it */
+  bool destroyed;
+  struct mz_kernel *prev, *next; /* rt->kernels */
+  const struct mz__async_ops *async; /* NULL: the node ends when its function returns */
+};
+
+/* A CPU kernel whose nodes end later, from another thread: the MPI layer's
+ * sends and receives (src/mpi.c), whose requests its communication thread
+ * completes.  Set once with mz__kernel_set_async() before any node of the
+ * kernel is built. */
+struct mz__async_ops {
+  /* A CPU worker, no lock held: start the node's work (call as a CPU
+   * function gets it; its arrays are valid during the call only) and
+   * return 0; the work then ends the node exactly once with
+   * mz__task_finish(op, status), from any thread.  Nonzero: nothing was
+   * started, and the node fails at once as a CPU function's would. */
+  int (*start)(struct mz_op *op, const mz_call *call);
+  /* The node ended with status < 0, from any path (canceled before it
+   * ran, start failed, or its work failed).  Called from the thread that
+   * finishes it, no lock held; must not block.  values: the node's
+   * scalar arguments by parameter (buffers' entries unused). */
+  void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
+};
+static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
+
+void mz__kernel_unref(mz_kernel *k);
+/* Prepare k on dev once; returns the backend handle through *kdev. */
+int mz__kernel_prepare(mz_kernel *k, struct mz_device *dev, void **kdev, char **log);
+
+#endif

@@ -1,0 +1,262 @@
+/* maize internals: graph nodes (graph/graph.c builds them).  A node is an
+ * mz_op; a task node (apply, host, partition, unpartition) has its task
+ * right after the op and its per-parameter arrays after the task, so that
+ * no pointer to either is stored.
+ *
+ * Locks: a task's spinlock guards its state's change to DONE and its
+ * successors; its counters are atomics; the rest is written while it is
+ * built (its graph's lock held) or planned (the runtime's lock held). */
+#ifndef MZ_NODE_H
+#define MZ_NODE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device_ops.h"
+#include "maize.h"
+#include "util.h"
+
+struct mz__run;
+
+enum mz__kind {
+  MZ__K_ERROR,
+  MZ__K_VALUE,      /* a buffer, maybe produced by a task */
+  MZ__K_SCALAR,
+  MZ__K_TUPLE,      /* zip, join */
+  MZ__K_APPLY,
+  MZ__K_HOST,
+  MZ__K_PARTITION,
+  MZ__K_UNPARTITION,
+};
+
+enum mz__tstate {
+  MZ__T_NEW = 0,    /* built, never scheduled */
+  MZ__T_WAIT,       /* in a run, not submitted */
+  MZ__T_QUEUED,     /* handed to its queue (CPU FIFO or submission inbox) */
+  MZ__T_FLUSHED,    /* enqueued on the device */
+  MZ__T_DONE,       /* finished (status says how) */
+};
+
+struct mz__access {
+  mz_buffer *buf;
+  uint8_t mode;       /* 1 read, 2 write, 3 both */
+};
+
+/* A task's successors: inl, or an exact array from its run's arena (sized
+ * when the run is scheduled), or malloc'd once a later run adds edges to
+ * it (heap). */
+struct mz__succs {
+  unsigned n;
+  unsigned cap : 31;          /* a run's edges are counted in 32 bits */
+  unsigned heap : 1;
+  struct mz_op **v;
+  struct mz_op *inl[2];
+};
+/* Make room for one more successor; false on ENOMEM. */
+static inline bool mz__succs_room(struct mz__succs *s) {
+  if (s->n < s->cap) return true;
+  unsigned cap = s->cap * 2;
+  struct mz_op **v = s->heap ? realloc(s->v, cap * sizeof *v) : malloc(cap * sizeof *v);
+  if (!v) return false;
+  if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
+  s->v = v;
+  s->cap = cap & 0x7fffffffu;
+  s->heap = 1;
+  return true;
+}
+
+/* What few tasks use: explicit edges (mz_depend), plan order and
+ * expected times (mz_task_set_after, mz_task_set_expected_times).  A task
+ * holds a pointer to one, made on first use (mz__task_cold) and freed
+ * with its graph.
+ * Plan order: the task is placed only once prev was, and holds one unsub
+ * count of next until it is placed or finishes (released once: exchanged
+ * with NULL). */
+struct mz__tcold {
+  struct mz_op *prev, *next;
+  uint64_t start, end;        /* the policy's expectation, 0: none */
+  /* Explicit edges (malloc'd; the capacity is implicit, see mz_depend). */
+  struct mz_op **xpreds;
+  unsigned nxpreds;
+};
+
+/* What a host node (mz_host) calls: kept apart from its task, as an
+ * apply's launch is, so that each takes one pointer in the task. */
+struct mz__host_call {
+  mz_cpu_fn fn;               /* may be NULL: nothing to run */
+  void *user;
+};
+
+/* The task part of an op (apply, host, partition, unpartition). */
+struct mz__task {
+  /* Hot: what every run touches for every task (its start, the workers,
+   * its end), first, so that a pass over a run's tasks touches the same
+   * few cache lines of each; build-time and rarely used fields follow. */
+  _Atomic uint32_t unsub;     /* preds in this run not yet queued */
+  _Atomic uint32_t unfin;     /* preds not finished, + 1 gate, + ngates */
+  _Atomic uint8_t state;
+  _Atomic bool pred_failed;
+  _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
+  bool deferred, fixed, host_wait;
+  bool plan_after;            /* waits for plan->prev's placement (mz_task_set_after) */
+  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  /* Planned in this run (plan_exec): its exec's times and copies are this
+   * run's; a node that ends unplanned has them cleared by finish. */
+  bool planned;
+  bool plan_times;            /* plan->start and end set (mz_task_set_expected_times) */
+  uint8_t color;
+  /* The perf model's size bucket of this task + 1 (0: not known yet); its
+   * buffers never change, so the worker that records a sample first keeps
+   * it (src/perfmodel.c). */
+  uint8_t pm_key1;
+  /* The device index + 1 where this task's bucket was saturated at its
+   * last sample (0: not, or never sampled): its runs there are sampled
+   * one in 16 (src/perfmodel.c). */
+  uint8_t pm_sat1;
+  uint8_t pm_mask;            /* its sampling period - 1 there, once saturated */
+  /* Its second line (succs, policy word, plan links) may differ from
+   * what a replay restores: a run that was not a replay built its
+   * successors, a later run added edges to it, a policy asked for its
+   * word, or mz_task_set_after linked it.  While false the replay leaves
+   * that line alone and has no plan->next (share() need not look).
+   * Written and read with __atomic builtins (a policy may ask from any
+   * runtime thread). */
+  bool replay_dirty;
+  mz__spin lock;              /* guards state transitions to DONE and succs */
+  int queue;                  /* -1 until placed */
+  int status;
+  /* The counts sit together, each array's beside the others', so that no
+   * pointer after a count is padded. */
+  unsigned npreds;
+  unsigned nsucc_run;         /* successors in the same run (listed first) */
+  unsigned nacc;
+  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
+   * each run's start, each released once by mz__task_ungate; a gated task
+   * always waits on the host (it is never submitted behind a predecessor). */
+  uint32_t ngates;
+  /* The link of the queue or list the task waits in (a device's inbox, the
+   * CPU workers' shared list: never two at once); mz__op_next. */
+  _Atomic(struct mz_op *) next;
+  struct mz__run *run;
+  /* What a replay resets comes first (through plan), then what the
+   * workers read as well. */
+  struct mz__succs succs;
+  uintptr_t policy_word;
+  uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
+  struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
+  /* With its exec's first 48 bytes, what a CPU re-run touches. */
+  mz_kernel *kernel;          /* apply; NULL for host work (mz__exec_kernel) */
+  struct mz__exec exec;
+  struct mz_op **preds;
+  struct mz__access *acc;
+  unsigned nparams;
+  /* Cold: build time, host work, policies' expectations. */
+  /* Host work's function and argument, or an apply's launch: a task is
+   * one or the other (an apply has a kernel; partition and unpartition
+   * have neither, and leave both NULL). */
+  union {
+    const struct mz__host_call *host; /* host: in the graph's arena */
+    /* An apply's launch: the user's (copied into the graph's arena) or the
+     * default (a buffer's dlaunch, or one work item). */
+    const mz_launch *launch;
+  };
+  unsigned nbpreds;           /* build-time predecessors: producers of the */
+  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
+   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
+   * apart). */
+  uint32_t nbdata;
+
+  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+};
+
+/* t's cold record, made on first use; NULL on ENOMEM.  Only the thread
+ * that builds or places t makes it (a builder holding its graph's lock,
+ * or a policy's plan or select of t); others may read t->cold at any
+ * time, so it is published initialized. */
+static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
+  struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  if (c) return c;
+  c = calloc(1, sizeof *c);
+  if (c) __atomic_store_n(&t->cold, c, __ATOMIC_RELEASE);
+  return c;
+}
+/* t's explicit edges (mz_depend; set only while t is not scheduled). */
+static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->nxpreds : 0;
+}
+static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->xpreds : NULL;
+}
+
+struct mz_op {
+  mz_graph *g;
+  const char *name;
+  uint32_t id;
+  uint8_t kind;
+  /* What the op holds, by kind.  A task's is its result tuple: in the
+   * union too, so that a task op is no larger than a value (a graph holds
+   * about as many values and scalars as tasks). */
+  union {
+    struct { mz_buffer *buf; struct mz_op *producer; } value;
+    struct { mz_dtype dtype; mz_arg v; } scalar;
+    struct { unsigned n; struct mz_op **elems; } tuple;
+    struct { unsigned nres; struct mz_op **res; };
+  } u;
+};
+
+/* The bytes of an op that is not a task: all of it. */
+#define MZ__OP_HEAD sizeof(struct mz_op)
+
+/* A task op is one of the task kinds (apply, host, partition,
+ * unpartition); its task is not a field (mz__op_t). */
+static inline bool mz__is_task(const struct mz_op *op) { return op->kind >= MZ__K_APPLY; }
+
+/* A task op's task, without a load: new_task (graph/graph.c) puts the task
+ * right after its op, so a pass over a run's tasks need not touch the
+ * op's cache line to find them.  op must be a task op. */
+static inline struct mz__task *mz__task_of(const struct mz_op *op) {
+  return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* op's task, or NULL for values, scalars, tuples and the error op. */
+static inline struct mz__task *mz__op_t(const struct mz_op *op) { return mz__is_task(op) ? mz__task_of(op) : NULL; }
+
+/* A task's per-parameter arrays, which new_task (graph/graph.c) puts
+ * right after the task (no pointer to them is stored): the scalar values
+ * (a buffer's entry unused), then the buffers (NULL for a scalar), each
+ * nparams long. */
+static inline mz_arg *mz__task_values(const struct mz__task *t) {
+  return (mz_arg *)(void *)((char *)(uintptr_t)t + sizeof *t);
+}
+static inline mz_buffer **mz__task_bufs(const struct mz__task *t) {
+  return (mz_buffer **)(void *)(mz__task_values(t) + t->nparams);
+}
+
+/* The node whose task holds exec e (every exec is a task's). */
+static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
+  return (struct mz_op *)(void *)((char *)(uintptr_t)e - offsetof(struct mz__task, exec) - sizeof(struct mz_op));
+}
+
+/* e's reads back into host memory (struct mz__exec): after its transfers,
+ * one slot per access; NULL when the runtime has host memory only. */
+static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
+  return e->xd && e->xd->xfers ? e->xd->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
+}
+
+/* The link of task op: queues and lists of tasks are linked through the
+ * task's first lines, not its op's. */
+static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
+ * room after it, since the link is in the task. */
+struct mz__stub {
+  struct mz_op op;
+  struct mz__task t;
+};
+_Static_assert(offsetof(struct mz__stub, t) == sizeof(struct mz_op), "a stub's task must follow its op");
+
+#endif

@@ -1,0 +1,100 @@
+/* maize internals: a run's object (struct mz__run, which is also the
+ * user's mz_future).  Its life, ownership and locks are in src/run.h. */
+#ifndef MZ_OBJ_RUN_H
+#define MZ_OBJ_RUN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "maize.h"
+#include "util.h"
+
+/* The observers of a run: at most the trace's and the user's (src/observe.c). */
+struct mz__observers {
+  unsigned n;
+  mz_observer v[2];
+};
+
+struct mz__run {
+  uint32_t tag;               /* MZ__TAG_FUTURE */
+  mz_runtime *rt;
+  mz_graph *g;
+  /* Other graphs holding tasks that this run's tasks keep in preds (edges
+   * from runs in flight, through buffer hazards): held until this run is
+   * freed, because the executor, the policies, the perf models and the
+   * trace read those predecessors after their own runs have finished. */
+  mz_graph **gheld;
+  size_t ngheld, capgheld;
+  _Atomic int refs;           /* future + execution */
+  uint64_t id;
+  unsigned policy;            /* index in rt->pol */
+  uint8_t *devok;             /* per device: may run kernels in this run; NULL: every device */
+  /* Nodes only the CPU can run go to its workers' pool (src/exec.c,
+   * run_start); all_shared: every node of the run does, so none is placed
+   * (the in-run unsub counts are not used). */
+  bool share, all_shared;
+  /* The graph's lowered root when this run is one of its (mz_graph_run),
+   * else NULL; read by run_start only, under the graph's lock. */
+  struct mz__lowered *lw;
+  /* Replayed with every task shared and its gate open (graph/lower.c):
+   * run_start releases lw's sources only. */
+  bool gates_open;
+  struct mz__arena arena;     /* preds, exec arrays */
+  /* A replayed run (graph/lower.c): the buffers its tasks use, each once,
+   * from its graph's lowered root, which cannot change while the run is in
+   * flight (a re-run waits for it); NULL otherwise. */
+  const struct mz__lwbuf *rbufs;
+  size_t nrbufs;
+  struct mz_op **tasks;
+  size_t ntasks;
+  size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
+  _Atomic size_t remaining;
+  _Atomic int status;
+  char message[MZ__ERRLEN];
+  mz__spin msg_lock;
+  struct mz_op **results;     /* root leaves */
+  size_t nresults;
+  pthread_mutex_t m;
+  pthread_cond_t c;
+  _Atomic bool done;
+  mz_future_fn then_fn;
+  void *then_user;
+  bool then_set;
+  bool planning;              /* inside the policy's plan (mz_task_set_after is allowed) */
+  int efd;                    /* eventfd, -1 until asked */
+  /* statistics */
+  _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;
+  _Atomic uint64_t *busy;     /* per device */
+  uint64_t t0, t1;
+  /* The observers the run reports to (the trace's, then the user's),
+   * copied from the runtime when the run is made (src/observe.c). */
+  struct mz__observers obs;
+  /* Every node of the run is timed (observed, asked for, or its policy's
+   * done wants the time); else a CPU node is timed only as a perf-model
+   * sample (devices/cpu/cpu.c) and its queue's busy time is counted per
+   * burst (struct mz__acct). */
+  bool timed;
+  /* Every node is shared with the CPU workers and nothing watches or
+   * bends a node's end (not timed, host memory only, no faults, no memory
+   * limits, no pick): a node that succeeds and was not a perf-model
+   * sample ends through mz__task_finish_lean.  Set before the first node
+   * is released (run_start, src/exec.c). */
+  bool lean;
+  /* mz_future_timings' snapshot, taken on its first call under rt->lock;
+   * NULL until then.  Freed with the run. */
+  struct mz_node_timing *timings;
+  size_t ntimings;
+  struct mz__run *prev, *next;  /* rt->runs */
+  /* Every run whose memory is alive (rt->futures, guarded by rt->lock), so
+   * that mz_runtime_destroy frees the futures the user did not. */
+  struct mz__run *fprev, *fnext;
+  /* Virtual time: the runtime clock when the run started and the
+   * latest end of its nodes on devices with a virtual clock (0: none). */
+  uint64_t v0;
+  _Atomic uint64_t v1;
+};
+
+struct mz_future { struct mz__run run; };
+
+#endif
