@@ -983,7 +983,9 @@ int main(int argc, char **argv) {
                             !strcmp(inner[i]->name, "dmdas");
             if (improve_mode && cost_pol && imp_n == d->nodes && d->nodes <= 1000) {
               double before, after;
+              uint64_t c0 = cpu_ns();
               int irc = sched_model_improve(imp_model, imp_queue, imp_start, 3, &before, &after);
+              double search_ms = (double)(cpu_ns() - c0) / 1e6;
               size_t nn = d->nodes;
               mz_future_destroy(f);
               mz_dag_destroy(d);
@@ -1017,8 +1019,9 @@ int main(int argc, char **argv) {
               im_sum[i][ci] += r;
               im_n[i][ci]++;
               if (r < im_min[i][ci]) im_min[i][ci] = r;
-              printf("  local search from %s: model %.1f us (ran %.1f us), searched %.1f us, ran %.1f us (%.3f)\n",
-                     inner[i]->name, before / 1e3, st.virtual_ns / 1e3, after / 1e3, rs.virtual_ns / 1e3, r);
+              printf("  local search from %s: model %.1f us (ran %.1f us), searched %.1f us, ran %.1f us (%.3f), "
+                     "search cpu %.1f ms\n",
+                     inner[i]->name, before / 1e3, st.virtual_ns / 1e3, after / 1e3, rs.virtual_ns / 1e3, r, search_ms);
             }
             mz_future_destroy(f);
             mz_dag_destroy(d);
