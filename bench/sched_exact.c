@@ -453,11 +453,15 @@ static double eval_model(const struct sched_model *m, const unsigned *queue, str
   return mk;
 }
 
-static const double *sort_key;
+struct keyed {
+  double key;
+  size_t i;
+};
+
 static int by_key(const void *a, const void *b) {
-  size_t x = *(const size_t *)a, y = *(const size_t *)b;
-  if (sort_key[x] != sort_key[y]) return sort_key[x] < sort_key[y] ? -1 : 1;
-  return x < y ? -1 : x > y;
+  const struct keyed *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->i < y->i ? -1 : x->i > y->i;
 }
 
 int sched_model_improve(const struct sched_model *m, unsigned *queue, const double *key, unsigned sweeps,
@@ -468,11 +472,12 @@ int sched_model_improve(const struct sched_model *m, unsigned *queue, const doub
   struct eval_ws ws = {malloc((m->n + 1) * sizeof *ws.ord), malloc((m->n + 1) * sizeof *ws.en),
                        calloc(m->n + 1, sizeof *ws.has), malloc((m->nq + 1) * sizeof *ws.qfree),
                        malloc((m->nq + 1) * sizeof *ws.lane)};
+  struct keyed *kv = malloc((m->n + 1) * sizeof *kv);
   int rc = MZ_ENOMEM;
-  if (!ws.ord || !ws.en || !ws.has || !ws.qfree || !ws.lane) goto out;
-  for (size_t j = 0; j < m->n; j++) ws.ord[j] = j;
-  sort_key = key; /* a benchmark's single thread */
-  qsort(ws.ord, m->n, sizeof *ws.ord, by_key);
+  if (!ws.ord || !ws.en || !ws.has || !ws.qfree || !ws.lane || !kv) goto out;
+  for (size_t j = 0; j < m->n; j++) kv[j] = (struct keyed){key[j], j};
+  qsort(kv, m->n, sizeof *kv, by_key);
+  for (size_t j = 0; j < m->n; j++) ws.ord[j] = kv[j].i;
   double best = eval_model(m, queue, &ws);
   *before = best;
   for (unsigned sw = 0; sw < sweeps; sw++) {
@@ -493,6 +498,7 @@ int sched_model_improve(const struct sched_model *m, unsigned *queue, const doub
   *after = best;
   rc = 0;
 out:
+  free(kv);
   free(ws.ord);
   free(ws.en);
   free(ws.has);
