@@ -813,7 +813,12 @@ int main(int argc, char **argv) {
   const unsigned sizes_exact[] = {8, 10, 12, 14}, sizes_exact_quick[] = {8};
   const unsigned *sizes = exact_mode ? (quick ? sizes_exact_quick : sizes_exact) : quick ? sizes_quick : sizes_full;
   unsigned nsizes = exact_mode ? (quick ? 1 : 4) : quick ? 2 : 3, largest = sizes[nsizes - 1];
-  if (only_size) { /* any size (one list of one) */
+  /* --nodes: a size of the list keeps its place in it (the DAGs' seeds
+   * count it, so a run of one size is the same DAG as in the full run);
+   * another size is a list of its own. */
+  bool listed = false;
+  for (unsigned k = 0; k < nsizes; k++) listed |= sizes[k] == (unsigned)only_size;
+  if (only_size && !listed) {
     static unsigned one;
     one = (unsigned)only_size;
     sizes = &one;
@@ -886,6 +891,7 @@ int main(int argc, char **argv) {
       for (unsigned ci = 0; ci < NCCR; ci++)
         for (unsigned seed = 1; seed <= seeds; seed++) {
           exact_have = false; /* a new DAG (each policy below builds the same one) */
+          if (only_size && sizes[si] != (unsigned)only_size) continue;
           for (unsigned i = 0; i < NPOL; i++) {
             if (only_pol && strcmp(only_pol, inner[i]->name)) continue;
             if (!isnan(only_ccr) && ci) continue;
