@@ -15,6 +15,7 @@
 
 #include "exec.h"
 #include "handle.h"
+#include "hazard.h"
 #include "objects/mz_buffer.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_run.h"
@@ -45,18 +46,6 @@ static inline __attribute__((always_inline)) int vpush(struct vec *v, mz_op *op)
 static int by_id(const void *a, const void *b) {
   const mz_op *x = *(mz_op *const *)a, *y = *(mz_op *const *)b;
   return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int hz_push_reader(mz_buffer *b, mz_op *op) {
-  if (b->hz_nreaders == b->hz_capreaders) {
-    unsigned cap = b->hz_capreaders ? b->hz_capreaders * 2 : 8;
-    mz_op **v = realloc(b->hz_readers, cap * sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    b->hz_readers = v;
-    b->hz_capreaders = cap;
-  }
-  b->hz_readers[b->hz_nreaders++] = op;
-  return MZ_OK;
 }
 
 /* The predecessors gathered so far for one task, as a set, once the list
@@ -137,14 +126,11 @@ static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op 
 
 /* b's scratch hazard state for this run, set up from its committed state
  * the first time the run touches it. */
+/* b's first access in this planning pass: its records are copied into
+ * the planned state (src/hazard.h) and b is listed in touched. */
 static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
-  if (b->touch_stamp == stamp) return MZ_OK;
-  b->touch_stamp = stamp;
-  b->hz_writer = b->last_writer;
-  b->hz_nreaders = 0;
-  int rc = MZ_OK;
-  for (unsigned k = 0; !rc && k < b->nreaders; k++) rc = hz_push_reader(b, b->readers[k]);
-  return rc ? rc : vpush(touched, (mz_op *)(void *)b);
+  int rc = mz__hz_begin(b, stamp);
+  return rc <= 0 ? rc : vpush(touched, (mz_op *)(void *)b);
 }
 
 /* A tile and its parent share memory: an access of one is ordered after
@@ -155,8 +141,8 @@ static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
 static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
                        struct vec *touched) {
   int rc = hz_touch(r, stamp, touched);
-  if (!rc) rc = add_pred(op, r->hz_writer, preds, ps, stamp);
-  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz_nreaders; k++) rc = add_pred(op, r->hz_readers[k], preds, ps, stamp);
+  if (!rc) rc = add_pred(op, r->hz.pwriter, preds, ps, stamp);
+  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz.npreaders; k++) rc = add_pred(op, r->hz.preaders[k], preds, ps, stamp);
   return rc;
 }
 
@@ -356,7 +342,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
   bool dwait = rt_device_waits(rt);
   for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, mz__op_t(r->tasks[i]), o);
-  for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->nreaders;
+  for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->hz.nreaders;
   struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
   mz_op ***succv = mz__arena_alloc(&a, (n ? n : 1) * sizeof *succv);
@@ -370,9 +356,9 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   }
   for (size_t i = 0; i < ntouched; i++) {
     mz_buffer *b = (mz_buffer *)(void *)touched[i];
-    if (b->nreaders) memcpy(rd, b->readers, b->nreaders * sizeof *rd);
-    bufs[i] = (struct mz__lwbuf){.b = b, .writer = b->last_writer, .nreaders = b->nreaders, .readers = rd};
-    rd += b->nreaders;
+    if (b->hz.nreaders) memcpy(rd, b->hz.readers, b->hz.nreaders * sizeof *rd);
+    bufs[i] = (struct mz__lwbuf){.b = b, .writer = b->hz.writer, .nreaders = b->hz.nreaders, .readers = rd};
+    rd += b->hz.nreaders;
   }
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
@@ -409,23 +395,6 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   lw->nbufs = ntouched;
   lw->replay = true;
 }
-/* b's hazard records for runs scheduled later: its last writer and the
- * readers since.  A readers list that cannot grow (ENOMEM) keeps what
- * fits: a later writer then does not wait for the readers left out. */
-static void set_records(mz_buffer *b, mz_op *writer, mz_op *const *readers, unsigned nreaders) {
-  b->last_writer = writer;
-  if (b->capreaders < nreaders) {
-    mz_op **v = realloc(b->readers, nreaders * sizeof *v);
-    if (v) {
-      b->readers = v;
-      b->capreaders = nreaders;
-    }
-  }
-  unsigned n = nreaders <= b->capreaders ? nreaders : b->capreaders;
-  if (n) memcpy(b->readers, readers, n * sizeof *b->readers);
-  b->nreaders = n;
-}
-
 /* A task joins run r: the per-run state of its last run is reset (its
  * edges and counters are set by the caller).  Only fields on the task's
  * first lines: its exec's times and copies are reset where it is planned
@@ -463,7 +432,7 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
 static bool replay_ok(const struct mz__lowered *lw) {
   for (size_t i = 0; i < lw->nbufs; i++) {
     mz_buffer *b = lw->bufs[i].b;
-    if (b->last_writer || b->nreaders || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
+    if (mz__hz_busy(b) || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
         atomic_load_explicit(&b->has_tiles, memory_order_relaxed))
       return false;
   }
@@ -507,7 +476,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
   for (size_t i = 0; i < lw->nbufs; i++) {
     const struct mz__lwbuf *lb = &lw->bufs[i];
     mz_buffer *b = lb->b;
-    set_records(b, lb->writer, lb->readers, lb->nreaders);
+    mz__hz_set(b, lb->writer, lb->readers, lb->nreaders);
   }
 }
 
@@ -718,15 +687,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
-      if ((t->acc[a].mode & 1) && !b->hz_writer && atomic_load_explicit(&b->poison, memory_order_relaxed))
+      if ((t->acc[a].mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
-      rc = add_pred(op, b->hz_writer, &preds, ps, stamp);
+      rc = add_pred(op, b->hz.pwriter, &preds, ps, stamp);
       if (t->acc[a].mode & 2) {
-        for (unsigned k = 0; !rc && k < b->hz_nreaders; k++) rc = add_pred(op, b->hz_readers[k], &preds, ps, stamp);
-        b->hz_writer = op;
-        b->hz_nreaders = 0;
+        for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, ps, stamp);
+        mz__hz_plan_write(b, op);
       } else if (!rc) {
-        rc = hz_push_reader(b, op);
+        rc = mz__hz_plan_read(b, op);
       }
     }
     /* The predecessor list and the exec's device record and arrays
@@ -854,13 +822,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * is the highest id that has written b: a reader built before it and
      * scheduled later would read too new a value (stale_read). */
     alias_any |= b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed);
-    mz_op *w = b->hz_writer;
+    mz_op *w = b->hz.pwriter;
     if (w && mz__task_of(w)->mark == stamp && w->g == g) {
       struct mz__bentry *be = mz__graph_bentry(g, b);
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
     }
-    set_records(b, b->hz_writer, b->hz_readers, b->hz_nreaders);
+    mz__hz_commit(b);
   }
   r->tasks = topo.v;
   r->ntasks = topo.n;

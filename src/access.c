@@ -20,8 +20,8 @@ static int wait_hazards(mz_buffer *b, bool all) {
   for (;;) {
     struct mz__run *r = NULL;
     pthread_mutex_lock(&rt->lock);
-    if (b->last_writer) r = mz__op_t(b->last_writer)->run;
-    else if (all && b->nreaders) r = mz__op_t(b->readers[b->nreaders - 1])->run;
+    if (b->hz.writer) r = mz__op_t(b->hz.writer)->run;
+    else if (all && b->hz.nreaders) r = mz__op_t(b->hz.readers[b->hz.nreaders - 1])->run;
     if (r) atomic_fetch_add(&r->refs, 1);
     pthread_mutex_unlock(&rt->lock);
     if (!r) return MZ_OK;

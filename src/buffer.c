@@ -12,6 +12,7 @@
 #include "coherence.h"
 #include "fault.h"
 #include "handle.h"
+#include "hazard.h"
 
 /* A new buffer: a tile of parent at offset, or over the user's memory
  * (user), or with its own host memory, pinned when flags ask and a device
@@ -215,8 +216,7 @@ void mz_buffer_release(mz_buffer *b) {
   pthread_mutex_destroy(&b->fetch_lock);
   pthread_mutex_destroy(&b->alias_lock);
   free(b->tiles);
-  free(b->readers);
-  free(b->hz_readers);
+  mz__hz_free(b);
   free(b->copies);
   if (b->host_owned) free(b->host);
   if (b->pin_dev) b->pin_dev->ops->host_free(b->pin_dev, b->host, b->pin_handle);

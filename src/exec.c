@@ -1220,23 +1220,24 @@ void mz__task_finish(mz_op *op, int status) {
  * Its successors of the same run that it makes ready go to
  * ready[] (state QUEUED, as share() leaves them) rather than through the
  * work list; any other goes the common way. */
-unsigned mz__task_finish_lean(mz_op *op, mz_op **ready_out, unsigned cap) {
+unsigned mz__task_finish_lean(mz_op *op, bool counted, mz_op **ready_out, unsigned cap) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
+  struct mz__queue *Q = rt->queues[t->queue];
   if (__builtin_expect(atomic_load_explicit(&rt->poisoned, memory_order_relaxed) || has_plan_next(t), 0)) {
+    if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed); /* finish drops it */
     mz__task_finish(op, MZ_OK);
     return 0;
   }
   struct mz__acct *acct = worker_acct(rt, r);
   acct->ops++;
   acct->batches++; /* a shared node is a batch of one */
-  struct mz__queue *Q = rt->queues[t->queue];
   mz__spin_lock(&t->lock);
   t->status = MZ_OK;
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
-  atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
+  if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
   unsigned n = 0;
   struct work w;
   bool wi = false;

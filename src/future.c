@@ -29,7 +29,7 @@ static int sync_wrapped(struct mz__run *r) {
       /* Not while a later run writes it: that run's own wait reads it back,
        * and fetching now could read a copy its writer is still filling. */
       pthread_mutex_lock(&r->rt->lock);
-      bool later = b->last_writer != NULL;
+      bool later = b->hz.writer != NULL;
       pthread_mutex_unlock(&r->rt->lock);
       if (!later) rc = mz__buffer_fetch_host(b, NULL, NULL);
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "handle.h"
+#include "hazard.h"
 #include "objects/mz_buffer.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_runtime.h"
@@ -111,15 +112,11 @@ static void run_idle(mz_runtime *rt) {
 /* Drop r's hazard records on b: its last writer, its readers, a pending
  * fetch into device memory.  rt->lock is held. */
 static void clear_records(mz_runtime *rt, struct mz__run *r, mz_buffer *b) {
-  if (b->last_writer && mz__task_of(b->last_writer)->run == r) b->last_writer = NULL;
+  mz__hz_drop_run(b, r);
   mz__spin_lock(&b->lock);
   for (unsigned k = 1; k < rt->nmem; k++)
     if (b->copies[k].fetcher && mz__task_of(mz__exec_node(b->copies[k].fetcher))->run == r) b->copies[k].fetcher = NULL;
   mz__spin_unlock(&b->lock);
-  unsigned k = 0;
-  for (unsigned j = 0; j < b->nreaders; j++)
-    if (mz__task_of(b->readers[j])->run != r) b->readers[k++] = b->readers[j];
-  b->nreaders = k;
 }
 
 void mz__run_complete(struct mz__run *r) {
@@ -153,8 +150,8 @@ void mz__run_complete(struct mz__run *r) {
     }
     for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
       mz_buffer *b = t->acc[a].buf;
-      if (b->touch_stamp == stamp) continue;
-      b->touch_stamp = stamp;
+      if (b->hz.stamp == stamp) continue;
+      b->hz.stamp = stamp;
       clear_records(rt, r, b);
     }
   }

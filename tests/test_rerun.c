@@ -242,6 +242,52 @@ Test(rerun, after_a_failed_run) {
   mz_runtime_destroy(rt);
 }
 
+/* A kernel that fails in a re-run of a graph that ran well before: its
+ * nodes then take the workers' short path for re-runs (devices/cpu/cpu.c,
+ * run_lean), which must fail the run as the first run's path does, and
+ * leave the graph runnable. */
+Test(rerun, failure_after_good_runs) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  float bad[N], good[N], zero[N] = {0}, got[N];
+  for (int i = 0; i < N; i++) {
+    bad[i] = -1.0f;
+    good[i] = 2.0f;
+  }
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], zero, sizeof zero));
+    MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], good, sizeof good));
+  }
+  mz_future *f = NULL;
+  for (int r = 0; r < 3; r++) {
+    MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
+    int st = mz_future_wait(f);
+    cr_assert_eq(st, MZ_OK, "good run %d: %s: %s", r, mz_err_name(st), mz_future_message(f));
+    mz_future_destroy(f);
+  }
+  MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[4], bad, sizeof bad));
+  MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_EKERNEL, "the re-run with a bad input: %s", mz_err_name(mz_future_status(f)));
+  cr_assert(strstr(mz_future_message(f), "returned") != NULL, "the message says what failed: %s",
+            mz_future_message(f));
+  mz_future_destroy(f);
+  cr_assert_eq(mz_buffer_read(c.y[4], got, sizeof got), MZ_EKERNEL, "a failed writer's buffer must not be readable");
+  MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[4], good, sizeof good));
+  MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[4], zero, sizeof zero));
+  MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, "eager", &f));
+  int st = mz_future_wait(f);
+  cr_assert_eq(st, MZ_OK, "the run after the failure: %s: %s", mz_err_name(st), mz_future_message(f));
+  mz_future_destroy(f);
+  for (int k = 0; k < CHAINS; k++) {
+    MZ_OK_OR_DIE(rt, mz_buffer_read(c.y[k], got, sizeof got));
+    float want = k == 4 ? 1.0f : 5.0f; /* four good runs; chain 4 rewritten before the last */
+    for (int i = 0; i < N; i++) cr_assert_float_eq(got[i], want, 1e-6f, "chain %d y[%d] = %g", k, i, (double)got[i]);
+  }
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
 /* Runs issued back to back without waiting: the second waits for the
  * first, and both accumulate. */
 Test(rerun, back_to_back_without_waiting) {

@@ -137,14 +137,55 @@ static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
 
 /* Run one task: plan it (read stale inputs back from their devices), call
  * the function, finish it. */
-static void run_task(struct worker *w, struct mz__exec *e) {
+/* A node of a lean run taken from the pool is not counted in its queue's
+ * backlog while it runs (run_taken): the count went up and down on this
+ * thread alone, two locked instructions per node (about 5 ns each on this
+ * machine kind) that told other threads only that this worker was busy for
+ * a moment.  Any end but the lean one goes through mz__task_finish, which
+ * drops the count: count it first. */
+static void finish_counted(struct worker *w, mz_op *op, int status, bool counted) {
+  if (!counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+  mz__task_finish(op, status);
+}
+
+/* A CPU call's arguments, from the task's own arrays (host memory: a
+ * buffer is its host copy), not from argument records, which the run keeps
+ * only for devices with memory of their own. */
+static inline void fill_args(const struct mz__task *t, mz_arg *args, mz_shape *shapes) {
+  const mz_arg *vals = mz__task_values(t);
+  mz_buffer *const *bufs = mz__task_bufs(t);
+  for (unsigned i = 0; i < t->nparams; i++) {
+    const mz_buffer *b = bufs[i];
+    if (b) {
+      args[i].p = b->host;
+      shapes[i] = b->shape;
+    } else {
+      args[i] = vals[i];
+      memset(&shapes[i], 0, sizeof shapes[i]);
+    }
+  }
+}
+
+/* The message of a node whose function returned ret != 0. */
+static char *failed_message(const mz_kernel *kern, int ret) {
+  char buf[200];
+  const char *name = mz_err_name(ret);
+  snprintf(buf, sizeof buf, "the %s function returned %d (%s)", kern ? "kernel's CPU" : "host", ret,
+           strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
+  return strdup(buf);
+}
+
+/* counted: see finish_counted.  sampled: whether the perf models take
+ * this run of the node as a sample, when run_lean already asked
+ * (mz__perfmodel_wants advances a tick: once a node); -1: not asked. */
+static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sampled) {
   mz_op *op = mz__exec_node(e);
   const struct mz__task *t = mz__task_of(op);
   const mz_kernel *kern = t->kernel;
   int status = MZ_OK;
   char *msg = NULL;
   if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
-    mz__task_finish(op, MZ_ECANCELED);
+    finish_counted(w, op, MZ_ECANCELED, counted);
     return;
   }
   if (w->watch) atomic_store_explicit(&w->q->current, op, memory_order_relaxed); /* for the watchdog */
@@ -152,7 +193,8 @@ static void run_task(struct worker *w, struct mz__exec *e) {
    * or as a perf-model sample; an async kernel always is, since the thread
    * that ends it reads its start. */
   const struct mz__async_ops *async = kern ? kern->async : NULL;
-  bool timed = t->run->timed || async || mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index);
+  bool timed = t->run->timed || async ||
+               (sampled >= 0 ? sampled : mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index));
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
@@ -181,18 +223,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
         /* From the task's own arrays (host memory: a buffer is its host
          * copy), not from argument records, which the run keeps only for
          * devices with memory of their own. */
-        const mz_arg *vals = mz__task_values(t);
-        mz_buffer *const *bufs = mz__task_bufs(t);
-        for (unsigned i = 0; i < t->nparams; i++) {
-          const mz_buffer *b = bufs[i];
-          if (b) {
-            args[i].p = b->host;
-            shapes[i] = b->shape;
-          } else {
-            args[i] = vals[i];
-            memset(&shapes[i], 0, sizeof shapes[i]);
-          }
-        }
+        fill_args(t, args, shapes);
         mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
                         .queue = w->q->index};
         int ret;
@@ -202,6 +233,10 @@ static void run_task(struct worker *w, struct mz__exec *e) {
            * the start's stamp, read just now (a clock read is tens of ns,
            * and an async kernel's start is a message's latency). */
           e->t_end = e->t_start;
+          if (!counted) { /* ended by mz__task_finish, on another thread */
+            atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+            counted = true;
+          }
           ret = async->start(op, &call);
           if (ret == 0) { /* started: another thread ends the node (struct mz__async_ops) */
             if (args != argv) free(args);
@@ -218,11 +253,7 @@ static void run_task(struct worker *w, struct mz__exec *e) {
          * would alias the runtime's internal ones (MZ__ERETRY, -1000 and
          * below, turn the node back to be placed again) or a wait's result. */
         if (ret != 0) {
-          char buf[200];
-          const char *name = mz_err_name(ret);
-          snprintf(buf, sizeof buf, "the %s function returned %d (%s)", kern ? "kernel's CPU" : "host", ret,
-                   strcmp(name, "MZ_EUNKNOWN") ? name : "not a maize code");
-          msg = strdup(buf);
+          msg = failed_message(kern, ret);
           status = MZ_EKERNEL;
         }
       }
@@ -240,11 +271,11 @@ static void run_task(struct worker *w, struct mz__exec *e) {
     /* The short end (src/exec.c): the successors it made ready come back
      * here and go to this worker's run-next slot and deque at once. */
     mz_op *rd[8];
-    unsigned n = mz__task_finish_lean(op, rd, 8);
+    unsigned n = mz__task_finish_lean(op, counted, rd, 8);
     if (n) keep_ready(w, rd, n);
     return;
   }
-  mz__task_finish(op, status);
+  finish_counted(w, op, status, counted);
 }
 
 /* Wake one idle worker, if any said it is idle.  After a node was made
@@ -360,6 +391,57 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
   return op;
 }
 
+/* A node of a lean run (struct mz__run.lean: host memory only, no faults,
+ * memory limits, observers or timing) taken from the pool, on its common
+ * path: its arguments built for this device by an earlier plan, no failed
+ * predecessor, not a perf-model sample, a synchronous function of at most
+ * 16 parameters.  What run_task and prepare_kept test for the general case
+ * is known here.  false: nothing was done but asking the perf models
+ * (*sampled), and run_task takes the node. */
+static bool run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
+  const mz_kernel *kern = t->kernel;
+  struct mz__exec *e = &t->exec;
+  const struct mz_device *dev = w->q->dev;
+  mz_cpu_fn fn = NULL;
+  void *user = NULL;
+  if (kern) {
+    if (kern->async) return false;
+    fn = kern->spec.cpu.fn;
+    user = kern->spec.cpu.user;
+  } else if (t->host) {
+    fn = t->host->fn;
+    user = t->host->user;
+  }
+  if (__builtin_expect(t->nparams > 16 || e->args_for != dev ||
+                           atomic_load_explicit(&dev->dead, memory_order_relaxed) ||
+                           atomic_load_explicit(&t->pred_failed, memory_order_acquire),
+                       0))
+    return false;
+  if (__builtin_expect((*sampled = mz__perfmodel_wants(dev->rt, op, dev, w->q->index)), 0)) return false;
+  e->t_start = e->t_end = 0;
+  e->nxfer = e->nread = 0;
+  e->status = 0;
+  t->planned = true;
+  if (fn) {
+    mz_arg args[16];
+    mz_shape shapes[16];
+    fill_args(t, args, shapes);
+    mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
+                    .queue = w->q->index};
+    int ret = fn(&call);
+    if (__builtin_expect(ret != 0, 0)) {
+      free(e->message);
+      e->message = failed_message(kern, ret);
+      finish_counted(w, op, MZ_EKERNEL, false);
+      return true;
+    }
+  }
+  mz_op *rd[8];
+  unsigned n = mz__task_finish_lean(op, false, rd, 8);
+  if (n) keep_ready(w, rd, n);
+  return true;
+}
+
 /* Run a node that take() gave w's loop (its thread's or a borrower's). */
 static void run_taken(struct worker *w, mz_op *op) {
   /* Another run's node may take long: publish the previous run's
@@ -369,12 +451,17 @@ static void run_taken(struct worker *w, mz_op *op) {
   /* A burst of nodes of a run that is not timed: its length is the
    * queue's busy time (published by mz__queue_flush). */
   if (!w->q->acct.t0 && !t->run->timed) w->q->acct.t0 = mz__now_ns();
+  bool counted = true;
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
     t->exec.queue = w->q;
-    atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+    /* A lean run's node is not counted (finish_counted). */
+    counted = !t->run->lean || w->watch;
+    if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
   }
-  run_task(w, &t->exec);
+  int sampled = -1;
+  if (!counted && run_lean(w, op, t, &sampled)) return;
+  run_task(w, &t->exec, counted, sampled);
   /* The watchdog reads progress from the runs' counters: publish
    * them per node while it watches. */
   if (w->watch) mz__queue_flush(w->q);

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "hazard.h"
 #include "maize.h"
 #include "util.h"
 
@@ -63,17 +64,7 @@ struct mz_buffer {
   pthread_mutex_t fetch_lock; /* serializes blocking reads into host memory */
   struct mz__copy *copies;  /* rt->nmem entries */
   _Atomic int poison;       /* error of the last failed writer, 0 when fine */
-  /* Hazard state across runs, guarded by rt->lock: the last scheduled
-   * writer and the readers scheduled since, all in live runs. */
-  struct mz_op *last_writer;
-  struct mz_op **readers;
-  unsigned nreaders, capreaders;
-  uint64_t touch_stamp;     /* dedup at run teardown and scheduling */
-  /* Scratch for mz_schedule (rt->lock held): the hazard state as the run
-   * being planned would leave it, committed only if planning succeeds. */
-  struct mz_op *hz_writer;
-  struct mz_op **hz_readers;
-  unsigned hz_nreaders, hz_capreaders;
+  struct mz__hazards hz;     /* across runs (src/hazard.h), guarded by rt->lock */
   struct mz_buffer *prev, *next; /* rt->buffers */
   /* Partitions.  A tile's host memory is part of its parent's, but each
    * has its own copies elsewhere, so a write through one leaves the other's
