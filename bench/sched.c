@@ -28,7 +28,23 @@
  * A run that ends before the bound fails the benchmark (exit 1): the bound
  * or the cost model it reads would be wrong.
  *
- * Usage: mz-bench-sched [--quick] [--seeds N] [--copy-engine on|off]
+ * --exact runs DAGs of 8 to 14 nodes on platforms of 2 to 8 devices and
+ * finds each DAG's optimum (sched_exact.c, branch and bound) in two
+ * models: the simulator's own with copy engines (the optimum is also run
+ * in the simulator, which must give its makespan) and the delay model
+ * (below every schedule); it prints each policy's makespan over them
+ * beside its SLR, and the optimum's own SLR: how much of a policy's SLR
+ * no schedule can remove.  MZ_SCHED_EXACT_SHOW=1 prints the optimum's
+ * schedule and where each policy's nodes ran and ended.
+ *
+ * --improve (heft, dmda and dmdas, DAGs of up to 1,000 nodes): from the
+ * policy's own schedule (where each node ran, in which order), a local
+ * search in the same model moves one node at a time to another queue
+ * while the makespan drops (sched_model_improve, three passes), and the
+ * result is run in the simulator: how much a policy leaves that single
+ * moves recover, on DAGs too large for --exact.
+ *
+ * Usage: mz-bench-sched [--quick] [--exact | --improve] [--seeds N] [--copy-engine on|off]
  * Perf models are not written unless MZ_PERFMODEL_DIR is set. */
 #include <getopt.h>
 #include <math.h>
@@ -42,6 +58,7 @@
 #include "maize/daggen.h"
 #include "maize/policy.h"
 #include "bench_util.h"
+#include "sched_exact.h"
 
 extern const struct mz_policy_ops mz_policy_single, mz_policy_round_robin, mz_policy_eager, mz_policy_ws,
     mz_policy_dmda, mz_policy_dmdas, mz_policy_heft;
@@ -375,10 +392,164 @@ done:
   return rc;
 }
 
+/* --exact: the optimum of the DAG being run, in both of sched_exact.h's
+ * models, found once per DAG (main clears exact_have for a new one). */
+static bool exact_mode, exact_have, exact_check;
+static uint64_t exact_budget = 200000000;
+static struct sched_exact exact_delay, exact_lane;
+static const char *exact_fail; /* what the plain search found otherwise, for main to report */
+
+/* With MZ_SCHED_EXACT_CHECK set, small DAGs are searched again without
+ * the pruning (every sequence, sched_exact.h's SCHED_EXACT_PLAIN): the
+ * optimum must be the same, or the pruning lost a schedule. */
+static int exact_solve_both(const mz_sched *s, mz_task *const tasks[], size_t n) {
+  int rc = sched_exact_solve(s, tasks, n, 0, exact_budget, &exact_delay, NULL, NULL);
+  if (!rc) rc = sched_exact_solve(s, tasks, n, SCHED_EXACT_LANE, exact_budget, &exact_lane, NULL, NULL);
+  if (rc || !exact_check || n > 7) return rc;
+  for (unsigned f = 0; f < 2; f++) {
+    struct sched_exact plain;
+    rc = sched_exact_solve(s, tasks, n, f | SCHED_EXACT_PLAIN, UINT64_MAX, &plain, NULL, NULL);
+    if (rc) return rc;
+    const struct sched_exact *x = f ? &exact_lane : &exact_delay;
+    if (fabs(plain.opt_ns - x->opt_ns) > 1e-6 * plain.opt_ns) exact_fail = f ? "copy engine" : "delay";
+  }
+  return 0;
+}
+
+/* The optimum run: a policy (bench-opt, --exact only) that places each
+ * node where the copy-engine model's optimum has it, in its order on
+ * each queue (mz_task_set_after, as heft), so that the simulator's
+ * makespan under it checks the model against the simulator. */
+/* --improve sets these to replay the local search's schedule instead. */
+static const unsigned *replay_queue;
+static const double *replay_key;
+static size_t replay_n;
+
+static int opt_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
+  (void)state;
+  unsigned *q = malloc((n + 1) * sizeof *q);
+  double *st = malloc((n + 1) * sizeof *st);
+  size_t *ord = malloc((n + 1) * sizeof *ord);
+  struct sched_exact r;
+  int rc = !q || !st || !ord ? MZ_ENOMEM : MZ_OK;
+  if (!rc && replay_queue) {
+    if (replay_n != n) rc = MZ_EINVAL;
+    for (size_t i = 0; !rc && i < n; i++) q[i] = replay_queue[i], st[i] = replay_key[i];
+  } else if (!rc) {
+    rc = sched_exact_solve(s, tasks, n, SCHED_EXACT_LANE, exact_budget, &r, q, st);
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    rc = mz_task_set_queue(s, tasks[i], q[i]);
+    ord[i] = i;
+  }
+  /* Each queue in the order of the starts (few nodes: insertion sort). */
+  for (size_t i = 1; !rc && i < n; i++)
+    for (size_t j = i; j > 0 && (st[ord[j - 1]] > st[ord[j]] || (st[ord[j - 1]] == st[ord[j]] && ord[j - 1] > ord[j])); j--) {
+      size_t t = ord[j];
+      ord[j] = ord[j - 1];
+      ord[j - 1] = t;
+    }
+  if (!rc && getenv("MZ_SCHED_EXACT_SHOW")) /* the optimum's schedule, node by node */
+    for (size_t i = 0; i < n; i++) {
+      size_t j = ord[i];
+      printf("  opt: node %zu on queue %u at %.1f us, %.1f us long, after", j, q[j], st[j] / 1e3,
+             mz_task_expected_ns(s, tasks[j], q[j]) / 1e3);
+      for (unsigned k = 0; k < mz_task_pred_count(tasks[j]); k++)
+        for (size_t x = 0; x < n; x++)
+          if (tasks[x] == mz_task_pred(tasks[j], k)) printf(" %zu", x);
+      printf("\n");
+    }
+  for (size_t i = 0; !rc && i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (q[ord[j]] == q[ord[i]]) {
+        rc = mz_task_set_after(s, tasks[ord[j]], tasks[ord[i]]);
+        break;
+      }
+  free(q);
+  free(st);
+  free(ord);
+  return rc;
+}
+
+static int opt_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state, (void)ready;
+  for (unsigned q = 0; q < mz_sched_queue_count(s); q++)
+    if (mz_task_can_run(s, t, q)) return (int)q;
+  return 0;
+}
+
+static const struct mz_policy_ops opt_policy = {
+    .abi = MZ_POLICY_ABI, .name = "bench-opt",
+    .description = "the exact optimum's placement and order (--exact), or the local search's (--improve)",
+    .plan = opt_plan, .select = opt_select};
+
+/* --improve: the run's costs (from its plan call) and where each node ran
+ * (from done), for a local search from the policy's own schedule. */
+static bool improve_mode;
+static struct sched_model *imp_model;
+struct imp_ix {
+  const mz_task *t;
+  size_t i;
+};
+static struct imp_ix *imp_ix;
+static size_t imp_n;
+static unsigned *imp_queue;
+static double *imp_start;
+
+static int by_task(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const struct imp_ix *)a)->t, y = (uintptr_t)((const struct imp_ix *)b)->t;
+  return x < y ? -1 : x > y;
+}
+
+static void imp_clear(void) {
+  sched_model_free(imp_model);
+  free(imp_ix);
+  free(imp_queue);
+  free(imp_start);
+  imp_model = NULL;
+  imp_ix = NULL;
+  imp_queue = NULL;
+  imp_start = NULL;
+  imp_n = 0;
+}
+
+static int imp_capture(const mz_sched *s, mz_task *const tasks[], size_t n) {
+  imp_clear();
+  imp_model = sched_model_build(s, tasks, n);
+  imp_ix = malloc((n + 1) * sizeof *imp_ix);
+  imp_queue = calloc(n + 1, sizeof *imp_queue);
+  imp_start = calloc(n + 1, sizeof *imp_start);
+  if (!imp_model || !imp_ix || !imp_queue || !imp_start) {
+    imp_clear();
+    return MZ_ENOMEM;
+  }
+  for (size_t i = 0; i < n; i++) imp_ix[i] = (struct imp_ix){tasks[i], i};
+  qsort(imp_ix, n, sizeof *imp_ix, by_task);
+  imp_n = n;
+  return 0;
+}
+
+/* MZ_SCHED_EXACT_SHOW: the run's tasks, so that done can name them. */
+static mz_task *show_tasks[24];
+static size_t show_n;
+
 static int w_plan(void *state, const mz_sched *s, mz_task *const tasks[], size_t n) {
   struct wrap *w = state;
+  if (improve_mode) {
+    int irc = imp_capture(s, tasks, n);
+    if (irc) return irc;
+  }
+  if (exact_mode && n <= 24 && getenv("MZ_SCHED_EXACT_SHOW")) {
+    memcpy(show_tasks, tasks, n * sizeof *tasks);
+    show_n = n;
+  }
   int brc = comm_bound(s, tasks, n, &comm_bound_res);
   if (brc) return brc;
+  if (exact_mode && !exact_have) {
+    brc = exact_solve_both(s, tasks, n);
+    if (brc) return brc;
+    exact_have = true;
+  }
   if (!inner[w->i]->plan) return 0;
   uint64_t t0 = cpu_ns();
   int rc = inner[w->i]->plan(w->state, s, tasks, n);
@@ -407,6 +578,17 @@ static unsigned w_pick(void *state, const mz_sched *s, unsigned q, mz_task *cons
 
 static void w_done(void *state, const mz_sched *s, const mz_task *t, unsigned q, uint64_t ns) {
   struct wrap *w = state;
+  if (imp_n) {
+    struct imp_ix key = {t, 0}, *hit = bsearch(&key, imp_ix, imp_n, sizeof *imp_ix, by_task);
+    if (hit) {
+      imp_queue[hit->i] = q;
+      imp_start[hit->i] = (double)mz_sched_now_ns(s) - (double)ns;
+    }
+  }
+  for (size_t i = 0; i < show_n; i++)
+    if (show_tasks[i] == t)
+      printf("  %s: node %zu on queue %u ended at %.1f us, %.1f us long\n", inner[w->i]->name, i, q,
+             mz_sched_now_ns(s) / 1e3, ns / 1e3);
   if (inner[w->i]->done) inner[w->i]->done(w->state, s, t, q, ns);
 }
 
@@ -436,6 +618,15 @@ static const struct platform platforms[] = {
     {"sim:gpu*8@speed=20,link=200M/s;sim:mid*24@speed=5,link=200M/s;sim:cpu*32@speed=1,link=400M/s", "64 dev"},
 };
 #define NPLAT (sizeof platforms / sizeof platforms[0])
+/* --exact: platforms small enough for the exhaustive search, of the same
+ * classes and links (the 2-device one is the first above). */
+static const struct platform platforms_exact[] = {
+    {"sim:fast*1@speed=8,link=200M/s;sim:slow*1@speed=2,link=200M/s", "2 dev (8+2)"},
+    {"sim:gpu*1@speed=16,link=200M/s;sim:mid*1@speed=4,link=200M/s;sim:cpu*1@speed=1,link=400M/s", "3 dev (16+4+1)"},
+    {"sim:gpu*2@speed=16,link=200M/s;sim:cpu*2@speed=2,link=400M/s", "4 dev (2x16+2x2)"},
+    {"sim:gpu*2@speed=16,link=200M/s;sim:cpu*6@speed=2,link=400M/s", "8 dev (2x16+6x2)"},
+};
+#define NPLAT_EXACT (sizeof platforms_exact / sizeof platforms_exact[0])
 
 /* Speeds of a platform, read back from the runtime's devices' names is not
  * possible through the public API, so they are parsed from the string. */
@@ -534,9 +725,10 @@ int main(int argc, char **argv) {
   int only_plat = -1, only_size = 0;
   double only_ccr = NAN;
   const char *only_pol = NULL;
-  bool copy = true;
+  bool copy = true, seeds_given = false;
   static const struct option longopts[] = {
-      {"copy-engine", required_argument, NULL, 'C'},
+      {"copy-engine", required_argument, NULL, 'C'}, {"exact", no_argument, NULL, 'x'},
+      {"improve", no_argument, NULL, 'I'},
       {"quick", no_argument, NULL, 'q'},          {"seeds", required_argument, NULL, 's'},
       {"platform", required_argument, NULL, 'p'}, {"nodes", required_argument, NULL, 'n'},
       {"ccr", required_argument, NULL, 'c'},      {"policy", required_argument, NULL, 'P'},
@@ -548,9 +740,12 @@ int main(int argc, char **argv) {
   while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (opt) {
     case 'q': quick = true; break;
+    case 'x': exact_mode = true; break;
+    case 'I': improve_mode = true; break;
     case 's':
       if (!bench_arg_long(prog, "--seeds", optarg, 1, 1000, &num)) return 2;
       seeds = (unsigned)num;
+      seeds_given = true;
       break;
     case 'p':
       if (!bench_arg_long(prog, "--platform", optarg, 0, 1000, &num)) return 2;
@@ -572,7 +767,8 @@ int main(int argc, char **argv) {
       copy = !strcmp(optarg, "on");
       break;
     case 'h':
-      printf("usage: %s [--quick] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P] [--copy-engine on|off]\n",
+      printf("usage: %s [--quick] [--exact | --improve] [--seeds N] [--platform I] [--nodes N] [--ccr X] [--policy P] "
+             "[--copy-engine on|off]\n",
              prog);
       return 0;
     default: return bench_arg_error(prog, opt, argv);
@@ -580,6 +776,31 @@ int main(int argc, char **argv) {
   }
   if (bench_arg_rest(prog, argc, argv)) return 2;
   if (quick) seeds = 1;
+  if (exact_mode && !seeds_given) seeds = quick ? 2 : 5;
+  if (improve_mode && (exact_mode || !copy)) {
+    fprintf(stderr, "%s: --improve runs on the full benchmark's DAGs with copy engines (not with --exact or "
+            "--copy-engine off)\n", prog);
+    return 2;
+  }
+  if (exact_mode && !copy) {
+    fprintf(stderr, "%s: --exact models the simulator's copy engines; it does not run with --copy-engine off\n", prog);
+    return 2;
+  }
+  if (exact_mode && only_size > 24) {
+    fprintf(stderr, "%s: --exact searches DAGs of at most 24 nodes, not %d\n", prog, only_size);
+    return 2;
+  }
+  /* MZ_SCHED_EXACT_BUDGET: partial schedules the search may visit per DAG
+   * and model (a run over it is reported as not proven). */
+  const char *eb = getenv("MZ_SCHED_EXACT_BUDGET");
+  double ebv;
+  if (eb && *eb) {
+    if (!bench_arg_double(prog, "MZ_SCHED_EXACT_BUDGET", eb, 1, 1e15, &ebv)) return 2;
+    exact_budget = (uint64_t)ebv;
+  }
+  exact_check = getenv("MZ_SCHED_EXACT_CHECK") != NULL;
+  const struct platform *plats = exact_mode ? platforms_exact : platforms;
+  unsigned nplat = exact_mode ? (unsigned)NPLAT_EXACT : (unsigned)NPLAT;
   /* MZ_SCHED_BOUND_SCALE multiplies the bound: only to see that the check
    * below fails a run that ends before it (a test does). */
   double bound_scale = 1;
@@ -589,8 +810,21 @@ int main(int argc, char **argv) {
   calibrate();
   setenv("MZ_QUIET", "1", 0);
   const unsigned sizes_full[] = {100, 1000, 10000}, sizes_quick[] = {100, 1000};
-  const unsigned *sizes = quick ? sizes_quick : sizes_full;
-  unsigned nsizes = quick ? 2 : 3, largest = sizes[nsizes - 1];
+  const unsigned sizes_exact[] = {8, 10, 12, 14}, sizes_exact_quick[] = {8};
+  const unsigned *sizes = exact_mode ? (quick ? sizes_exact_quick : sizes_exact) : quick ? sizes_quick : sizes_full;
+  unsigned nsizes = exact_mode ? (quick ? 1 : 4) : quick ? 2 : 3, largest = sizes[nsizes - 1];
+  /* --nodes: a size of the list keeps its place in it (the DAGs' seeds
+   * count it, so a run of one size is the same DAG as in the full run);
+   * another size is a list of its own. */
+  bool listed = false;
+  for (unsigned k = 0; k < nsizes; k++) listed |= sizes[k] == (unsigned)only_size;
+  if (only_size && !listed) {
+    static unsigned one;
+    one = (unsigned)only_size;
+    sizes = &one;
+    nsizes = 1;
+    largest = one;
+  }
   const double ccrs[] = {0.1, 1.0, 10.0};
   enum { NCCR = 3 };
   for (unsigned i = 0; i < NPOL; i++) {
@@ -604,7 +838,7 @@ int main(int argc, char **argv) {
     wrapped[i].done = w_done;
     wrapped[i].pick = inner[i]->pick ? w_pick : NULL;
   }
-  size_t cap = NPLAT * nsizes * NCCR * seeds;
+  size_t cap = nplat * nsizes * NCCR * seeds;
   double *slr[NPOL];
   size_t nslr[NPOL] = {0};
   double ccr_sum[NPOL][NCCR] = {{0}}, ccr_n[NPOL][NCCR] = {{0}}; /* per CCR, for the breakdown */
@@ -612,15 +846,29 @@ int main(int argc, char **argv) {
    * the critical path alone (Topcuoglu et al.'s SLR denominator). */
   double nocomm_sum[NPOL] = {0}, cp_sum[NPOL][NCCR] = {{0}};
   double big_ns[NPOL] = {0}, big_nodes[NPOL] = {0};
+  /* --exact: makespan over the optimum (copy engine, delay), per CCR, and
+   * the optimum's own SLR (what the bound leaves to any schedule). */
+  double xr_sum[NPOL][NCCR] = {{0}}, xr_max[NPOL][NCCR] = {{0}}, xd_sum[NPOL][NCCR] = {{0}},
+         xo_sum[NPOL][NCCR] = {{0}}, xo_cp[NPOL][NCCR] = {{0}}, xn[NPOL][NCCR] = {{0}};
+  unsigned unproven = 0, replayed = 0;
+  /* --improve: the local search's schedule run in the simulator, over the policy's makespan. */
+  double im_sum[NPOL][NCCR] = {{0}}, im_min[NPOL][NCCR], im_n[NPOL][NCCR] = {{0}};
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned c = 0; c < NCCR; c++) im_min[i][c] = INFINITY;
+  double replay_diff = 0; /* the largest |simulated - model| of the optimum's runs, ns */
   for (unsigned i = 0; i < NPOL; i++) slr[i] = calloc(cap, sizeof *slr[i]);
   printf("# sim devices with copy engines: %s\n", copy ? "on" : "off");
-  printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
-         "makespan_us", "bound_us", "slr", "plan_ns/node", "wall_ms");
+  if (exact_mode)
+    printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %12s %9s %9s\n", "platform", "nodes", "ccr", "seed", "policy",
+           "makespan_us", "bound_us", "slr", "opt_us", "ms/opt", "ms/delay");
+  else
+    printf("%-18s %6s %5s %4s %-12s %12s %12s %8s %14s %12s\n", "platform", "nodes", "ccr", "seed", "policy",
+           "makespan_us", "bound_us", "slr", "plan_ns/node", "wall_ms");
   int status = 0;
-  for (unsigned pi = 0; pi < NPLAT; pi++) {
+  for (unsigned pi = 0; pi < nplat; pi++) {
     if (only_plat >= 0 && pi != (unsigned)only_plat) continue;
     char devs[512];
-    with_copy(platforms[pi].devices, copy, devs, sizeof devs);
+    with_copy(plats[pi].devices, copy, devs, sizeof devs);
     mz_runtime_config cfg = {.devices = devs, .quiet = true};
     mz_runtime *rt;
     if (mz_runtime_create(&cfg, &rt)) {
@@ -632,14 +880,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "register: %s\n", mz_runtime_last_error(rt));
         return 1;
       }
+    if ((exact_mode || improve_mode) && mz_policy_register(rt, &opt_policy)) {
+      fprintf(stderr, "register: %s\n", mz_runtime_last_error(rt));
+      return 1;
+    }
     double total, fastest, link;
     double nsim, sp[256];
-    speeds(platforms[pi].devices, &total, &fastest, &link, &nsim, sp, 256);
+    speeds(plats[pi].devices, &total, &fastest, &link, &nsim, sp, 256);
     for (unsigned si = 0; si < nsizes; si++)
       for (unsigned ci = 0; ci < NCCR; ci++)
-        for (unsigned seed = 1; seed <= seeds; seed++)
+        for (unsigned seed = 1; seed <= seeds; seed++) {
+          exact_have = false; /* a new DAG (each policy below builds the same one) */
+          if (only_size && sizes[si] != (unsigned)only_size) continue;
           for (unsigned i = 0; i < NPOL; i++) {
-            if (only_size && sizes[si] != (unsigned)only_size) continue;
             if (only_pol && strcmp(only_pol, inner[i]->name)) continue;
             if (!isnan(only_ccr) && ci) continue;
             comm_bound_res = (struct cbound){0};
@@ -678,7 +931,7 @@ int main(int argc, char **argv) {
              * rounds each slot to a ns, hence the slack). */
             if ((double)st.virtual_ns + (double)d->nodes < lb * (1 - 1e-9)) {
               fprintf(stderr, "%s: %s ended at %.1f us, before the lower bound %.1f us (%s, %zu nodes, CCR %g)\n", prog,
-                      inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, platforms[pi].label, d->nodes, p.ccr);
+                      inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, plats[pi].label, d->nodes, p.ccr);
               status = 1;
             }
             nocomm_sum[i] += (double)st.virtual_ns / lb0;
@@ -697,12 +950,123 @@ int main(int argc, char **argv) {
                      d->cp_flops / fastest / 1e3, d->total_flops / total / 1e3, comm_bound_res.path / 1e3,
                      lb / 1e3, comm_bound_res.head / 1e3, comm_bound_res.tail / 1e3, comm_bound_res.nsrc,
                      comm_bound_res.nsink);
-            printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %14.0f %12.2f\n", platforms[pi].label, d->nodes,
-                   p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
+            if (exact_mode) {
+              if (!exact_have) {
+                fprintf(stderr, "%s: %s made no plan call: no optimum for this DAG\n", prog, inner[i]->name);
+                status = 1;
+              } else {
+                /* The delay model's optimum is below every schedule, and
+                 * the copy-engine model's is the simulator's best: a run
+                 * that beats either (beyond the simulator's rounding of
+                 * each slot to a ns) means the model is not what the
+                 * simulator does. */
+                double od = exact_delay.opt_ns, ol = exact_lane.opt_ns, slack = 2.0 * (double)d->nodes;
+                if ((double)st.virtual_ns + slack < od || (exact_lane.proven && (double)st.virtual_ns + slack < ol)) {
+                  fprintf(stderr, "%s: %s ended at %.3f us, before the optimum %.3f us (delay %.3f us; %s, %zu nodes, CCR %g)\n",
+                          prog, inner[i]->name, st.virtual_ns / 1e3, ol / 1e3, od / 1e3, plats[pi].label, d->nodes, p.ccr);
+                  status = 1;
+                }
+                if (!exact_lane.proven || !exact_delay.proven) unproven++;
+                double r = (double)st.virtual_ns / ol;
+                xr_sum[i][ci] += r;
+                if (r > xr_max[i][ci]) xr_max[i][ci] = r;
+                xd_sum[i][ci] += (double)st.virtual_ns / od;
+                xo_sum[i][ci] += ol / lb;
+                xo_cp[i][ci] += ol / (d->cp_flops / fastest);
+                xn[i][ci]++;
+                printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %12.1f %9.3f %9.3f%s\n", plats[pi].label,
+                       d->nodes, p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, ol / 1e3, r,
+                       (double)st.virtual_ns / od, exact_lane.proven && exact_delay.proven ? "" : " (not proven)");
+              }
+            } else {
+              printf("%-18s %6zu %5.1f %4u %-12s %12.1f %12.1f %8.3f %14.0f %12.2f\n", plats[pi].label, d->nodes,
+                     p.ccr, seed, inner[i]->name, st.virtual_ns / 1e3, lb / 1e3, s, plan, wall / 1e6);
+            }
             fflush(stdout);
+            /* --improve: from the policy's own schedule, a local search in
+             * the simulator's model, then its result run in the simulator. */
+            bool cost_pol = !strcmp(inner[i]->name, "heft") || !strcmp(inner[i]->name, "dmda") ||
+                            !strcmp(inner[i]->name, "dmdas");
+            if (improve_mode && cost_pol && imp_n == d->nodes && d->nodes <= 1000) {
+              double before, after;
+              uint64_t c0 = cpu_ns();
+              int irc = sched_model_improve(imp_model, imp_queue, imp_start, 3, &before, &after);
+              double search_ms = (double)(cpu_ns() - c0) / 1e6;
+              size_t nn = d->nodes;
+              mz_future_destroy(f);
+              mz_dag_destroy(d);
+              if (irc) {
+                fprintf(stderr, "%s: local search: error %d\n", prog, irc);
+                return 1;
+              }
+              replay_queue = imp_queue;
+              replay_key = imp_start;
+              replay_n = nn;
+              mz_run_stats rs;
+              f = NULL;
+              if (mz_dag_generate(rt, &p, &d) || mz_schedule(d->g, d->root, "bench-opt", &f) || mz_future_wait(f) ||
+                  mz_future_stats(f, &rs)) {
+                fprintf(stderr, "%s: the local search's run failed: %s\n", prog,
+                        f ? mz_future_message(f) : mz_runtime_last_error(rt));
+                return 1;
+              }
+              replay_queue = NULL;
+              /* heft runs its plan in order on each queue, so the model must
+               * give its makespan, and the searched schedule's as run. */
+              double slack = 2.0 * (double)nn;
+              if ((!strcmp(inner[i]->name, "heft") && fabs(before - (double)st.virtual_ns) > slack) ||
+                  fabs(after - (double)rs.virtual_ns) > slack) {
+                fprintf(stderr, "%s: the model is not the simulator: %s ran %.3f us (model %.3f us), the searched "
+                        "schedule %.3f us (model %.3f us)\n", prog, inner[i]->name, st.virtual_ns / 1e3, before / 1e3,
+                        rs.virtual_ns / 1e3, after / 1e3);
+                status = 1;
+              }
+              double r = (double)rs.virtual_ns / (double)st.virtual_ns;
+              im_sum[i][ci] += r;
+              im_n[i][ci]++;
+              if (r < im_min[i][ci]) im_min[i][ci] = r;
+              printf("  local search from %s: model %.1f us (ran %.1f us), searched %.1f us, ran %.1f us (%.3f), "
+                     "search cpu %.1f ms\n",
+                     inner[i]->name, before / 1e3, st.virtual_ns / 1e3, after / 1e3, rs.virtual_ns / 1e3, r, search_ms);
+            }
             mz_future_destroy(f);
             mz_dag_destroy(d);
           }
+          if (exact_mode && exact_have && exact_fail) {
+            fprintf(stderr, "%s: the pruned search's optimum (%s model) differs from the plain search's (%s, seed %u)\n",
+                    prog, exact_fail, plats[pi].label, seed);
+            exact_fail = NULL;
+            status = 1;
+          }
+          /* The optimum, run: the simulator must give the model's makespan. */
+          if (exact_mode && exact_have && exact_lane.proven) {
+            mz_dag_params p = {.shape = MZ_DAG_RANDOM, .nodes = sizes[si], .ccr = isnan(only_ccr) ? ccrs[ci] : only_ccr,
+                               .seed = seed * 7919 + si, .flops = 1e6, .ref_speed = total / nsim, .ref_link = link};
+            mz_dag *d;
+            mz_future *f = NULL;
+            mz_run_stats st;
+            if (mz_dag_generate(rt, &p, &d) || mz_schedule(d->g, d->root, "bench-opt", &f) || mz_future_wait(f) ||
+                mz_future_stats(f, &st)) {
+              fprintf(stderr, "%s: the optimum's run failed: %s\n", prog,
+                      f ? mz_future_message(f) : mz_runtime_last_error(rt));
+              return 1;
+            }
+            double slack = 2.0 * (double)d->nodes;
+            replayed++;
+            replay_diff = fmax(replay_diff, fabs((double)st.virtual_ns - exact_lane.opt_ns));
+            if (fabs((double)st.virtual_ns - exact_lane.opt_ns) > slack) {
+              fprintf(stderr, "%s: the optimum ran %.3f us in the simulator, the model says %.3f us (%s, seed %u)\n",
+                      prog, st.virtual_ns / 1e3, exact_lane.opt_ns / 1e3, plats[pi].label, seed);
+              status = 1;
+            }
+            mz_future_destroy(f);
+            mz_dag_destroy(d);
+          }
+          if (exact_mode && exact_have && getenv("MZ_SCHED_BOUNDS"))
+            printf("  optimum: copy engine %.1f us (%llu visits), delay model %.1f us (%llu visits)\n",
+                   exact_lane.opt_ns / 1e3, (unsigned long long)exact_lane.visits, exact_delay.opt_ns / 1e3,
+                   (unsigned long long)exact_delay.visits);
+        }
     mz_runtime_destroy(rt);
   }
   /* The breakdown by CCR first: the bound ignores transfers, so how far a
@@ -713,6 +1077,39 @@ int main(int argc, char **argv) {
         printf("sched.%s ccr=%g slr_mean=%.3f slr_cp_mean=%.3f runs=%.0f\n", inner[i]->name,
                isnan(only_ccr) ? ccrs[ci] : only_ccr, ccr_sum[i][ci] / ccr_n[i][ci], cp_sum[i][ci] / ccr_n[i][ci],
                ccr_n[i][ci]);
+  for (unsigned i = 0; i < NPOL; i++)
+    for (unsigned ci = 0; ci < NCCR; ci++)
+      if (im_n[i][ci])
+        printf("sched_improve.%s ccr=%g searched_over_policy_mean=%.3f min=%.3f runs=%.0f\n", inner[i]->name,
+               isnan(only_ccr) ? ccrs[ci] : only_ccr, im_sum[i][ci] / im_n[i][ci], im_min[i][ci], im_n[i][ci]);
+  imp_clear();
+  if (exact_mode) {
+    /* Per policy and CCR: makespan over the optimum, and the optimum's
+     * own SLR against the bound (the part of a policy's SLR no schedule
+     * can remove), then over all runs. */
+    for (unsigned i = 0; i < NPOL; i++) {
+      double a = 0, m = 0, dd = 0, o = 0, sl = 0, n = 0;
+      for (unsigned ci = 0; ci < NCCR; ci++) {
+        if (!xn[i][ci]) continue;
+        printf("sched_exact.%s ccr=%g opt_ratio_mean=%.3f opt_ratio_max=%.3f delay_ratio_mean=%.3f slr_mean=%.3f "
+               "opt_slr_mean=%.3f opt_slr_cp_mean=%.3f runs=%.0f\n",
+               inner[i]->name, isnan(only_ccr) ? ccrs[ci] : only_ccr, xr_sum[i][ci] / xn[i][ci], xr_max[i][ci],
+               xd_sum[i][ci] / xn[i][ci], ccr_sum[i][ci] / ccr_n[i][ci], xo_sum[i][ci] / xn[i][ci],
+               xo_cp[i][ci] / xn[i][ci], xn[i][ci]);
+        a += xr_sum[i][ci], dd += xd_sum[i][ci], o += xo_sum[i][ci], sl += ccr_sum[i][ci], n += xn[i][ci];
+        if (xr_max[i][ci] > m) m = xr_max[i][ci];
+      }
+      if (n)
+        printf("BENCH sched_exact.%s opt_ratio_mean=%.3f opt_ratio_max=%.3f delay_ratio_mean=%.3f slr_mean=%.3f "
+               "opt_slr_mean=%.3f runs=%.0f\n",
+               inner[i]->name, a / n, m, dd / n, sl / n, o / n, n);
+    }
+    if (unproven) printf("# %u runs against an optimum not proven (search budget reached)\n", unproven);
+    printf("# the optimum run in the simulator: %u DAGs, at most %.1f ns from the model's makespan\n", replayed,
+           replay_diff);
+    for (unsigned i = 0; i < NPOL; i++) free(slr[i]);
+    return status;
+  }
   for (unsigned i = 0; i < NPOL; i++) {
     double sum = 0;
     for (size_t k = 0; k < nslr[i]; k++) sum += slr[i][k];
