@@ -420,6 +420,35 @@ static bool is_urgent(const struct cmd *c) {
          (c->kind == C_RECV && c->x->direct && !c->x->drain);
 }
 
+/* Room for n more requests after the pending set's last: its entries
+ * moved to the front when the room is behind them, else the arrays grown
+ * (doubling).  Like a lost command, a request that cannot be tracked
+ * would leave a peer or a node waiting forever: out of memory aborts.
+ * plock held. */
+static void pending_reserve(mz_mpi *m, int n) {
+  if (m->phead + m->pn + n > m->pcap && m->phead > 0) {
+    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
+    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
+    m->phead = 0;
+  }
+  if (m->pn + n <= m->pcap) return;
+  int nc = m->pcap ? m->pcap : 64;
+  while (nc < m->pn + n) nc *= 2;
+  MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
+  if (r2) m->preq = r2;
+  struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
+  if (c2) m->pcmd = c2;
+  int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
+  if (i2) m->pidx = i2;
+  MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
+  if (s2) m->psts = s2;
+  if (!s2) {
+    fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
+    abort();
+  }
+  m->pcap = nc;
+}
+
 /* Put c's posted request in the pending set: one somebody waits on first
  * when there is room before the oldest (idle workers test the oldest few
  * only), else last.  plock held. */
@@ -434,27 +463,7 @@ static void add_pending_locked(mz_mpi *m, struct cmd *c) {
     atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
     return;
   }
-  if (m->phead + m->pn == m->pcap && m->phead > 0) {
-    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
-    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
-    m->phead = 0;
-  }
-  if (m->pn == m->pcap) {
-    int nc = m->pcap ? m->pcap * 2 : 64;
-    MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
-    if (r2) m->preq = r2;
-    struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
-    if (c2) m->pcmd = c2;
-    int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
-    if (i2) m->pidx = i2;
-    MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
-    if (s2) m->psts = s2;
-    if (!s2) {
-      fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
-      abort();
-    }
-    m->pcap = nc;
-  }
+  pending_reserve(m, 1);
   m->preq[m->phead + m->pn] = c->req;
   m->pcmd[m->phead + m->pn] = c;
   m->pn++;
@@ -2035,28 +2044,7 @@ static bool plan_receives(mz_dgraph *dg) {
 
 /* Append n receives, not urgent, to the pending set.  plock held. */
 static void add_pending_all_locked(mz_mpi *m, const MPI_Request *reqs, struct cmd *const *cmds, int n) {
-  if (m->phead + m->pn + n > m->pcap && m->phead > 0) {
-    memmove(m->preq, m->preq + m->phead, (size_t)m->pn * sizeof *m->preq);
-    memmove(m->pcmd, m->pcmd + m->phead, (size_t)m->pn * sizeof *m->pcmd);
-    m->phead = 0;
-  }
-  if (m->pn + n > m->pcap) {
-    int nc = m->pcap ? m->pcap : 64;
-    while (nc < m->pn + n) nc *= 2;
-    MPI_Request *r2 = realloc(m->preq, (size_t)nc * sizeof *r2);
-    if (r2) m->preq = r2;
-    struct cmd **c2 = r2 ? realloc(m->pcmd, (size_t)nc * sizeof *c2) : NULL;
-    if (c2) m->pcmd = c2;
-    int *i2 = c2 ? realloc(m->pidx, (size_t)nc * sizeof *i2) : NULL;
-    if (i2) m->pidx = i2;
-    MPI_Status *s2 = i2 ? realloc(m->psts, (size_t)nc * sizeof *s2) : NULL;
-    if (s2) m->psts = s2;
-    if (!s2) {
-      fprintf(stderr, "maize: out of memory for MPI requests; aborting\n");
-      abort();
-    }
-    m->pcap = nc;
-  }
+  pending_reserve(m, n);
   memcpy(m->preq + m->phead + m->pn, reqs, (size_t)n * sizeof *reqs);
   memcpy(m->pcmd + m->phead + m->pn, cmds, (size_t)n * sizeof *cmds);
   m->pn += n;
