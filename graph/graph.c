@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "handle.h"
+#include "hazard.h"
 #include "objects/mz_buffer.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_kernel.h"
@@ -50,6 +51,7 @@ static void graph_free(mz_graph *g) {
   if (g->prev) g->prev->next = g->next;
   else rt->graphs = g->next;
   if (g->next) g->next->prev = g->prev;
+  mz__lowered_unclaim(&g->lowered); /* its buffers are released below */
   pthread_mutex_unlock(&rt->lock);
   /* Explicit edges, plan records and successor lists grown past their
    * inline room. */

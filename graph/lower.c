@@ -266,12 +266,14 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
   }
   if (ntasks) memcpy(tv, tasks, ntasks * sizeof *tv);
   if (nleaves) memcpy(lv, leaves, nleaves * sizeof *lv);
+  mz__lowered_unclaim(lw);
   mz__lowered_free(lw);
   *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
 }
 
 /* The root's next run computes its edges again. */
 static void unfreeze(struct mz__lowered *lw) {
+  mz__lowered_unclaim(lw);
   mz__arena_free(&lw->frozen);
   lw->replay = false;
   lw->sources = NULL;
@@ -344,6 +346,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   bool dwait = rt_device_waits(rt);
   for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, mz__op_t(r->tasks[i]), o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->hz.nreaders;
+  mz__lowered_unclaim(lw); /* its entries are in the arena replaced */
   struct mz__arena a = {.pool = &rt->chunks};
   mz_op **topo = mz__arena_alloc(&a, (n ? n : 1) * sizeof *topo);
   mz_op ***succv = mz__arena_alloc(&a, (n ? n : 1) * sizeof *succv);
@@ -355,11 +358,17 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     unfreeze(lw);
     return;
   }
+  /* This run's records only: a reader of another run in flight (this run
+   * only read the buffer) is not this run's to replay; named by a replay,
+   * it would outlive its run and its graph. */
   for (size_t i = 0; i < ntouched; i++) {
     mz_buffer *b = (mz_buffer *)(void *)touched[i];
-    if (b->hz.nreaders) memcpy(rd, b->hz.readers, b->hz.nreaders * sizeof *rd);
-    bufs[i] = (struct mz__lwbuf){.b = b, .writer = b->hz.writer, .nreaders = b->hz.nreaders, .readers = rd};
-    rd += b->hz.nreaders;
+    mz_op *w = b->hz.writer && mz__task_of(b->hz.writer)->run == r ? b->hz.writer : NULL;
+    unsigned k = 0;
+    for (unsigned j = 0; j < b->hz.nreaders; j++)
+      if (mz__task_of(b->hz.readers[j])->run == r) rd[k++] = b->hz.readers[j];
+    bufs[i] = (struct mz__lwbuf){.b = b, .lw = lw, .writer = w, .nreaders = k, .readers = rd};
+    rd += k;
   }
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
@@ -426,34 +435,30 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   }
 }
 
-/* Undo replay_claim's first n records. */
-static void replay_unclaim(const struct mz__lowered *lw, size_t n) {
-  for (size_t i = 0; i < n; i++) mz__hz_set(&lw->bufs[i].b->hz, NULL, NULL, 0);
-}
-
 /* Whether lw's frozen run still holds all of its edges: no other run has a
  * hazard record on its buffers (its own runs, which a re-run waits for,
- * cleared theirs at their end), none is poisoned (a read of it would be
+ * dropped theirs at their end), none is poisoned (a read of it would be
  * canceled) and none was partitioned since; and, in the same pass over
- * the buffers (each a cache line the run has not touched yet), set their
- * hazard records as the frozen run's end left them: true.  false: nothing
- * was set.  rt->lock is held. */
-static bool replay_claim(const struct mz__lowered *lw) {
+ * the buffers, claim them (src/hazard.h): true.  The pass is made only
+ * where a claim was broken since the last one (lw->claimed false): else
+ * nothing can have changed what it checks, and a replay touches no
+ * buffer.  false: some claims may be set, which do nothing while no
+ * replay of lw is in flight.  rt->lock is held. */
+static bool replay_claim(struct mz__lowered *lw) {
+  if (lw->claimed) return true;
   for (size_t i = 0; i < lw->nbufs; i++) {
     const struct mz__lwbuf *lb = &lw->bufs[i];
     mz_buffer *b = lb->b;
-    if (mz__hz_busy(&b->hz) || atomic_load_explicit(&b->poison, memory_order_relaxed) ||
-        atomic_load_explicit(&b->has_tiles, memory_order_relaxed)) {
-      replay_unclaim(lw, i);
+    if (atomic_load_explicit(&b->poison, memory_order_relaxed) || atomic_load_explicit(&b->has_tiles, memory_order_relaxed) ||
+        !mz__hz_claim(&b->hz, lb))
       return false;
-    }
-    mz__hz_set(&b->hz, lb->writer, lb->readers, lb->nreaders);
   }
+  lw->claimed = true;
   return true;
 }
 
 /* Commit run r from lw's frozen run: the same edges, counters as at its
- * start (the buffers' hazard records as at its end: replay_claim).
+ * start (the buffers' hazard records as at its end: their claims).
  * rt->lock is held; r->tasks holds lw->topo.  Cannot fail. */
 static void replay(struct mz__lowered *lw, struct mz__run *r) {
   /* The last run shared every task and this one will too: no task is
@@ -615,14 +620,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * its buffers: replay them. */
   if (!rc && lw && lw->replay && replay_claim(lw)) {
     r->tasks = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
-    if (!r->tasks) replay_unclaim(lw, lw->nbufs);
     if (r->tasks) {
+      lw->claim_run = r; /* the buffers' records are the claims' */
       if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);
       r->ntasks = lw->ntasks;
       atomic_init(&r->remaining, r->ntasks);
       replay(lw, r);
-      r->rbufs = lw->bufs;
-      r->nrbufs = lw->nbufs;
+      r->replayed = lw;
       goto linked;
     }
   }

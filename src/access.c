@@ -11,6 +11,7 @@
 
 #include "coherence.h"
 #include "handle.h"
+#include "hazard.h"
 #include "run.h"
 
 /* Wait for the runs that hold buf's last writer (and, when all is set, its
@@ -20,8 +21,7 @@ static int wait_hazards(mz_buffer *b, bool all) {
   for (;;) {
     struct mz__run *r = NULL;
     pthread_mutex_lock(&rt->lock);
-    if (b->hz.writer) r = mz__op_t(b->hz.writer)->run;
-    else if (all && b->hz.nreaders) r = mz__op_t(b->hz.readers[b->hz.nreaders - 1])->run;
+    r = mz__hz_run(&b->hz, all);
     if (r) atomic_fetch_add(&r->refs, 1);
     pthread_mutex_unlock(&rt->lock);
     if (!r) return MZ_OK;

@@ -78,6 +78,10 @@ static int buffer_new(mz_runtime *rt, mz_dtype t, unsigned ndim, const size_t di
     if (room) parent->tiles[parent->ntiles++] = b;
     atomic_store(&parent->has_tiles, true);
     pthread_mutex_unlock(&parent->alias_lock);
+    /* A replay claiming the parent would not look at has_tiles again. */
+    pthread_mutex_lock(&rt->lock);
+    mz__hz_unclaim(&parent->hz);
+    pthread_mutex_unlock(&rt->lock);
     if (!room) {
       pthread_mutex_destroy(&b->fetch_lock);
       pthread_mutex_destroy(&b->alias_lock);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "handle.h"
+#include "hazard.h"
 #include "objects/mz_buffer.h"
 #include "objects/mz_op.h"
 #include "objects/mz_runtime.h"
@@ -29,7 +30,7 @@ static int sync_wrapped(struct mz__run *r) {
       /* Not while a later run writes it: that run's own wait reads it back,
        * and fetching now could read a copy its writer is still filling. */
       pthread_mutex_lock(&r->rt->lock);
-      bool later = b->hz.writer != NULL;
+      bool later = mz__hz_run(&b->hz, false) != NULL;
       pthread_mutex_unlock(&r->rt->lock);
       if (!later) rc = mz__buffer_fetch_host(b, NULL, NULL);
     }

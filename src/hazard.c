@@ -4,6 +4,7 @@
 
 #include "hazard.h"
 #include "maize.h"
+#include "objects/mz_graph.h"
 #include "objects/mz_op.h"
 
 int mz__hz_grow(struct mz__hazards *h) {
@@ -16,6 +17,7 @@ int mz__hz_grow(struct mz__hazards *h) {
 }
 
 int mz__hz_copy(struct mz__hazards *h) {
+  if (h->claim) mz__hz_unclaim(h);
   h->pwriter = h->writer;
   h->npreaders = 0;
   for (unsigned k = 0; k < h->nreaders; k++)
@@ -51,4 +53,46 @@ void mz__hz_free(struct mz__hazards *h) {
   free(h->readers);
   free(h->preaders);
   h->readers = h->preaders = NULL;
+}
+
+void mz__hz_unclaim(struct mz__hazards *h) {
+  const struct mz__lwbuf *c = h->claim;
+  if (!c) return;
+  h->claim = NULL;
+  c->lw->claimed = false;
+  if (c->lw->claim_run) mz__hz_set(h, c->writer, c->readers, c->nreaders);
+}
+
+bool mz__hz_claim(struct mz__hazards *h, const struct mz__lwbuf *lb) {
+  if (h->writer || h->nreaders) return false;
+  const struct mz__lwbuf *c = h->claim;
+  if (c == lb) return true;
+  if (c) {
+    if (c->lw->claim_run) return false;
+    c->lw->claimed = false;
+  }
+  h->claim = lb;
+  return true;
+}
+
+struct mz__run *mz__hz_run(const struct mz__hazards *h, bool all) {
+  const struct mz__lwbuf *c = h->claim;
+  if (c && c->lw->claim_run) return c->writer || (all && c->nreaders) ? c->lw->claim_run : NULL;
+  if (h->writer) return mz__task_of(h->writer)->run;
+  if (all && h->nreaders) return mz__task_of(h->readers[h->nreaders - 1])->run;
+  return NULL;
+}
+
+bool mz__hz_claims_end(struct mz__lowered *lw, const struct mz__run *r, bool failed) {
+  bool own = lw->claim_run == r;
+  if (own) lw->claim_run = NULL;
+  /* A failed node poisons what it writes: the next replay checks. */
+  if (failed) lw->claimed = false;
+  return own && lw->claimed;
+}
+
+void mz__lowered_unclaim(struct mz__lowered *lw) {
+  for (size_t i = 0; i < lw->nbufs; i++)
+    if (lw->bufs[i].b->hz.claim == &lw->bufs[i]) mz__hz_unclaim(&lw->bufs[i].b->hz);
+  lw->claimed = false;
 }

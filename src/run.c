@@ -131,12 +131,12 @@ void mz__run_complete(struct mz__run *r) {
   bool cpu_only = r->all_shared;
   pthread_mutex_lock(&rt->lock);
   uint64_t stamp = ++rt->touch_stamp;
-  /* A replayed run (its hazard records are r->rbufs) on the CPU workers
+  /* A replayed run (its hazard records are its claims) on the CPU workers
    * alone, where no node failed, leaves nothing in its tasks to clear: no
    * message (a CPU node has one only when it fails) and no device state.
    * A task's mark needs no reset: marks are compared with stamps, which
    * never repeat. */
-  bool walk = !(cpu_only && r->rbufs && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
+  bool walk = !(cpu_only && r->replayed && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
   for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {
@@ -144,14 +144,19 @@ void mz__run_complete(struct mz__run *r) {
     } else if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) {
       device_work = true;
     }
-    for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
+    for (unsigned a = 0; !r->replayed && a < t->nacc; a++) {
       mz_buffer *b = mz__task_acc(t)[a].buf;
       if (b->hz.stamp == stamp) continue;
       b->hz.stamp = stamp;
       clear_records(rt, r, b);
     }
   }
-  for (size_t i = 0; i < r->nrbufs; i++) clear_records(rt, r, r->rbufs[i].b);
+  /* A replay's records are its frozen run's claims (src/hazard.h): they
+   * end with it, with no pass over its buffers, unless a claim was broken
+   * meanwhile or device copies may name its fetches. */
+  struct mz__lowered *lw = r->replayed;
+  if (lw && (!mz__hz_claims_end(lw, r, atomic_load_explicit(&r->st_failed, memory_order_relaxed) != 0) || rt->nmem > 1))
+    for (size_t i = 0; i < lw->nbufs; i++) clear_records(rt, r, lw->bufs[i].b);
   if (r->prev) r->prev->next = r->next;
   else if (rt->runs == r) rt->runs = r->next;
   if (r->next) r->next->prev = r->prev;

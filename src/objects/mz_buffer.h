@@ -16,6 +16,7 @@
 #include "util.h"
 
 struct mz__exec;
+struct mz__lwbuf;
 struct mz__run;
 struct mz__xfer;
 struct mz_device;
@@ -28,6 +29,9 @@ struct mz__hazards {
   struct mz_op **readers;         /* the readers scheduled since */
   unsigned nreaders, capreaders;
   uint64_t stamp;                 /* visited in the pass with this stamp (planning, a run's end) */
+  /* A frozen run's claim (src/hazard.h): while one of its replays is in
+   * flight, its records are the claim's, and writer and readers are empty. */
+  const struct mz__lwbuf *claim;
   /* The planned state (src/hazard.h). */
   struct mz_op *pwriter;
   struct mz_op **preaders;

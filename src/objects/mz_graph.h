@@ -79,6 +79,7 @@ struct mz_graph {
     struct mz_op ***succv;     /* per task of topo: its in-run successors */
     struct mz__lwbuf {
       mz_buffer *b;
+      struct mz__lowered *lw;  /* the lowering this entry is part of */
       struct mz_op *writer;
       unsigned nreaders;
       struct mz_op **readers;
@@ -96,6 +97,11 @@ struct mz_graph {
     struct mz_op **sources;
     size_t nsources;
     bool ungated;
+    /* The buffers' claims (src/hazard.h): every buffer of bufs is claimed
+     * by its entry (claimed), and the replay in flight whose records they
+     * are (claim_run; NULL when none).  Guarded by rt->lock. */
+    bool claimed;
+    struct mz__run *claim_run;
   } lowered;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;

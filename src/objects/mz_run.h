@@ -41,11 +41,10 @@ struct mz__run {
    * run_start releases lw's sources only. */
   bool gates_open;
   struct mz__arena arena;     /* preds, exec arrays */
-  /* A replayed run (graph/lower.c): the buffers its tasks use, each once,
-   * from its graph's lowered root, which cannot change while the run is in
-   * flight (a re-run waits for it); NULL otherwise. */
-  const struct mz__lwbuf *rbufs;
-  size_t nrbufs;
+  /* A replayed run (graph/lower.c): its graph's lowered root, which
+   * cannot change while the run is in flight (a re-run waits for it); its
+   * bufs are the buffers the run's tasks use, each once.  NULL otherwise. */
+  struct mz__lowered *replayed;
   struct mz_op **tasks;
   size_t ntasks;
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
