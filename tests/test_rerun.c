@@ -19,7 +19,8 @@
  *   reports them in the sanitizer build);
  * - replayed runs (a root's run that reuses its last run's edges): one
  *   waits for another graph's writer in flight, and another graph's
- *   reader waits for a replayed writer. */
+ *   reader waits for a replayed writer; a host read waits for a replayed
+ *   writer; a replay does not name another run's reader of its buffers. */
 #include <pthread.h>
 
 #include "common.h"
@@ -606,6 +607,80 @@ Test(rerun, another_graph_waits_for_a_replayed_writer) {
   mz_graph_destroy(g1);
   mz_buffer_release(b);
   mz_buffer_release(c);
+  mz_runtime_destroy(rt);
+}
+
+/* A replay in flight holds its buffers' hazards through their claims
+ * (src/hazard.h): a host read of a buffer it writes waits for it. */
+Test(rerun, host_read_waits_for_a_replayed_writer) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0};
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero);
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *r = mz_host(g, slow_bump_fn, NULL, mz_value(g, b));
+  for (int k = 1; k <= 4; k++) {
+    mz_future *f = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(g, r, NULL, &f));
+    expect_all(rt, b, (float)k, "a host read while the run is in flight");
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+    mz_future_destroy(f);
+  }
+  mz_graph_destroy(g);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
+
+/* Host node on (b, c): after 30 ms, c = b. */
+static int slow_copy_fn(const mz_call *c) {
+  struct timespec ts = {0, 30 * 1000000L};
+  nanosleep(&ts, NULL);
+  return copy_hb_fn(c);
+}
+
+/* A re-run that only reads a buffer, first run while another graph's
+ * reader of it was in flight (its records then named that reader too: the
+ * frozen records keep the run's own, since the other graph is gone before
+ * the replays), then replayed while a third graph writes the buffer: the
+ * writer waits for the replay's reader, which reads the old value. */
+Test(rerun, another_runs_reader_is_not_replayed) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0}, seven[HB];
+  for (int i = 0; i < HB; i++) seven[i] = 7.0f;
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, seven), *c = test_buffer_1d(rt, MZ_F32, HB, zero),
+            *d = test_buffer_1d(rt, MZ_F32, HB, zero);
+  mz_graph *ga = NULL, *gb = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &ga));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &gb));
+  mz_future *fa = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(ga, mz_host(ga, slow_copy_fn, NULL, mz_zip(ga, 2, (mz_op *[]){mz_value(ga, b), mz_value(ga, c)})),
+                               NULL, &fa));
+  mz_op *rb = mz_host(gb, slow_copy_fn, NULL, mz_zip(gb, 2, (mz_op *[]){mz_value(gb, b), mz_value(gb, d)}));
+  run_wait(rt, gb, rb); /* its records end with ga's reader of b still in flight */
+  cr_assert_eq(mz_future_wait(fa), MZ_OK, "%s", mz_future_message(fa));
+  mz_future_destroy(fa);
+  mz_graph_destroy(ga);
+  expect_all(rt, c, 7.0f, "the first graph's copy");
+  for (int k = 0; k < 3; k++) {
+    /* A replay in flight, and a writer of b in a third graph. */
+    mz_graph *gc = NULL;
+    mz_future *fb = NULL, *fc = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(gb, rb, NULL, &fb));
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &gc));
+    MZ_OK_OR_DIE(rt, mz_schedule(gc, mz_host(gc, bump_fn, NULL, mz_value(gc, b)), NULL, &fc));
+    cr_assert_eq(mz_future_wait(fc), MZ_OK, "%s", mz_future_message(fc));
+    cr_assert_eq(mz_future_wait(fb), MZ_OK, "%s", mz_future_message(fb));
+    mz_future_destroy(fb);
+    mz_future_destroy(fc);
+    mz_graph_destroy(gc);
+    /* The writer waited for the replay's reader. */
+    expect_all(rt, d, 7.0f + (float)k, "the replay's copy of b");
+    expect_all(rt, b, 8.0f + (float)k, "b after the writer");
+  }
+  mz_graph_destroy(gb);
+  mz_buffer_release(b);
+  mz_buffer_release(c);
+  mz_buffer_release(d);
   mz_runtime_destroy(rt);
 }
 
