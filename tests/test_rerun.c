@@ -20,7 +20,8 @@
  * - replayed runs (a root's run that reuses its last run's edges): one
  *   waits for another graph's writer in flight, and another graph's
  *   reader waits for a replayed writer; a host read waits for a replayed
- *   writer; a replay does not name another run's reader of its buffers. */
+ *   writer; a replay does not name another run's reader of its buffers; a
+ *   buffer partitioned after replays. */
 #include <pthread.h>
 
 #include "common.h"
@@ -681,6 +682,40 @@ Test(rerun, another_runs_reader_is_not_replayed) {
   mz_buffer_release(b);
   mz_buffer_release(c);
   mz_buffer_release(d);
+  mz_runtime_destroy(rt);
+}
+
+/* Host node on a tile of an f32 buffer: t += 10. */
+static int tile_add_fn(const mz_call *c) {
+  float *t = c->args[0].p;
+  for (size_t i = 0; i < c->shapes[0].count; i++) t[i] += 10.0f;
+  return 0;
+}
+
+/* A buffer claimed by a graph's replays (src/hazard.h) is partitioned by
+ * another graph: the claim is broken, and the next runs of the first graph
+ * see the tiles' writes. */
+Test(rerun, partitioned_after_replays) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0};
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero);
+  mz_graph *g1 = NULL, *g2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+  mz_op *r1 = mz_host(g1, bump_fn, NULL, mz_value(g1, b));
+  for (int k = 0; k < 3; k++) run_wait(rt, g1, r1);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  mz_op *parts = mz_partition(g2, mz_value(g2, b), 2);
+  mz_op *tiles[2];
+  for (unsigned i = 0; i < 2; i++) tiles[i] = mz_host(g2, tile_add_fn, NULL, mz_unzip(g2, parts, i));
+  mz_op *whole = mz_unpartition(g2, mz_zip(g2, 2, tiles));
+  cr_assert_eq(mz_graph_status(g2), MZ_OK, "%s", mz_graph_message(g2));
+  run_wait(rt, g2, whole);
+  expect_all(rt, b, 13.0f, "three runs and the tiles' writes");
+  for (int k = 0; k < 2; k++) run_wait(rt, g1, r1);
+  expect_all(rt, b, 15.0f, "two more runs");
+  mz_graph_destroy(g1);
+  mz_graph_destroy(g2);
+  mz_buffer_release(b);
   mz_runtime_destroy(rt);
 }
 
