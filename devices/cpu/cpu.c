@@ -42,7 +42,7 @@
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
-#include "perfmodel.h"
+#include "perfmodel_tick.h"
 
 struct worker;
 struct cpu_dev;
