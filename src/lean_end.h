@@ -63,7 +63,14 @@ static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, 
   for (unsigned i = 0; i < t->succs.n; i++) {
     struct mz_op *s = t->succs.v[i];
     struct mz__task *st = mz__task_of(s);
-    if (atomic_fetch_sub_explicit(&st->unfin, 1, memory_order_acq_rel) != 1) continue;
+    /* The last count outstanding is this one: it was the others' to drop,
+     * and none is added while a run is in flight (a cross-run edge is
+     * counted while its run is scheduled, behind the run's gate), so no
+     * locked instruction.  The acquire pairs with the other droppers' RMWs. */
+    if (atomic_load_explicit(&st->unfin, memory_order_acquire) == 1)
+      atomic_store_explicit(&st->unfin, 0, memory_order_relaxed);
+    else if (atomic_fetch_sub_explicit(&st->unfin, 1, memory_order_acq_rel) != 1)
+      continue;
     if (__builtin_expect(n < cap && st->run == r && st->shared &&
                              !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
                              !mz__task_has_plan_next(st),
