@@ -11,6 +11,7 @@
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
  * workers take from in chunks.  A worker takes work in this order: run-next,
+ * the few nodes it took from its own deque at once,
  * inbox, own deque, injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
@@ -70,6 +71,8 @@ struct cpu_dev {
 /* The most nodes a worker keeps in its own deque; more go to the
  * injection list (the deque's array then never grows past this). */
 #define LOCAL_MAX 1024
+/* The most nodes a worker takes from its own deque at once. */
+#define LOCAL_TAKE 8
 
 struct worker {
   struct mz__mpsc inbox;
@@ -86,6 +89,10 @@ struct worker {
   uint32_t dev1;          /* its device's index + 1: a node's args_dev1 when planned for it */
   struct cpu_dev *cd;
   struct mz_op *next;     /* run-next slot (its owner only: see lend) */
+  /* Nodes taken from its own deque in one go (mz__deque_take_some), run
+   * next after the run-next slot: local[nlocal - 1] first (its owner only). */
+  struct mz_op *local[LOCAL_TAKE];
+  unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
   _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
   struct mz__deque dq;    /* shared nodes: this worker takes, others steal */
@@ -369,10 +376,17 @@ static mz_op *take(struct worker *w) {
     w->next = NULL;
     return op;
   }
+  if (w->nlocal) return w->local[--w->nlocal];
   op = mz__mpsc_pop(&w->inbox);
   if (op) return op;
-  op = mz__deque_take(&w->dq);
-  if (op) return op;
+  mz_op *got[LOCAL_TAKE];
+  unsigned n = mz__deque_take_some(&w->dq, got, LOCAL_TAKE);
+  if (n) {
+    /* got[0] (the newest) runs now, then got[1], ... as single takes would. */
+    for (unsigned i = 1; i < n; i++) w->local[n - 1 - i] = got[i];
+    w->nlocal = n - 1;
+    return got[0];
+  }
   struct cpu_dev *cd = w->cd;
   if (atomic_load_explicit(&cd->inj_count, memory_order_relaxed)) {
     op = take_injected(w);
@@ -656,7 +670,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   mz__cur_queue = saved_q;
   mz__cur_rt = saved_rt;
   /* Read before the hand-back: after it, the worker's thread owns these. */
-  bool pending = w->next != NULL || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
+  bool pending = w->next != NULL || w->nlocal || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
                                         atomic_load_explicit(&w->dq.top, memory_order_relaxed);
   int old = atomic_exchange_explicit(&w->lend, LEND_PARKED, memory_order_acq_rel);
   if (old == LEND_MISSED || pending || !atomic_load(&w->idle)) mz__parker_wake(&w->park);
