@@ -449,8 +449,10 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
  * The successor it makes ready runs next, here, as take() would give it
  * from the run-next slot: of the same run, shared and lean (the lean end
  * returns only such nodes), so what run_taken tests per node holds for it
- * (same run, its time already started, not counted).  The loop ends at a
- * node with no ready successor, or at one not for this path.  Returns the
+ * (same run, its time already started, not counted).  With none, so does
+ * the next node taken from the deque at once (w->local), when it is of the
+ * same run.  The loop ends where neither is, or at a node not for this
+ * path.  Returns the
  * node run_task is to take (nothing was done to it but asking the perf
  * models, *sampled), or NULL. */
 static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
@@ -500,15 +502,24 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
                                   1)
                      ? mz__lean_end(w->q, acct, op, false, rd, 8)
                      : mz__task_finish_lean(op, false, rd, 8);
-    if (!n) return NULL;
     if (w->next) {
-      push_ready(w, rd, n);
+      if (n) push_ready(w, rd, n);
       return NULL;
     }
-    /* The first runs next, here; the rest where others may steal them. */
-    if (n > 1) push_ready(w, rd + 1, n - 1);
-    op = rd[0];
-    t = mz__task_of(op);
+    if (n) {
+      /* The first runs next, here; the rest where others may steal them. */
+      if (n > 1) push_ready(w, rd + 1, n - 1);
+      op = rd[0];
+      t = mz__task_of(op);
+    } else {
+      /* None made ready: the next of the nodes taken from the deque at
+       * once, when it is of this run (take() would give it next). */
+      if (!w->nlocal) return NULL;
+      op = w->local[w->nlocal - 1];
+      t = mz__task_of(op);
+      if (t->run != acct->run) return NULL;
+      w->nlocal--;
+    }
     /* As run_taken does for a node from the pool. */
     if (__builtin_expect(t->queue >= 0 || t->args_dev1 != w->dev1, 0)) {
       w->next = op;
