@@ -1375,7 +1375,18 @@ static void run_start(struct mz__run *r) {
     set_lean(r);
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
-    for (size_t i = 0; i < ns; i++) ready(src[i], &w);
+    /* What ready() and share() would do with a source of such a run that
+     * no failure reached (none has a predecessor in the run, and the run
+     * has none outside it), inline: one store and a link each. */
+    for (size_t i = 0; i < ns; i++) {
+      struct mz__task *t = mz__task_of(src[i]);
+      if (__builtin_expect(st < 0 || mz__task_has_plan_next(t), 0)) {
+        ready(src[i], &w);
+        continue;
+      }
+      atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+      work_share(&w, rt, src[i]);
+    }
     work_drain(&w);
     return;
   }
