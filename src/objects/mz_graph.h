@@ -66,7 +66,8 @@ struct mz_graph {
    * run and no partitioned buffer, so its in-run edges are all its edges
    * for as long as no other run holds a hazard record on its buffers: a
    * next run replays them (topo: the tasks in run order; bufs: each
-   * buffer's writer and readers at the run's end, its hazard records)
+   * buffer's writer and readers of the run at its end, the hazard records
+   * its replays claim: src/hazard.h)
    * instead of computing them again.  The tasks' predecessor, successor
    * and exec arrays then live in frozen, which the next frozen run or the
    * graph's end frees (tasks of no run read none of them). */
