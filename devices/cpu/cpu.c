@@ -441,10 +441,11 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 
 /* A node of a lean run (struct mz__run.lean: host memory only, no faults,
  * memory limits, observers or timing) taken from the pool, on its common
- * path: its arguments built for this device by an earlier plan (the
- * caller tests it), no failed predecessor, not a perf-model sample, a
- * synchronous function of at most 16 parameters.  What run_task and
- * prepare_kept test for the general case is known here.
+ * path: no failed predecessor, not a perf-model sample, a synchronous
+ * function of at most 16 parameters.  What run_task, prepare_kept and
+ * plan_exec test for the general case is known here: with host memory
+ * only, a node's call is built from its task's values and buffers, and a
+ * CPU kernel needs no build, so planning would only note the device.
  *
  * The successor it makes ready runs next, here, as take() would give it
  * from the run-next slot: of the same run, shared and lean (the lean end
@@ -481,6 +482,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
+    t->args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];
@@ -521,7 +523,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       w->nlocal--;
     }
     /* As run_taken does for a node from the pool. */
-    if (__builtin_expect(t->queue >= 0 || t->args_dev1 != w->dev1, 0)) {
+    if (__builtin_expect(t->queue >= 0, 0)) {
       w->next = op;
       return NULL;
     }
@@ -549,8 +551,10 @@ static void run_taken(struct worker *w, mz_op *op) {
     if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
   }
   int sampled = -1;
-  /* args_dev1: a first run of the node is planned (run_task), never lean. */
-  if (!counted && t->args_dev1 == w->dev1) {
+  /* A lean run has host memory only and no faults: a plan of a node for
+   * this device (a first run, or one after a run on another device) would
+   * only note it (args_dev1, set by run_lean), so its first run is lean too. */
+  if (!counted) {
     if (!(op = run_lean(w, op, t, &sampled))) return;
     t = mz__task_of(op);
   }
