@@ -44,6 +44,7 @@
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
+#include "perfmodel.h"
 #include "perfmodel_tick.h"
 
 struct worker;
@@ -126,6 +127,18 @@ static inline int prepare_kept(struct mz__exec *e) {
     return MZ_OK;
   }
   return mz__exec_prepare(e);
+}
+
+/* Whether op's run on w's queue is a perf-model sample (perfmodel.h):
+ * asked once per node, since it advances the queue's tick. */
+static inline bool pm_wants(const struct worker *w, const mz_op *op) {
+  const struct mz_device *dev = w->q->dev;
+  const struct mz__pm_hot *pm = (const struct mz__pm_hot *)(const void *)dev->rt->pm;
+  if (!pm) return false;
+  struct mz__pm_queue *pq = &pm->qs[w->q->index];
+  uint32_t tick;
+  int due = mz__pm_due(pq, mz__task_of(op), w->dev1, &tick);
+  return due >= 0 ? due : mz__perfmodel_due_new(pq, op, dev, tick);
 }
 
 /* Nodes w's own node made ready (its lean end), past the first: to w's
@@ -224,7 +237,7 @@ static char *failed_message(const mz_kernel *kern, int ret) {
 
 /* counted: see finish_counted.  sampled: whether the perf models take
  * this run of the node as a sample, when run_lean already asked
- * (mz__perfmodel_wants advances a tick: once a node); -1: not asked. */
+ * (pm_wants advances a tick: once a node); -1: not asked. */
 static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sampled) {
   mz_op *op = mz__exec_node(e);
   const struct mz__task *t = mz__task_of(op);
@@ -241,7 +254,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
    * that ends it reads its start, unless it mostly ends in its start. */
   const struct mz__async_ops *async = kern ? kern->async : NULL;
   bool timed = t->run->timed || (async && !async->ends_inline) ||
-               (sampled >= 0 ? sampled : mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index));
+               (sampled >= 0 ? sampled : pm_wants(w, op));
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
@@ -319,7 +332,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
     /* The short end (src/exec.c): the successors it made ready come back
      * here and go to this worker's run-next slot and deque at once. */
     mz_op *rd[8];
-    unsigned n = mz__task_finish_lean(op, counted, rd, 8);
+    unsigned n = mz__task_finish_lean(w->q, op, counted, rd, 8);
     if (n) keep_ready(w, rd, n);
     return;
   }
@@ -487,7 +500,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
                              atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                          0))
       return op;
-    if (__builtin_expect((*sampled = mz__perfmodel_wants(dev->rt, op, dev, w->q->index)), 0)) return op;
+    if (__builtin_expect((*sampled = pm_wants(w, op)), 0)) return op;
     e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
@@ -507,12 +520,8 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       }
     }
     mz_op *rd[8];
-    struct mz__acct *acct = &w->q->acct;
-    unsigned n = __builtin_expect(acct->run == t->run && !atomic_load_explicit(&dev->rt->poisoned, memory_order_relaxed) &&
-                                      !mz__task_has_plan_next(t),
-                                  1)
-                     ? mz__lean_end(w->q, acct, op, false, rd, 8)
-                     : mz__task_finish_lean(op, false, rd, 8);
+    unsigned n = mz__task_finish_lean(w->q, op, false, rd, 8);
+    const struct mz__acct *acct = &w->q->acct;
     if (w->next) {
       if (n) push_ready(w, rd, n);
       return NULL;
