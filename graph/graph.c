@@ -122,12 +122,15 @@ mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) {
 
 /* A builder's common entry check: a usable graph, and ops of this graph.
  * Returns the error op to hand back, or NULL when all is well. */
-static mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
+static __attribute__((noinline, cold)) mz_op *check_op_fail(mz_graph *g, const char *who, mz_op *op) {
   if (g->status) return &g->error_op;
   if (!op) return fail(g, MZ_EINVAL, "%s: NULL op", who);
   if (op->g != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
-  if (op->kind == MZ__K_ERROR) return &g->error_op;
-  return NULL;
+  return &g->error_op; /* the error op */
+}
+static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
+  if (__builtin_expect(!g->status && op && op->g == g && op->kind != MZ__K_ERROR, 1)) return NULL;
+  return check_op_fail(g, who, op);
 }
 
 /* A value, scalar or tuple: the op without the task's fields. */
@@ -153,20 +156,15 @@ static int hold_buffer(mz_graph *g, mz_buffer *b) {
 }
 
 /* The graph's per-buffer record: last writer in build order, partition. */
-static struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
+static inline struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
   size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
   while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
   return &g->bmap[h];
 }
 
-/* The graph's per-buffer record: last writer in build order, partition.
- * Inserting may move the records: pointers from earlier calls are stale
- * after a call that inserts. */
-static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
-  if (g->bmap_cap) {
-    struct mz__bentry *e = bmap_find(g, b);
-    if (e->buf) return e;
-  }
+/* Insert b (not in the map yet), growing the map first if it would be
+ * more than half full. */
+static __attribute__((noinline)) struct mz__bentry *bmap_insert(mz_graph *g, mz_buffer *b) {
   if ((g->bmap_n + 1) * 2 > g->bmap_cap) {
     size_t cap = g->bmap_cap ? g->bmap_cap * 2 : 64;
     struct mz__bentry *nm = calloc(cap, sizeof *nm);
@@ -186,6 +184,18 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
   e->buf = mz_buffer_retain(b); /* the graph holds every buffer it names */
   g->bmap_n++;
   return e;
+}
+
+/* The graph's per-buffer record: last writer in build order, partition.
+ * Inserting may move the records: pointers from earlier calls are stale
+ * after a call that inserts.  Inline: a build looks up each access of
+ * each task, nearly always a buffer the map holds at its home slot. */
+static inline struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
+  if (__builtin_expect(g->bmap_cap != 0, 1)) {
+    struct mz__bentry *e = bmap_find(g, b);
+    if (e->buf) return e;
+  }
+  return bmap_insert(g, b);
 }
 
 static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
@@ -521,8 +531,15 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld = v;
     g->capkheld = cap;
   }
-  bool have = false;
-  for (size_t i = 0; i < g->nkheld && !have; i++) have = g->kheld[i] == k;
+  /* The kernel last found or added is kept last (the order is free):
+   * most builds apply the kernel of the last apply again. */
+  bool have = g->nkheld && g->kheld[g->nkheld - 1] == k;
+  for (size_t i = 0; i + 1 < g->nkheld && !have; i++) {
+    if (g->kheld[i] != k) continue;
+    g->kheld[i] = g->kheld[g->nkheld - 1];
+    g->kheld[g->nkheld - 1] = k;
+    have = true;
+  }
   if (!have) {
     atomic_fetch_add(&k->refs, 1);
     g->kheld[g->nkheld++] = k;

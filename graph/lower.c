@@ -679,7 +679,16 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     if (pset.cap) pset_clear(&pset);
     struct pset *ps = &pset;
     preds.n = 0;
-    for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
+    /* The build-time predecessors are distinct and never op: into the
+     * empty list without the duplicate scan. */
+    for (unsigned k = 0; !rc && k < t->nbpreds; k++) {
+      mz_op *p = t->bpreds[k];
+      if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
+        if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
+        continue;
+      }
+      rc = vpush(&preds, p);
+    }
     for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;
@@ -716,7 +725,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* The predecessors are most often exactly the build-time ones (the
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
-    bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
+    /* (A loop, not memcmp: the lists are a few entries long.) */
+    bool same = preds.n == t->nbpreds;
+    for (size_t k = 0; same && k < preds.n; k++) same = preds.v[k] == t->bpreds[k];
     size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(rt, t),
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
