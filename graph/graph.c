@@ -133,15 +133,18 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
   return check_op_fail(g, who, op);
 }
 
-/* A value, scalar or tuple: the op without the task's fields. */
-static mz_op *new_op(mz_graph *g, enum mz__kind kind) {
-  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
+/* A value, scalar or tuple: the op without the task's fields, and extra
+ * bytes after it (a tuple's elements). */
+static inline mz_op *new_op_with(mz_graph *g, enum mz__kind kind, size_t extra) {
+  _Static_assert(MZ__OP_HEAD % 8 == 0, "what follows an op must stay 8-byte aligned");
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD + extra);
   if (!op) return NULL;
   op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   return op;
 }
+static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) { return new_op_with(g, kind, 0); }
 
 static int hold_buffer(mz_graph *g, mz_buffer *b) {
   if (g->nheld == g->capheld) {
@@ -258,10 +261,14 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     mz_op *e = check_op(g, who, ops[i]);
     if (e) return e;
   }
-  mz_op *op = new_op(g, MZ__K_TUPLE);
-  mz_op **el = op ? mz__arena_alloc(&g->arena, n * sizeof *el) : NULL;
-  if (!el) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  memcpy(el, ops, n * sizeof *el);
+  /* The node and its elements in one block. */
+  mz_op *op = new_op_with(g, MZ__K_TUPLE, n * sizeof(mz_op *));
+  if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  mz_op **el = (mz_op **)(void *)((char *)op + MZ__OP_HEAD);
+  if (n <= 4) /* most zips: no call */
+    for (unsigned i = 0; i < n; i++) el[i] = ops[i];
+  else
+    memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->u.tuple.elems = el;
   op->name = who + 3;
@@ -295,27 +302,36 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
   return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
 }
 
+/* Make room for one more op in a growing array of ops. */
+static __attribute__((noinline)) int ops_grow(mz_op ***v, size_t *cap) {
+  size_t nc = *cap ? *cap * 2 : 16;
+  mz_op **nv = realloc(*v, nc * sizeof *nv);
+  if (!nv) return MZ_ENOMEM;
+  *v = nv;
+  *cap = nc;
+  return MZ_OK;
+}
+
 /* Append op to a growing array of ops. */
-static int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    mz_op **nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return MZ_ENOMEM;
-    *v = nv;
-    *cap = nc;
-  }
+static inline int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
+  if (*n == *cap && ops_grow(v, cap)) return MZ_ENOMEM;
   (*v)[(*n)++] = op;
   return MZ_OK;
 }
 
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
-  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->u.nres;
-  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->u.res;
+  bool tup = op->kind == MZ__K_TUPLE;
+  unsigned cnt = tup ? op->u.tuple.n : op->u.nres;
+  mz_op **el = tup ? op->u.tuple.elems : op->u.res;
   for (unsigned i = 0; i < cnt; i++) {
-    mz_op *e = op->kind == MZ__K_TUPLE ? el[i] : task_result(op->g, op, i);
+    /* A task's result made already, or a tuple's element, that is a leaf
+     * (most are: a join of tasks is flattened one task at a time) is
+     * pushed here, without a call. */
+    mz_op *e = el[i];
+    if (!e && !tup) e = task_result(op->g, op, i);
     if (!e) return MZ_ENOMEM;
-    int rc = mz__flatten(e, v, n, cap);
+    int rc = e->kind == MZ__K_VALUE || e->kind == MZ__K_SCALAR ? ops_push(v, n, cap, e) : mz__flatten(e, v, n, cap);
     if (rc) return rc;
   }
   return MZ_OK;
@@ -551,11 +567,13 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   mz_op *leaf_inl[16];
   mz_op **leaf = k->nparams <= 16 ? leaf_inl : mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
   if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  memset(leaf, 0, k->nparams * sizeof *leaf);
   unsigned u = 0;
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
-    if (p->dir > MZ__INOUT) continue;
+    if (p->dir > MZ__INOUT) { /* each slot is set here, none left unset */
+      leaf[i] = NULL;
+      continue;
+    }
     mz_op *a = ua[u++];
     e = check_op(g, "mz_apply", a);
     if (e) return e;

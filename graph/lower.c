@@ -128,7 +128,7 @@ static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op 
  * the first time the run touches it. */
 /* b's first access in this planning pass: its records are copied into
  * the planned state (src/hazard.h) and b is listed in touched. */
-static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
+static inline int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
   int rc = mz__hz_begin(&b->hz, stamp);
   return rc <= 0 ? rc : vpush(touched, (mz_op *)(void *)b);
 }
@@ -183,30 +183,39 @@ static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
  * run (rerun false) skips tasks that were scheduled already. */
 static void reset_for_rerun(struct mz__task *t);
 
+/* Add task p to the closure unless it is in already (or, in a one-shot
+ * run, was scheduled before), and stack its predecessors not in yet. */
+static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
+  struct mz__task *t = mz__task_of(p);
+  if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
+  t->mark = stamp;
+  t->color = 0;
+  t->nsucc_run = 0;
+  if (rerun) reset_for_rerun(t);
+  int rc = vpush(tasks, p);
+  for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+    if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
+  for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
+    if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
+  return rc;
+}
+
 static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
-  if (op->kind == MZ__K_TUPLE && !mz__op_t(op)) {
-    for (unsigned i = 0; i < op->u.tuple.n; i++) {
-      int rc = closure(op->u.tuple.elems[i], stack, tasks, rerun, stamp);
-      if (rc) return rc;
+  bool tup = op->kind == MZ__K_TUPLE && !mz__op_t(op);
+  unsigned n = tup ? op->u.tuple.n : 1;
+  int rc = MZ_OK;
+  for (unsigned i = 0; !rc && i < n; i++) {
+    mz_op *e = tup ? op->u.tuple.elems[i] : op;
+    if (e->kind == MZ__K_TUPLE && !mz__op_t(e)) {
+      rc = closure(e, stack, tasks, rerun, stamp);
+      continue;
     }
-    return MZ_OK;
-  }
-  mz_op *first = mz__op_t(op) ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
-  if (!first) return MZ_OK;
-  int rc = vpush(stack, first);
-  while (!rc && stack->n) {
-    mz_op *p = stack->v[--stack->n];
-    struct mz__task *t = mz__task_of(p);
-    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
-    t->mark = stamp;
-    t->color = 0;
-    t->nsucc_run = 0;
-    if (rerun) reset_for_rerun(t);
-    rc = vpush(tasks, p);
-    for (unsigned i = 0; !rc && i < t->nbpreds; i++)
-      if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
-    for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
-      if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
+    /* An element's own task is visited without the stack (a join of a
+     * million independent tasks never stacks one); its predecessors'
+     * paths are followed to the end before the next element. */
+    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
+    if (first) rc = closure_visit(first, stack, tasks, rerun, stamp);
+    while (!rc && stack->n) rc = closure_visit(stack->v[--stack->n], stack, tasks, rerun, stamp);
   }
   return rc;
 }
@@ -689,6 +698,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       }
       rc = vpush(&preds, p);
     }
+    /* Every build-time predecessor kept, in order: the list starts as
+     * bpreds, and is bpreds when nothing is added after them. */
+    size_t nkept = preds.n;
+    bool kept_all = nkept == t->nbpreds;
     for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;
@@ -725,9 +738,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* The predecessors are most often exactly the build-time ones (the
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
-    /* (A loop, not memcmp: the lists are a few entries long.) */
-    bool same = preds.n == t->nbpreds;
-    for (size_t k = 0; same && k < preds.n; k++) same = preds.v[k] == t->bpreds[k];
+    bool same = kept_all && preds.n == nkept;
     size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(rt, t),
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
