@@ -39,7 +39,6 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
  * graph/lower.c, freed with the graph. */
 void mz__lowered_free(struct mz__lowered *lw) {
   free(lw->tasks);
-  free(lw->leaves);
   mz__arena_free(&lw->frozen);
   *lw = (struct mz__lowered){0};
 }
@@ -359,8 +358,12 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
                  "the arrays after a task must stay 8-byte aligned");
   size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
   size_t pb = mz__task_param_bytes(np, k != NULL), ab = na * sizeof(struct mz__access), rb = nres * sizeof(mz_op *);
-  char *blk = mz__arena_alloc(&g->arena, ob + pb + ab + rb);
+  /* The op and task zeroed by a few stores; the arrays after them (a few
+   * words) by a loop rather than a call with a size known only here. */
+  char *blk = mz__arena_alloc_head(&g->arena, ob + pb + ab + rb, ob);
   if (!blk) return NULL;
+  for (uint64_t *w = (uint64_t *)(void *)(blk + ob), *we = (uint64_t *)(void *)(blk + ob + pb + ab + rb); w < we; w++)
+    *w = 0;
   mz_op *op = (mz_op *)(void *)blk;
   op->g = g;
   op->kind = (uint8_t)kind;
@@ -584,7 +587,9 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
+      if (a->u.scalar.dtype == p->dtype) /* the common case: the bits as they are */
+        mz__task_values(t)[i] = a->u.scalar.v;
+      else if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
@@ -610,8 +615,10 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
                   k->spec.name, p->name);
   }
-  /* Outlike buffers and computed scalars. */
-  for (unsigned i = 0; i < k->nparams; i++) {
+  /* Outlike buffers and computed scalars (the parameters the caller does
+   * not give). */
+  bool derived = k->nuser < k->nparams;
+  for (unsigned i = 0; derived && i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
     if (p->dir <= MZ__INOUT) continue;
     const mz_buffer *rb = mz__task_buf(t, (unsigned)p->ref);
@@ -635,13 +642,15 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
+  /* A task without buffers (every value leaf is a buffer access) has no
+   * build-time predecessor and writes nothing. */
   struct mz__bentry *bes[MZ__BE_CACHE];
-  if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))
+  if (t->nacc && (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes)))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
+  for (unsigned i = 0; derived && i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {

@@ -260,23 +260,17 @@ static void reset_for_rerun(struct mz__task *t) {
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
 
-/* Keep root's closure (in build order) and leaves for its next
- * mz_graph_run.  The closure cannot change once its tasks ran: build-time
- * edges are fixed, and mz_depend refuses tasks that were scheduled.  On
- * ENOMEM nothing is kept, which only costs the next run the walk. */
-static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t ntasks, mz_op *const *leaves,
-                         size_t nleaves) {
+/* Keep root's closure (in build order) for its next mz_graph_run.  The
+ * closure cannot change once its tasks ran: build-time edges are fixed,
+ * and mz_depend refuses tasks that were scheduled.  On ENOMEM nothing is
+ * kept, which only costs the next run the walk. */
+static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t ntasks) {
   struct mz__lowered *lw = &g->lowered;
-  mz_op **tv = malloc((ntasks ? ntasks : 1) * sizeof *tv), **lv = malloc((nleaves ? nleaves : 1) * sizeof *lv);
-  if (!tv || !lv) {
-    free(tv);
-    free(lv);
-    return;
-  }
+  mz_op **tv = malloc((ntasks ? ntasks : 1) * sizeof *tv);
+  if (!tv) return;
   if (ntasks) memcpy(tv, tasks, ntasks * sizeof *tv);
-  if (nleaves) memcpy(lv, leaves, nleaves * sizeof *lv);
   mz__lowered_free(lw);
-  *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
+  *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks};
 }
 
 /* The root's next run computes its edges again. */
@@ -580,32 +574,24 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_mutex_init(&r->m, NULL);
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
-  struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
+  struct vec tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
   struct pset pset = {0};
   unsigned *next_pred = NULL; /* the cycle search's stack: each entry's next predecessor */
   size_t cap_next = 0;
   bool dwait = rt_device_waits(rt);
-  /* A root run before with mz_graph_run: its closure in build order and
-   * its leaves are kept (struct mz__lowered), so only hazards and counters
-   * are set up again. */
+  /* A root run before with mz_graph_run: its closure in build order is
+   * kept (struct mz__lowered), so only hazards and counters are set up
+   * again.  (The root's leaves are the future's, flattened when it is
+   * asked for them: mz__run_results.) */
   struct mz__lowered *lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
-  if (!r->busy) {
-    rc = MZ_ENOMEM;
-  } else if (lw) {
-    leaves.cap = leaves.n = lw->nleaves;
-    leaves.v = malloc((lw->nleaves ? lw->nleaves : 1) * sizeof *leaves.v);
-    if (!leaves.v) rc = MZ_ENOMEM;
-    else if (lw->nleaves) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
-  } else {
-    rc = mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap);
-  }
+  if (!r->busy) rc = MZ_ENOMEM;
+  r->root = root;
   r->t0 = mz__now_ns();
 
   pthread_mutex_lock(&rt->lock);
   if (rerun && g->active) {
     /* Another thread started a run of g between our wait and the lock. */
     pthread_mutex_unlock(&rt->lock);
-    free(leaves.v);
     free(r->busy);
     free(r->devok);
     pthread_mutex_destroy(&r->m);
@@ -829,7 +815,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
                     stale_writer);
     else
       mz__set_error(rt, rc, "%s: out of memory", who);
-    free(leaves.v);
     free(tasks.v);
     free(stack.v);
     free(preds.v);
@@ -915,7 +900,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
   if (rerun) {
-    if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks, leaves.v, leaves.n);
+    if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks);
     if (g->lowered.root == root) {
       if (!nfail && !cross_any && !alias_any) freeze(&g->lowered, r, touched.v, touched.n);
       else unfreeze(&g->lowered);
@@ -935,9 +920,6 @@ linked:
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 
-  /* The root's results. */
-  r->nresults = leaves.n;
-  r->results = leaves.v;
   free(tasks.v);
   free(stack.v);
   free(preds.v);

@@ -237,6 +237,29 @@ void mz__run_unref(struct mz__run *r) {
   free(r);
 }
 
+int mz__run_results(struct mz__run *r) {
+  if (atomic_load_explicit(&r->results_ready, memory_order_acquire)) return MZ_OK;
+  mz_graph *g = r->g;
+  int rc = MZ_OK;
+  /* The graph's lock: flattening may make an apply's result values
+   * (graph/graph.c), as a builder would. */
+  mz__ylock_lock(&g->lock);
+  if (!atomic_load_explicit(&r->results_ready, memory_order_relaxed)) {
+    mz_op **v = NULL;
+    size_t n = 0, cap = 0;
+    rc = mz__flatten(r->root, &v, &n, &cap);
+    if (rc) {
+      free(v);
+    } else {
+      r->results = v;
+      r->nresults = n;
+      atomic_store_explicit(&r->results_ready, true, memory_order_release);
+    }
+  }
+  mz__ylock_unlock(&g->lock);
+  return rc;
+}
+
 /* Runs of at most this many nodes may be waited on by spinning. */
 #define MZ__WAIT_SPIN_NODES 4
 

@@ -53,8 +53,14 @@ struct mz__run {
   _Atomic int status;
   char message[MZ__ERRLEN];
   mz__spin msg_lock;
-  struct mz_op **results;     /* root leaves */
+  /* The root's leaves (values and scalars), flattened from root when
+   * first asked for (mz__run_results): a run needs none of them, and a
+   * join of a million tasks has a million.  results_ready is set (release)
+   * once they are. */
+  struct mz_op *root;
+  struct mz_op **results;
   size_t nresults;
+  _Atomic bool results_ready;
   pthread_mutex_t m;
   pthread_cond_t c;
   _Atomic bool done;
