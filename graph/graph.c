@@ -400,10 +400,10 @@ static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 }
 
 /* Build-time predecessors: the producers of the inputs, plus the last
- * writer (in build order) of each buffer the task reads. */
-#define MZ__BE_CACHE 16
-static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
-  uint64_t gen = g->bmap_gen;
+ * writer (in build order) of each buffer the task reads.  write: the task
+ * is built in full, so it also becomes the last writer of what it writes
+ * here, in the same pass (else the caller calls note_writes later). */
+static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, bool write) {
   struct mz__task *t = mz__op_t(op);
   /* Gathered on the stack (or the heap when large), then kept in an
    * arena array of the exact count: most tasks have fewer predecessors
@@ -430,13 +430,14 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   t->nbdata = n;
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
+    /* (An insert may move the entries: e is used before the next one.) */
     struct mz__bentry *e = bmap_get(g, acc[i].buf);
     if (!e) {
       if (v != inl) free(v);
       return MZ_ENOMEM;
     }
     if (acc[i].mode & 1) ADD_PRED(e->writer);
-    if (i < MZ__BE_CACHE) bes[i] = e;
+    if (write && (acc[i].mode & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
   }
 #undef ADD_PRED
   mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
@@ -448,21 +449,16 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   if (n && !kept) return MZ_ENOMEM;
   t->bpreds = kept;
   t->nbpreds = n;
-  /* A lookup that grew the map moved the entries found before it: find
-   * them again (every buffer is in the map now, so nothing moves). */
-  if (g->bmap_gen != gen)
-    for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++) bes[i] = bmap_get(g, acc[i].buf);
   return MZ_OK;
 }
 
-/* After the task is built: it is now the last writer of what it writes.
- * bes: the entries set_bpreds found. */
-static int note_writes(mz_graph *g, mz_op *op, struct mz__bentry **bes) {
+/* After the task is built: it is now the last writer of what it writes. */
+static int note_writes(mz_graph *g, mz_op *op) {
   const struct mz__task *t = mz__task_of(op); /* op is a task's */
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     if (!(acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, acc[i].buf);
+    struct mz__bentry *e = bmap_get(g, acc[i].buf);
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -644,8 +640,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   }
   /* A task without buffers (every value leaf is a buffer access) has no
    * build-time predecessor and writes nothing. */
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  if (t->nacc && (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes)))
+  if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
@@ -720,8 +715,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
   }
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  int rc = set_bpreds(g, op, leaves, n, bes);
+  int rc = set_bpreds(g, op, leaves, n, false);
   free(leaves);
   if (rc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
@@ -753,7 +747,7 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   c->host = (struct mz__host_call){fn, user};
   /* The label of traces, timings and DOT, and the key of its perf model. */
   if (copy) op->name = copy;
-  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
 }
 
@@ -792,8 +786,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     if (!op->u.res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  if (set_bpreds(g, op, leaf, 1, bes) || note_writes(g, op, bes)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  if (set_bpreds(g, op, leaf, 1, true)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   be = bmap_get(g, b);
   be->partitioned = true;
   g->npartitioned++;
@@ -847,7 +840,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   op->u.res = res;
   op->u.nres = 1;
-  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;
   g->npartitioned--;

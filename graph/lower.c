@@ -637,6 +637,12 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
   } else if (!rc) {
+    /* Room for every task that may be in the closure (those not scheduled
+     * yet, or all of them for mz_graph_run), so that the list is not
+     * copied as it grows; pages never written are never touched. */
+    size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
+    tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
+    tasks.cap = tasks.v ? (most ? most : 1) : 0;
     rc = closure(root, &stack, &tasks, rerun, stamp);
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
