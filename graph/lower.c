@@ -48,62 +48,33 @@ static int by_id(const void *a, const void *b) {
   return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The predecessors gathered so far for one task, as a set, once the list
- * is too long to scan: an open-addressing table of out's first n entries
- * (a task's own scratch, so no field of the predecessor is written). */
-struct pset {
-  mz_op **v;
-  size_t cap, n;
-};
-#define MZ__PSCAN 16 /* lists up to this long are scanned */
+/* A predecessor gathered for the task being planned is flagged in its
+ * color (the cycle search's, which only ever holds 0, 1 or 2): one test
+ * per candidate instead of a scan of the list, whatever its length.  The
+ * flags are cleared once the task's list is complete (unflag), so only
+ * one task's are ever set; rt->lock is held, and nothing else reads a
+ * task's color. */
+#define MZ__SEEN 0x80
 
-static void pset_clear(struct pset *s) {
-  free(s->v);
-  *s = (struct pset){0};
-}
-
-static inline size_t pset_slot(const struct pset *s, const mz_op *p) {
-  size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull & (s->cap - 1);
-  while (s->v[h] && s->v[h] != p) h = (h + 1) & (s->cap - 1);
-  return h;
-}
-
-/* Bring the set up to out's entries (each distinct), growing it to keep
- * it at most half full. */
-static int pset_sync(struct pset *s, const struct vec *out) {
-  if ((out->n + 1) * 2 > s->cap) {
-    size_t cap = 64;
-    while (cap < 4 * (out->n + 1)) cap *= 2;
-    mz_op **v = calloc(cap, sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    free(s->v);
-    s->v = v;
-    s->cap = cap;
-    s->n = 0;
-  }
-  for (; s->n < out->n; s->n++) s->v[pset_slot(s, out->v[s->n])] = out->v[s->n];
-  return MZ_OK;
+static inline void unflag(const struct vec *out) {
+  for (size_t k = 0; k < out->n; k++) mz__task_of(out->v[k])->color &= (uint8_t)~MZ__SEEN;
 }
 
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, struct pset *ps,
-                                                         uint64_t run_stamp) {
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t run_stamp) {
   if (!p || p == op) return MZ_OK;
-  if (out->n <= MZ__PSCAN) {
-    for (size_t k = 0; k < out->n; k++)
-      if (out->v[k] == p) return MZ_OK;
-  } else {
-    if (pset_sync(ps, out)) return MZ_ENOMEM;
-    if (ps->v[pset_slot(ps, p)]) return MZ_OK;
-  }
+  struct mz__task *pt = mz__task_of(p);
+  if (pt->color & MZ__SEEN) return MZ_OK;
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
-  if (mz__task_of(p)->mark != run_stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
-    if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
+  if (pt->mark != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
+    if (pt->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
     return MZ_OK;
   }
-  return vpush(out, p);
+  int rc = vpush(out, p);
+  if (!rc) pt->color |= MZ__SEEN;
+  return rc;
 }
 
 /* Push op on the cycle search's stack, with its next predecessor index
@@ -138,20 +109,20 @@ static inline int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
  * this access writes).  Tiles of one partition are disjoint; tiles of two
  * partitions are ordered through the parent, which each partition task
  * writes. */
-static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
+static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, uint64_t stamp,
                        struct vec *touched) {
   int rc = hz_touch(r, stamp, touched);
-  if (!rc) rc = add_pred(op, r->hz.pwriter, preds, ps, stamp);
-  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz.npreaders; k++) rc = add_pred(op, r->hz.preaders[k], preds, ps, stamp);
+  if (!rc) rc = add_pred(op, r->hz.pwriter, preds, stamp);
+  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz.npreaders; k++) rc = add_pred(op, r->hz.preaders[k], preds, stamp);
   return rc;
 }
 
-static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
+static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, uint64_t stamp,
                          struct vec *touched) {
-  if (b->parent) return alias_preds(op, b->parent, mode, preds, ps, stamp, touched);
+  if (b->parent) return alias_preds(op, b->parent, mode, preds, stamp, touched);
   int rc = MZ_OK;
   pthread_mutex_lock(&b->alias_lock);
-  for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = alias_preds(op, b->tiles[i], mode, preds, ps, stamp, touched);
+  for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = alias_preds(op, b->tiles[i], mode, preds, stamp, touched);
   pthread_mutex_unlock(&b->alias_lock);
   return rc;
 }
@@ -575,7 +546,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
   struct vec tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
-  struct pset pset = {0};
   unsigned *next_pred = NULL; /* the cycle search's stack: each entry's next predecessor */
   size_t cap_next = 0;
   bool dwait = rt_device_waits(rt);
@@ -677,8 +647,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ESTATE;
       break;
     }
-    if (pset.cap) pset_clear(&pset);
-    struct pset *ps = &pset;
     preds.n = 0;
     /* The build-time predecessors are distinct and never op: into the
      * empty list without the duplicate scan. */
@@ -689,6 +657,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         continue;
       }
       rc = vpush(&preds, p);
+      if (!rc) mz__task_of(p)->color |= MZ__SEEN;
     }
     /* Every build-time predecessor kept, in order: the list starts as
      * bpreds, and is bpreds when nothing is added after them. */
@@ -698,23 +667,23 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;
       if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
-      rc = add_pred(op, mz__task_xpreds(t)[k], &preds, ps, stamp);
+      rc = add_pred(op, mz__task_xpreds(t)[k], &preds, stamp);
     }
     const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = acc[a].buf;
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, acc[a].mode, &preds, ps, stamp, &touched);
+        rc = alias_hazards(op, b, acc[a].mode, &preds, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
       if ((acc[a].mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
-      rc = add_pred(op, b->hz.pwriter, &preds, ps, stamp);
+      rc = add_pred(op, b->hz.pwriter, &preds, stamp);
       if (acc[a].mode & 2) {
-        for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, ps, stamp);
+        for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, stamp);
         mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {
         rc = mz__hz_plan_read(&b->hz, op);
@@ -724,6 +693,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * (arguments, transfers and reads into host memory, one of each per
      * access at most, a wait per predecessor and per pending transfer) in
      * one block. */
+    unflag(&preds);
     t->npreds = 0;
     t->preds = NULL;
     if (rc) break;
@@ -824,7 +794,6 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     free(tasks.v);
     free(stack.v);
     free(preds.v);
-    pset_clear(&pset);
     free(next_pred);
     free(touched.v);
     free(topo.v);
@@ -929,7 +898,6 @@ linked:
   free(tasks.v);
   free(stack.v);
   free(preds.v);
-  pset_clear(&pset);
   free(next_pred);
   free(touched.v);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
