@@ -358,12 +358,8 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
                  "the arrays after a task must stay 8-byte aligned");
   size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
   size_t pb = mz__task_param_bytes(np, k != NULL), ab = na * sizeof(struct mz__access), rb = nres * sizeof(mz_op *);
-  /* The op and task zeroed by a few stores; the arrays after them (a few
-   * words) by a loop rather than a call with a size known only here. */
-  char *blk = mz__arena_alloc_head(&g->arena, ob + pb + ab + rb, ob);
+  char *blk = mz__arena_alloc(&g->arena, ob + pb + ab + rb);
   if (!blk) return NULL;
-  for (uint64_t *w = (uint64_t *)(void *)(blk + ob), *we = (uint64_t *)(void *)(blk + ob + pb + ab + rb); w < we; w++)
-    *w = 0;
   mz_op *op = (mz_op *)(void *)blk;
   op->g = g;
   op->kind = (uint8_t)kind;

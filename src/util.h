@@ -102,18 +102,6 @@ static inline void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
   memset(p, 0, bytes);
   return p;
 }
-/* The same, not zeroed past its first head bytes (a constant, so that
- * the zeroing is a few stores): for a block whose tail the caller sets
- * in full.  bytes >= head. */
-static inline void *mz__arena_alloc_head(struct mz__arena *a, size_t bytes, size_t head) {
-  bytes = (bytes + 7) & ~(size_t)7;
-  if (!bytes) bytes = 8;
-  if (__builtin_expect((size_t)(a->end - a->ptr) < bytes, 0)) return mz__arena_alloc_slow(a, bytes);
-  void *p = a->ptr;
-  a->ptr += bytes;
-  memset(p, 0, head);
-  return p;
-}
 void mz__arena_free(struct mz__arena *a); /* keeps a->pool */
 
 /* An intrusive multi-producer single-consumer queue (Vyukov): push from any
