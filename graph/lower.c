@@ -639,9 +639,19 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   mz_op *self_cycle = NULL, *stale_op = NULL;
   mz_buffer *stale_buf = NULL;
   uint32_t stale_writer = 0;
+  /* In a runtime with host memory only and no device that waits, a task
+   * with no edge and no buffer has nothing to plan: no predecessor, no
+   * device record. */
+  bool bare_ok = rt->nmem <= 1 && !dwait;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
+    if (bare_ok && !t->nbpreds && !t->nacc && !mz__task_nxpreds(t)) {
+      t->npreds = 0;
+      t->preds = NULL;
+      xdev_set(t, NULL, NULL, NULL);
+      continue;
+    }
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
       stale_op = op;
       rc = MZ_ESTATE;
@@ -895,11 +905,20 @@ linked:
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 
+  /* The run's end clears the records of the buffers touched (none for a
+   * replay, which has its own list: rbufs), when they are all its tasks'
+   * own (struct mz__run). */
+  if (!alias_any) {
+    r->tbufs = touched.v;
+    r->ntbufs = touched.n;
+    r->tbufs_listed = true;
+  } else {
+    free(touched.v);
+  }
   free(tasks.v);
   free(stack.v);
   free(preds.v);
   free(next_pred);
-  free(touched.v);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 
   const struct mz_policy_ops *po = rt->pol[pol];

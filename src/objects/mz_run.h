@@ -46,6 +46,16 @@ struct mz__run {
    * flight (a re-run waits for it); NULL otherwise. */
   const struct mz__lwbuf *rbufs;
   size_t nrbufs;
+  /* Any other run without a tile or a partitioned buffer (tbufs_listed):
+   * the buffers its planning touched, each once, which are the buffers
+   * its tasks access (malloc'd, the mz_buffer * of each, stored as ops:
+   * graph/lower.c's list); its end clears their hazard records.  (With
+   * tiles, planning also touches tiles of other graphs, which may be
+   * freed before the run ends: the end then clears the records of each
+   * task's own buffers.) */
+  struct mz_op **tbufs;
+  size_t ntbufs;
+  bool tbufs_listed;
   struct mz_op **tasks;
   size_t ntasks;
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
