@@ -609,8 +609,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   } else if (!rc) {
     /* Room for every task that may be in the closure (those not scheduled
      * yet, or all of them for mz_graph_run), so that the list is not
-     * copied as it grows; pages never written are never touched. */
+     * copied as it grows; at most 64 Ki of them (a small root of a large
+     * graph scheduled again and again would map and unmap that much
+     * each time), a larger closure grows from there. */
     size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
+    if (most > 65536) most = 65536;
     tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
     tasks.cap = tasks.v ? (most ? most : 1) : 0;
     rc = closure(root, &stack, &tasks, rerun, stamp);
