@@ -51,9 +51,9 @@ static int by_id(const void *a, const void *b) {
 /* A predecessor gathered for the task being planned is flagged in its
  * color (the cycle search's, which only ever holds 0, 1 or 2): one test
  * per candidate instead of a scan of the list, whatever its length.  The
- * flags are cleared once the task's list is complete (unflag), so only
- * one task's are ever set; rt->lock is held, and nothing else reads a
- * task's color. */
+ * flags are cleared once the task's list is complete (or planning stops:
+ * unflag), so only one task's are ever set; rt->lock is held, and nothing
+ * else reads a task's color. */
 #define MZ__SEEN 0x80
 
 static inline void unflag(const struct vec *out) {
@@ -706,10 +706,12 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * (arguments, transfers and reads into host memory, one of each per
      * access at most, a wait per predecessor and per pending transfer) in
      * one block. */
-    unflag(&preds);
     t->npreds = 0;
     t->preds = NULL;
-    if (rc) break;
+    if (rc) {
+      unflag(&preds);
+      break;
+    }
     /* The predecessors are most often exactly the build-time ones (the
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
@@ -722,12 +724,16 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     xb = (xb + 15) & ~(size_t)15;
     char *blk = pb + ab + xb + wb ? mz__arena_alloc(&r->arena, pb + ab + xb + wb) : NULL;
     if (pb + ab + xb + wb && !blk) {
+      unflag(&preds);
       rc = MZ_ENOMEM;
       break;
     }
     if (pb) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
-    for (size_t k = 0; k < preds.n; k++)
-      if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
+    for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
+      struct mz__task *pt = mz__task_of(preds.v[k]);
+      pt->color &= (uint8_t)~MZ__SEEN;
+      if (pt->mark == stamp) pt->nsucc_run++; /* successors in the run */
+    }
     t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
     xdev_set(t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
