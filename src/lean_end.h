@@ -1,0 +1,112 @@
+/* maize internals: the lean end of a node, inline on the CPU workers'
+ * path.  A node of a lean run (struct mz__run.lean, objects/mz_run.h) that
+ * succeeded on a CPU worker, untimed, ends here: what mz__task_finish
+ * would do with it, less what cannot apply (copies, times, observers,
+ * memory pins, poison while the runtime has had no failure, plan links
+ * while the task has none).  Its successors of the same run that it makes
+ * ready come back in ready[] (state QUEUED, as share() leaves them) for
+ * the worker to run next; any other goes the common way.
+ *
+ * Inline because a re-run of a built graph is mostly this and the call of
+ * the node's function: the worker's loop (devices/cpu/cpu.c) runs a chain
+ * of such nodes without leaving its frame.  src/exec.c owns the rest of a
+ * node's end and the cases this one sends there.
+ *
+ * Thread: a CPU worker of the node's runtime (or a waiter lending one),
+ * whose queue ran the node.  Locks: none held on entry; the task's spinlock
+ * is taken to publish DONE (objects/mz_op.h). */
+#ifndef MZ_LEAN_END_H
+#define MZ_LEAN_END_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "device_ops.h"
+#include "objects/mz_op.h"
+#include "objects/mz_run.h"
+#include "objects/mz_runtime.h"
+
+/* Whether t holds a node planned after it (mz_task_set_after), whose
+ * release is left to mz__task_finish: never while t is as a replay left it
+ * (replay_dirty), which spares the look. */
+static inline bool mz__task_has_plan_next(struct mz__task *t) {
+  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
+  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
+}
+
+/* src/exec.c: a node of another run waiting for Q's slot (a pick policy's
+ * pending list) is served, as after any node's end on Q. */
+void mz__queue_serve_pending(struct mz__queue *Q);
+/* src/exec.c: s, made ready by the lean end, goes the common way (another
+ * run's, not shared, canceled, plan-linked, or past ready[]'s room). */
+void mz__task_ready_common(struct mz_op *s);
+
+/* The lean end of op, whose run's completions acct counts (the worker's
+ * queue Q, which ran op, with acct->run == op's run) while the runtime has
+ * no failure and op no plan link (mz__task_finish_lean tests both first),
+ * in three parts: the node's own end (mz__lean_done), the drop of counts
+ * of its successors (mz__lean_drop) and the hand-off of those that became
+ * ready (mz__lean_ready); mz__lean_end makes all three.  acct->done is
+ * counted last: the run may end with the published count.
+ *
+ * mz__lean_done: op is DONE.  counted: op is in Q's backlog (see
+ * mz__task_finish_lean). */
+static inline void mz__lean_done(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted) {
+  struct mz__task *t = mz__task_of(op);
+  acct->ops++;
+  acct->batches++; /* a shared node is a batch of one */
+  mz__spin_lock(&t->lock);
+  t->status = MZ_OK;
+  atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
+  mz__spin_unlock(&t->lock);
+  if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
+  if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) mz__queue_serve_pending(Q);
+}
+
+/* Drop k of st's unfinished-predecessor counts, which ended predecessors
+ * hold; whether st is ready now.  When they are the last counts
+ * outstanding, a load does it, not a locked instruction: the others were
+ * dropped (RMWs, which the acquire pairs with), and none is added while a
+ * run is in flight (a cross-run edge is counted while its run is
+ * scheduled, behind the run's gate). */
+static inline bool mz__lean_drop(struct mz__task *st, unsigned k) {
+  if (atomic_load_explicit(&st->unfin, memory_order_acquire) == k) {
+    atomic_store_explicit(&st->unfin, 0, memory_order_relaxed);
+    return true;
+  }
+  return atomic_fetch_sub_explicit(&st->unfin, k, memory_order_acq_rel) == k;
+}
+
+/* s, which a node of run r made ready, goes to ready[n] (QUEUED, for this
+ * worker to run or share) when there is room and it may take the short
+ * way (of r, shared, not canceled, no plan link), else the common way.
+ * Returns the new count in ready[]. */
+static inline unsigned mz__lean_ready(struct mz__run *r, struct mz_op *s, struct mz_op **ready, unsigned n,
+                                      unsigned cap) {
+  struct mz__task *st = mz__task_of(s);
+  if (__builtin_expect(n < cap && st->run == r && st->shared &&
+                           !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
+                           !mz__task_has_plan_next(st),
+                       1)) {
+    atomic_store_explicit(&st->state, MZ__T_QUEUED, memory_order_release);
+    ready[n++] = s;
+  } else {
+    mz__task_ready_common(s);
+  }
+  return n;
+}
+
+/* All of it.  Returns the count in ready[]. */
+static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted,
+                                    struct mz_op **ready, unsigned cap) {
+  struct mz__task *t = mz__task_of(op);
+  mz__lean_done(Q, acct, op, counted);
+  unsigned n = 0;
+  for (unsigned i = 0; i < t->succs.n; i++)
+    if (mz__lean_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
+  acct->done++;
+  return n;
+}
+
+#endif
