@@ -11,7 +11,8 @@
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
  * workers take from in chunks.  A worker takes work in this order: run-next,
- * the few nodes it took from its own deque at once,
+ * the few nodes it took from its own deque at once (or, alone on its
+ * device, kept there instead of the deque),
  * inbox, own deque, injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
@@ -89,8 +90,9 @@ struct worker {
   uint32_t dev1;          /* its device's index + 1: a node's args_dev1 when planned for it */
   struct cpu_dev *cd;
   struct mz_op *next;     /* run-next slot (its owner only: see lend) */
-  /* Nodes taken from its own deque in one go (mz__deque_take_some), run
-   * next after the run-next slot: local[nlocal - 1] first (its owner only). */
+  /* Nodes taken from its own deque in one go (mz__deque_take_some), or
+   * made ready on a device of one worker (push_ready), run next after the
+   * run-next slot: local[nlocal - 1] first (its owner only). */
   struct mz_op *local[LOCAL_TAKE];
   unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
@@ -128,8 +130,15 @@ static inline int prepare_kept(struct mz__exec *e) {
 
 /* Nodes w's own node made ready (its lean end), past the first: to w's
  * deque, where idle workers may steal them; past the deque's share, to the
- * device's pool as cpu_share does. */
+ * device's pool as cpu_share does.  In the order the deque would give them
+ * back: the last first. */
 static void push_ready(struct worker *w, mz_op **rd, unsigned n) {
+  /* A device of one worker has no thief: its nodes wait where taking them
+   * back costs no fence (as many as fit). */
+  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_TAKE) {
+    for (unsigned i = 0; i < n; i++) w->local[w->nlocal++] = rd[i];
+    return;
+  }
   unsigned i = 0;
   int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
                  atomic_load_explicit(&w->dq.top, memory_order_relaxed);
