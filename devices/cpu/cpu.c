@@ -75,6 +75,10 @@ struct cpu_dev {
 #define LOCAL_MAX 1024
 /* The most nodes a worker takes from its own deque at once. */
 #define LOCAL_TAKE 8
+/* The most nodes its local list holds (struct worker's local): a worker
+ * alone on its device keeps there what others would steal from its deque,
+ * as many as an injection chunk. */
+#define LOCAL_CAP 64
 
 struct worker {
   struct mz__mpsc inbox;
@@ -94,7 +98,7 @@ struct worker {
   /* Nodes taken from its own deque in one go (mz__deque_take_some), or
    * made ready on a device of one worker (push_ready), run next after the
    * run-next slot: local[nlocal - 1] first (its owner only). */
-  struct mz_op *local[LOCAL_TAKE];
+  struct mz_op *local[LOCAL_CAP];
   unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
   _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
@@ -148,7 +152,7 @@ static inline bool pm_wants(const struct worker *w, const mz_op *op) {
 static void push_ready(struct worker *w, mz_op **rd, unsigned n) {
   /* A device of one worker has no thief: its nodes wait where taking them
    * back costs no fence (as many as fit). */
-  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_TAKE) {
+  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_CAP) {
     for (unsigned i = 0; i < n; i++) w->local[w->nlocal++] = rd[i];
     return;
   }
@@ -380,14 +384,18 @@ static mz_op *take_injected(struct worker *w) {
   }
   atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
   pthread_mutex_unlock(&cd->inj_lock);
-  /* The first runs here; the rest go to this worker's deque. */
+  /* The first runs here; the rest go to this worker's deque, or, alone
+   * on its device, to its local list (no thief: no fences), in the order
+   * the deque would give them back (the last first). */
   mz_op *op = n ? atomic_load_explicit(mz__op_next(first), memory_order_relaxed) : NULL;
+  bool alone = cd->nworkers == 1 && w->nlocal + n - 1 <= LOCAL_CAP;
   for (size_t i = 1; i < n; i++) {
     mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
-    if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
+    if (alone) w->local[w->nlocal++] = op;
+    else if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
     op = nx;
   }
-  if (n > 1) wake_idle(cd, n - 1);
+  if (n > 1 && !alone) wake_idle(cd, n - 1);
   return n ? first : NULL;
 }
 
