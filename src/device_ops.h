@@ -110,6 +110,9 @@ static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return e->xd ?
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);
+/* a and b belong to the same run: an event of one lives as long as the
+ * other's (both are released when the run is torn down). */
+bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b);
 /* What e runs, read from its node (the exec keeps no copy): the kernel
  * (NULL for host work: host, partition, unpartition), its number of
  * arguments (e->xd->args' length on a device with memory of its own), and

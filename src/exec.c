@@ -36,8 +36,13 @@
 
 enum { W_PLACE, W_READY, W_SUBMIT, W_BADPICK };
 
-/* The most nodes one device batch holds. */
-#define MZ__BATCH_MAX 256
+/* The most nodes one device batch holds.  Its array of execs (8 bytes
+ * each) stays under glibc's smallest "large" request (1,024 bytes): a
+ * large request first merges every freed small chunk of the arena
+ * (malloc_consolidate), and the submission thread's arena collects the
+ * driver's per-command allocations, freed on the driver's threads: with
+ * 256 (2 KiB) that merge was 5% of a chain's CPU time on PoCL. */
+#define MZ__BATCH_MAX 120
 
 struct work {
   struct { mz_op *op; int what; } inl[64], *v;
@@ -819,6 +824,9 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
 }
 
 bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
+bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b) {
+  return mz__task_of(mz__exec_node(a))->run == mz__task_of(mz__exec_node(b))->run;
+}
 
 const char *mz__exec_message(const struct mz__exec *e) { return mz__task_message(mz__task_of(mz__exec_node(e))); }
 void mz__exec_set_message(struct mz__exec *e, char *msg) { mz__task_set_message(mz__task_of(mz__exec_node(e)), msg); }
@@ -1478,13 +1486,9 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   unsigned n = b->n;
   /* Mark flushed before the device can complete them; the CAS keeps a
    * completion that races ahead from being undone. */
-  mz_op **ops = malloc(n * sizeof *ops);
-  struct mz__run **runs = malloc(n * sizeof *runs);
-  if (!runs) {
-    free(ops);
-    ops = NULL;
-  }
-  for (unsigned i = 0; ops && i < n; i++) {
+  mz_op *ops_st[MZ__BATCH_MAX], **ops = ops_st;
+  struct mz__run *runs_st[MZ__BATCH_MAX], **runs = runs_st;
+  for (unsigned i = 0; i < n; i++) {
     ops[i] = mz__exec_node(b->execs[i]);
     runs[i] = mz__task_of(ops[i])->run; /* keep the nodes alive past a fast callback */
     atomic_fetch_add(&runs[i]->refs, 1);
@@ -1495,26 +1499,23 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   if (rc) {
     for (unsigned i = 0; i < n; i++) exec_unplan(b->execs[i]);
     for (unsigned i = 0; i < n; i++)
-      finish(ops ? ops[i] : mz__exec_node(b->execs[i]), rc,
+      finish(ops[i], rc,
              injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);
     free(b->execs);
     free(b);
-  } else if (ops) {
+  } else {
     for (unsigned i = 0; i < n; i++) {
       uint8_t exp = MZ__T_QUEUED;
       atomic_compare_exchange_strong(&mz__task_of(ops[i])->state, &exp, MZ__T_FLUSHED);
     }
   }
-  for (unsigned i = 0; ops && i < n; i++) mz__run_unref(runs[i]);
-  free(runs);
-  free(ops);
+  for (unsigned i = 0; i < n; i++) mz__run_unref(runs[i]);
 }
 
 static void *proxy_main(void *arg) {
   struct mz__proxy *p = arg;
   mz__in_runtime_thread = 1;
   struct mz__batch *b = NULL;
-  unsigned cap = 0;
   /* Polls before parking, for as long as an idle CPU worker spins (the
    * runtime's spin setting): a program that submits one op at a time (a
    * canned gemm, then a wait) finds the thread awake, not parked behind a
@@ -1563,8 +1564,9 @@ static void *proxy_main(void *arg) {
     if (b && b->queue != Q) proxy_flush(p, &b, &w);
     if (!b) {
       b = calloc(1, sizeof *b);
-      cap = 16;
-      if (b) b->execs = malloc(cap * sizeof *b->execs);
+      /* Room for a whole batch at once: no copies as it grows (under
+       * 1 KiB, see MZ__BATCH_MAX, so one small-size malloc). */
+      if (b) b->execs = malloc(MZ__BATCH_MAX * sizeof *b->execs);
       if (!b || !b->execs) {
         free(b);
         b = NULL;
@@ -1573,17 +1575,6 @@ static void *proxy_main(void *arg) {
         continue;
       }
       b->queue = Q;
-    }
-    if (b->n == cap) {
-      cap *= 4; /* 16, 64, 256 = MZ__BATCH_MAX: two copies for a full batch */
-      struct mz__exec **v = realloc(b->execs, cap * sizeof *v);
-      if (!v) {
-        proxy_flush(p, &b, &w);
-        finish(op, MZ_ENOMEM, "no memory for a batch", &w);
-        work_drain(&w);
-        continue;
-      }
-      b->execs = v;
     }
     b->execs[b->n++] = &t->exec;
     /* A long run is cut into batches of MZ__BATCH_MAX so the device starts

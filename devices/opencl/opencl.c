@@ -16,6 +16,21 @@
  * batch, on an OpenCL runtime thread; that callback makes no blocking
  * OpenCL call (the specification forbids it) and calls mz__batch_done().
  *
+ * Events.  A command gets an event of its own only where one is needed:
+ * the last of a batch (its completion callback), the first when the queue
+ * keeps timestamps (the batch's start), a node whose run is observed (its
+ * own times for the trace), canned library calls and markers.  Hand-written
+ * host code asks for none, and on PoCL an event the caller keeps costs more
+ * than maize's planning of a node (about 620 instructions at enqueue, the
+ * status query at completion and the release).  Another node of the batch
+ * borrows the next event after it on its in-order queue (see
+ * struct mz__xdev's event): a node on another queue that must wait for it
+ * waits for that later command, which is never one that waits for the
+ * waiter (it was enqueued before it), and the node's status is that
+ * command's.  A node without times of its own shares its batch's span,
+ * from the first command's start to the last's end, with the rest of the
+ * batch, as the CUDA backend does.
+ *
  * Copy engine.  Each device has one more in-order queue for the copies
  * into its memory that nodes need (struct mz__exec's xfers): they are
  * enqueued there when the node is submitted (those from other devices
@@ -98,6 +113,19 @@ extern const struct mz__devtype mz__devtype_opencl;
 
 /* The OpenCL state of a device. */
 static inline struct ocl_dev *ocl_of(const struct mz_device *dev) { return dev->priv; }
+
+/* A node's event (struct mz__xdev's event) is its own command's, or one
+ * it borrows from a later command of its batch.  A borrowed event of a
+ * node of the same run as its owner is marked with this low bit and not
+ * retained (the owner's release frees it, when the run is torn down, after
+ * every node of the run that could wait for it); one borrowed across runs
+ * is retained and released like an own event. */
+#define EV_BORROWED ((uintptr_t)1)
+
+static inline cl_event ev_of(const struct mz__exec *e)
+{
+  return (cl_event)((uintptr_t)e->xd->event & ~EV_BORROWED);
+}
 
 /* The name of an OpenCL error code, for messages; never NULL. */
 static const char *cl_err_name(cl_int err)
@@ -783,18 +811,27 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
   struct mz__batch *b = user;
   struct mz_device *dev = b->queue->dev;
   bool failed = false;
-  uint64_t offset = 0;
+  uint64_t offset = 0, span0 = 0, span1 = 0;
   bool timed = false;
 
   /* Device timestamps are on the device's clock.  The callback runs right
    * after the last command ends, so "now" minus that command's end maps
-   * device time to mz__now_ns time, within the callback's latency. */
-  if (ocl_of(dev)->profiling && last_status == CL_COMPLETE) {
+   * device time to mz__now_ns time, within the callback's latency.  The
+   * batch's span runs from its first command's start (that command has an
+   * event: see ocl_submit) to the last's end. */
+  if (last && ocl_of(dev)->profiling && last_status == CL_COMPLETE) {
     cl_ulong end = 0;
     if (clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
         end) {
       offset = mz__now_ns() - (uint64_t)end;
       timed = true;
+      cl_event first = b->n ? ev_of(b->execs[0]) : NULL;
+      cl_ulong start = 0;
+      if (first && clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) == CL_SUCCESS &&
+          start && start <= end) {
+        span0 = (uint64_t)start + offset;
+        span1 = (uint64_t)end + offset;
+      }
     }
   }
 
@@ -822,9 +859,14 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
     if (e->status < 0) { /* refused at enqueue time; its message is set */
       continue;
     }
+    /* The last command's status came with the callback; a node that
+     * borrows its event has that status (an earlier command that failed
+     * fails every later one on the in-order queue). */
     cl_int st = CL_COMPLETE;
-    if (e->xd->event &&
-        clGetEventInfo(e->xd->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+    cl_event ev = ev_of(e);
+    if (ev == last)
+      st = last_status;
+    else if (ev && clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
       st = CL_INVALID_EVENT;
     if (st < 0) {
       if (!failed) {
@@ -841,14 +883,19 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       }
       continue;
     }
-    if (timed && e->xd->event) {
+    if (timed && ev && mz__exec_observed(e)) { /* an event of its own: see ocl_submit */
       cl_ulong t0 = 0, t1 = 0;
-      if (clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-          clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+      if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
           t0 && t1 >= t0) {
         e->t_start = (uint64_t)t0 + offset;
         e->t_end = (uint64_t)t1 + offset;
       }
+    } else if (span1 > span0) {
+      /* An equal share of the batch's span (the perf models, the busy
+       * times and the policies' done() see it). */
+      e->t_start = span0 + (span1 - span0) * i / b->n;
+      e->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
     }
   }
   mz__batch_done(b);
@@ -903,10 +950,11 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
 
 /* Enqueue one exec: its transfers and its kernel (or a marker for a node
  * without a kernel), the first command carrying the wait list.  e->xd->event
- * gets the exec's last command's event.  On failure the message is in
- * *why (malloc'd), and e->xd->event is a marker in the kernel's place when the
- * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, char **why)
+ * gets the exec's last command's event when want_event, or a canned call's
+ * or a marker's (else NULL: see "Events" at the top).  On failure the
+ * message is in *why (malloc'd), and e->xd->event is a marker in the
+ * kernel's place when the queue still accepts one (NULL otherwise). */
+static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, bool want_event, char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
@@ -919,8 +967,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     }
   }
   for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-    if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
-      waits[nw++] = e->xd->waits[i]->xd->event;
+    if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
+      waits[nw++] = ev_of(e->xd->waits[i]);
 
   cl_command_queue copyq = od->copy;
   bool profiling = od->profiling;
@@ -976,8 +1024,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     if (err != CL_SUCCESS) {
       nw = 0;
       for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-        if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
-          waits[nw++] = e->xd->waits[i]->xd->event;
+        if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
+          waits[nw++] = ev_of(e->xd->waits[i]);
       if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
         waits[nw++] = refused;
       else
@@ -1025,7 +1073,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       for (unsigned d = 0; d < l->ndim; d++)
         if (l->local[d] == 0)
           local = NULL; /* the implementation chooses */
-      err = clEnqueueNDRangeKernel(cq, ok->kernel, l->ndim, NULL, l->global, local, nw, nw ? waits : NULL, &ev);
+      err = clEnqueueNDRangeKernel(cq, ok->kernel, l->ndim, NULL, l->global, local, nw, nw ? waits : NULL,
+                                   want_event ? &ev : NULL);
       if (err != CL_SUCCESS)
         *why = str_printf("clEnqueueNDRangeKernel(global %zu x %zu x %zu, local %zu x %zu x %zu) refused: %s",
                           l->global[0], l->ndim > 1 ? l->global[1] : 1, l->ndim > 2 ? l->global[2] : 1,
@@ -1060,11 +1109,14 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
   cl_command_queue cq = q->priv;
   struct ocl_dev *od = ocl_of(q->dev);
   cl_event last = NULL;
+  bool tail = false; /* a command was enqueued after the last event */
   int first_err = MZ_OK;
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(od, cq, e, &why);
+    /* See "Events" at the top. */
+    bool want = i + 1 == b->n || (od->profiling && (i == 0 || mz__exec_observed(e)));
+    cl_int err = enqueue_exec(od, cq, e, want, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
@@ -1074,10 +1126,14 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
                                          why ? why : cl_err_name(err)));
       free(why);
     }
-    if (e->xd->event)
+    if (e->xd->event) {
       last = e->xd->event;
+      tail = false;
+    } else if (err == CL_SUCCESS) {
+      tail = true;
+    }
   }
-  if (!last) {
+  if (!last && !tail) {
     /* Nothing reached the queue: the core fails the batch itself.  Our
      * statuses and messages would be overwritten or leaked, so undo them. */
     for (unsigned i = 0; i < b->n; i++) {
@@ -1091,6 +1147,31 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
         }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
+  }
+  /* The nodes without an event borrow the next one after them. */
+  cl_event next = NULL;
+  const struct mz__exec *owner = NULL;
+  for (unsigned i = b->n; i-- > 0;) {
+    struct mz__exec *e = b->execs[i];
+    if (e->xd->event) {
+      next = e->xd->event;
+      owner = e;
+    } else if (next && e->status >= 0) {
+      if (mz__exec_same_run(e, owner))
+        e->xd->event = (void *)((uintptr_t)next | EV_BORROWED);
+      else if (clRetainEvent(next) == CL_SUCCESS)
+        e->xd->event = next;
+    }
+  }
+  if (tail) {
+    /* The last node was refused and no marker took its place, but nodes
+     * before it reached the queue without an event: nothing to hang the
+     * callback on.  Everything is enqueued, so wait here (the submission
+     * thread may block) and complete the batch from this thread; what
+     * follows its last event has succeeded by then. */
+    clFinish(cq);
+    batch_complete(NULL, CL_COMPLETE, b);
+    return MZ_OK;
   }
   /* Flush first: the callback may run at once, after which b belongs to
    * the core again. */
@@ -1109,10 +1190,9 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 /* Release the exec's event. */
 static void ocl_release_exec(struct mz__exec *e)
 {
-  if (e->xd->event) {
+  if (e->xd->event && !((uintptr_t)e->xd->event & EV_BORROWED))
     clReleaseEvent(e->xd->event);
-    e->xd->event = NULL;
-  }
+  e->xd->event = NULL;
 }
 
 /* Open an in-order command queue for q. */
