@@ -17,19 +17,18 @@
  * OpenCL call (the specification forbids it) and calls mz__batch_done().
  *
  * Events.  A command gets an event of its own only where one is needed:
- * the last of a batch (its completion callback), the first when the queue
- * keeps timestamps (the batch's start), a node whose run is observed (its
- * own times for the trace), canned library calls and markers.  Hand-written
- * host code asks for none, and on PoCL an event the caller keeps costs more
- * than maize's planning of a node (about 620 instructions at enqueue, the
- * status query at completion and the release).  Another node of the batch
- * borrows the next event after it on its in-order queue (see
- * struct mz__xdev's event): a node on another queue that must wait for it
- * waits for that later command, which is never one that waits for the
- * waiter (it was enqueued before it), and the node's status is that
- * command's.  A node without times of its own shares its batch's span,
- * from the first command's start to the last's end, with the rest of the
- * batch, as the CUDA backend does.
+ * the last of a batch (its completion callback), the first when the batch
+ * is timed (its start), a node whose run is observed (its own times),
+ * canned library calls and markers.  Hand-written host code asks for
+ * none, and on PoCL 3.1 an event kept per node cost about 1,000
+ * instructions in all (at enqueue, the status query at completion, the
+ * release; callgrind), more than maize's planning of the node.  Another
+ * node of the batch borrows the next event after it on its in-order queue
+ * (EV_BORROWED): a node on another queue that must wait for it waits for
+ * that later command, which never waits for the waiter (it was enqueued
+ * before it), and the node's status is that command's.  A node without
+ * times of its own gets an equal share of its batch's span (see
+ * batch_complete and struct ocl_queue), as the CUDA backend does.
  *
  * Copy engine.  Each device has one more in-order queue for the copies
  * into its memory that nodes need (struct mz__exec's xfers): they are
@@ -113,6 +112,25 @@ extern const struct mz__devtype mz__devtype_opencl;
 
 /* The OpenCL state of a device. */
 static inline struct ocl_dev *ocl_of(const struct mz_device *dev) { return dev->priv; }
+
+/* The OpenCL side of one maize queue (struct mz__queue's priv).  Two
+ * in-order command queues: one that keeps no timestamps, for batches
+ * nobody observes, and one with CL_QUEUE_PROFILING_ENABLE (NULL where the
+ * device has none) for batches of observed runs, whose nodes and copies
+ * are measured.  A queue that keeps timestamps reads the clock about three
+ * times per command (PoCL 3.1: at enqueue, and at start and end on the
+ * threads that run the kernels), at 130-170 ns a read in a VM: about a
+ * fifth of what PoCL spends per small kernel in all, where hand-written
+ * host code asks for no timestamps.  A batch goes to the queue that fits
+ * it; when that is not the queue of the batch before, a marker there and
+ * a barrier on the new one keep the maize queue in order (the submission
+ * thread makes every call on both, so nothing slips in between). */
+struct ocl_queue {
+  cl_command_queue plain;
+  cl_command_queue timed;
+  cl_command_queue cur;       /* the last batch's (submission thread only) */
+  _Atomic uint64_t last_end;  /* host time the last completed batch ended */
+};
 
 /* A node's event (struct mz__xdev's event) is its own command's, or one
  * it borrows from a later command of its batch.  A borrowed event of a
@@ -241,8 +259,8 @@ static struct ocl_ctx *ctx_create(cl_platform_id p, cl_uint ndev, const cl_devic
   return c;
 }
 
-/* Create an in-order command queue on the device, with profiling when the
- * device keeps timestamps (it is a few clock reads per command). */
+/* Create an in-order command queue on the device, with profiling on
+ * request (it is a few clock reads per command: see struct ocl_queue). */
 static cl_command_queue queue_create(struct ocl_dev *od, bool profiling, cl_int *err)
 {
   cl_command_queue_properties qp = profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
@@ -810,6 +828,7 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
 {
   struct mz__batch *b = user;
   struct mz_device *dev = b->queue->dev;
+  struct ocl_queue *oq = b->queue->priv;
   bool failed = false;
   uint64_t offset = 0, span0 = 0, span1 = 0;
   bool timed = false;
@@ -834,6 +853,22 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       }
     }
   }
+  /* A batch on the queue without timestamps (or whose times could not be
+   * read): measured at the host, as the CUDA backend does, from the later
+   * of its submission (ocl_submit keeps the time in b->priv) and the end of
+   * the queue's batch before to now.  Without times the perf models would
+   * never learn an OpenCL kernel, nor count its device busy. */
+  uint64_t now = mz__now_ns();
+  if (!timed) {
+    uint64_t t0 = (uint64_t)(uintptr_t)b->priv, prev = atomic_load_explicit(&oq->last_end, memory_order_relaxed);
+    if (t0 < prev)
+      t0 = prev;
+    if (t0 && t0 < now) {
+      span0 = t0;
+      span1 = now;
+    }
+  }
+  atomic_store_explicit(&oq->last_end, now, memory_order_relaxed);
 
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
@@ -1106,8 +1141,28 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
  * enqueued does submit return an error. */
 static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 {
-  cl_command_queue cq = q->priv;
+  struct ocl_queue *oq = q->priv;
   struct ocl_dev *od = ocl_of(q->dev);
+  /* Timestamps only for a batch with a node of an observed run. */
+  bool measure = false;
+  for (unsigned i = 0; oq->timed && i < b->n && !measure; i++)
+    measure = mz__exec_observed(b->execs[i]);
+  cl_command_queue cq = measure ? oq->timed : oq->plain;
+  if (cq != oq->cur) {
+    /* In order after the batches on the other queue. */
+    cl_event m = NULL;
+    if (clEnqueueMarkerWithWaitList(oq->cur, 0, NULL, &m) != CL_SUCCESS ||
+        clEnqueueBarrierWithWaitList(cq, 1, &m, NULL) != CL_SUCCESS)
+      clFinish(oq->cur); /* the submission thread may block */
+    else
+      clFlush(oq->cur);
+    if (m)
+      clReleaseEvent(m);
+    oq->cur = cq;
+  }
+#if UINTPTR_MAX >= UINT64_MAX
+  b->priv = (void *)(uintptr_t)mz__now_ns(); /* see batch_complete */
+#endif
   cl_event last = NULL;
   bool tail = false; /* a command was enqueued after the last event */
   int first_err = MZ_OK;
@@ -1115,7 +1170,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
     /* See "Events" at the top. */
-    bool want = i + 1 == b->n || (od->profiling && (i == 0 || mz__exec_observed(e)));
+    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_observed(e)));
     cl_int err = enqueue_exec(od, cq, e, want, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
@@ -1195,29 +1250,41 @@ static void ocl_release_exec(struct mz__exec *e)
   e->xd->event = NULL;
 }
 
-/* Open an in-order command queue for q. */
+/* Open q's in-order command queues (struct ocl_queue). */
 static int ocl_queue_init(struct mz__queue *q)
 {
   struct ocl_dev *od = ocl_of(q->dev);
+  struct ocl_queue *oq = calloc(1, sizeof *oq);
+  if (!oq)
+    return mz__set_error(q->dev->rt, MZ_ENOMEM, "opencl %s: no memory for queue %u", q->dev->info.name, q->local);
   cl_int err;
-  cl_command_queue cq = queue_create(od, od->profiling, &err);
-  if (!cq && od->profiling) {
-    od->profiling = false;
-    cq = queue_create(od, false, &err);
-  }
-  if (!cq)
+  oq->plain = queue_create(od, false, &err);
+  if (!oq->plain) {
+    free(oq);
     return mz__set_error(q->dev->rt, MZ_EDEVICE, "opencl %s: cannot create queue %u: %s", q->dev->info.name,
                          q->local, cl_err_name(err));
-  q->priv = cq;
+  }
+  /* Without it, observed nodes get their batch's host-measured time. */
+  cl_int terr;
+  oq->timed = od->profiling ? queue_create(od, true, &terr) : NULL;
+  oq->cur = oq->plain;
+  atomic_init(&oq->last_end, 0);
+  q->priv = oq;
   return MZ_OK;
 }
 
-/* Close q's command queue once its commands have finished. */
+/* Close q's command queues once their commands have finished. */
 static void ocl_queue_fini(struct mz__queue *q)
 {
-  if (q->priv) {
-    clFinish(q->priv);
-    clReleaseCommandQueue(q->priv);
+  struct ocl_queue *oq = q->priv;
+  if (oq) {
+    clFinish(oq->plain);
+    clReleaseCommandQueue(oq->plain);
+    if (oq->timed) {
+      clFinish(oq->timed);
+      clReleaseCommandQueue(oq->timed);
+    }
+    free(oq);
     q->priv = NULL;
   }
 }
