@@ -78,6 +78,38 @@ static inline struct mz_op *mz__deque_take(struct mz__deque *d) {
   return op;
 }
 
+/* Owner only: up to k of the newest tasks, the newest first in out[];
+ * returns how many (0: the deque is empty).  One seq_cst exchange for all
+ * of them where mz__deque_take makes one per task.  It takes at most half
+ * of what the deque holds, leaving thieves the rest, and falls back to
+ * mz__deque_take when the deque holds fewer than 4 or thieves reached
+ * the range meanwhile.  Safe as take is: a thief that read bottom before
+ * the exchange read top before it too (its loads are seq_cst, top first),
+ * so it can win only the task at the top the owner reads after the
+ * exchange, which lies below the range (tested); later thieves see the
+ * new bottom. */
+static inline unsigned mz__deque_take_some(struct mz__deque *d, struct mz_op **out, unsigned k) {
+  int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+  /* top only grows: a deque that looked empty here is. */
+  int64_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
+  if (b <= t) return 0;
+  int64_t n = (b - t) / 2;
+  if (n > (int64_t)k) n = k;
+  if (n >= 2) {
+    struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
+    int64_t nb = b - n;
+    atomic_exchange_explicit(&d->bottom, nb, memory_order_seq_cst);
+    t = atomic_load_explicit(&d->top, memory_order_seq_cst);
+    if (t < nb) {
+      for (int64_t i = 0; i < n; i++)
+        out[i] = atomic_load_explicit(&a->slot[(size_t)(b - 1 - i) & a->mask], memory_order_relaxed);
+      return (unsigned)n;
+    }
+    atomic_store_explicit(&d->bottom, b, memory_order_release); /* nothing taken: as before */
+  }
+  return (out[0] = mz__deque_take(d)) != NULL;
+}
+
 /* Any thread: the oldest task, or NULL when the deque looked empty or
  * another thief won the race (the caller may try again). */
 static inline struct mz_op *mz__deque_steal(struct mz__deque *d) {

@@ -27,6 +27,7 @@
 #include "coherence.h"
 #include "exec.h"
 #include "fault.h"
+#include "lean_end.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_kernel.h"
 #include "observe.h"
@@ -491,14 +492,6 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
 }
 
 /* After Q's backlog dropped (sequentially consistent, see pick_drain). */
-/* Whether t holds a node planned after it (mz_task_set_after): never
- * while it is as a replay left it (replay_dirty), which spares the look. */
-static inline bool has_plan_next(struct mz__task *t) {
-  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
-  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
-}
-
 static inline void pick_after_drop(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
   if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) pick_later(rt, Q, w);
 }
@@ -964,7 +957,7 @@ static void share(mz_op *op, struct work *w) {
   unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
   /* No exec.nwait to clear: the CPU workers wait for nothing on a device
    * (a node taken back from them is placed again, which sets it). */
-  if (__builtin_expect(has_plan_next(t), 0)) plan_release(op, w); /* eager and ws set none */
+  if (__builtin_expect(mz__task_has_plan_next(t), 0)) plan_release(op, w); /* eager and ws set none */
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
   if (nsucc) {
     mz__spin_lock(&t->lock);
@@ -1234,60 +1227,33 @@ void mz__task_finish(mz_op *op, int status) {
   work_drain(&w);
 }
 
-/* finish() for a node of a lean run (struct mz__run.lean) that succeeded
- * on a CPU worker, untimed: what finish would do with such a node, less
- * what cannot apply (copies, times, observers, memory pins, poison while
- * the runtime has had no failure, plan links while the task has none; a
- * pick policy of another run waiting for this queue is still served).
- * Its successors of the same run that it makes ready go to
- * ready[] (state QUEUED, as share() leaves them) rather than through the
- * work list; any other goes the common way. */
+/* The lean end's way in from outside the CPU worker's own loop, and its
+ * cases that are not lean after all (src/lean_end.h). */
 unsigned mz__task_finish_lean(mz_op *op, bool counted, mz_op **ready_out, unsigned cap) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   struct mz__queue *Q = rt->queues[t->queue];
-  if (__builtin_expect(atomic_load_explicit(&rt->poisoned, memory_order_relaxed) || has_plan_next(t), 0)) {
+  if (__builtin_expect(atomic_load_explicit(&rt->poisoned, memory_order_relaxed) || mz__task_has_plan_next(t), 0)) {
     if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed); /* finish drops it */
     mz__task_finish(op, MZ_OK);
     return 0;
   }
-  struct mz__acct *acct = worker_acct(rt, r);
-  acct->ops++;
-  acct->batches++; /* a shared node is a batch of one */
-  mz__spin_lock(&t->lock);
-  t->status = MZ_OK;
-  atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
-  mz__spin_unlock(&t->lock);
-  if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
-  unsigned n = 0;
+  return mz__lean_end(Q, worker_acct(rt, r), op, counted, ready_out, cap);
+}
+
+void mz__queue_serve_pending(struct mz__queue *Q) {
   struct work w;
-  bool wi = false;
-  /* Another run's node may wait for this queue's slot (a pick policy's
-   * pending list): as in finish. */
-  if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) {
-    work_init(&w);
-    wi = true;
-    pick_after_drop(rt, Q, &w);
-  }
-  for (unsigned i = 0; i < t->succs.n; i++) {
-    mz_op *s = t->succs.v[i];
-    struct mz__task *st = mz__task_of(s);
-    if (atomic_fetch_sub_explicit(&st->unfin, 1, memory_order_acq_rel) != 1) continue;
-    if (n < cap && st->run == r && st->shared && !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
-        !has_plan_next(st)) {
-      atomic_store_explicit(&st->state, MZ__T_QUEUED, memory_order_release);
-      ready_out[n++] = s;
-    } else {
-      if (!wi) work_init(&w);
-      wi = true;
-      work_push(&w, s, W_READY);
-    }
-  }
-  /* Last: the run may end with the published count. */
-  acct->done++;
-  if (wi) work_drain(&w);
-  return n;
+  work_init(&w);
+  pick_after_drop(Q->dev->rt, Q, &w);
+  work_drain(&w);
+}
+
+void mz__task_ready_common(mz_op *s) {
+  struct work w;
+  work_init(&w);
+  work_push(&w, s, W_READY);
+  work_drain(&w);
 }
 
 void mz__task_ungate(mz_op *op, bool failed) {
@@ -1304,7 +1270,7 @@ void mz__task_ungate(mz_op *op, bool failed) {
 mz_op *mz__task_ungate_take(mz_op *op) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
-  if (!r->lean || !t->shared || has_plan_next(t) || atomic_load_explicit(&r->rt->poisoned, memory_order_relaxed)) {
+  if (!r->lean || !t->shared || mz__task_has_plan_next(t) || atomic_load_explicit(&r->rt->poisoned, memory_order_relaxed)) {
     mz__task_ungate(op, false);
     return NULL;
   }
@@ -1417,7 +1383,18 @@ static void run_start(struct mz__run *r) {
     set_lean(r);
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
-    for (size_t i = 0; i < ns; i++) ready(src[i], &w);
+    /* What ready() and share() would do with a source of such a run that
+     * no failure reached (none has a predecessor in the run, and the run
+     * has none outside it), inline: one store and a link each. */
+    for (size_t i = 0; i < ns; i++) {
+      struct mz__task *t = mz__task_of(src[i]);
+      if (__builtin_expect(st < 0 || mz__task_has_plan_next(t), 0)) {
+        ready(src[i], &w);
+        continue;
+      }
+      atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+      work_share(&w, rt, src[i]);
+    }
     work_drain(&w);
     return;
   }

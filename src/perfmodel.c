@@ -28,6 +28,7 @@
 #include "objects/mz_op.h"
 #include "objects/mz_runtime.h"
 #include "perfmodel.h"
+#include "perfmodel_tick.h"
 
 /* ---- statistics and buckets ---- */
 
@@ -384,9 +385,8 @@ struct pm_entry {
   double fa, fb;             /* log(ns) = fa + fb * log(bytes) */
 };
 
-/* Per queue: a moving average of execution times, and the tick of its
- * sampling.  Once the bucket a node feeds holds MZ__PM_SATURATED samples
- * (the node keeps that verdict: pm_sat1), the node is timed and recorded
+/* The sampling (struct mz__pm_queue, perfmodel_tick.h).  Once the bucket
+ * a node feeds holds MZ__PM_SATURATED samples (the node keeps that verdict: pm_sat1), the node is timed and recorded
  * only on one tick of its queue in MZ__PM_SAMPLE_EVERY (the rest skip the
  * clock and the models' lock): the mean and variance stay unbiased, the
  * count grows more slowly.  The verdict is the node's, not the queue's,
@@ -399,21 +399,11 @@ struct pm_entry {
  * node of a re-run at one in 16. */
 #define MZ__PM_SETTLED 4096
 #define MZ__PM_SAMPLE_RARELY 128
-struct pm_queue {
-  _Alignas(64) _Atomic uint64_t ema;
-  _Atomic uint32_t tick;
-  /* The bucket of q's last sample, when it was saturated: a node that has
-   * no verdict of its own yet (new) and feeds it is sampled as a saturated
-   * one, so that a graph run once pays no sample per node. */
-  _Atomic(const char *) sat_name;
-  _Atomic int sat_key;
-  _Atomic(const struct mz_device *) sat_dev;
-  _Atomic uint8_t sat_mask;   /* and that sample's pm_mask */
-};
 struct hop;
 struct link_tab;
 
 struct mz__perfmodel {
+  struct mz__pm_hot hot;     /* first: see perfmodel_tick.h */
   pthread_mutex_t lock;
   struct pm_entry **tab;
   size_t cap, n;
@@ -422,7 +412,6 @@ struct mz__perfmodel {
   const struct mz_device *clock_dev;
   unsigned *dev_class;
   uint64_t *dev_hash;
-  struct pm_queue *qs;       /* per queue, a cache line each */
   /* Transfer costs (see "transfer costs" below). */
   unsigned ncls;             /* device classes */
   struct mz_device **cls_dev; /* the first device of each class */
@@ -448,13 +437,13 @@ int mz__perfmodel_create(mz_runtime *rt) {
   pm->tab = calloc(pm->cap, sizeof *pm->tab);
   pm->dev_class = calloc(rt->ndev + 1, sizeof *pm->dev_class);
   pm->dev_hash = calloc(rt->ndev + 1, sizeof *pm->dev_hash);
-  pm->qs = aligned_alloc(64, (rt->nq + 1) * sizeof *pm->qs);
-  if (pm->qs) memset((void *)pm->qs, 0, (rt->nq + 1) * sizeof *pm->qs);
-  if (!pm->tab || !pm->dev_class || !pm->dev_hash || !pm->qs) {
+  pm->hot.qs = aligned_alloc(64, (rt->nq + 1) * sizeof *pm->hot.qs);
+  if (pm->hot.qs) memset((void *)pm->hot.qs, 0, (rt->nq + 1) * sizeof *pm->hot.qs);
+  if (!pm->tab || !pm->dev_class || !pm->dev_hash || !pm->hot.qs) {
     free(pm->tab);
     free(pm->dev_class);
     free(pm->dev_hash);
-    free(pm->qs);
+    free(pm->hot.qs);
     free(pm);
     return MZ_ENOMEM;
   }
@@ -541,7 +530,7 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
   free(pm->tab);
   free(pm->dev_class);
   free(pm->dev_hash);
-  free(pm->qs);
+  free(pm->hot.qs);
   free(pm);
   rt->pm = NULL;
 }
@@ -634,7 +623,7 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, 
     struct mz__task *t = mz__task_of(op);
     t->pm_sat1 = a->s.n >= MZ__PM_SATURATED && dev->info.index < 255 ? (uint8_t)(dev->info.index + 1) : 0;
     t->pm_mask = (uint8_t)(a->s.n >= MZ__PM_SETTLED ? MZ__PM_SAMPLE_RARELY - 1 : MZ__PM_SAMPLE_EVERY - 1);
-    struct pm_queue *pq = &pm->qs[q];
+    struct mz__pm_queue *pq = &pm->hot.qs[q];
     atomic_store_explicit(&pq->sat_name, t->pm_sat1 ? name : NULL, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
@@ -655,24 +644,8 @@ static int task_key(const mz_op *op) {
   return key;
 }
 
-/* Whether q's next node, op, is a sample: always until its bucket on dev
- * is saturated (as its last sample found it: pm_sat1), then one node of q
- * in MZ__PM_SAMPLE_EVERY, and once settled one in MZ__PM_SAMPLE_RARELY
- * (pm_mask).  A load and a store of the tick, not an RMW: one
- * thread finishes (or, for wants, runs) a queue's nodes at a time, and a
- * tick lost to a rare overlap only moves the next sample. */
-static __attribute__((noinline)) bool sample_due_new(struct pm_queue *pq, const mz_op *op,
-                                                     const struct mz_device *dev, uint32_t tick);
-static inline bool sample_due(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev) {
-  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
-  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  const struct mz__task *t = mz__task_of(op);
-  if (__builtin_expect(t->pm_sat1 == dev->info.index + 1, 1)) return !(tick & t->pm_mask);
-  return sample_due_new(pq, op, dev, tick);
-}
-
-/* sample_due for a node with no verdict on dev (new, or moved). */
-static bool sample_due_new(struct pm_queue *pq, const mz_op *op, const struct mz_device *dev, uint32_t tick) {
+/* sample_due (perfmodel_tick.h) for a node with no verdict on dev (new, or moved). */
+bool mz__perfmodel_due_new(struct mz__pm_queue *pq, const mz_op *op, const struct mz_device *dev, uint32_t tick) {
   struct mz__task *t = mz__task_of(op);
   if (atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == task_model_name(op) &&
       atomic_load_explicit(&pq->sat_key, memory_order_relaxed) == task_key(op) &&
@@ -686,20 +659,15 @@ static bool sample_due_new(struct pm_queue *pq, const mz_op *op, const struct mz
   return true;
 }
 
-bool mz__perfmodel_wants(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q) {
-  struct mz__perfmodel *pm = rt->pm;
-  return pm && sample_due(&pm->qs[q], op, dev);
-}
-
 void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
                           bool chosen) {
   struct mz__perfmodel *pm = rt->pm;
   if (!pm) return;
   /* A rough per-queue time per node, for queue ready estimates. */
-  struct pm_queue *pq = &pm->qs[q];
+  struct mz__pm_queue *pq = &pm->hot.qs[q];
   uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
   atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  if (!chosen && !sample_due(pq, op, dev)) return;
+  if (!chosen && !mz__perfmodel_sample_due(pq, op, dev)) return;
   record_sample(rt, q, task_model_name(op), op, dev, task_key(op), ns);
 }
 
@@ -1172,7 +1140,7 @@ static uint64_t queue_ready(const mz_runtime *rt, unsigned q, uint64_t now) {
     return r > now ? r : now;
   }
   unsigned backlog = atomic_load_explicit(&Q->backlog, memory_order_relaxed);
-  uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->qs[q].ema, memory_order_relaxed) : 0;
+  uint64_t ema = rt->pm ? atomic_load_explicit(&rt->pm->hot.qs[q].ema, memory_order_relaxed) : 0;
   return now + (uint64_t)backlog * ema;
 }
 

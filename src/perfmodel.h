@@ -107,7 +107,8 @@ struct mz_device;
  * create runs once the devices are known; destroy saves what was learned
  * and frees it (NULL-safe).  record is the completion path's feed: a node
  * ran ns on dev; chosen: wants() chose it as a sample before it ran (else
- * record decides whether to keep it).  wants: before op runs on queue q
+ * record decides whether to keep it).  mz__perfmodel_wants
+ * (perfmodel_tick.h, inline for the workers): before op runs on queue q
  * of dev (a CPU node of a run that is not timed, struct mz__run.timed):
  * whether to time it as a sample; advances q's sampling tick, so call it
  * once per node, from the thread that runs q's nodes.  Thread: any; the
@@ -116,7 +117,6 @@ int mz__perfmodel_create(mz_runtime *rt);
 void mz__perfmodel_destroy(mz_runtime *rt);
 void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,
                           bool chosen);
-bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q);
 /* The runtime clock: the first virtual-clock device's, else mz__now_ns(). */
 uint64_t mz__runtime_clock(const mz_runtime *rt);
 

@@ -11,6 +11,7 @@
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
  * workers take from in chunks.  A worker takes work in this order: run-next,
+ * the few nodes it took from its own deque at once,
  * inbox, own deque, injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
@@ -36,12 +37,13 @@
 
 #include "deque.h"
 #include "exec.h"
+#include "lean_end.h"
 #include "objects/mz_buffer.h"
 #include "objects/mz_kernel.h"
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
-#include "perfmodel.h"
+#include "perfmodel_tick.h"
 
 struct worker;
 struct cpu_dev;
@@ -69,6 +71,8 @@ struct cpu_dev {
 /* The most nodes a worker keeps in its own deque; more go to the
  * injection list (the deque's array then never grows past this). */
 #define LOCAL_MAX 1024
+/* The most nodes a worker takes from its own deque at once. */
+#define LOCAL_TAKE 8
 
 struct worker {
   struct mz__mpsc inbox;
@@ -85,6 +89,10 @@ struct worker {
   uint32_t dev1;          /* its device's index + 1: a node's args_dev1 when planned for it */
   struct cpu_dev *cd;
   struct mz_op *next;     /* run-next slot (its owner only: see lend) */
+  /* Nodes taken from its own deque in one go (mz__deque_take_some), run
+   * next after the run-next slot: local[nlocal - 1] first (its owner only). */
+  struct mz_op *local[LOCAL_TAKE];
+  unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
   _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
   struct mz__deque dq;    /* shared nodes: this worker takes, others steal */
@@ -118,12 +126,11 @@ static inline int prepare_kept(struct mz__exec *e) {
   return mz__exec_prepare(e);
 }
 
-/* Nodes w's own node made ready (its lean end): the first to w's run-next
- * slot, the rest to its deque, where idle workers may steal them; past the
- * deque's share, to the device's pool as cpu_share does. */
-static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
+/* Nodes w's own node made ready (its lean end), past the first: to w's
+ * deque, where idle workers may steal them; past the deque's share, to the
+ * device's pool as cpu_share does. */
+static void push_ready(struct worker *w, mz_op **rd, unsigned n) {
   unsigned i = 0;
-  if (!w->next) w->next = rd[i++];
   int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
                  atomic_load_explicit(&w->dq.top, memory_order_relaxed);
   unsigned pushed = 0;
@@ -133,6 +140,15 @@ static void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
   for (unsigned j = i; j < n; j++)
     atomic_store_explicit(mz__op_next(rd[j]), j + 1 < n ? rd[j + 1] : NULL, memory_order_relaxed);
   cpu_share(w->q->dev, rd[i], rd[n - 1], n - i);
+}
+/* All of them: the first to w's run-next slot when it is free. */
+static inline void keep_ready(struct worker *w, mz_op **rd, unsigned n) {
+  if (!w->next) {
+    w->next = rd[0];
+    rd++;
+    n--;
+  }
+  if (n) push_ready(w, rd, n);
 }
 
 /* Run one task: plan it (read stale inputs back from their devices), call
@@ -360,10 +376,17 @@ static mz_op *take(struct worker *w) {
     w->next = NULL;
     return op;
   }
+  if (w->nlocal) return w->local[--w->nlocal];
   op = mz__mpsc_pop(&w->inbox);
   if (op) return op;
-  op = mz__deque_take(&w->dq);
-  if (op) return op;
+  mz_op *got[LOCAL_TAKE];
+  unsigned n = mz__deque_take_some(&w->dq, got, LOCAL_TAKE);
+  if (n) {
+    /* got[0] (the newest) runs now, then got[1], ... as single takes would. */
+    for (unsigned i = 1; i < n; i++) w->local[n - 1 - i] = got[i];
+    w->nlocal = n - 1;
+    return got[0];
+  }
   struct cpu_dev *cd = w->cd;
   if (atomic_load_explicit(&cd->inj_count, memory_order_relaxed)) {
     op = take_injected(w);
@@ -421,52 +444,91 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
  * path: its arguments built for this device by an earlier plan (the
  * caller tests it), no failed predecessor, not a perf-model sample, a
  * synchronous function of at most 16 parameters.  What run_task and
- * prepare_kept test for the general case is known here.  false: nothing
- * was done but asking the perf models (*sampled), and run_task takes the
- * node. */
-static bool run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
-  const mz_kernel *kern = t->kernel;
-  struct mz__exec *e = &t->exec;
+ * prepare_kept test for the general case is known here.
+ *
+ * The successor it makes ready runs next, here, as take() would give it
+ * from the run-next slot: of the same run, shared and lean (the lean end
+ * returns only such nodes), so what run_taken tests per node holds for it
+ * (same run, its time already started, not counted).  With none, so does
+ * the next node taken from the deque at once (w->local), when it is of the
+ * same run.  The loop ends where neither is, or at a node not for this
+ * path.  Returns the
+ * node run_task is to take (nothing was done to it but asking the perf
+ * models, *sampled), or NULL. */
+static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
   const struct mz_device *dev = w->q->dev;
-  mz_cpu_fn fn = NULL;
-  void *user = NULL;
-  if (kern) {
-    if (kern->async) return false;
-    fn = kern->spec.cpu.fn;
-    user = kern->spec.cpu.user;
-  } else {
-    const struct mz__host_call *h = mz__task_host(t);
-    if (h) {
-      fn = h->fn;
-      user = h->user;
+  for (;;) {
+    const mz_kernel *kern = t->kernel;
+    struct mz__exec *e = &t->exec;
+    mz_cpu_fn fn = NULL;
+    void *user = NULL;
+    if (kern) {
+      if (kern->async) return op;
+      fn = kern->spec.cpu.fn;
+      user = kern->spec.cpu.user;
+    } else {
+      const struct mz__host_call *h = mz__task_host(t);
+      if (h) {
+        fn = h->fn;
+        user = h->user;
+      }
     }
-  }
-  if (__builtin_expect(t->nparams > 16 || atomic_load_explicit(&dev->dead, memory_order_relaxed) ||
-                           atomic_load_explicit(&t->pred_failed, memory_order_acquire),
-                       0))
-    return false;
-  if (__builtin_expect((*sampled = mz__perfmodel_wants(dev->rt, op, dev, w->q->index)), 0)) return false;
-  e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
-  e->status = 0;
-  t->planned = true;
-  if (fn) {
-    mz_arg args[16];
-    mz_shape shapes[16];
-    if (kern) fill_apply_args(kern, t, args, shapes); /* at most 16 parameters: see above */
-    else fill_args_any(t, args, shapes);
-    mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
-                    .queue = w->q->index};
-    int ret = fn(&call);
-    if (__builtin_expect(ret != 0, 0)) {
-      mz__exec_set_message(e, failed_message(kern, ret));
-      finish_counted(w, op, MZ_EKERNEL, false);
-      return true;
+    if (__builtin_expect(t->nparams > 16 || atomic_load_explicit(&dev->dead, memory_order_relaxed) ||
+                             atomic_load_explicit(&t->pred_failed, memory_order_acquire),
+                         0))
+      return op;
+    if (__builtin_expect((*sampled = mz__perfmodel_wants(dev->rt, op, dev, w->q->index)), 0)) return op;
+    e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
+    e->status = 0;
+    t->planned = true;
+    if (fn) {
+      mz_arg args[16];
+      mz_shape shapes[16];
+      if (kern) fill_apply_args(kern, t, args, shapes); /* at most 16 parameters: see above */
+      else fill_args_any(t, args, shapes);
+      mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
+                      .queue = w->q->index};
+      int ret = fn(&call);
+      if (__builtin_expect(ret != 0, 0)) {
+        mz__exec_set_message(e, failed_message(kern, ret));
+        finish_counted(w, op, MZ_EKERNEL, false);
+        return NULL;
+      }
     }
+    mz_op *rd[8];
+    struct mz__acct *acct = &w->q->acct;
+    unsigned n = __builtin_expect(acct->run == t->run && !atomic_load_explicit(&dev->rt->poisoned, memory_order_relaxed) &&
+                                      !mz__task_has_plan_next(t),
+                                  1)
+                     ? mz__lean_end(w->q, acct, op, false, rd, 8)
+                     : mz__task_finish_lean(op, false, rd, 8);
+    if (w->next) {
+      if (n) push_ready(w, rd, n);
+      return NULL;
+    }
+    if (n) {
+      /* The first runs next, here; the rest where others may steal them. */
+      if (n > 1) push_ready(w, rd + 1, n - 1);
+      op = rd[0];
+      t = mz__task_of(op);
+    } else {
+      /* None made ready: the next of the nodes taken from the deque at
+       * once, when it is of this run (take() would give it next). */
+      if (!w->nlocal) return NULL;
+      op = w->local[w->nlocal - 1];
+      t = mz__task_of(op);
+      if (t->run != acct->run) return NULL;
+      w->nlocal--;
+    }
+    /* As run_taken does for a node from the pool. */
+    if (__builtin_expect(t->queue >= 0 || t->args_dev1 != w->dev1, 0)) {
+      w->next = op;
+      return NULL;
+    }
+    __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
+    e = &t->exec;
+    e->queue = w->q;
   }
-  mz_op *rd[8];
-  unsigned n = mz__task_finish_lean(op, false, rd, 8);
-  if (n) keep_ready(w, rd, n);
-  return true;
 }
 
 /* Run a node that take() gave w's loop (its thread's or a borrower's). */
@@ -488,7 +550,10 @@ static void run_taken(struct worker *w, mz_op *op) {
   }
   int sampled = -1;
   /* args_dev1: a first run of the node is planned (run_task), never lean. */
-  if (!counted && t->args_dev1 == w->dev1 && run_lean(w, op, t, &sampled)) return;
+  if (!counted && t->args_dev1 == w->dev1) {
+    if (!(op = run_lean(w, op, t, &sampled))) return;
+    t = mz__task_of(op);
+  }
   run_task(w, &t->exec, counted, sampled);
   /* The watchdog reads progress from the runs' counters: publish
    * them per node while it watches. */
@@ -616,7 +681,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   mz__cur_queue = saved_q;
   mz__cur_rt = saved_rt;
   /* Read before the hand-back: after it, the worker's thread owns these. */
-  bool pending = w->next != NULL || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
+  bool pending = w->next != NULL || w->nlocal || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
                                         atomic_load_explicit(&w->dq.top, memory_order_relaxed);
   int old = atomic_exchange_explicit(&w->lend, LEND_PARKED, memory_order_acq_rel);
   if (old == LEND_MISSED || pending || !atomic_load(&w->idle)) mz__parker_wake(&w->park);

@@ -1,0 +1,63 @@
+/* maize internals: whether a node's run is a perf-model sample, inline on
+ * the CPU workers' path, which asks once per node (src/perfmodel.c owns
+ * the rest of the models and the rule, see MZ__PM_SATURATED there).
+ *
+ * Per queue, one cache line: a moving average of the queue's node times
+ * and the tick of its sampling.  A node whose bucket on its device is
+ * saturated (pm_sat1, its own verdict) is a sample on one tick of its
+ * queue in 1 + pm_mask; any other asks perfmodel.c.  A load and a store of
+ * the tick, not an RMW: one thread runs (or finishes) a queue's nodes at a
+ * time, and a tick lost to a rare overlap only moves the next sample.
+ *
+ * Thread: the thread that runs the queue's nodes.  The runtime's perf
+ * models (rt->pm) exist from the runtime's creation to its destruction. */
+#ifndef MZ_PERFMODEL_TICK_H
+#define MZ_PERFMODEL_TICK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "objects/mz_op.h"
+#include "objects/mz_runtime.h"
+
+struct mz__pm_queue {
+  _Alignas(64) _Atomic uint64_t ema;
+  _Atomic uint32_t tick;
+  /* The bucket of q's last sample, when it was saturated: a node that has
+   * no verdict of its own yet (new) and feeds it is sampled as a saturated
+   * one, so that a graph run once pays no sample per node. */
+  _Atomic(const char *) sat_name;
+  _Atomic int sat_key;
+  _Atomic(const struct mz_device *) sat_dev;
+  _Atomic uint8_t sat_mask; /* and that sample's pm_mask */
+};
+/* The first member of struct mz__perfmodel (so a pointer to one is a
+ * pointer to the other): what the inline test below reads. */
+struct mz__pm_hot {
+  struct mz__pm_queue *qs; /* per queue, a cache line each */
+};
+
+/* The test for a node with no verdict on dev (new, or moved): src/perfmodel.c. */
+bool mz__perfmodel_due_new(struct mz__pm_queue *pq, const struct mz_op *op, const struct mz_device *dev,
+                           uint32_t tick);
+
+/* Whether op, q's next node, is a sample; advances q's tick. */
+static inline bool mz__perfmodel_sample_due(struct mz__pm_queue *pq, const struct mz_op *op,
+                                            const struct mz_device *dev) {
+  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
+  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
+  const struct mz__task *t = mz__task_of(op);
+  if (__builtin_expect(t->pm_sat1 == dev->info.index + 1, 1)) return !(tick & t->pm_mask);
+  return mz__perfmodel_due_new(pq, op, dev, tick);
+}
+
+/* Whether the run of op on dev's queue q (runtime-wide index) is to be
+ * timed and recorded as a sample; false without perf models. */
+static inline bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev,
+                                       unsigned q) {
+  const struct mz__pm_hot *pm = (const struct mz__pm_hot *)(const void *)rt->pm;
+  return pm && mz__perfmodel_sample_due(&pm->qs[q], op, dev);
+}
+
+#endif
