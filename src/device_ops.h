@@ -110,6 +110,10 @@ static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return e->xd ?
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);
+/* e's run wants every node's own times: observed, or its runtime was
+ * created with timings, or its policy has a done() callback (a backend
+ * that can measure its nodes one by one at a cost does so then). */
+bool mz__exec_timed(const struct mz__exec *e);
 /* a and b belong to the same run: an event of one lives as long as the
  * other's (both are released when the run is torn down). */
 bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b);

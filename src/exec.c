@@ -817,6 +817,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
 }
 
 bool mz__exec_observed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->obs.n > 0; }
+bool mz__exec_timed(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->run->timed; }
 bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b) {
   return mz__task_of(mz__exec_node(a))->run == mz__task_of(mz__exec_node(b))->run;
 }

@@ -18,7 +18,8 @@
  *
  * Events.  A command gets an event of its own only where one is needed:
  * the last of a batch (its completion callback), the first when the batch
- * is timed (its start), a node whose run is observed (its own times),
+ * is timed (its start), a node of a timed run (its own times: observed,
+ * mz_runtime_config.timings, a policy with done()),
  * canned library calls and markers.  Hand-written host code asks for
  * none, and on PoCL 3.1 an event kept per node cost about 1,000
  * instructions in all (at enqueue, the status query at completion, the
@@ -116,8 +117,8 @@ static inline struct ocl_dev *ocl_of(const struct mz_device *dev) { return dev->
 /* The OpenCL side of one maize queue (struct mz__queue's priv).  Two
  * in-order command queues: one that keeps no timestamps, for batches
  * nobody observes, and one with CL_QUEUE_PROFILING_ENABLE (NULL where the
- * device has none) for batches of observed runs, whose nodes and copies
- * are measured.  A queue that keeps timestamps reads the clock about three
+ * device has none) for batches with a node of a timed run (see
+ * mz__exec_timed), whose nodes and copies are measured.  A queue that keeps timestamps reads the clock about three
  * times per command (PoCL 3.1: at enqueue, and at start and end on the
  * threads that run the kernels), at 130-170 ns a read in a VM: about a
  * fifth of what PoCL spends per small kernel in all, where hand-written
@@ -918,7 +919,7 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       }
       continue;
     }
-    if (timed && ev && mz__exec_observed(e)) { /* an event of its own: see ocl_submit */
+    if (timed && ev && mz__exec_timed(e)) { /* an event of its own: see ocl_submit */
       cl_ulong t0 = 0, t1 = 0;
       if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
           clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
@@ -1143,10 +1144,10 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 {
   struct ocl_queue *oq = q->priv;
   struct ocl_dev *od = ocl_of(q->dev);
-  /* Timestamps only for a batch with a node of an observed run. */
+  /* Timestamps only for a batch with a node of a timed run. */
   bool measure = false;
   for (unsigned i = 0; oq->timed && i < b->n && !measure; i++)
-    measure = mz__exec_observed(b->execs[i]);
+    measure = mz__exec_timed(b->execs[i]);
   cl_command_queue cq = measure ? oq->timed : oq->plain;
   if (cq != oq->cur) {
     /* In order after the batches on the other queue. */
@@ -1170,7 +1171,7 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
     /* See "Events" at the top. */
-    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_observed(e)));
+    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_timed(e)));
     cl_int err = enqueue_exec(od, cq, e, want, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
@@ -1264,7 +1265,7 @@ static int ocl_queue_init(struct mz__queue *q)
     return mz__set_error(q->dev->rt, MZ_EDEVICE, "opencl %s: cannot create queue %u: %s", q->dev->info.name,
                          q->local, cl_err_name(err));
   }
-  /* Without it, observed nodes get their batch's host-measured time. */
+  /* Without it, timed runs get their batches' host-measured times too. */
   cl_int terr;
   oq->timed = od->profiling ? queue_create(od, true, &terr) : NULL;
   oq->cur = oq->plain;
