@@ -42,7 +42,7 @@ enum { W_PLACE, W_READY, W_SUBMIT, W_BADPICK };
  * large request first merges every freed small chunk of the arena
  * (malloc_consolidate), and the submission thread's arena collects the
  * driver's per-command allocations, freed on the driver's threads: with
- * 256 (2 KiB) that merge was 5% of a chain's CPU time on PoCL. */
+ * 256 (2 KiB) that merge took 5% of perf's samples of a chain on PoCL. */
 #define MZ__BATCH_MAX 120
 
 struct work {
