@@ -133,6 +133,7 @@ struct mz__batch {
   unsigned n;
   struct mz__exec **execs;
   void *priv;                 /* backend scratch */
+  struct mz__batch *next_done; /* the core's (mz__batch_done_later) */
 };
 
 struct mz__device_ops {
@@ -397,6 +398,14 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
  * never blocks on a device; may submit to inline devices and wake
  * submission threads.  Thread: any. */
 void mz__batch_done(struct mz__batch *b);
+/* mz__batch_done(b), made soon on the submission thread of b's device
+ * (inline_submit false only): for a completion callback that should return
+ * at once.  A driver that runs its callbacks on the thread that completed
+ * the command, before it releases the commands waiting for that one (PoCL
+ * 3.1; a CUDA host function holds up its stream the same way), would
+ * otherwise hold its queue while the core ends every node of the batch.
+ * Thread: any; never blocks. */
+void mz__batch_done_later(struct mz__batch *b);
 
 /* For devices with host_memory: plan exec e (read stale inputs back into
  * host memory, update copy states) right before running it, on the

@@ -859,6 +859,13 @@ int mz__exec_prepare(struct mz__exec *e) {
 
 struct mz__proxy {
   struct mz__mpsc inbox;
+  /* Batches whose completion the thread makes (mz__batch_done_later): a
+   * stack pushed by any thread, taken whole by the thread. */
+  _Atomic(struct mz__batch *) done;
+  /* Threads inside mz__batch_done_later: the last batch may end the last
+   * run, and so let the runtime be destroyed, before its caller has woken
+   * the thread; mz__proxy_free waits for them. */
+  _Atomic unsigned handing;
   struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
@@ -1490,6 +1497,36 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   for (unsigned i = 0; i < n; i++) mz__run_unref(runs[i]);
 }
 
+void mz__batch_done_later(struct mz__batch *b) {
+  struct mz__proxy *p = b->queue->dev->proxy;
+  atomic_fetch_add_explicit(&p->handing, 1, memory_order_acq_rel);
+  struct mz__batch *head = atomic_load_explicit(&p->done, memory_order_relaxed);
+  do b->next_done = head;
+  while (!atomic_compare_exchange_weak_explicit(&p->done, &head, b, memory_order_release, memory_order_relaxed));
+  mz__parker_wake(&p->park);
+  atomic_fetch_sub_explicit(&p->handing, 1, memory_order_release);
+}
+
+/* End the batches handed over by mz__batch_done_later, oldest first. */
+static void proxy_done(struct mz__proxy *p) {
+  struct mz__batch *b = atomic_exchange_explicit(&p->done, NULL, memory_order_acquire), *rev = NULL;
+  while (b) {
+    struct mz__batch *next = b->next_done;
+    b->next_done = rev;
+    rev = b;
+    b = next;
+  }
+  while (rev) {
+    struct mz__batch *next = rev->next_done;
+    mz__batch_done(rev);
+    rev = next;
+  }
+}
+
+static inline bool proxy_has_done(struct mz__proxy *p) {
+  return atomic_load_explicit(&p->done, memory_order_relaxed) != NULL;
+}
+
 static void *proxy_main(void *arg) {
   struct mz__proxy *p = arg;
   mz__in_runtime_thread = 1;
@@ -1501,6 +1538,7 @@ static void *proxy_main(void *arg) {
    * polls: submission latency. */
   const uint64_t spin_ns = (uint64_t)p->dev->rt->spin * 1000u;
   for (;;) {
+    if (proxy_has_done(p)) proxy_done(p);
     mz_op *op = mz__mpsc_pop(&p->inbox);
     if (!op) {
       struct work w;
@@ -1508,7 +1546,7 @@ static void *proxy_main(void *arg) {
       proxy_flush(p, &b, &w);
       work_drain(&w);
       uint64_t until = 0;
-      for (unsigned i = 1; !op; i++) {
+      for (unsigned i = 1; !op && !proxy_has_done(p); i++) {
         op = mz__mpsc_pop(&p->inbox);
         if (op || i % 64) continue;
         uint64_t now = mz__now_ns();
@@ -1516,6 +1554,7 @@ static void *proxy_main(void *arg) {
         else if (now >= until) break;
       }
       if (!op) {
+        if (proxy_has_done(p)) continue;
         if (atomic_load(&p->stop)) break;
         mz__parker_park(&p->park);
         continue;
@@ -1596,6 +1635,7 @@ void mz__proxy_free(struct mz_device *dev) {
   struct mz__proxy *p = dev->proxy;
   if (!p) return;
   mz__proxy_stop(dev);
+  while (atomic_load_explicit(&p->handing, memory_order_acquire)) sched_yield();
   mz__parker_fini(&p->park);
   free(p);
   dev->proxy = NULL;

@@ -540,7 +540,9 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   pool_put(d, cb->chunks);
   b->priv = NULL;
   free(cb);
-  mz__batch_done(b);
+  /* A host function holds up its stream until it returns: the nodes are
+   * ended on the submission thread, not here. */
+  mz__batch_done_later(b);
 }
 
 /* Node times, measured at the host: a batch ran from the later of its

@@ -934,7 +934,10 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       e->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
     }
   }
-  mz__batch_done(b);
+  /* PoCL runs this callback before it releases the commands that wait for
+   * the last one (the next batch of an in-order queue): ending 120 nodes
+   * here held the queue idle meanwhile.  The submission thread ends them. */
+  mz__batch_done_later(b);
 }
 
 /* Bind the arguments of one exec to the device's cl_kernel.  Returns
