@@ -14,7 +14,8 @@
  *
  * Completion.  A batch ends with exactly one cuLaunchHostFunc, whose
  * function makes no CUDA call (the API forbids it): it hands the batch
- * back to the core with mz__batch_done().  The driver never runs host
+ * back to the core with mz__batch_done_later(), whose submission thread
+ * ends the nodes (the stream waits for the function).  The driver never runs host
  * functions once the context has a sticky error (a kernel fault), so each
  * device also has a monitor thread: while batches are in flight it checks
  * the device every few milliseconds, and when the context is broken it

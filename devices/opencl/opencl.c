@@ -14,7 +14,8 @@
  * queue of the device, and the core guarantees that no kernel touches the
  * buffer meanwhile.  Completion comes from one clSetEventCallback per
  * batch, on an OpenCL runtime thread; that callback makes no blocking
- * OpenCL call (the specification forbids it) and calls mz__batch_done().
+ * OpenCL call (the specification forbids it) and hands the batch to the
+ * submission thread (mz__batch_done_later), which ends its nodes.
  *
  * Events.  A command gets an event of its own only where one is needed:
  * the last of a batch (its completion callback), the first when the batch
