@@ -126,8 +126,9 @@ unsigned mz__exec_nargs(const struct mz__exec *e);
 const mz_launch *mz__exec_launch(const struct mz__exec *e);
 
 /* Consecutive nodes for one queue, submitted together.  The backend must
- * call mz__batch_done(b) exactly once, after the last node has finished on
- * the device (one completion callback per batch), from any thread. */
+ * call mz__batch_done(b) (or mz__batch_done_later(b)) exactly once, after
+ * the last node has finished on the device (one completion callback per
+ * batch), from any thread. */
 struct mz__batch {
   struct mz__queue *queue;
   unsigned n;
