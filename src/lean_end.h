@@ -44,13 +44,16 @@ void mz__task_ready_common(struct mz_op *s);
 
 /* The lean end of op, whose run's completions acct counts (the worker's
  * queue Q, which ran op, with acct->run == op's run) while the runtime has
- * no failure and op no plan link (mz__task_finish_lean tests both first).
- * counted: op is in Q's backlog (see mz__task_finish_lean).  Returns the
- * count in ready[]. */
-static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted,
-                                    struct mz_op **ready, unsigned cap) {
+ * no failure and op no plan link (mz__task_finish_lean tests both first),
+ * in three parts: the node's own end (mz__lean_done), the drop of counts
+ * of its successors (mz__lean_drop) and the hand-off of those that became
+ * ready (mz__lean_ready); mz__lean_end makes all three.  acct->done is
+ * counted last: the run may end with the published count.
+ *
+ * mz__lean_done: op is DONE.  counted: op is in Q's backlog (see
+ * mz__task_finish_lean). */
+static inline void mz__lean_done(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted) {
   struct mz__task *t = mz__task_of(op);
-  struct mz__run *r = t->run;
   acct->ops++;
   acct->batches++; /* a shared node is a batch of one */
   mz__spin_lock(&t->lock);
@@ -59,29 +62,49 @@ static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, 
   mz__spin_unlock(&t->lock);
   if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
   if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) mz__queue_serve_pending(Q);
-  unsigned n = 0;
-  for (unsigned i = 0; i < t->succs.n; i++) {
-    struct mz_op *s = t->succs.v[i];
-    struct mz__task *st = mz__task_of(s);
-    /* The last count outstanding is this one: it was the others' to drop,
-     * and none is added while a run is in flight (a cross-run edge is
-     * counted while its run is scheduled, behind the run's gate), so no
-     * locked instruction.  The acquire pairs with the other droppers' RMWs. */
-    if (atomic_load_explicit(&st->unfin, memory_order_acquire) == 1)
-      atomic_store_explicit(&st->unfin, 0, memory_order_relaxed);
-    else if (atomic_fetch_sub_explicit(&st->unfin, 1, memory_order_acq_rel) != 1)
-      continue;
-    if (__builtin_expect(n < cap && st->run == r && st->shared &&
-                             !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
-                             !mz__task_has_plan_next(st),
-                         1)) {
-      atomic_store_explicit(&st->state, MZ__T_QUEUED, memory_order_release);
-      ready[n++] = s;
-    } else {
-      mz__task_ready_common(s);
-    }
+}
+
+/* Drop k of st's unfinished-predecessor counts, which ended predecessors
+ * hold; whether st is ready now.  When they are the last counts
+ * outstanding, a load does it, not a locked instruction: the others were
+ * dropped (RMWs, which the acquire pairs with), and none is added while a
+ * run is in flight (a cross-run edge is counted while its run is
+ * scheduled, behind the run's gate). */
+static inline bool mz__lean_drop(struct mz__task *st, unsigned k) {
+  if (atomic_load_explicit(&st->unfin, memory_order_acquire) == k) {
+    atomic_store_explicit(&st->unfin, 0, memory_order_relaxed);
+    return true;
   }
-  /* Last: the run may end with the published count. */
+  return atomic_fetch_sub_explicit(&st->unfin, k, memory_order_acq_rel) == k;
+}
+
+/* s, which a node of run r made ready, goes to ready[n] (QUEUED, for this
+ * worker to run or share) when there is room and it may take the short
+ * way (of r, shared, not canceled, no plan link), else the common way.
+ * Returns the new count in ready[]. */
+static inline unsigned mz__lean_ready(struct mz__run *r, struct mz_op *s, struct mz_op **ready, unsigned n,
+                                      unsigned cap) {
+  struct mz__task *st = mz__task_of(s);
+  if (__builtin_expect(n < cap && st->run == r && st->shared &&
+                           !atomic_load_explicit(&st->pred_failed, memory_order_acquire) &&
+                           !mz__task_has_plan_next(st),
+                       1)) {
+    atomic_store_explicit(&st->state, MZ__T_QUEUED, memory_order_release);
+    ready[n++] = s;
+  } else {
+    mz__task_ready_common(s);
+  }
+  return n;
+}
+
+/* All of it.  Returns the count in ready[]. */
+static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted,
+                                    struct mz_op **ready, unsigned cap) {
+  struct mz__task *t = mz__task_of(op);
+  mz__lean_done(Q, acct, op, counted);
+  unsigned n = 0;
+  for (unsigned i = 0; i < t->succs.n; i++)
+    if (mz__lean_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
   acct->done++;
   return n;
 }

@@ -5,6 +5,7 @@
  * the TSan build (CI) checks the orderings the deque's comment claims. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +21,9 @@ struct shared {
   struct mz__deque dq;
   _Atomic unsigned char seen[NTASKS + 1]; /* task i is the pointer value i (never 0) */
   _Atomic bool done;
+  _Atomic unsigned started; /* thieves running */
   _Atomic uint64_t stolen;
+  _Atomic uint64_t live; /* steals so far */
 };
 
 static void mark(struct shared *s, struct mz_op *op) {
@@ -33,11 +36,13 @@ static void mark(struct shared *s, struct mz_op *op) {
 static void *thief(void *arg) {
   struct shared *s = arg;
   uint64_t n = 0;
+  atomic_fetch_add(&s->started, 1);
   while (!atomic_load_explicit(&s->done, memory_order_acquire) || mz__deque_busy(&s->dq)) {
     struct mz_op *op = mz__deque_steal(&s->dq);
     if (op) {
       mark(s, op);
       n++;
+      atomic_fetch_add_explicit(&s->live, 1, memory_order_relaxed);
     }
   }
   atomic_fetch_add(&s->stolen, n);
@@ -52,7 +57,15 @@ static void run_owner(struct shared *s, unsigned k) {
   uintptr_t next = 1;
   unsigned seed = 12345;
   uint64_t taken = 0;
-  while (next <= NTASKS) {
+  /* The thieves run before the owner starts, and now and then the owner
+   * waits for a steal, so that they steal even where the threads share a
+   * core. */
+  while (atomic_load(&s->started) < NTHIEVES) sched_yield();
+  for (unsigned round = 0; next <= NTASKS; round++) {
+    if (round % 64 == 63) {
+      uint64_t seen = atomic_load_explicit(&s->live, memory_order_relaxed);
+      while (atomic_load_explicit(&s->live, memory_order_relaxed) == seen && mz__deque_busy(&s->dq)) sched_yield();
+    }
     seed = seed * 1103515245u + 12345u;
     unsigned burst = 1 + (seed >> 16) % 40;
     /* What the deque held before this burst: the burst's tasks lie above. */

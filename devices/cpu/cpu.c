@@ -11,7 +11,8 @@
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
  * workers take from in chunks.  A worker takes work in this order: run-next,
- * the few nodes it took from its own deque at once,
+ * the few nodes it took from its own deque at once (or, alone on its
+ * device, kept there instead of the deque),
  * inbox, own deque, injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
@@ -89,8 +90,9 @@ struct worker {
   uint32_t dev1;          /* its device's index + 1: a node's args_dev1 when planned for it */
   struct cpu_dev *cd;
   struct mz_op *next;     /* run-next slot (its owner only: see lend) */
-  /* Nodes taken from its own deque in one go (mz__deque_take_some), run
-   * next after the run-next slot: local[nlocal - 1] first (its owner only). */
+  /* Nodes taken from its own deque in one go (mz__deque_take_some), or
+   * made ready on a device of one worker (push_ready), run next after the
+   * run-next slot: local[nlocal - 1] first (its owner only). */
   struct mz_op *local[LOCAL_TAKE];
   unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
@@ -128,8 +130,15 @@ static inline int prepare_kept(struct mz__exec *e) {
 
 /* Nodes w's own node made ready (its lean end), past the first: to w's
  * deque, where idle workers may steal them; past the deque's share, to the
- * device's pool as cpu_share does. */
+ * device's pool as cpu_share does.  In the order the deque would give them
+ * back: the last first. */
 static void push_ready(struct worker *w, mz_op **rd, unsigned n) {
+  /* A device of one worker has no thief: its nodes wait where taking them
+   * back costs no fence (as many as fit). */
+  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_TAKE) {
+    for (unsigned i = 0; i < n; i++) w->local[w->nlocal++] = rd[i];
+    return;
+  }
   unsigned i = 0;
   int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
                  atomic_load_explicit(&w->dq.top, memory_order_relaxed);
@@ -441,10 +450,11 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 
 /* A node of a lean run (struct mz__run.lean: host memory only, no faults,
  * memory limits, observers or timing) taken from the pool, on its common
- * path: its arguments built for this device by an earlier plan (the
- * caller tests it), no failed predecessor, not a perf-model sample, a
- * synchronous function of at most 16 parameters.  What run_task and
- * prepare_kept test for the general case is known here.
+ * path: no failed predecessor, not a perf-model sample, a synchronous
+ * function of at most 16 parameters.  What run_task, prepare_kept and
+ * plan_exec test for the general case is known here: with host memory
+ * only, a node's call is built from its task's values and buffers, and a
+ * CPU kernel needs no build, so planning would only note the device.
  *
  * The successor it makes ready runs next, here, as take() would give it
  * from the run-next slot: of the same run, shared and lean (the lean end
@@ -481,6 +491,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
+    t->args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];
@@ -521,7 +532,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       w->nlocal--;
     }
     /* As run_taken does for a node from the pool. */
-    if (__builtin_expect(t->queue >= 0 || t->args_dev1 != w->dev1, 0)) {
+    if (__builtin_expect(t->queue >= 0, 0)) {
       w->next = op;
       return NULL;
     }
@@ -549,8 +560,10 @@ static void run_taken(struct worker *w, mz_op *op) {
     if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
   }
   int sampled = -1;
-  /* args_dev1: a first run of the node is planned (run_task), never lean. */
-  if (!counted && t->args_dev1 == w->dev1) {
+  /* A lean run has host memory only and no faults: a plan of a node for
+   * this device (a first run, or one after a run on another device) would
+   * only note it (args_dev1, set by run_lean), so its first run is lean too. */
+  if (!counted) {
     if (!(op = run_lean(w, op, t, &sampled))) return;
     t = mz__task_of(op);
   }
