@@ -39,7 +39,6 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
  * graph/lower.c, freed with the graph. */
 void mz__lowered_free(struct mz__lowered *lw) {
   free(lw->tasks);
-  free(lw->leaves);
   mz__arena_free(&lw->frozen);
   *lw = (struct mz__lowered){0};
 }
@@ -122,23 +121,29 @@ mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) {
 
 /* A builder's common entry check: a usable graph, and ops of this graph.
  * Returns the error op to hand back, or NULL when all is well. */
-static mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
+static __attribute__((noinline, cold)) mz_op *check_op_fail(mz_graph *g, const char *who, mz_op *op) {
   if (g->status) return &g->error_op;
   if (!op) return fail(g, MZ_EINVAL, "%s: NULL op", who);
   if (op->g != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
-  if (op->kind == MZ__K_ERROR) return &g->error_op;
-  return NULL;
+  return &g->error_op; /* the error op */
+}
+static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
+  if (__builtin_expect(!g->status && op && op->g == g && op->kind != MZ__K_ERROR, 1)) return NULL;
+  return check_op_fail(g, who, op);
 }
 
-/* A value, scalar or tuple: the op without the task's fields. */
-static mz_op *new_op(mz_graph *g, enum mz__kind kind) {
-  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
+/* A value, scalar or tuple: the op without the task's fields, and extra
+ * bytes after it (a tuple's elements). */
+static inline mz_op *new_op_with(mz_graph *g, enum mz__kind kind, size_t extra) {
+  _Static_assert(MZ__OP_HEAD % 8 == 0, "what follows an op must stay 8-byte aligned");
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD + extra);
   if (!op) return NULL;
   op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   return op;
 }
+static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) { return new_op_with(g, kind, 0); }
 
 static int hold_buffer(mz_graph *g, mz_buffer *b) {
   if (g->nheld == g->capheld) {
@@ -153,20 +158,15 @@ static int hold_buffer(mz_graph *g, mz_buffer *b) {
 }
 
 /* The graph's per-buffer record: last writer in build order, partition. */
-static struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
+static inline struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
   size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
   while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
   return &g->bmap[h];
 }
 
-/* The graph's per-buffer record: last writer in build order, partition.
- * Inserting may move the records: pointers from earlier calls are stale
- * after a call that inserts. */
-static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
-  if (g->bmap_cap) {
-    struct mz__bentry *e = bmap_find(g, b);
-    if (e->buf) return e;
-  }
+/* Insert b (not in the map yet), growing the map first if it would be
+ * more than half full. */
+static __attribute__((noinline)) struct mz__bentry *bmap_insert(mz_graph *g, mz_buffer *b) {
   if ((g->bmap_n + 1) * 2 > g->bmap_cap) {
     size_t cap = g->bmap_cap ? g->bmap_cap * 2 : 64;
     struct mz__bentry *nm = calloc(cap, sizeof *nm);
@@ -186,6 +186,18 @@ static struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
   e->buf = mz_buffer_retain(b); /* the graph holds every buffer it names */
   g->bmap_n++;
   return e;
+}
+
+/* The graph's per-buffer record: last writer in build order, partition.
+ * Inserting may move the records: pointers from earlier calls are stale
+ * after a call that inserts.  Inline: a build looks up each access of
+ * each task, nearly always a buffer the map holds at its home slot. */
+static inline struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
+  if (__builtin_expect(g->bmap_cap != 0, 1)) {
+    struct mz__bentry *e = bmap_find(g, b);
+    if (e->buf) return e;
+  }
+  return bmap_insert(g, b);
 }
 
 static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
@@ -248,10 +260,14 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     mz_op *e = check_op(g, who, ops[i]);
     if (e) return e;
   }
-  mz_op *op = new_op(g, MZ__K_TUPLE);
-  mz_op **el = op ? mz__arena_alloc(&g->arena, n * sizeof *el) : NULL;
-  if (!el) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  memcpy(el, ops, n * sizeof *el);
+  /* The node and its elements in one block. */
+  mz_op *op = new_op_with(g, MZ__K_TUPLE, n * sizeof(mz_op *));
+  if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  mz_op **el = (mz_op **)(void *)((char *)op + MZ__OP_HEAD);
+  if (n <= 4) /* most zips: no call */
+    for (unsigned i = 0; i < n; i++) el[i] = ops[i];
+  else
+    memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->u.tuple.elems = el;
   op->name = who + 3;
@@ -285,27 +301,36 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
   return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
 }
 
+/* Make room for one more op in a growing array of ops. */
+static __attribute__((noinline)) int ops_grow(mz_op ***v, size_t *cap) {
+  size_t nc = *cap ? *cap * 2 : 16;
+  mz_op **nv = realloc(*v, nc * sizeof *nv);
+  if (!nv) return MZ_ENOMEM;
+  *v = nv;
+  *cap = nc;
+  return MZ_OK;
+}
+
 /* Append op to a growing array of ops. */
-static int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    mz_op **nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return MZ_ENOMEM;
-    *v = nv;
-    *cap = nc;
-  }
+static inline int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
+  if (*n == *cap && ops_grow(v, cap)) return MZ_ENOMEM;
   (*v)[(*n)++] = op;
   return MZ_OK;
 }
 
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
-  unsigned cnt = op->kind == MZ__K_TUPLE ? op->u.tuple.n : op->u.nres;
-  mz_op **el = op->kind == MZ__K_TUPLE ? op->u.tuple.elems : op->u.res;
+  bool tup = op->kind == MZ__K_TUPLE;
+  unsigned cnt = tup ? op->u.tuple.n : op->u.nres;
+  mz_op **el = tup ? op->u.tuple.elems : op->u.res;
   for (unsigned i = 0; i < cnt; i++) {
-    mz_op *e = op->kind == MZ__K_TUPLE ? el[i] : task_result(op->g, op, i);
+    /* A task's result made already, or a tuple's element, that is a leaf
+     * (most are: a join of tasks is flattened one task at a time) is
+     * pushed here, without a call. */
+    mz_op *e = el[i];
+    if (!e && !tup) e = task_result(op->g, op, i);
     if (!e) return MZ_ENOMEM;
-    int rc = mz__flatten(e, v, n, cap);
+    int rc = e->kind == MZ__K_VALUE || e->kind == MZ__K_SCALAR ? ops_push(v, n, cap, e) : mz__flatten(e, v, n, cap);
     if (rc) return rc;
   }
   return MZ_OK;
@@ -371,10 +396,10 @@ static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
 }
 
 /* Build-time predecessors: the producers of the inputs, plus the last
- * writer (in build order) of each buffer the task reads. */
-#define MZ__BE_CACHE 16
-static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, struct mz__bentry **bes) {
-  uint64_t gen = g->bmap_gen;
+ * writer (in build order) of each buffer the task reads.  write: the task
+ * is built in full, so it also becomes the last writer of what it writes
+ * here, in the same pass (else the caller calls note_writes later). */
+static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleaves, bool write) {
   struct mz__task *t = mz__op_t(op);
   /* Gathered on the stack (or the heap when large), then kept in an
    * arena array of the exact count: most tasks have fewer predecessors
@@ -401,13 +426,14 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   t->nbdata = n;
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
+    /* (An insert may move the entries: e is used before the next one.) */
     struct mz__bentry *e = bmap_get(g, acc[i].buf);
     if (!e) {
       if (v != inl) free(v);
       return MZ_ENOMEM;
     }
     if (acc[i].mode & 1) ADD_PRED(e->writer);
-    if (i < MZ__BE_CACHE) bes[i] = e;
+    if (write && (acc[i].mode & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
   }
 #undef ADD_PRED
   mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
@@ -419,21 +445,16 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   if (n && !kept) return MZ_ENOMEM;
   t->bpreds = kept;
   t->nbpreds = n;
-  /* A lookup that grew the map moved the entries found before it: find
-   * them again (every buffer is in the map now, so nothing moves). */
-  if (g->bmap_gen != gen)
-    for (unsigned i = 0; i < t->nacc && i < MZ__BE_CACHE; i++) bes[i] = bmap_get(g, acc[i].buf);
   return MZ_OK;
 }
 
-/* After the task is built: it is now the last writer of what it writes.
- * bes: the entries set_bpreds found. */
-static int note_writes(mz_graph *g, mz_op *op, struct mz__bentry **bes) {
+/* After the task is built: it is now the last writer of what it writes. */
+static int note_writes(mz_graph *g, mz_op *op) {
   const struct mz__task *t = mz__task_of(op); /* op is a task's */
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     if (!(acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bes && i < MZ__BE_CACHE ? bes[i] : bmap_get(g, acc[i].buf);
+    struct mz__bentry *e = bmap_get(g, acc[i].buf);
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -521,8 +542,15 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld = v;
     g->capkheld = cap;
   }
-  bool have = false;
-  for (size_t i = 0; i < g->nkheld && !have; i++) have = g->kheld[i] == k;
+  /* The kernel last found or added is kept last (the order is free):
+   * most builds apply the kernel of the last apply again. */
+  bool have = g->nkheld && g->kheld[g->nkheld - 1] == k;
+  for (size_t i = 0; i + 1 < g->nkheld && !have; i++) {
+    if (g->kheld[i] != k) continue;
+    g->kheld[i] = g->kheld[g->nkheld - 1];
+    g->kheld[g->nkheld - 1] = k;
+    have = true;
+  }
   if (!have) {
     atomic_fetch_add(&k->refs, 1);
     g->kheld[g->nkheld++] = k;
@@ -534,11 +562,13 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   mz_op *leaf_inl[16];
   mz_op **leaf = k->nparams <= 16 ? leaf_inl : mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
   if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  memset(leaf, 0, k->nparams * sizeof *leaf);
   unsigned u = 0;
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
-    if (p->dir > MZ__INOUT) continue;
+    if (p->dir > MZ__INOUT) { /* each slot is set here, none left unset */
+      leaf[i] = NULL;
+      continue;
+    }
     mz_op *a = ua[u++];
     e = check_op(g, "mz_apply", a);
     if (e) return e;
@@ -549,7 +579,9 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
+      if (a->u.scalar.dtype == p->dtype) /* the common case: the bits as they are */
+        mz__task_values(t)[i] = a->u.scalar.v;
+      else if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
@@ -575,8 +607,10 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
                   k->spec.name, p->name);
   }
-  /* Outlike buffers and computed scalars. */
-  for (unsigned i = 0; i < k->nparams; i++) {
+  /* Outlike buffers and computed scalars (the parameters the caller does
+   * not give). */
+  bool derived = k->nuser < k->nparams;
+  for (unsigned i = 0; derived && i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
     if (p->dir <= MZ__INOUT) continue;
     const mz_buffer *rb = mz__task_buf(t, (unsigned)p->ref);
@@ -600,13 +634,14 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  if (set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, bes) || note_writes(g, op, bes))
+  /* A task without buffers (every value leaf is a buffer access) has no
+   * build-time predecessor and writes nothing. */
+  if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   /* The results: buffers' values are made on first use (task_result);
    * computed scalars here, in one block. */
   unsigned nnew = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
+  for (unsigned i = 0; derived && i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
   mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
   if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   for (unsigned i = 0; i < k->nparams; i++) {
@@ -676,8 +711,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
   }
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  int rc = set_bpreds(g, op, leaves, n, bes);
+  int rc = set_bpreds(g, op, leaves, n, false);
   free(leaves);
   if (rc) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
@@ -709,7 +743,7 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   c->host = (struct mz__host_call){fn, user};
   /* The label of traces, timings and DOT, and the key of its perf model. */
   if (copy) op->name = copy;
-  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
 }
 
@@ -748,8 +782,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     if (!op->u.res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
-  struct mz__bentry *bes[MZ__BE_CACHE];
-  if (set_bpreds(g, op, leaf, 1, bes) || note_writes(g, op, bes)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+  if (set_bpreds(g, op, leaf, 1, true)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   be = bmap_get(g, b);
   be->partitioned = true;
   g->npartitioned++;
@@ -803,7 +836,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   op->u.res = res;
   op->u.nres = 1;
-  if (note_writes(g, op, NULL)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
+  if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;
   g->npartitioned--;

@@ -48,62 +48,33 @@ static int by_id(const void *a, const void *b) {
   return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The predecessors gathered so far for one task, as a set, once the list
- * is too long to scan: an open-addressing table of out's first n entries
- * (a task's own scratch, so no field of the predecessor is written). */
-struct pset {
-  mz_op **v;
-  size_t cap, n;
-};
-#define MZ__PSCAN 16 /* lists up to this long are scanned */
+/* A predecessor gathered for the task being planned is flagged in its
+ * color (the cycle search's, which only ever holds 0, 1 or 2): one test
+ * per candidate instead of a scan of the list, whatever its length.  The
+ * flags are cleared once the task's list is complete (or planning stops:
+ * unflag), so only one task's are ever set; rt->lock is held, and nothing
+ * else reads a task's color. */
+#define MZ__SEEN 0x80
 
-static void pset_clear(struct pset *s) {
-  free(s->v);
-  *s = (struct pset){0};
-}
-
-static inline size_t pset_slot(const struct pset *s, const mz_op *p) {
-  size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull & (s->cap - 1);
-  while (s->v[h] && s->v[h] != p) h = (h + 1) & (s->cap - 1);
-  return h;
-}
-
-/* Bring the set up to out's entries (each distinct), growing it to keep
- * it at most half full. */
-static int pset_sync(struct pset *s, const struct vec *out) {
-  if ((out->n + 1) * 2 > s->cap) {
-    size_t cap = 64;
-    while (cap < 4 * (out->n + 1)) cap *= 2;
-    mz_op **v = calloc(cap, sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    free(s->v);
-    s->v = v;
-    s->cap = cap;
-    s->n = 0;
-  }
-  for (; s->n < out->n; s->n++) s->v[pset_slot(s, out->v[s->n])] = out->v[s->n];
-  return MZ_OK;
+static inline void unflag(const struct vec *out) {
+  for (size_t k = 0; k < out->n; k++) mz__task_of(out->v[k])->color &= (uint8_t)~MZ__SEEN;
 }
 
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
  * their failure remembered). */
-static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, struct pset *ps,
-                                                         uint64_t run_stamp) {
+static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t run_stamp) {
   if (!p || p == op) return MZ_OK;
-  if (out->n <= MZ__PSCAN) {
-    for (size_t k = 0; k < out->n; k++)
-      if (out->v[k] == p) return MZ_OK;
-  } else {
-    if (pset_sync(ps, out)) return MZ_ENOMEM;
-    if (ps->v[pset_slot(ps, p)]) return MZ_OK;
-  }
+  struct mz__task *pt = mz__task_of(p);
+  if (pt->color & MZ__SEEN) return MZ_OK;
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
-  if (mz__task_of(p)->mark != run_stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
-    if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
+  if (pt->mark != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
+    if (pt->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
     return MZ_OK;
   }
-  return vpush(out, p);
+  int rc = vpush(out, p);
+  if (!rc) pt->color |= MZ__SEEN;
+  return rc;
 }
 
 /* Push op on the cycle search's stack, with its next predecessor index
@@ -128,7 +99,7 @@ static int dfs_push(struct vec *stack, unsigned **next, size_t *cap_next, mz_op 
  * the first time the run touches it. */
 /* b's first access in this planning pass: its records are copied into
  * the planned state (src/hazard.h) and b is listed in touched. */
-static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
+static inline int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
   int rc = mz__hz_begin(&b->hz, stamp);
   return rc <= 0 ? rc : vpush(touched, (mz_op *)(void *)b);
 }
@@ -138,20 +109,20 @@ static int hz_touch(mz_buffer *b, uint64_t stamp, struct vec *touched) {
  * this access writes).  Tiles of one partition are disjoint; tiles of two
  * partitions are ordered through the parent, which each partition task
  * writes. */
-static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
+static int alias_preds(mz_op *op, mz_buffer *r, uint8_t mode, struct vec *preds, uint64_t stamp,
                        struct vec *touched) {
   int rc = hz_touch(r, stamp, touched);
-  if (!rc) rc = add_pred(op, r->hz.pwriter, preds, ps, stamp);
-  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz.npreaders; k++) rc = add_pred(op, r->hz.preaders[k], preds, ps, stamp);
+  if (!rc) rc = add_pred(op, r->hz.pwriter, preds, stamp);
+  for (unsigned k = 0; !rc && (mode & 2) && k < r->hz.npreaders; k++) rc = add_pred(op, r->hz.preaders[k], preds, stamp);
   return rc;
 }
 
-static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, struct pset *ps, uint64_t stamp,
+static int alias_hazards(mz_op *op, mz_buffer *b, uint8_t mode, struct vec *preds, uint64_t stamp,
                          struct vec *touched) {
-  if (b->parent) return alias_preds(op, b->parent, mode, preds, ps, stamp, touched);
+  if (b->parent) return alias_preds(op, b->parent, mode, preds, stamp, touched);
   int rc = MZ_OK;
   pthread_mutex_lock(&b->alias_lock);
-  for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = alias_preds(op, b->tiles[i], mode, preds, ps, stamp, touched);
+  for (unsigned i = 0; !rc && i < b->ntiles; i++) rc = alias_preds(op, b->tiles[i], mode, preds, stamp, touched);
   pthread_mutex_unlock(&b->alias_lock);
   return rc;
 }
@@ -183,30 +154,39 @@ static bool hold_graph(struct mz__run *r, mz_graph *pg, uint64_t stamp) {
  * run (rerun false) skips tasks that were scheduled already. */
 static void reset_for_rerun(struct mz__task *t);
 
+/* Add task p to the closure unless it is in already (or, in a one-shot
+ * run, was scheduled before), and stack its predecessors not in yet. */
+static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
+  struct mz__task *t = mz__task_of(p);
+  if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
+  t->mark = stamp;
+  t->color = 0;
+  t->nsucc_run = 0;
+  if (rerun) reset_for_rerun(t);
+  int rc = vpush(tasks, p);
+  for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+    if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
+  for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
+    if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
+  return rc;
+}
+
 static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
-  if (op->kind == MZ__K_TUPLE && !mz__op_t(op)) {
-    for (unsigned i = 0; i < op->u.tuple.n; i++) {
-      int rc = closure(op->u.tuple.elems[i], stack, tasks, rerun, stamp);
-      if (rc) return rc;
+  bool tup = op->kind == MZ__K_TUPLE && !mz__op_t(op);
+  unsigned n = tup ? op->u.tuple.n : 1;
+  int rc = MZ_OK;
+  for (unsigned i = 0; !rc && i < n; i++) {
+    mz_op *e = tup ? op->u.tuple.elems[i] : op;
+    if (e->kind == MZ__K_TUPLE && !mz__op_t(e)) {
+      rc = closure(e, stack, tasks, rerun, stamp);
+      continue;
     }
-    return MZ_OK;
-  }
-  mz_op *first = mz__op_t(op) ? op : op->kind == MZ__K_VALUE ? op->u.value.producer : NULL;
-  if (!first) return MZ_OK;
-  int rc = vpush(stack, first);
-  while (!rc && stack->n) {
-    mz_op *p = stack->v[--stack->n];
-    struct mz__task *t = mz__task_of(p);
-    if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) continue;
-    t->mark = stamp;
-    t->color = 0;
-    t->nsucc_run = 0;
-    if (rerun) reset_for_rerun(t);
-    rc = vpush(tasks, p);
-    for (unsigned i = 0; !rc && i < t->nbpreds; i++)
-      if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
-    for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
-      if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
+    /* An element's own task is visited without the stack (a join of a
+     * million independent tasks never stacks one); its predecessors'
+     * paths are followed to the end before the next element. */
+    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
+    if (first) rc = closure_visit(first, stack, tasks, rerun, stamp);
+    while (!rc && stack->n) rc = closure_visit(stack->v[--stack->n], stack, tasks, rerun, stamp);
   }
   return rc;
 }
@@ -251,23 +231,17 @@ static void reset_for_rerun(struct mz__task *t) {
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
 
-/* Keep root's closure (in build order) and leaves for its next
- * mz_graph_run.  The closure cannot change once its tasks ran: build-time
- * edges are fixed, and mz_depend refuses tasks that were scheduled.  On
- * ENOMEM nothing is kept, which only costs the next run the walk. */
-static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t ntasks, mz_op *const *leaves,
-                         size_t nleaves) {
+/* Keep root's closure (in build order) for its next mz_graph_run.  The
+ * closure cannot change once its tasks ran: build-time edges are fixed,
+ * and mz_depend refuses tasks that were scheduled.  On ENOMEM nothing is
+ * kept, which only costs the next run the walk. */
+static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t ntasks) {
   struct mz__lowered *lw = &g->lowered;
-  mz_op **tv = malloc((ntasks ? ntasks : 1) * sizeof *tv), **lv = malloc((nleaves ? nleaves : 1) * sizeof *lv);
-  if (!tv || !lv) {
-    free(tv);
-    free(lv);
-    return;
-  }
+  mz_op **tv = malloc((ntasks ? ntasks : 1) * sizeof *tv);
+  if (!tv) return;
   if (ntasks) memcpy(tv, tasks, ntasks * sizeof *tv);
-  if (nleaves) memcpy(lv, leaves, nleaves * sizeof *lv);
   mz__lowered_free(lw);
-  *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks, .leaves = lv, .nleaves = nleaves};
+  *lw = (struct mz__lowered){.root = root, .tasks = tv, .ntasks = ntasks};
 }
 
 /* The root's next run computes its edges again. */
@@ -571,32 +545,23 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   pthread_mutex_init(&r->m, NULL);
   pthread_cond_init(&r->c, NULL);
   r->busy = calloc(rt->ndev ? rt->ndev : 1, sizeof *r->busy);
-  struct vec leaves = {0}, tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
-  struct pset pset = {0};
+  struct vec tasks = {0}, stack = {0}, preds = {0}, touched = {0}, topo = {0};
   unsigned *next_pred = NULL; /* the cycle search's stack: each entry's next predecessor */
   size_t cap_next = 0;
   bool dwait = rt_device_waits(rt);
-  /* A root run before with mz_graph_run: its closure in build order and
-   * its leaves are kept (struct mz__lowered), so only hazards and counters
-   * are set up again. */
+  /* A root run before with mz_graph_run: its closure in build order is
+   * kept (struct mz__lowered), so only hazards and counters are set up
+   * again.  (The root's leaves are the future's, flattened when it is
+   * asked for them: mz__run_results.) */
   struct mz__lowered *lw = rerun && g->lowered.root == root ? &g->lowered : NULL;
-  if (!r->busy) {
-    rc = MZ_ENOMEM;
-  } else if (lw) {
-    leaves.cap = leaves.n = lw->nleaves;
-    leaves.v = malloc((lw->nleaves ? lw->nleaves : 1) * sizeof *leaves.v);
-    if (!leaves.v) rc = MZ_ENOMEM;
-    else if (lw->nleaves) memcpy(leaves.v, lw->leaves, lw->nleaves * sizeof *leaves.v);
-  } else {
-    rc = mz__flatten(root, &leaves.v, &leaves.n, &leaves.cap);
-  }
+  if (!r->busy) rc = MZ_ENOMEM;
+  r->root = root;
   r->t0 = mz__now_ns();
 
   pthread_mutex_lock(&rt->lock);
   if (rerun && g->active) {
     /* Another thread started a run of g between our wait and the lock. */
     pthread_mutex_unlock(&rt->lock);
-    free(leaves.v);
     free(r->busy);
     free(r->devok);
     pthread_mutex_destroy(&r->m);
@@ -642,6 +607,15 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
   } else if (!rc) {
+    /* Room for every task that may be in the closure (those not scheduled
+     * yet, or all of them for mz_graph_run), so that the list is not
+     * copied as it grows; at most 64 Ki of them (a small root of a large
+     * graph scheduled again and again would map and unmap that much
+     * each time), a larger closure grows from there. */
+    size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
+    if (most > 65536) most = 65536;
+    tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
+    tasks.cap = tasks.v ? (most ? most : 1) : 0;
     rc = closure(root, &stack, &tasks, rerun, stamp);
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
@@ -668,39 +642,61 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   mz_op *self_cycle = NULL, *stale_op = NULL;
   mz_buffer *stale_buf = NULL;
   uint32_t stale_writer = 0;
+  /* In a runtime with host memory only and no device that waits, a task
+   * with no edge and no buffer has nothing to plan: no predecessor, no
+   * device record. */
+  bool bare_ok = rt->nmem <= 1 && !dwait;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
+    if (bare_ok && !t->nbpreds && !t->nacc && !mz__task_nxpreds(t)) {
+      t->npreds = 0;
+      t->preds = NULL;
+      xdev_set(t, NULL, NULL, NULL);
+      continue;
+    }
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
       stale_op = op;
       rc = MZ_ESTATE;
       break;
     }
-    if (pset.cap) pset_clear(&pset);
-    struct pset *ps = &pset;
     preds.n = 0;
-    for (unsigned k = 0; !rc && k < t->nbpreds; k++) rc = add_pred(op, t->bpreds[k], &preds, ps, stamp);
+    /* The build-time predecessors are distinct and never op: into the
+     * empty list without the duplicate scan. */
+    for (unsigned k = 0; !rc && k < t->nbpreds; k++) {
+      mz_op *p = t->bpreds[k];
+      if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
+        if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
+        continue;
+      }
+      rc = vpush(&preds, p);
+      if (!rc) mz__task_of(p)->color |= MZ__SEEN;
+    }
+    /* Every build-time predecessor kept, in order: the list starts as
+     * bpreds, and is bpreds when nothing is added after them. */
+    size_t nkept = preds.n;
+    bool kept_all = nkept == t->nbpreds;
     for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;
       if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
-      rc = add_pred(op, mz__task_xpreds(t)[k], &preds, ps, stamp);
+      rc = add_pred(op, mz__task_xpreds(t)[k], &preds, stamp);
     }
     const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
       mz_buffer *b = acc[a].buf;
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, acc[a].mode, &preds, ps, stamp, &touched);
+        rc = alias_hazards(op, b, acc[a].mode, &preds, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
       if ((acc[a].mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
-      rc = add_pred(op, b->hz.pwriter, &preds, ps, stamp);
+      rc = add_pred(op, b->hz.pwriter, &preds, stamp);
       if (acc[a].mode & 2) {
-        for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, ps, stamp);
+        for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, stamp);
         mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {
         rc = mz__hz_plan_read(&b->hz, op);
@@ -712,11 +708,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * one block. */
     t->npreds = 0;
     t->preds = NULL;
-    if (rc) break;
+    if (rc) {
+      unflag(&preds);
+      break;
+    }
     /* The predecessors are most often exactly the build-time ones (the
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
-    bool same = preds.n == t->nbpreds && (!preds.n || !memcmp(preds.v, t->bpreds, preds.n * sizeof *preds.v));
+    bool same = kept_all && preds.n == nkept;
     size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(rt, t),
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
@@ -725,12 +724,16 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     xb = (xb + 15) & ~(size_t)15;
     char *blk = pb + ab + xb + wb ? mz__arena_alloc(&r->arena, pb + ab + xb + wb) : NULL;
     if (pb + ab + xb + wb && !blk) {
+      unflag(&preds);
       rc = MZ_ENOMEM;
       break;
     }
     if (pb) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
-    for (size_t k = 0; k < preds.n; k++)
-      if (mz__task_of(preds.v[k])->mark == stamp) mz__task_of(preds.v[k])->nsucc_run++; /* successors in the run */
+    for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
+      struct mz__task *pt = mz__task_of(preds.v[k]);
+      pt->color &= (uint8_t)~MZ__SEEN;
+      if (pt->mark == stamp) pt->nsucc_run++; /* successors in the run */
+    }
     t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
     xdev_set(t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
@@ -807,11 +810,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
                     stale_writer);
     else
       mz__set_error(rt, rc, "%s: out of memory", who);
-    free(leaves.v);
     free(tasks.v);
     free(stack.v);
     free(preds.v);
-    pset_clear(&pset);
     free(next_pred);
     free(touched.v);
     free(topo.v);
@@ -893,7 +894,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
   if (rerun) {
-    if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks, leaves.v, leaves.n);
+    if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks);
     if (g->lowered.root == root) {
       if (!nfail && !cross_any && !alias_any) freeze(&g->lowered, r, touched.v, touched.n);
       else unfreeze(&g->lowered);
@@ -913,15 +914,20 @@ linked:
   atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&rt->lock);
 
-  /* The root's results. */
-  r->nresults = leaves.n;
-  r->results = leaves.v;
+  /* The run's end clears the records of the buffers touched (none for a
+   * replay, which has its own list: rbufs), when they are all its tasks'
+   * own (struct mz__run). */
+  if (!alias_any) {
+    r->tbufs = touched.v;
+    r->ntbufs = touched.n;
+    r->tbufs_listed = true;
+  } else {
+    free(touched.v);
+  }
   free(tasks.v);
   free(stack.v);
   free(preds.v);
-  pset_clear(&pset);
   free(next_pred);
-  free(touched.v);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 
   const struct mz_policy_ops *po = rt->pol[pol];

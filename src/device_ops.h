@@ -418,18 +418,6 @@ void mz__batch_done_later(struct mz__batch *b);
  * completion callback).  Locks: none held. */
 int mz__exec_prepare(struct mz__exec *e);
 
-/* The end of a node of a lean run (struct mz__run.lean, src/run.h) that
- * succeeded on this CPU worker and was not timed: it is finished, and up
- * to cap successors of its run that it made ready are returned in ready[]
- * (already QUEUED: the caller runs them or shares them with the workers,
- * as ops->share would); others are handled as by mz__task_finish.  Thread:
- * a CPU worker of the node's runtime (or a waiter lending one).  counted:
- * whether the node is in its queue's backlog (one taken from the pool is
- * not: its worker alone would have raised and dropped the count); a
- * fall-back to mz__task_finish counts it first.  Returns the count in
- * ready[]. */
-unsigned mz__task_finish_lean(struct mz_op *op, bool counted, struct mz_op **ready, unsigned cap);
-
 /* Mark a device dead (a sticky error): later placements skip it.  Thread: any. */
 void mz__device_fail(struct mz_device *dev, int code, const char *why);
 

@@ -27,7 +27,6 @@
 #include "coherence.h"
 #include "exec.h"
 #include "fault.h"
-#include "lean_end.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_kernel.h"
 #include "observe.h"
@@ -1024,17 +1023,20 @@ static void demote(mz_op *op, int why, struct work *w) {
 /* This CPU worker's counts (struct mz__acct), made r's.  A flush may
  * complete a run whose callback schedules and finishes nodes of yet
  * another run on this thread: loop until they are r's. */
-static inline struct mz__acct *worker_acct(mz_runtime *rt, struct mz__run *r) {
-  struct mz__acct *acct = &rt->queues[mz__cur_queue]->acct;
+static inline struct mz__acct *queue_acct(struct mz__queue *Q, struct mz__run *r) {
+  struct mz__acct *acct = &Q->acct;
   while (acct->run != r) {
     if (acct->run) {
-      mz__queue_flush(rt->queues[mz__cur_queue]);
+      mz__queue_flush(Q);
     } else {
       acct->run = r;
-      acct->dev = rt->queues[mz__cur_queue]->dev->info.index;
+      acct->dev = Q->dev->info.index;
     }
   }
   return acct;
+}
+static inline struct mz__acct *worker_acct(mz_runtime *rt, struct mz__run *r) {
+  return queue_acct(rt->queues[mz__cur_queue], r);
 }
 
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
@@ -1235,20 +1237,7 @@ void mz__task_finish(mz_op *op, int status) {
   work_drain(&w);
 }
 
-/* The lean end's way in from outside the CPU worker's own loop, and its
- * cases that are not lean after all (src/lean_end.h). */
-unsigned mz__task_finish_lean(mz_op *op, bool counted, mz_op **ready_out, unsigned cap) {
-  struct mz__task *t = mz__task_of(op);
-  struct mz__run *r = t->run;
-  mz_runtime *rt = r->rt;
-  struct mz__queue *Q = rt->queues[t->queue];
-  if (__builtin_expect(atomic_load_explicit(&rt->poisoned, memory_order_relaxed) || mz__task_has_plan_next(t), 0)) {
-    if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed); /* finish drops it */
-    mz__task_finish(op, MZ_OK);
-    return 0;
-  }
-  return mz__lean_end(Q, worker_acct(rt, r), op, counted, ready_out, cap);
-}
+struct mz__acct *mz__queue_acct(struct mz__queue *Q, struct mz__run *r) { return queue_acct(Q, r); }
 
 void mz__queue_serve_pending(struct mz__queue *Q) {
   struct work w;

@@ -11,9 +11,20 @@
 struct mz__run;
 struct mz_op;
 struct mz_device;
+struct mz__queue;
+struct mz__acct;
 
 void mz__run_start(struct mz__run *r);
 void mz__task_finish(struct mz_op *op, int status);
+/* For the lean end (lean_end.h), on the worker of queue Q: Q's completion
+ * counts, switched to run r (the previous run's published first); a node
+ * of another run waiting for Q's slot (a pick policy's pending list)
+ * served, as after any node's end on Q; s, made ready, sent the common way
+ * (another run's, not shared, canceled, plan-linked, or past the lean
+ * end's room). */
+struct mz__acct *mz__queue_acct(struct mz__queue *Q, struct mz__run *r);
+void mz__queue_serve_pending(struct mz__queue *Q);
+void mz__task_ready_common(struct mz_op *s);
 /* Release one of op's outside gates (struct mz__task's ngates) in its
  * run, from any thread, no lock held; failed: op is canceled once ready. */
 void mz__task_ungate(struct mz_op *op, bool failed);

@@ -116,12 +116,21 @@ int mz_future_fd(mz_future *f) {
   return fd >= 0 ? fd : mz__set_error(r->rt, MZ_EIO, "mz_future_fd: eventfd failed");
 }
 
+/* The run's results, flattened on first use; false (and the runtime's
+ * error set) when they cannot be. */
+static bool results(const mz_future *f) {
+  struct mz__run *r = (struct mz__run *)(uintptr_t)&f->run; /* made once, under the graph's lock */
+  if (!mz__run_results(r)) return true;
+  mz__set_error(r->rt, MZ_ENOMEM, "mz_future_result: out of memory");
+  return false;
+}
+
 unsigned mz_future_result_count(const mz_future *f) {
-  return live(f) && atomic_load(&f->run.done) ? (unsigned)f->run.nresults : 0;
+  return live(f) && atomic_load(&f->run.done) && results(f) ? (unsigned)f->run.nresults : 0;
 }
 
 mz_buffer *mz_future_result(const mz_future *f, unsigned i) {
-  if (!live(f) || !atomic_load(&f->run.done) || i >= f->run.nresults) return NULL;
+  if (!live(f) || !atomic_load(&f->run.done) || !results(f) || i >= f->run.nresults) return NULL;
   mz_op *leaf = f->run.results[i];
   return leaf->kind == MZ__K_VALUE ? leaf->u.value.buf : NULL;
 }

@@ -22,30 +22,15 @@
 #include <stdbool.h>
 
 #include "device_ops.h"
+#include "exec.h"
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
 
-/* Whether t holds a node planned after it (mz_task_set_after), whose
- * release is left to mz__task_finish: never while t is as a replay left it
- * (replay_dirty), which spares the look. */
-static inline bool mz__task_has_plan_next(struct mz__task *t) {
-  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
-  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
-}
-
-/* src/exec.c: a node of another run waiting for Q's slot (a pick policy's
- * pending list) is served, as after any node's end on Q. */
-void mz__queue_serve_pending(struct mz__queue *Q);
-/* src/exec.c: s, made ready by the lean end, goes the common way (another
- * run's, not shared, canceled, plan-linked, or past ready[]'s room). */
-void mz__task_ready_common(struct mz_op *s);
-
 /* The lean end of op, whose run's completions acct counts (the worker's
  * queue Q, which ran op, with acct->run == op's run) while the runtime has
- * no failure and op no plan link (mz__task_finish_lean tests both first),
- * in three parts: the node's own end (mz__lean_done), the drop of counts
+ * no failure and op no plan link (mz__task_finish_lean, below, tests both
+ * first), in three parts: the node's own end (mz__lean_done), the drop of counts
  * of its successors (mz__lean_drop) and the hand-off of those that became
  * ready (mz__lean_ready); mz__lean_end makes all three.  acct->done is
  * counted last: the run may end with the published count.
@@ -97,9 +82,12 @@ static inline unsigned mz__lean_ready(struct mz__run *r, struct mz_op *s, struct
   return n;
 }
 
-/* All of it.  Returns the count in ready[]. */
-static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, struct mz_op *op, bool counted,
-                                    struct mz_op **ready, unsigned cap) {
+/* All of it.  Returns the count in ready[].  Always inline: the worker
+ * calls it from two places, and GCC would else keep one copy out of line,
+ * a call per node on the re-run's path. */
+static inline __attribute__((always_inline)) unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct,
+                                                                   struct mz_op *op, bool counted,
+                                                                   struct mz_op **ready, unsigned cap) {
   struct mz__task *t = mz__task_of(op);
   mz__lean_done(Q, acct, op, counted);
   unsigned n = 0;
@@ -107,6 +95,29 @@ static inline unsigned mz__lean_end(struct mz__queue *Q, struct mz__acct *acct, 
     if (mz__lean_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
   acct->done++;
   return n;
+}
+
+/* The end of op, a node of a lean run (struct mz__run.lean) that
+ * succeeded on the CPU worker of queue Q and was not timed: it is
+ * finished, and up to cap successors of its run that it made ready are
+ * returned in ready[] (already QUEUED: the caller runs them or shares them
+ * with the workers, as ops->share would); others are handled as by
+ * mz__task_finish.  counted: whether op is in Q's backlog (one taken from
+ * the pool is not: its worker alone would have raised and dropped the
+ * count); a fall-back to mz__task_finish counts it first.  Returns the
+ * count in ready[]. */
+static inline __attribute__((always_inline)) unsigned mz__task_finish_lean(struct mz__queue *Q, struct mz_op *op,
+                                                                           bool counted, struct mz_op **ready,
+                                                                           unsigned cap) {
+  struct mz__task *t = mz__task_of(op);
+  struct mz__run *r = t->run;
+  if (__builtin_expect(atomic_load_explicit(&r->rt->poisoned, memory_order_relaxed) || mz__task_has_plan_next(t), 0)) {
+    if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed); /* finish drops it */
+    mz__task_finish(op, MZ_OK);
+    return 0;
+  }
+  struct mz__acct *acct = __builtin_expect(Q->acct.run == r, 1) ? &Q->acct : mz__queue_acct(Q, r);
+  return mz__lean_end(Q, acct, op, counted, ready, cap);
 }
 
 #endif

@@ -644,7 +644,7 @@ static int task_key(const mz_op *op) {
   return key;
 }
 
-/* sample_due (perfmodel_tick.h) for a node with no verdict on dev (new, or moved). */
+/* For a node with no verdict on dev (perfmodel.h). */
 bool mz__perfmodel_due_new(struct mz__pm_queue *pq, const mz_op *op, const struct mz_device *dev, uint32_t tick) {
   struct mz__task *t = mz__task_of(op);
   if (atomic_load_explicit(&pq->sat_name, memory_order_relaxed) == task_model_name(op) &&
@@ -667,7 +667,11 @@ void mz__perfmodel_record(mz_runtime *rt, const mz_op *op, const struct mz_devic
   struct mz__pm_queue *pq = &pm->hot.qs[q];
   uint64_t old = atomic_load_explicit(&pq->ema, memory_order_relaxed);
   atomic_store_explicit(&pq->ema, old ? (old * 7 + ns) / 8 : ns, memory_order_relaxed);
-  if (!chosen && !mz__perfmodel_sample_due(pq, op, dev)) return;
+  if (!chosen) { /* asked here, once: it advances q's tick */
+    uint32_t tick;
+    int due = mz__pm_due(pq, mz__task_of(op), dev->info.index + 1, &tick);
+    if (!(due >= 0 ? due : mz__perfmodel_due_new(pq, op, dev, tick))) return;
+  }
   record_sample(rt, q, task_model_name(op), op, dev, task_key(op), ns);
 }
 

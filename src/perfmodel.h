@@ -102,17 +102,23 @@ int mz__link_read(const char *path, char *src, char *dst, size_t namecap, double
 
 struct mz_op;
 struct mz_device;
+struct mz__pm_queue;
 
 /* Performance models and the runtime clock (src/perfmodel.c).
  * create runs once the devices are known; destroy saves what was learned
  * and frees it (NULL-safe).  record is the completion path's feed: a node
- * ran ns on dev; chosen: wants() chose it as a sample before it ran (else
- * record decides whether to keep it).  mz__perfmodel_wants
- * (perfmodel_tick.h, inline for the workers): before op runs on queue q
- * of dev (a CPU node of a run that is not timed, struct mz__run.timed):
- * whether to time it as a sample; advances q's sampling tick, so call it
- * once per node, from the thread that runs q's nodes.  Thread: any; the
- * models have their own lock. */
+ * ran ns on dev; chosen: the node was chosen as a sample before it ran
+ * (else record decides whether to keep it).  Thread: any; the models have
+ * their own lock.
+ *
+ * Before a CPU node of a run that is not timed (struct mz__run.timed)
+ * runs on queue q of dev, its worker asks whether to time it as a sample:
+ * mz__pm_due (perfmodel_tick.h, inline) answers for a node with a verdict
+ * on dev, and advances q's tick, so it is asked once per node, from the
+ * thread that runs q's nodes; mz__perfmodel_due_new answers for the others
+ * (new, or moved), with the tick it read, from q's line pq. */
+bool mz__perfmodel_due_new(struct mz__pm_queue *pq, const struct mz_op *op, const struct mz_device *dev,
+                           uint32_t tick);
 int mz__perfmodel_create(mz_runtime *rt);
 void mz__perfmodel_destroy(mz_runtime *rt);
 void mz__perfmodel_record(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev, unsigned q, uint64_t ns,

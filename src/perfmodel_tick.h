@@ -1,6 +1,7 @@
 /* maize internals: whether a node's run is a perf-model sample, inline on
  * the CPU workers' path, which asks once per node (src/perfmodel.c owns
- * the rest of the models and the rule, see MZ__PM_SATURATED there).
+ * the rest of the models and the rule, see MZ__PM_SATURATED there; this
+ * header calls none of it, so that it stands below it).
  *
  * Per queue, one cache line: a moving average of the queue's node times
  * and the tick of its sampling.  A node whose bucket on its device is
@@ -33,31 +34,21 @@ struct mz__pm_queue {
   _Atomic uint8_t sat_mask; /* and that sample's pm_mask */
 };
 /* The first member of struct mz__perfmodel (so a pointer to one is a
- * pointer to the other): what the inline test below reads. */
+ * pointer to the other): where a worker finds its queue's line. */
 struct mz__pm_hot {
   struct mz__pm_queue *qs; /* per queue, a cache line each */
 };
 
-/* The test for a node with no verdict on dev (new, or moved): src/perfmodel.c. */
-bool mz__perfmodel_due_new(struct mz__pm_queue *pq, const struct mz_op *op, const struct mz_device *dev,
-                           uint32_t tick);
-
-/* Whether op, q's next node, is a sample; advances q's tick. */
-static inline bool mz__perfmodel_sample_due(struct mz__pm_queue *pq, const struct mz_op *op,
-                                            const struct mz_device *dev) {
-  uint32_t tick = atomic_load_explicit(&pq->tick, memory_order_relaxed);
-  atomic_store_explicit(&pq->tick, tick + 1, memory_order_relaxed);
-  const struct mz__task *t = mz__task_of(op);
-  if (__builtin_expect(t->pm_sat1 == dev->info.index + 1, 1)) return !(tick & t->pm_mask);
-  return mz__perfmodel_due_new(pq, op, dev, tick);
-}
-
-/* Whether the run of op on dev's queue q (runtime-wide index) is to be
- * timed and recorded as a sample; false without perf models. */
-static inline bool mz__perfmodel_wants(mz_runtime *rt, const struct mz_op *op, const struct mz_device *dev,
-                                       unsigned q) {
-  const struct mz__pm_hot *pm = (const struct mz__pm_hot *)(const void *)rt->pm;
-  return pm && mz__perfmodel_sample_due(&pm->qs[q], op, dev);
+/* Advances q's tick (pq) and says whether t's run on the device of index
+ * dev1 - 1 is a sample: 1 or 0, or -1 when t has no verdict on that device
+ * (new, or moved): then mz__perfmodel_due_new (perfmodel.h) decides, with
+ * the tick read here. */
+static inline int mz__pm_due(struct mz__pm_queue *pq, const struct mz__task *t, unsigned dev1, uint32_t *tick) {
+  uint32_t k = atomic_load_explicit(&pq->tick, memory_order_relaxed);
+  atomic_store_explicit(&pq->tick, k + 1, memory_order_relaxed);
+  *tick = k;
+  if (__builtin_expect(t->pm_sat1 == dev1, 1)) return !(k & t->pm_mask);
+  return -1;
 }
 
 #endif

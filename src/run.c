@@ -130,13 +130,15 @@ void mz__run_complete(struct mz__run *r) {
    * release, so the tasks are walked once and their queues not looked at. */
   bool cpu_only = r->all_shared;
   pthread_mutex_lock(&rt->lock);
-  uint64_t stamp = ++rt->touch_stamp;
-  /* A replayed run (its hazard records are r->rbufs) on the CPU workers
-   * alone, where no node failed, leaves nothing in its tasks to clear: no
-   * message (a CPU node has one only when it fails) and no device state.
-   * A task's mark needs no reset: marks are compared with stamps, which
-   * never repeat. */
-  bool walk = !(cpu_only && r->rbufs && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
+  /* A run on the CPU workers alone where no node failed leaves nothing in
+   * its tasks to clear: no message (a CPU node has one only when it
+   * fails) and no device state; its buffers' hazard records are cleared
+   * from its list of them (rbufs for a replay, tbufs otherwise).  A task's
+   * mark needs no reset: marks are compared with stamps, which never
+   * repeat. */
+  bool listed = r->rbufs || r->tbufs_listed;
+  bool walk = !(cpu_only && listed && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
+  uint64_t stamp = listed ? 0 : ++rt->touch_stamp;
   for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {
@@ -144,7 +146,7 @@ void mz__run_complete(struct mz__run *r) {
     } else if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) {
       device_work = true;
     }
-    for (unsigned a = 0; !r->rbufs && a < t->nacc; a++) {
+    for (unsigned a = 0; !listed && a < t->nacc; a++) {
       mz_buffer *b = mz__task_acc(t)[a].buf;
       if (b->hz.stamp == stamp) continue;
       b->hz.stamp = stamp;
@@ -152,6 +154,7 @@ void mz__run_complete(struct mz__run *r) {
     }
   }
   for (size_t i = 0; i < r->nrbufs; i++) clear_records(rt, r, r->rbufs[i].b);
+  for (size_t i = 0; i < r->ntbufs; i++) clear_records(rt, r, (mz_buffer *)(void *)r->tbufs[i]);
   if (r->prev) r->prev->next = r->next;
   else if (rt->runs == r) rt->runs = r->next;
   if (r->next) r->next->prev = r->prev;
@@ -230,11 +233,35 @@ void mz__run_unref(struct mz__run *r) {
   mz__arena_free(&r->arena);
   free(r->tasks);
   free(r->results);
+  free(r->tbufs);
   free((void *)r->busy);
   free(r->devok);
   pthread_mutex_destroy(&r->m);
   pthread_cond_destroy(&r->c);
   free(r);
+}
+
+int mz__run_results(struct mz__run *r) {
+  if (atomic_load_explicit(&r->results_ready, memory_order_acquire)) return MZ_OK;
+  mz_graph *g = r->g;
+  int rc = MZ_OK;
+  /* The graph's lock: flattening may make an apply's result values
+   * (graph/graph.c), as a builder would. */
+  mz__ylock_lock(&g->lock);
+  if (!atomic_load_explicit(&r->results_ready, memory_order_relaxed)) {
+    mz_op **v = NULL;
+    size_t n = 0, cap = 0;
+    rc = mz__flatten(r->root, &v, &n, &cap);
+    if (rc) {
+      free(v);
+    } else {
+      r->results = v;
+      r->nresults = n;
+      atomic_store_explicit(&r->results_ready, true, memory_order_release);
+    }
+  }
+  mz__ylock_unlock(&g->lock);
+  return rc;
 }
 
 /* Runs of at most this many nodes may be waited on by spinning. */

@@ -25,6 +25,9 @@
 
 /* The statistics of a finished run, as mz_future_stats reports them (src/future.c). */
 void mz__run_stats(const struct mz__run *r, mz_run_stats *out);
+/* Flatten r's root into r->results once (under its graph's lock): MZ_OK,
+ * or MZ_ENOMEM with nothing kept (a later call tries again).  Any thread. */
+int mz__run_results(struct mz__run *r);
 
 /* The end of a run (src/run.c).  complete: the run's last task finished;
  * called once, by the thread that finished it (a worker, a submission or

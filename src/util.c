@@ -34,35 +34,27 @@ struct mz__chunk {
 
 enum { MZ__CHUNK = 65536 };
 
-void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
-  /* 8-byte steps: nothing kept in an arena needs more alignment than a
-   * pointer or a uint64_t, and a graph's 40-byte value and scalar nodes
-   * would take 48 in 16-byte steps. */
-  bytes = (bytes + 7) & ~(size_t)7;
-  if (!a->head || a->used + bytes > a->cap) {
-    size_t cap = bytes > MZ__CHUNK ? bytes : MZ__CHUNK;
-    struct mz__chunk *c = NULL;
-    if (cap == MZ__CHUNK && a->pool) {
-      mz__spin_lock(&a->pool->lock);
-      c = a->pool->free;
-      if (c) {
-        a->pool->free = c->next;
-        a->pool->n--;
-      }
-      mz__spin_unlock(&a->pool->lock);
+void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
+  size_t cap = bytes > MZ__CHUNK ? bytes : MZ__CHUNK;
+  struct mz__chunk *c = NULL;
+  if (cap == MZ__CHUNK && a->pool) {
+    mz__spin_lock(&a->pool->lock);
+    c = a->pool->free;
+    if (c) {
+      a->pool->free = c->next;
+      a->pool->n--;
     }
-    if (!c) c = malloc(sizeof *c + cap);
-    if (!c) return NULL;
-    c->next = a->head;
-    c->cap = cap;
-    a->head = c;
-    a->used = 0;
-    a->cap = cap;
+    mz__spin_unlock(&a->pool->lock);
   }
-  void *p = a->head->data + a->used;
-  a->used += bytes;
-  memset(p, 0, bytes);
-  return p;
+  if (!c) c = malloc(sizeof *c + cap);
+  if (!c) return NULL;
+  c->next = a->head;
+  c->cap = cap;
+  a->head = c;
+  a->ptr = c->data + bytes;
+  a->end = c->data + cap;
+  memset(c->data, 0, bytes);
+  return c->data;
 }
 
 void mz__arena_free(struct mz__arena *a) {
@@ -112,7 +104,7 @@ void mz__arena_free(struct mz__arena *a) {
     extra = n;
   }
   a->head = NULL;
-  a->used = a->cap = 0;
+  a->ptr = a->end = NULL;
 }
 
 void mz__chunk_pool_fini(struct mz__chunk_pool *p) {

@@ -320,6 +320,39 @@ Test(partition, parent_waits_for_tiles_in_flight, .timeout = 60) {
   }
 }
 
+/* A run planned while the buffer had another graph's tiles (planning
+ * orders the whole buffer's writer after them) outlives those tiles: the
+ * other graph is destroyed, and its tiles freed, while the run is in
+ * flight.  The run's end must not touch them (it clears the hazard
+ * records of its own buffers only; run under ASan and valgrind, a touch
+ * of a freed tile is an error), and the run writes the buffer. */
+Test(partition, run_outlives_another_graphs_tiles, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  _Atomic int gate = 0;
+  mz_kernel *inc = test_kernel(rt, "gated_inc", "inout i32[] t", gated_inc_fn, (void *)&gate);
+  int32_t init[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  mz_buffer *b = test_buffer_1d(rt, MZ_I32, 8, init);
+  mz_graph *g1, *g2;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+  MZ_OK_OR_DIE(rt, test_run(g1, mz_partition(g1, mz_value(g1, b), 4), NULL, NULL));
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  mz_future *f;
+  MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_apply(g2, inc, mz_value(g2, b), NULL), NULL, &f));
+  mz_graph_destroy(g1); /* its tiles go while g2's run waits at the gate */
+  atomic_store(&gate, 1);
+  cr_expect_eq(mz_future_wait_for(f, 20000000000ull), MZ_OK);
+  cr_expect_eq(mz_future_result_count(f), 1u);
+  cr_expect_eq(mz_future_result(f, 0), b, "the root's result is the buffer it wrote");
+  int32_t out[8] = {0};
+  MZ_OK_OR_DIE(rt, mz_buffer_read(b, out, sizeof out));
+  for (int i = 0; i < 8; i++) cr_expect_eq(out[i], init[i] + 1, "element %d is %d", i, out[i]);
+  mz_future_destroy(f);
+  mz_graph_destroy(g2);
+  mz_buffer_release(b);
+  mz_kernel_destroy(inc);
+  mz_runtime_destroy(rt);
+}
+
 static int fail_tile_fn(const mz_call *c) {
   (void)c;
   return 1;

@@ -44,6 +44,7 @@
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
+#include "perfmodel.h"
 #include "perfmodel_tick.h"
 
 struct worker;
@@ -74,6 +75,10 @@ struct cpu_dev {
 #define LOCAL_MAX 1024
 /* The most nodes a worker takes from its own deque at once. */
 #define LOCAL_TAKE 8
+/* The most nodes its local list holds (struct worker's local): a worker
+ * alone on its device keeps there what others would steal from its deque,
+ * as many as an injection chunk. */
+#define LOCAL_CAP 64
 
 struct worker {
   struct mz__mpsc inbox;
@@ -93,7 +98,7 @@ struct worker {
   /* Nodes taken from its own deque in one go (mz__deque_take_some), or
    * made ready on a device of one worker (push_ready), run next after the
    * run-next slot: local[nlocal - 1] first (its owner only). */
-  struct mz_op *local[LOCAL_TAKE];
+  struct mz_op *local[LOCAL_CAP];
   unsigned nlocal;
   _Atomic bool idle;      /* about to park or parked (see the top) */
   _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
@@ -128,6 +133,18 @@ static inline int prepare_kept(struct mz__exec *e) {
   return mz__exec_prepare(e);
 }
 
+/* Whether op's run on w's queue is a perf-model sample (perfmodel.h):
+ * asked once per node, since it advances the queue's tick. */
+static inline bool pm_wants(const struct worker *w, const mz_op *op) {
+  const struct mz_device *dev = w->q->dev;
+  const struct mz__pm_hot *pm = (const struct mz__pm_hot *)(const void *)dev->rt->pm;
+  if (!pm) return false;
+  struct mz__pm_queue *pq = &pm->qs[w->q->index];
+  uint32_t tick;
+  int due = mz__pm_due(pq, mz__task_of(op), w->dev1, &tick);
+  return due >= 0 ? due : mz__perfmodel_due_new(pq, op, dev, tick);
+}
+
 /* Nodes w's own node made ready (its lean end), past the first: to w's
  * deque, where idle workers may steal them; past the deque's share, to the
  * device's pool as cpu_share does.  In the order the deque would give them
@@ -135,7 +152,7 @@ static inline int prepare_kept(struct mz__exec *e) {
 static void push_ready(struct worker *w, mz_op **rd, unsigned n) {
   /* A device of one worker has no thief: its nodes wait where taking them
    * back costs no fence (as many as fit). */
-  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_TAKE) {
+  if (w->cd->nworkers == 1 && w->nlocal + n <= LOCAL_CAP) {
     for (unsigned i = 0; i < n; i++) w->local[w->nlocal++] = rd[i];
     return;
   }
@@ -224,7 +241,7 @@ static char *failed_message(const mz_kernel *kern, int ret) {
 
 /* counted: see finish_counted.  sampled: whether the perf models take
  * this run of the node as a sample, when run_lean already asked
- * (mz__perfmodel_wants advances a tick: once a node); -1: not asked. */
+ * (pm_wants advances a tick: once a node); -1: not asked. */
 static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sampled) {
   mz_op *op = mz__exec_node(e);
   const struct mz__task *t = mz__task_of(op);
@@ -241,7 +258,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
    * that ends it reads its start, unless it mostly ends in its start. */
   const struct mz__async_ops *async = kern ? kern->async : NULL;
   bool timed = t->run->timed || (async && !async->ends_inline) ||
-               (sampled >= 0 ? sampled : mz__perfmodel_wants(w->q->dev->rt, op, w->q->dev, w->q->index));
+               (sampled >= 0 ? sampled : pm_wants(w, op));
   uint64_t t0 = timed ? mz__now_ns() : 0;
   status = prepare_kept(e); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
@@ -319,7 +336,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
     /* The short end (src/exec.c): the successors it made ready come back
      * here and go to this worker's run-next slot and deque at once. */
     mz_op *rd[8];
-    unsigned n = mz__task_finish_lean(op, counted, rd, 8);
+    unsigned n = mz__task_finish_lean(w->q, op, counted, rd, 8);
     if (n) keep_ready(w, rd, n);
     return;
   }
@@ -367,14 +384,18 @@ static mz_op *take_injected(struct worker *w) {
   }
   atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
   pthread_mutex_unlock(&cd->inj_lock);
-  /* The first runs here; the rest go to this worker's deque. */
+  /* The first runs here; the rest go to this worker's deque, or, alone
+   * on its device, to its local list (no thief: no fences), in the order
+   * the deque would give them back (the last first). */
   mz_op *op = n ? atomic_load_explicit(mz__op_next(first), memory_order_relaxed) : NULL;
+  bool alone = cd->nworkers == 1 && w->nlocal + n - 1 <= LOCAL_CAP;
   for (size_t i = 1; i < n; i++) {
     mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
-    if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
+    if (alone) w->local[w->nlocal++] = op;
+    else if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
     op = nx;
   }
-  if (n > 1) wake_idle(cd, n - 1);
+  if (n > 1 && !alone) wake_idle(cd, n - 1);
   return n ? first : NULL;
 }
 
@@ -487,7 +508,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
                              atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                          0))
       return op;
-    if (__builtin_expect((*sampled = mz__perfmodel_wants(dev->rt, op, dev, w->q->index)), 0)) return op;
+    if (__builtin_expect((*sampled = pm_wants(w, op)), 0)) return op;
     e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
@@ -507,12 +528,8 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       }
     }
     mz_op *rd[8];
-    struct mz__acct *acct = &w->q->acct;
-    unsigned n = __builtin_expect(acct->run == t->run && !atomic_load_explicit(&dev->rt->poisoned, memory_order_relaxed) &&
-                                      !mz__task_has_plan_next(t),
-                                  1)
-                     ? mz__lean_end(w->q, acct, op, false, rd, 8)
-                     : mz__task_finish_lean(op, false, rd, 8);
+    unsigned n = mz__task_finish_lean(w->q, op, false, rd, 8);
+    const struct mz__acct *acct = &w->q->acct;
     if (w->next) {
       if (n) push_ready(w, rd, n);
       return NULL;

@@ -59,8 +59,8 @@ struct mz_graph {
    * A re-run resets its tasks only once this is 0. */
   unsigned active;
   uint32_t ran_max;           /* the highest ran_writer of bmap (guarded by lock) */
-  /* The last root mz_graph_run ran: its closure in build order and its
-   * flattened leaves, reused by its next run (guarded by lock).
+  /* The last root mz_graph_run ran: its closure in build order, reused
+   * by its next run (guarded by lock).
    *
    * replay: the last run of that root had no edge to a task of another
    * run and no partitioned buffer, so its in-run edges are all its edges
@@ -72,8 +72,8 @@ struct mz_graph {
    * graph's end frees (tasks of no run read none of them). */
   struct mz__lowered {
     struct mz_op *root;
-    struct mz_op **tasks, **leaves;
-    size_t ntasks, nleaves;
+    struct mz_op **tasks;
+    size_t ntasks;
     bool replay;
     struct mz_op **topo;
     struct mz_op ***succv;     /* per task of topo: its in-run successors */

@@ -217,6 +217,14 @@ static inline const struct mz__host_call *mz__task_host(const struct mz__task *t
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   return c && !t->kernel ? &c->host : NULL;
 }
+/* Whether t holds a node planned after it (mz_task_set_after), whose
+ * release is left to mz__task_finish: never while t is as a replay left it
+ * (replay_dirty), which spares the look. */
+static inline bool mz__task_has_plan_next(const struct mz__task *t) {
+  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
+  const struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
+}
 /* t's explicit edges (mz_depend; set only while t is not scheduled). */
 static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);

@@ -46,6 +46,16 @@ struct mz__run {
    * flight (a re-run waits for it); NULL otherwise. */
   const struct mz__lwbuf *rbufs;
   size_t nrbufs;
+  /* Any other run without a tile or a partitioned buffer (tbufs_listed):
+   * the buffers its planning touched, each once, which are the buffers
+   * its tasks access (malloc'd, the mz_buffer * of each, stored as ops:
+   * graph/lower.c's list); its end clears their hazard records.  (With
+   * tiles, planning also touches tiles of other graphs, which may be
+   * freed before the run ends: the end then clears the records of each
+   * task's own buffers.) */
+  struct mz_op **tbufs;
+  size_t ntbufs;
+  bool tbufs_listed;
   struct mz_op **tasks;
   size_t ntasks;
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
@@ -53,8 +63,14 @@ struct mz__run {
   _Atomic int status;
   char message[MZ__ERRLEN];
   mz__spin msg_lock;
-  struct mz_op **results;     /* root leaves */
+  /* The root's leaves (values and scalars), flattened from root when
+   * first asked for (mz__run_results): a run needs none of them, and a
+   * join of a million tasks has a million.  results_ready is set (release)
+   * once they are. */
+  struct mz_op *root;
+  struct mz_op **results;
   size_t nresults;
+  _Atomic bool results_ready;
   pthread_mutex_t m;
   pthread_cond_t c;
   _Atomic bool done;
