@@ -21,7 +21,12 @@
  *   BENCH opencl.chain maize_ns=<x> raw_ns=<y> ratio=<x/y> raw_cb_ns=<z>
  *   BENCH opencl.chain4 maize_ns=<x> raw_ns=<y> ratio=<x/y> rr_ns=<z>
  * Options: -n N (default 10,000), -r reps (default 5), --quick (N = 1,000,
- * 2 repetitions: the CI smoke test). */
+ * 2 repetitions: the CI smoke test), --only ARM,... (only those arms, for
+ * perf or strace: maize, raw, raw-cb, maize4, raw4, rr4; a BENCH line is
+ * printed only when both its sides ran).  The repetition lines on stderr
+ * also give the part of maize's time spent in mz_schedule ("schedule"),
+ * and the "usage" lines each arm's CPU time (all threads, from getrusage)
+ * and context switches per kernel. */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <getopt.h>
 #include <CL/cl.h>
@@ -29,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "bench_util.h"
@@ -48,6 +54,32 @@ static uint64_t now_ns(void)
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The process's CPU time (all threads) and context switches, for the
+ * per-arm figures on stderr: where the wall time is not CPU time, it is
+ * waiting, and the switches count the hand-offs between threads. */
+struct usage {
+  double cpu_ns, vcsw, icsw;
+};
+
+static struct usage usage_now(void)
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (struct usage){ (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+                             (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3,
+                         (double)ru.ru_nvcsw, (double)ru.ru_nivcsw };
+}
+
+/* Per-arm sums of CPU time and switches over the repetitions. */
+static struct usage arm_use[6];
+
+static void usage_add(int arm, struct usage a, struct usage b)
+{
+  arm_use[arm].cpu_ns += b.cpu_ns - a.cpu_ns;
+  arm_use[arm].vcsw += b.vcsw - a.vcsw;
+  arm_use[arm].icsw += b.icsw - a.icsw;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -291,7 +323,7 @@ static const struct mz_policy_ops affine_policy = {
 /* Run one graph; returns ns per op and adds the build time to *build.
  * scale[c] and saxpy[c] are chain c's kernels. */
 static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs,
-                        int chains, int n, const char *policy, double *build, uint64_t *callbacks)
+                        int chains, int n, const char *policy, double *build, uint64_t *callbacks, double *sched)
 {
   int steps = n / chains;
   uint64_t t0 = now_ns();
@@ -317,8 +349,11 @@ static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *cons
   int rc = mz_schedule(g, root, policy, &f);
   if (rc)
     die(mz_runtime_last_error(rt), rc);
+  uint64_t ts = now_ns();
   rc = mz_future_wait(f);
   uint64_t t2 = now_ns();
+  if (sched)
+    *sched = (double)(ts - t1) / (steps * chains);
   if (rc)
     die(mz_future_message(f), rc);
   mz_run_stats st;
@@ -330,12 +365,41 @@ static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *cons
   return (double)(t2 - t1) / (steps * chains);
 }
 
+/* The measured arms, for --only (one arm alone under perf or strace). */
+enum { ARM_M1 = 1, ARM_R1 = 2, ARM_RC1 = 4, ARM_M4 = 8, ARM_R4 = 16, ARM_RR4 = 32, ARM_ALL = 63 };
+#define ARM_LIST "maize, raw, raw-cb, maize4, raw4, rr4"
+
+static bool parse_only(const char *arg, unsigned *mask)
+{
+  static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4" };
+  unsigned m = 0;
+  const char *p = arg;
+  while (*p) {
+    size_t len = strcspn(p, ",");
+    unsigned i = 0;
+    while (i < 6 && !(strlen(names[i]) == len && strncmp(p, names[i], len) == 0))
+      i++;
+    if (i == 6)
+      return false;
+    m |= 1u << i;
+    p += len;
+    if (*p == ',' && *++p == 0)
+      return false;
+  }
+  if (!m)
+    return false;
+  *mask = m;
+  return true;
+}
+
 int main(int argc, char **argv)
 {
   int n = 10000, reps = 5;
+  unsigned only = ARM_ALL;
   static const struct option longopts[] = {{"kernels", required_argument, NULL, 'n'},
                                             {"reps", required_argument, NULL, 'r'},
                                             {"quick", no_argument, NULL, 'q'},
+                                            {"only", required_argument, NULL, 'o'},
                                             {"help", no_argument, NULL, 'h'},
                                             {NULL, 0, NULL, 0}};
   const char *prog = "mz-bench-opencl-chain";
@@ -356,7 +420,16 @@ int main(int argc, char **argv)
       n = 1000;
       reps = 2;
       break;
-    case 'h': printf("usage: %s [-n|--kernels N] [-r|--reps R] [--quick]\n", prog); return 0;
+    case 'o':
+      if (!parse_only(optarg, &only)) {
+        fprintf(stderr, "%s: --only wants a comma-separated list of %s, not '%s'\n", prog, ARM_LIST, optarg);
+        return 2;
+      }
+      break;
+    case 'h':
+      printf("usage: %s [-n|--kernels N] [-r|--reps R] [--quick] [--only ARM,...]\n  arms: %s (default: all)\n", prog,
+             ARM_LIST);
+      return 0;
     default: return bench_arg_error(prog, opt, argv);
     }
   }
@@ -396,9 +469,9 @@ int main(int argc, char **argv)
   /* Warm up: builds, first allocations and transfers, PoCL's kernel cache. */
   double build = 0;
   uint64_t cbs = 0;
-  maize_run(rt, scale, saxpy, bufs, 1, n / 10, "single", &build, &cbs);
-  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "affine", &build, &cbs);
-  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "round-robin", &build, &cbs);
+  maize_run(rt, scale, saxpy, bufs, 1, n / 10, "single", &build, &cbs, NULL);
+  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "affine", &build, &cbs, NULL);
+  maize_run(rt, scale, saxpy, bufs, CHAINS, n / 10, "round-robin", &build, &cbs, NULL);
   raw_chain(&r, n / 10);
   raw_chain4(&r, n / 10);
 
@@ -407,17 +480,38 @@ int main(int argc, char **argv)
   double *r4 = calloc((size_t)reps, sizeof(double)), *rr4 = calloc((size_t)reps, sizeof(double));
   double build1 = 0, build4 = 0, buildrr = 0;
   uint64_t cb1 = 0, cb4 = 0, cbrr = 0;
+  double *s1 = calloc((size_t)reps, sizeof(double)), *s4 = calloc((size_t)reps, sizeof(double));
   for (int i = 0; i < reps; i++) {
     /* Interleaved, so that drift of the machine hits all alike. */
-    m1[i] = maize_run(rt, scale, saxpy, bufs, 1, n, "single", &build1, &cb1);
-    r1[i] = raw_chain(&r, n);
-    rc1[i] = raw_chain_cb(&r, n);
-    m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "affine", &build4, &cb4);
-    r4[i] = raw_chain4(&r, n);
-    rr4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &buildrr, &cbrr);
+    struct usage u0 = usage_now(), u;
+#define ARM(bit, idx, expr) \
+  if (only & (bit)) {       \
+    expr;                   \
+    u = usage_now();        \
+    usage_add(idx, u0, u);  \
+    u0 = u;                 \
+  }
+    ARM(ARM_M1, 0, m1[i] = maize_run(rt, scale, saxpy, bufs, 1, n, "single", &build1, &cb1, &s1[i]))
+    ARM(ARM_R1, 1, r1[i] = raw_chain(&r, n))
+    ARM(ARM_RC1, 2, rc1[i] = raw_chain_cb(&r, n))
+    ARM(ARM_M4, 3, m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "affine", &build4, &cb4, &s4[i]))
+    ARM(ARM_R4, 4, r4[i] = raw_chain4(&r, n))
+    ARM(ARM_RR4, 5, rr4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &buildrr, &cbrr, NULL))
+#undef ARM
     fprintf(stderr,
-            "rep %d: 1 queue maize %.0f raw %.0f raw+cb %.0f | 4 queues maize %.0f raw %.0f round-robin %.0f ns/op\n",
-            i, m1[i], r1[i], rc1[i], m4[i], r4[i], rr4[i]);
+            "rep %d: 1 queue maize %.0f (schedule %.0f) raw %.0f raw+cb %.0f | 4 queues maize %.0f (schedule %.0f) "
+            "raw %.0f round-robin %.0f ns/op\n",
+            i, m1[i], s1[i], r1[i], rc1[i], m4[i], s4[i], r4[i], rr4[i]);
+  }
+  free(s1);
+  free(s4);
+  {
+    static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4" };
+    for (int a = 0; a < 6; a++)
+      if (only & (1u << a))
+        fprintf(stderr, "usage %-7s cpu %.0f ns/op, voluntary switches %.3f/op, involuntary %.3f/op\n", names[a],
+                arm_use[a].cpu_ns / ((double)reps * n), arm_use[a].vcsw / ((double)reps * n),
+                arm_use[a].icsw / ((double)reps * n));
   }
   double M1 = median(m1, reps), R1 = median(r1, reps), RC1 = median(rc1, reps);
   double M4 = median(m4, reps), R4 = median(r4, reps), RR4 = median(rr4, reps);
@@ -427,8 +521,10 @@ int main(int argc, char **argv)
   printf("  4 queues: maize %8.0f  raw %8.0f  (maize build %.0f, callbacks/run %llu)\n", M4, R4, build4 / reps,
          (unsigned long long)cb4);
   printf("  4 queues, round-robin: maize %8.0f  (callbacks/run %llu)\n", RR4, (unsigned long long)cbrr);
-  printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f\n", M1, R1, M1 / R1, RC1);
-  printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f rr_ns=%.0f\n", M4, R4, M4 / R4, RR4);
+  if ((only & (ARM_M1 | ARM_R1)) == (ARM_M1 | ARM_R1))
+    printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f\n", M1, R1, M1 / R1, RC1);
+  if ((only & (ARM_M4 | ARM_R4)) == (ARM_M4 | ARM_R4))
+    printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f rr_ns=%.0f\n", M4, R4, M4 / R4, RR4);
 
   free(m1);
   free(r1);

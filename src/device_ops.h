@@ -110,6 +110,13 @@ static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return e->xd ?
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);
+/* e's run wants every node's own times: observed, or its runtime was
+ * created with timings, or its policy has a done() callback (a backend
+ * that can measure its nodes one by one at a cost does so then). */
+bool mz__exec_timed(const struct mz__exec *e);
+/* a and b belong to the same run: an event of one lives as long as the
+ * other's (both are released when the run is torn down). */
+bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b);
 /* What e runs, read from its node (the exec keeps no copy): the kernel
  * (NULL for host work: host, partition, unpartition), its number of
  * arguments (e->xd->args' length on a device with memory of its own), and
@@ -119,13 +126,15 @@ unsigned mz__exec_nargs(const struct mz__exec *e);
 const mz_launch *mz__exec_launch(const struct mz__exec *e);
 
 /* Consecutive nodes for one queue, submitted together.  The backend must
- * call mz__batch_done(b) exactly once, after the last node has finished on
- * the device (one completion callback per batch), from any thread. */
+ * call mz__batch_done(b) (or mz__batch_done_later(b)) exactly once, after
+ * the last node has finished on the device (one completion callback per
+ * batch), from any thread. */
 struct mz__batch {
   struct mz__queue *queue;
   unsigned n;
   struct mz__exec **execs;
   void *priv;                 /* backend scratch */
+  struct mz__batch *next_done; /* the core's (mz__batch_done_later) */
 };
 
 struct mz__device_ops {
@@ -390,6 +399,14 @@ struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type,
  * never blocks on a device; may submit to inline devices and wake
  * submission threads.  Thread: any. */
 void mz__batch_done(struct mz__batch *b);
+/* mz__batch_done(b), made soon on the submission thread of b's device
+ * (inline_submit false only): for a completion callback that should return
+ * at once.  A driver that runs its callbacks on the thread that completed
+ * the command, before it releases the commands waiting for that one (PoCL
+ * 3.1; a CUDA host function holds up its stream the same way), would
+ * otherwise hold its queue while the core ends every node of the batch.
+ * Thread: any; never blocks. */
+void mz__batch_done_later(struct mz__batch *b);
 
 /* For devices with host_memory: plan exec e (read stale inputs back into
  * host memory, update copy states) right before running it, on the

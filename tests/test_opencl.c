@@ -971,6 +971,77 @@ Test(opencl, transfers_through_map)
   mz_runtime_destroy(rt);
 }
 
+/* ---- node times with and without timestamps ---- */
+
+struct times_rec {
+  unsigned n, bad;
+  uint64_t last_end;
+};
+
+static void times_node(const mz_node_record *rec, void *user)
+{
+  struct times_rec *t = user;
+  /* One queue, one completion thread at a time: no lock needed, but the
+   * counts are read only after the run's wait. */
+  t->n++;
+  if (rec->status != MZ_OK || rec->start_ns == 0 || rec->end_ns < rec->start_ns)
+    t->bad++;
+  if (rec->end_ns > t->last_end)
+    t->last_end = rec->end_ns;
+}
+
+/* Only runs someone observes go to the command queue that keeps
+ * timestamps (a few clock reads per command); the others get their
+ * batch's time measured at the host, so the busy times and the perf
+ * models still see every node.  Runs alternate between the two command
+ * queues of one maize queue, which must keep them in order: a chain of
+ * several batches on one buffer, three times. */
+Test(opencl, node_times_with_and_without_timestamps)
+{
+  NEED_OPENCL(1);
+  mz_runtime *rt = rt_open("opencl:0", 1);
+  int dev = device_of_kind(rt, MZ_DEVICE_OPENCL, 0);
+  cr_assert_geq(dev, 0);
+  mz_kernel *scale = kernel_ex(rt, K_SCALE, NULL, false);
+  enum { N = 512, STEPS = 300 };
+  float h[N], want[N];
+  fill(h, N, 1.0f);
+  memcpy(want, h, sizeof h);
+  mz_buffer *b = buf_f32(rt, N, h);
+  struct times_rec tr = { 0 };
+  mz_observer obs = { .node = times_node, .user = &tr };
+  for (int round = 0; round < 3; round++) {
+    bool observed = round == 1;
+    cr_assert_eq(mz_runtime_set_observer(rt, observed ? &obs : NULL), MZ_OK);
+    mz_graph *g = graph_new(rt);
+    float a = round == 1 ? 0.999f : 1.001f;
+    mz_op *end = NULL;
+    for (int s = 0; s < STEPS; s++)
+      end = mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, a), mz_value(g, b) }), NULL);
+    for (int s = 0; s < STEPS; s++)
+      for (int i = 0; i < N; i++)
+        want[i] *= a;
+    mz_future *f = NULL;
+    cr_assert_eq(mz_schedule(g, end, "single", &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "round %d: %s", round, mz_future_message(f));
+    mz_run_stats st;
+    cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
+    cr_expect_eq(st.ops, STEPS);
+    cr_expect_gt(st.callbacks, 1, "round %d: several batches, got %llu", round, (unsigned long long)st.callbacks);
+    cr_assert_gt(st.ndevices, (unsigned)dev);
+    cr_expect_gt(st.busy_ns[dev], 0, "round %d: the device's busy time is measured", round);
+    cr_expect_leq(st.busy_ns[dev], st.elapsed_ns + 1000000, "round %d: busy within the run", round);
+    mz_future_destroy(f);
+    mz_graph_destroy(g);
+    expect_buf(b, want, N, observed ? "observed round" : "unobserved round");
+  }
+  cr_expect_eq(tr.n, STEPS, "the observed round reports every node");
+  cr_expect_eq(tr.bad, 0, "every observed node has a start and an end");
+  mz_buffer_release(b);
+  mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
 /* ---- failures at run time ---- */
 
 /* PoCL has no way to make a well-formed kernel fail once it is running: a

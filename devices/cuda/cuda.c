@@ -14,7 +14,8 @@
  *
  * Completion.  A batch ends with exactly one cuLaunchHostFunc, whose
  * function makes no CUDA call (the API forbids it): it hands the batch
- * back to the core with mz__batch_done().  The driver never runs host
+ * back to the core with mz__batch_done_later(), whose submission thread
+ * ends the nodes (the stream waits for the function).  The driver never runs host
  * functions once the context has a sticky error (a kernel fault), so each
  * device also has a monitor thread: while batches are in flight it checks
  * the device every few milliseconds, and when the context is broken it
@@ -540,7 +541,9 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   pool_put(d, cb->chunks);
   b->priv = NULL;
   free(cb);
-  mz__batch_done(b);
+  /* A host function holds up its stream until it returns: the nodes are
+   * ended on the submission thread, not here. */
+  mz__batch_done_later(b);
 }
 
 /* Node times, measured at the host: a batch ran from the later of its

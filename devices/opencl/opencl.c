@@ -14,7 +14,23 @@
  * queue of the device, and the core guarantees that no kernel touches the
  * buffer meanwhile.  Completion comes from one clSetEventCallback per
  * batch, on an OpenCL runtime thread; that callback makes no blocking
- * OpenCL call (the specification forbids it) and calls mz__batch_done().
+ * OpenCL call (the specification forbids it) and hands the batch to the
+ * submission thread (mz__batch_done_later), which ends its nodes.
+ *
+ * Events.  A command gets an event of its own only where one is needed:
+ * the last of a batch (its completion callback), the first when the batch
+ * is timed (its start), a node of a timed run (its own times: observed,
+ * mz_runtime_config.timings, a policy with done()),
+ * canned library calls and markers.  Hand-written host code asks for
+ * none, and on PoCL 3.1 an event kept per node cost about 1,000
+ * instructions in all (at enqueue, the status query at completion, the
+ * release; callgrind), more than maize's planning of the node.  Another
+ * node of the batch borrows the next event after it on its in-order queue
+ * (EV_BORROWED): a node on another queue that must wait for it waits for
+ * that later command, which never waits for the waiter (it was enqueued
+ * before it), and the node's status is that command's.  A node without
+ * times of its own gets an equal share of its batch's span (see
+ * batch_complete and struct ocl_queue), as the CUDA backend does.
  *
  * Copy engine.  Each device has one more in-order queue for the copies
  * into its memory that nodes need (struct mz__exec's xfers): they are
@@ -98,6 +114,38 @@ extern const struct mz__devtype mz__devtype_opencl;
 
 /* The OpenCL state of a device. */
 static inline struct ocl_dev *ocl_of(const struct mz_device *dev) { return dev->priv; }
+
+/* The OpenCL side of one maize queue (struct mz__queue's priv).  Two
+ * in-order command queues: one that keeps no timestamps, for batches
+ * nobody observes, and one with CL_QUEUE_PROFILING_ENABLE (NULL where the
+ * device has none) for batches with a node of a timed run (see
+ * mz__exec_timed), whose nodes and copies are measured.  A queue that keeps timestamps reads the clock about three
+ * times per command (PoCL 3.1: at enqueue, and at start and end on the
+ * threads that run the kernels), at 130-170 ns a read in a VM: about a
+ * fifth of what PoCL spends per small kernel in all, where hand-written
+ * host code asks for no timestamps.  A batch goes to the queue that fits
+ * it; when that is not the queue of the batch before, a marker there and
+ * a barrier on the new one keep the maize queue in order (the submission
+ * thread makes every call on both, so nothing slips in between). */
+struct ocl_queue {
+  cl_command_queue plain;
+  cl_command_queue timed;
+  cl_command_queue cur;       /* the last batch's (submission thread only) */
+  _Atomic uint64_t last_end;  /* host time the last completed batch ended */
+};
+
+/* A node's event (struct mz__xdev's event) is its own command's, or one
+ * it borrows from a later command of its batch.  A borrowed event of a
+ * node of the same run as its owner is marked with this low bit and not
+ * retained (the owner's release frees it, when the run is torn down, after
+ * every node of the run that could wait for it); one borrowed across runs
+ * is retained and released like an own event. */
+#define EV_BORROWED ((uintptr_t)1)
+
+static inline cl_event ev_of(const struct mz__exec *e)
+{
+  return (cl_event)((uintptr_t)e->xd->event & ~EV_BORROWED);
+}
 
 /* The name of an OpenCL error code, for messages; never NULL. */
 static const char *cl_err_name(cl_int err)
@@ -213,8 +261,8 @@ static struct ocl_ctx *ctx_create(cl_platform_id p, cl_uint ndev, const cl_devic
   return c;
 }
 
-/* Create an in-order command queue on the device, with profiling when the
- * device keeps timestamps (it is a few clock reads per command). */
+/* Create an in-order command queue on the device, with profiling on
+ * request (it is a few clock reads per command: see struct ocl_queue). */
 static cl_command_queue queue_create(struct ocl_dev *od, bool profiling, cl_int *err)
 {
   cl_command_queue_properties qp = profiling ? CL_QUEUE_PROFILING_ENABLE : 0;
@@ -782,21 +830,47 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
 {
   struct mz__batch *b = user;
   struct mz_device *dev = b->queue->dev;
+  struct ocl_queue *oq = b->queue->priv;
   bool failed = false;
-  uint64_t offset = 0;
+  uint64_t offset = 0, span0 = 0, span1 = 0;
   bool timed = false;
 
   /* Device timestamps are on the device's clock.  The callback runs right
    * after the last command ends, so "now" minus that command's end maps
-   * device time to mz__now_ns time, within the callback's latency. */
-  if (ocl_of(dev)->profiling && last_status == CL_COMPLETE) {
+   * device time to mz__now_ns time, within the callback's latency.  The
+   * batch's span runs from its first command's start (that command has an
+   * event: see ocl_submit) to the last's end. */
+  if (last && ocl_of(dev)->profiling && last_status == CL_COMPLETE) {
     cl_ulong end = 0;
     if (clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
         end) {
       offset = mz__now_ns() - (uint64_t)end;
       timed = true;
+      cl_event first = b->n ? ev_of(b->execs[0]) : NULL;
+      cl_ulong start = 0;
+      if (first && clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) == CL_SUCCESS &&
+          start && start <= end) {
+        span0 = (uint64_t)start + offset;
+        span1 = (uint64_t)end + offset;
+      }
     }
   }
+  /* A batch on the queue without timestamps (or whose times could not be
+   * read): measured at the host, as the CUDA backend does, from the later
+   * of its submission (ocl_submit keeps the time in b->priv) and the end of
+   * the queue's batch before to now.  Without times the perf models would
+   * never learn an OpenCL kernel, nor count its device busy. */
+  uint64_t now = mz__now_ns();
+  if (!timed) {
+    uint64_t t0 = (uint64_t)(uintptr_t)b->priv, prev = atomic_load_explicit(&oq->last_end, memory_order_relaxed);
+    if (t0 < prev)
+      t0 = prev;
+    if (t0 && t0 < now) {
+      span0 = t0;
+      span1 = now;
+    }
+  }
+  atomic_store_explicit(&oq->last_end, now, memory_order_relaxed);
 
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
@@ -822,9 +896,14 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
     if (e->status < 0) { /* refused at enqueue time; its message is set */
       continue;
     }
+    /* The last command's status came with the callback; a node that
+     * borrows its event has that status (an earlier command that failed
+     * fails every later one on the in-order queue). */
     cl_int st = CL_COMPLETE;
-    if (e->xd->event &&
-        clGetEventInfo(e->xd->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
+    cl_event ev = ev_of(e);
+    if (ev == last)
+      st = last_status;
+    else if (ev && clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) != CL_SUCCESS)
       st = CL_INVALID_EVENT;
     if (st < 0) {
       if (!failed) {
@@ -841,17 +920,25 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       }
       continue;
     }
-    if (timed && e->xd->event) {
+    if (timed && ev && mz__exec_timed(e)) { /* an event of its own: see ocl_submit */
       cl_ulong t0 = 0, t1 = 0;
-      if (clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-          clGetEventProfilingInfo(e->xd->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
+      if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+          clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
           t0 && t1 >= t0) {
         e->t_start = (uint64_t)t0 + offset;
         e->t_end = (uint64_t)t1 + offset;
       }
+    } else if (span1 > span0) {
+      /* An equal share of the batch's span (the perf models, the busy
+       * times and the policies' done() see it). */
+      e->t_start = span0 + (span1 - span0) * i / b->n;
+      e->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
     }
   }
-  mz__batch_done(b);
+  /* PoCL runs this callback before it releases the commands that wait for
+   * the last one (the next batch of an in-order queue): ending 120 nodes
+   * here held the queue idle meanwhile.  The submission thread ends them. */
+  mz__batch_done_later(b);
 }
 
 /* Bind the arguments of one exec to the device's cl_kernel.  Returns
@@ -903,10 +990,11 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
 
 /* Enqueue one exec: its transfers and its kernel (or a marker for a node
  * without a kernel), the first command carrying the wait list.  e->xd->event
- * gets the exec's last command's event.  On failure the message is in
- * *why (malloc'd), and e->xd->event is a marker in the kernel's place when the
- * queue still accepts one (NULL otherwise). */
-static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, char **why)
+ * gets the exec's last command's event when want_event, or a canned call's
+ * or a marker's (else NULL: see "Events" at the top).  On failure the
+ * message is in *why (malloc'd), and e->xd->event is a marker in the
+ * kernel's place when the queue still accepts one (NULL otherwise). */
+static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__exec *e, bool want_event, char **why)
 {
   cl_event stack_waits[8];
   cl_event *waits = stack_waits;
@@ -919,8 +1007,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     }
   }
   for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-    if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
-      waits[nw++] = e->xd->waits[i]->xd->event;
+    if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
+      waits[nw++] = ev_of(e->xd->waits[i]);
 
   cl_command_queue copyq = od->copy;
   bool profiling = od->profiling;
@@ -976,8 +1064,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     if (err != CL_SUCCESS) {
       nw = 0;
       for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-        if (e->xd->waits[i] && e->xd->waits[i]->xd->event)
-          waits[nw++] = e->xd->waits[i]->xd->event;
+        if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
+          waits[nw++] = ev_of(e->xd->waits[i]);
       if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
         waits[nw++] = refused;
       else
@@ -1025,7 +1113,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       for (unsigned d = 0; d < l->ndim; d++)
         if (l->local[d] == 0)
           local = NULL; /* the implementation chooses */
-      err = clEnqueueNDRangeKernel(cq, ok->kernel, l->ndim, NULL, l->global, local, nw, nw ? waits : NULL, &ev);
+      err = clEnqueueNDRangeKernel(cq, ok->kernel, l->ndim, NULL, l->global, local, nw, nw ? waits : NULL,
+                                   want_event ? &ev : NULL);
       if (err != CL_SUCCESS)
         *why = str_printf("clEnqueueNDRangeKernel(global %zu x %zu x %zu, local %zu x %zu x %zu) refused: %s",
                           l->global[0], l->ndim > 1 ? l->global[1] : 1, l->ndim > 2 ? l->global[2] : 1,
@@ -1057,14 +1146,37 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
  * enqueued does submit return an error. */
 static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 {
-  cl_command_queue cq = q->priv;
+  struct ocl_queue *oq = q->priv;
   struct ocl_dev *od = ocl_of(q->dev);
+  /* Timestamps only for a batch with a node of a timed run. */
+  bool measure = false;
+  for (unsigned i = 0; oq->timed && i < b->n && !measure; i++)
+    measure = mz__exec_timed(b->execs[i]);
+  cl_command_queue cq = measure ? oq->timed : oq->plain;
+  if (cq != oq->cur) {
+    /* In order after the batches on the other queue. */
+    cl_event m = NULL;
+    if (clEnqueueMarkerWithWaitList(oq->cur, 0, NULL, &m) != CL_SUCCESS ||
+        clEnqueueBarrierWithWaitList(cq, 1, &m, NULL) != CL_SUCCESS)
+      clFinish(oq->cur); /* the submission thread may block */
+    else
+      clFlush(oq->cur);
+    if (m)
+      clReleaseEvent(m);
+    oq->cur = cq;
+  }
+#if UINTPTR_MAX >= UINT64_MAX
+  b->priv = (void *)(uintptr_t)mz__now_ns(); /* see batch_complete */
+#endif
   cl_event last = NULL;
+  bool tail = false; /* a command was enqueued after the last event */
   int first_err = MZ_OK;
   for (unsigned i = 0; i < b->n; i++) {
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
-    cl_int err = enqueue_exec(od, cq, e, &why);
+    /* See "Events" at the top. */
+    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_timed(e)));
+    cl_int err = enqueue_exec(od, cq, e, want, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
       if (first_err == MZ_OK)
@@ -1074,10 +1186,14 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
                                          why ? why : cl_err_name(err)));
       free(why);
     }
-    if (e->xd->event)
+    if (e->xd->event) {
       last = e->xd->event;
+      tail = false;
+    } else if (err == CL_SUCCESS) {
+      tail = true;
+    }
   }
-  if (!last) {
+  if (!last && !tail) {
     /* Nothing reached the queue: the core fails the batch itself.  Our
      * statuses and messages would be overwritten or leaked, so undo them. */
     for (unsigned i = 0; i < b->n; i++) {
@@ -1091,6 +1207,31 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
         }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
+  }
+  /* The nodes without an event borrow the next one after them. */
+  cl_event next = NULL;
+  const struct mz__exec *owner = NULL;
+  for (unsigned i = b->n; i-- > 0;) {
+    struct mz__exec *e = b->execs[i];
+    if (e->xd->event) {
+      next = e->xd->event;
+      owner = e;
+    } else if (next && e->status >= 0) {
+      if (mz__exec_same_run(e, owner))
+        e->xd->event = (void *)((uintptr_t)next | EV_BORROWED);
+      else if (clRetainEvent(next) == CL_SUCCESS)
+        e->xd->event = next;
+    }
+  }
+  if (tail) {
+    /* The last node was refused and no marker took its place, but nodes
+     * before it reached the queue without an event: nothing to hang the
+     * callback on.  Everything is enqueued, so wait here (the submission
+     * thread may block) and complete the batch from this thread; what
+     * follows its last event has succeeded by then. */
+    clFinish(cq);
+    batch_complete(NULL, CL_COMPLETE, b);
+    return MZ_OK;
   }
   /* Flush first: the callback may run at once, after which b belongs to
    * the core again. */
@@ -1109,35 +1250,46 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 /* Release the exec's event. */
 static void ocl_release_exec(struct mz__exec *e)
 {
-  if (e->xd->event) {
+  if (e->xd->event && !((uintptr_t)e->xd->event & EV_BORROWED))
     clReleaseEvent(e->xd->event);
-    e->xd->event = NULL;
-  }
+  e->xd->event = NULL;
 }
 
-/* Open an in-order command queue for q. */
+/* Open q's in-order command queues (struct ocl_queue). */
 static int ocl_queue_init(struct mz__queue *q)
 {
   struct ocl_dev *od = ocl_of(q->dev);
+  struct ocl_queue *oq = calloc(1, sizeof *oq);
+  if (!oq)
+    return mz__set_error(q->dev->rt, MZ_ENOMEM, "opencl %s: no memory for queue %u", q->dev->info.name, q->local);
   cl_int err;
-  cl_command_queue cq = queue_create(od, od->profiling, &err);
-  if (!cq && od->profiling) {
-    od->profiling = false;
-    cq = queue_create(od, false, &err);
-  }
-  if (!cq)
+  oq->plain = queue_create(od, false, &err);
+  if (!oq->plain) {
+    free(oq);
     return mz__set_error(q->dev->rt, MZ_EDEVICE, "opencl %s: cannot create queue %u: %s", q->dev->info.name,
                          q->local, cl_err_name(err));
-  q->priv = cq;
+  }
+  /* Without it, timed runs get their batches' host-measured times too. */
+  cl_int terr;
+  oq->timed = od->profiling ? queue_create(od, true, &terr) : NULL;
+  oq->cur = oq->plain;
+  atomic_init(&oq->last_end, 0);
+  q->priv = oq;
   return MZ_OK;
 }
 
-/* Close q's command queue once its commands have finished. */
+/* Close q's command queues once their commands have finished. */
 static void ocl_queue_fini(struct mz__queue *q)
 {
-  if (q->priv) {
-    clFinish(q->priv);
-    clReleaseCommandQueue(q->priv);
+  struct ocl_queue *oq = q->priv;
+  if (oq) {
+    clFinish(oq->plain);
+    clReleaseCommandQueue(oq->plain);
+    if (oq->timed) {
+      clFinish(oq->timed);
+      clReleaseCommandQueue(oq->timed);
+    }
+    free(oq);
     q->priv = NULL;
   }
 }
