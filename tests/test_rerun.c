@@ -719,6 +719,55 @@ Test(rerun, partitioned_after_replays) {
   mz_runtime_destroy(rt);
 }
 
+/* A reader scheduled in another graph while a replay's last writer of b
+ * may be ending at that very moment (on the lean end's path), hundreds of
+ * times, the writer chain's length varied to sweep the timing.  The
+ * schedule adds the reader to the writer's successors unless the writer
+ * is DONE, and the writer's end reads its successors after publishing
+ * DONE: a lost edge would show as the reader's copy of b taken too early,
+ * or as a reader that never runs (a hang, which the suite's timeout
+ * reports).  A temporary count showed the schedule adding such an edge to
+ * a writer still in flight in more than half of the rounds. */
+Test(rerun, reader_scheduled_while_a_lean_writer_ends) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  float zero[HB] = {0};
+  mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero), *c = test_buffer_1d(rt, MZ_F32, HB, zero);
+  enum { WCHAINS = 8, ROUNDS = 300 };
+  mz_graph *g1[WCHAINS];
+  mz_op *root[WCHAINS];
+  for (int n = 0; n < WCHAINS; n++) { /* graph n: n + 1 writers of b in a chain */
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1[n]));
+    mz_op *last = mz_value(g1[n], b);
+    for (int i = 0; i <= n; i++) last = mz_host(g1[n], bump_fn, NULL, i ? last : mz_value(g1[n], b));
+    root[n] = last;
+  }
+  float want = 0.0f;
+  for (int k = 0; k < ROUNDS; k++) {
+    int n = (k * 5) % WCHAINS;
+    mz_future *f1 = NULL, *f2 = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(g1[n], root[n], NULL, &f1));
+    want += (float)(n + 1);
+    mz_graph *g2 = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+    MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, copy_hb_fn, NULL, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, b), mz_value(g2, c)})),
+                                 NULL, &f2));
+    cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
+    cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
+    mz_future_destroy(f1);
+    mz_future_destroy(f2);
+    mz_graph_destroy(g2);
+    float got[HB];
+    MZ_OK_OR_DIE(rt, mz_buffer_read(c, got, sizeof got));
+    for (int i = 0; i < HB; i++)
+      cr_assert_float_eq(got[i], want, 1e-3f, "round %d: the reader copied %g, the writers had made %g", k,
+                         (double)got[i], (double)want);
+  }
+  for (int n = 0; n < WCHAINS; n++) mz_graph_destroy(g1[n]);
+  mz_buffer_release(b);
+  mz_buffer_release(c);
+  mz_runtime_destroy(rt);
+}
+
 static int count_fn(const mz_call *c) {
   atomic_fetch_add((_Atomic int *)c->user, 1);
   return 0;
