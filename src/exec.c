@@ -1352,6 +1352,22 @@ static void set_lean(struct mz__run *r) {
   r->lean = r->all_shared && !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy];
 }
 
+/* What ready() and share() do with a ready node of a run whose nodes are
+ * all shared (r->all_shared), for one that no failure reached (st: the
+ * run's status at its start) and with no plan link, inline: one store and
+ * a link. */
+static inline void ready_shared(mz_op *op, struct work *w, mz_runtime *rt, int st) {
+  struct mz__task *t = mz__task_of(op);
+  if (__builtin_expect(st < 0 || atomic_load_explicit(&t->pred_failed, memory_order_acquire) ||
+                           mz__task_has_plan_next(t),
+                       0)) {
+    ready(op, w);
+    return;
+  }
+  atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+  work_share(w, rt, op);
+}
+
 static void run_start(struct mz__run *r) {
   struct work w;
   work_init(&w);
@@ -1380,18 +1396,7 @@ static void run_start(struct mz__run *r) {
     set_lean(r);
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
-    /* What ready() and share() would do with a source of such a run that
-     * no failure reached (none has a predecessor in the run, and the run
-     * has none outside it), inline: one store and a link each. */
-    for (size_t i = 0; i < ns; i++) {
-      struct mz__task *t = mz__task_of(src[i]);
-      if (__builtin_expect(st < 0 || mz__task_has_plan_next(t), 0)) {
-        ready(src[i], &w);
-        continue;
-      }
-      atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
-      work_share(&w, rt, src[i]);
-    }
+    for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
     work_drain(&w);
     return;
   }
@@ -1429,9 +1434,9 @@ static void run_start(struct mz__run *r) {
     mz_op **tasks = r->tasks;
     size_t n = r->ntasks;
     for (size_t i = 0; i < n; i++) {
-      mz_op *op = tasks[i];
-      mz__task_of(op)->host_wait = true;
-      if (atomic_fetch_sub_explicit(&mz__task_of(op)->unfin, 1, memory_order_acq_rel) == 1) ready(op, &w);
+      struct mz__task *t = mz__task_of(tasks[i]);
+      t->host_wait = true;
+      if (mz__task_drop(t, 1)) ready_shared(tasks[i], &w, rt, st);
     }
     work_drain(&w);
     return;

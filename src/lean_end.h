@@ -30,9 +30,10 @@
 /* The lean end of op, whose run's completions acct counts (the worker's
  * queue Q, which ran op, with acct->run == op's run) while the runtime has
  * no failure and op no plan link (mz__task_finish_lean, below, tests both
- * first), in three parts: the node's own end (mz__lean_done), the drop of counts
- * of its successors (mz__lean_drop) and the hand-off of those that became
- * ready (mz__lean_ready); mz__lean_end makes all three.  acct->done is
+ * first), in three parts: the node's own end (mz__lean_done), the drop of
+ * its successors' counts (mz__task_drop, objects/mz_op.h) and the hand-off
+ * of those that became ready (mz__lean_ready); mz__lean_end makes all
+ * three.  acct->done is
  * counted last: the run may end with the published count.
  *
  * mz__lean_done: op is DONE.  counted: op is in Q's backlog (see
@@ -47,20 +48,6 @@ static inline void mz__lean_done(struct mz__queue *Q, struct mz__acct *acct, str
   mz__spin_unlock(&t->lock);
   if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */
   if (__builtin_expect(atomic_load(&Q->npend) != 0, 0)) mz__queue_serve_pending(Q);
-}
-
-/* Drop k of st's unfinished-predecessor counts, which ended predecessors
- * hold; whether st is ready now.  When they are the last counts
- * outstanding, a load does it, not a locked instruction: the others were
- * dropped (RMWs, which the acquire pairs with), and none is added while a
- * run is in flight (a cross-run edge is counted while its run is
- * scheduled, behind the run's gate). */
-static inline bool mz__lean_drop(struct mz__task *st, unsigned k) {
-  if (atomic_load_explicit(&st->unfin, memory_order_acquire) == k) {
-    atomic_store_explicit(&st->unfin, 0, memory_order_relaxed);
-    return true;
-  }
-  return atomic_fetch_sub_explicit(&st->unfin, k, memory_order_acq_rel) == k;
 }
 
 /* s, which a node of run r made ready, goes to ready[n] (QUEUED, for this
@@ -92,7 +79,7 @@ static inline __attribute__((always_inline)) unsigned mz__lean_end(struct mz__qu
   mz__lean_done(Q, acct, op, counted);
   unsigned n = 0;
   for (unsigned i = 0; i < t->succs.n; i++)
-    if (mz__lean_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
+    if (mz__task_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
   acct->done++;
   return n;
 }

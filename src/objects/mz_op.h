@@ -225,6 +225,19 @@ static inline bool mz__task_has_plan_next(const struct mz__task *t) {
   const struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
 }
+/* Drop k of t's unfinished-predecessor counts (unfin), which its caller
+ * holds (ended predecessors', or its run's gate); whether t is ready now.
+ * When they are the last counts outstanding, a load does it, not a locked
+ * instruction: the others were dropped (RMWs, which the acquire pairs
+ * with), and none is added while t's run is in flight (a cross-run edge is
+ * counted while its run is scheduled, behind the run's gate). */
+static inline bool mz__task_drop(struct mz__task *t, unsigned k) {
+  if (atomic_load_explicit(&t->unfin, memory_order_acquire) == k) {
+    atomic_store_explicit(&t->unfin, 0, memory_order_relaxed);
+    return true;
+  }
+  return atomic_fetch_sub_explicit(&t->unfin, k, memory_order_acq_rel) == k;
+}
 /* t's explicit edges (mz_depend; set only while t is not scheduled). */
 static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
