@@ -540,6 +540,22 @@ static void expect_all(mz_runtime *rt, mz_buffer *b, float v, const char *what) 
     cr_assert_float_eq(got[i], v, 1e-6f, "%s: [%d] = %g, expected %g", what, i, (double)got[i], (double)v);
 }
 
+/* c = b in a graph of its own, scheduled while f1's run may still write b
+ * (it must wait for that run's last writer); then both runs are waited
+ * for and f1 is destroyed. */
+static void copy_while_in_flight(mz_runtime *rt, mz_buffer *b, mz_buffer *c, mz_future *f1) {
+  mz_graph *g2 = NULL;
+  mz_future *f2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+  MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, copy_hb_fn, NULL, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, b), mz_value(g2, c)})),
+                               NULL, &f2));
+  cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
+  cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
+  mz_future_destroy(f1);
+  mz_future_destroy(f2);
+  mz_graph_destroy(g2);
+}
+
 static void run_wait(mz_runtime *rt, mz_graph *g, mz_op *root) {
   mz_future *f = NULL;
   MZ_OK_OR_DIE(rt, mz_graph_run(g, root, NULL, &f));
@@ -582,7 +598,7 @@ Test(rerun, another_graph_waits_for_a_replayed_writer) {
   mz_runtime *rt = test_runtime("cpu:2");
   float zero[HB] = {0};
   mz_buffer *b = test_buffer_1d(rt, MZ_F32, HB, zero), *c = test_buffer_1d(rt, MZ_F32, HB, zero);
-  mz_graph *g1 = NULL, *g2 = NULL;
+  mz_graph *g1 = NULL;
   MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
   /* b += 1 after 30 ms, then b += 1: each run writes b twice. */
   mz_op *slow = mz_host(g1, slow_bump_fn, NULL, mz_value(g1, b));
@@ -593,16 +609,9 @@ Test(rerun, another_graph_waits_for_a_replayed_writer) {
   for (int k = 0; k < 3; k++) {
     /* A replay in flight, and another graph reading b: it must wait for the
      * replay's last writer of b. */
-    mz_future *f1 = NULL, *f2 = NULL;
+    mz_future *f1 = NULL;
     MZ_OK_OR_DIE(rt, mz_graph_run(g1, r1, NULL, &f1));
-    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
-    MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, copy_hb_fn, NULL, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, b), mz_value(g2, c)})),
-                                 NULL, &f2));
-    cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
-    cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
-    mz_future_destroy(f1);
-    mz_future_destroy(f2);
-    mz_graph_destroy(g2);
+    copy_while_in_flight(rt, b, c, f1);
     expect_all(rt, c, 6.0f + 2.0f * (float)k, "the other graph's copy of b");
   }
   mz_graph_destroy(g1);
@@ -744,18 +753,10 @@ Test(rerun, reader_scheduled_while_a_lean_writer_ends) {
   float want = 0.0f;
   for (int k = 0; k < ROUNDS; k++) {
     int n = (k * 5) % WCHAINS;
-    mz_future *f1 = NULL, *f2 = NULL;
+    mz_future *f1 = NULL;
     MZ_OK_OR_DIE(rt, mz_graph_run(g1[n], root[n], NULL, &f1));
     want += (float)(n + 1);
-    mz_graph *g2 = NULL;
-    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
-    MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_host(g2, copy_hb_fn, NULL, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, b), mz_value(g2, c)})),
-                                 NULL, &f2));
-    cr_assert_eq(mz_future_wait(f2), MZ_OK, "%s", mz_future_message(f2));
-    cr_assert_eq(mz_future_wait(f1), MZ_OK, "%s", mz_future_message(f1));
-    mz_future_destroy(f1);
-    mz_future_destroy(f2);
-    mz_graph_destroy(g2);
+    copy_while_in_flight(rt, b, c, f1);
     float got[HB];
     MZ_OK_OR_DIE(rt, mz_buffer_read(c, got, sizeof got));
     for (int i = 0; i < HB; i++)
