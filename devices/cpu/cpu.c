@@ -11,9 +11,9 @@
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
  * workers take from in chunks.  A worker takes work in this order: run-next,
- * the few nodes it took from its own deque at once (or, alone on its
- * device, kept there instead of the deque),
- * inbox, own deque, injection, steal.  An idle worker spins a while, then
+ * its local list (the few nodes it took from its own deque at once, or,
+ * alone on its device, what it would have put there), inbox, own deque,
+ * injection, steal.  An idle worker spins a while, then
  * says it is idle and parks; whoever shares a node wakes one idle worker,
  * and only when one is idle (one atomic load otherwise).
  *
@@ -483,9 +483,8 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
  * (same run, its time already started, not counted).  With none, so does
  * the next node taken from the deque at once (w->local), when it is of the
  * same run.  The loop ends where neither is, or at a node not for this
- * path.  Returns the
- * node run_task is to take (nothing was done to it but asking the perf
- * models, *sampled), or NULL. */
+ * path.  Returns the node run_task is to take (nothing was done to it but
+ * asking the perf models, *sampled), or NULL. */
 static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
   const struct mz_device *dev = w->q->dev;
   for (;;) {
