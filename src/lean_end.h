@@ -33,8 +33,8 @@
  * first), in three parts: the node's own end (mz__lean_done), the drop of
  * its successors' counts (mz__task_drop, objects/mz_op.h) and the hand-off
  * of those that became ready (mz__lean_ready); mz__lean_end makes all
- * three.  acct->done is
- * counted last: the run may end with the published count.
+ * three.  acct->done is counted last: the run may end with the published
+ * count.
  *
  * mz__lean_done: op is DONE.  counted: op is in Q's backlog (see
  * mz__task_finish_lean). */
