@@ -503,6 +503,20 @@ static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W) {
   return ok;
 }
 
+/* mz_mpi_create(rt, out) with the environment variable name set to value
+ * (the setting is read when a context is created), then put back as it
+ * was. */
+static int mpi_create_with(mz_runtime *rt, const char *name, const char *value, mz_mpi **out) {
+  const char *was = getenv(name);
+  char *keep = was ? strdup(was) : NULL;
+  setenv(name, value, 1);
+  int rc = mz_mpi_create(rt, out);
+  if (keep) setenv(name, keep, 1);
+  else unsetenv(name);
+  free(keep);
+  return rc;
+}
+
 /* ---- no staging memory for a value sent from a task ----
  * With MZ_MPI_STAGING_MAX=0 a task on r1 whose output rank 0 reads cannot
  * stage it: the task fails with MZ_ENOMEM (the message says why), rank 0
@@ -517,14 +531,8 @@ static bool case_staging_limit(void) {
   mz_runtime *rt = NULL;
   CHECK(mz_runtime_create(&cfg, &rt) == MZ_OK, "runtime");
   if (!rt) exit(1);
-  const char *was = getenv("MZ_MPI_STAGING_MAX");
-  char *keep = was ? strdup(was) : NULL;
-  setenv("MZ_MPI_STAGING_MAX", "0", 1);
   mz_mpi *m = NULL;
-  int cs = mz_mpi_create(rt, &m);
-  if (keep) setenv("MZ_MPI_STAGING_MAX", keep, 1);
-  else unsetenv("MZ_MPI_STAGING_MAX");
-  free(keep);
+  int cs = mpi_create_with(rt, "MZ_MPI_STAGING_MAX", "0", &m);
   CHECK(cs == MZ_OK, "mz_mpi_create with MZ_MPI_STAGING_MAX=0: %s", mz_runtime_last_error(rt));
   if (cs != MZ_OK) exit(1);
   int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
@@ -597,14 +605,8 @@ static bool case_direct(void) {
   mz_runtime *rt = NULL;
   CHECK(mz_runtime_create(&cfg, &rt) == MZ_OK, "runtime");
   if (!rt) exit(1);
-  const char *was = getenv("MZ_MPI_DIRECT_MAX");
-  char *keep = was ? strdup(was) : NULL;
-  setenv("MZ_MPI_DIRECT_MAX", "65536", 1);
   mz_mpi *m = NULL;
-  int cs = mz_mpi_create(rt, &m);
-  if (keep) setenv("MZ_MPI_DIRECT_MAX", keep, 1);
-  else unsetenv("MZ_MPI_DIRECT_MAX");
-  free(keep);
+  int cs = mpi_create_with(rt, "MZ_MPI_DIRECT_MAX", "65536", &m);
   CHECK(cs == MZ_OK, "mz_mpi_create with MZ_MPI_DIRECT_MAX=65536: %s", mz_runtime_last_error(rt));
   if (cs != MZ_OK) exit(1);
   bool ok = case_stencil(rt, m, 2 * (size_t)mz_mpi_size(m), 4096, 6, 2);
