@@ -14,6 +14,7 @@
 # a busy machine (the misses within about 1.5 a step).
 #   bash bench/callgrind-mpi.sh [build-dir] [steps]   (default: build 300)
 set -euo pipefail
+source "$(dirname "$0")/callgrind-self.sh"
 B=${1:-build}
 S=${2:-300}
 tmp=$(mktemp -d)
@@ -27,13 +28,7 @@ for n in 3 13; do
     --callgrind-out-file="$tmp/cg$n.%q{OMPI_COMM_WORLD_RANK}" \
     "$B/bench/maize-bench/maize-bench" taskbench --system maize-mpi-rerun -r $n -steps $S -width 2 \
     -kernel compute_bound -iter 1 -worker 1 -type stencil_1d >/dev/null 2>&1
-  # Self cost per function: Ir, D1 read misses + D1 write misses.
-  callgrind_annotate --show-percs=no "$tmp/cg$n.0" 2>/dev/null |
-    awk '/^-- Auto-annotated source/ {done = 1}
-         !done && NF >= 10 && $1 ~ /^[0-9,]+$/ {
-           name = $10; for (i = 11; i <= NF && $i !~ /^\[/; i++) name = name " " $i
-           for (i = 1; i <= 9; i++) gsub(",", "", $i)
-           print name "\t" $1 "\t" $5 + $6 }' >"$tmp/f$n"
+  callgrind_self "$tmp/cg$n.0" >"$tmp/f$n"
 done
 awk -F'\t' -v div=$((10 * S)) '
   NR == FNR { ir[$1] = $2; m[$1] = $3; next }

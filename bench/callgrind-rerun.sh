@@ -14,6 +14,7 @@
 # no re-run), the one-shot use of mz_schedule.
 #   bash bench/callgrind-rerun.sh [build-dir]   (default: build)
 set -euo pipefail
+source "$(dirname "$0")/callgrind-self.sh"
 B=${1:-build}
 W=2 T=5000
 tmp=$(mktemp -d)
@@ -22,13 +23,7 @@ for n in 3 13; do
   MZ_QUIET=1 MZ_PERFMODEL_DIR=off valgrind --tool=callgrind --cache-sim=yes --D1=32768,8,64 --LL=1048576,16,64 \
     --callgrind-out-file="$tmp/cg$n" "$B/bench/mz-bench-dispatch" -w $W -t $T -r 1 --reruns $n --devices cpu:1 \
     >/dev/null 2>&1
-  # Self cost per function: Ir, D1 read misses, D1 write misses.
-  callgrind_annotate --show-percs=no "$tmp/cg$n" 2>/dev/null |
-    awk '/^-- Auto-annotated source/ {done = 1}
-         !done && NF >= 10 && $1 ~ /^[0-9,]+$/ {
-           name = $10; for (i = 11; i <= NF && $i !~ /^\[/; i++) name = name " " $i
-           for (i = 1; i <= 9; i++) gsub(",", "", $i)
-           print name "\t" $1 "\t" $5 + $6 }' >"$tmp/f$n"
+  callgrind_self "$tmp/cg$n" >"$tmp/f$n"
 done
 awk -F'\t' -v div=$((10 * W * T)) '
   NR == FNR { ir[$1] = $2; m[$1] = $3; next }
