@@ -8,9 +8,9 @@
  * MPI_Test of the oldest, MPI_Testsome of the next few) and completes
  * outside the lock: a send or receive node ends then, which releases its
  * successors as a device's completion does.  The receives of up to
- * MZ__MPI_FOLD_MAX bytes are posted when the run starts, each into its
- * transfer's own staging memory (a persistent request per transfer,
- * started with the others by one MPI_Startall), so a message that comes
+ * MZ__MPI_FOLD_MAX bytes are posted ahead, each into its transfer's own
+ * staging memory: the first few in plan order when the run starts, the
+ * next each time one completes (start_transfers), so a message that comes
  * early is taken at once; the receive node copies it into the buffer when it
  * runs (at once when the message is in, else when it completes).  A
  * larger receive (direct) has no staging: its node posts it into the
@@ -148,6 +148,7 @@ struct mz_mpi {
   uint64_t spin_ns;    /* $MZ_MPI_SPIN_US: polling without a pause after the last completion */
   size_t stage_max;    /* $MZ_MPI_STAGING_MAX: folded sends' staging one graph may hold here (bytes) */
   int direct_max;      /* $MZ_MPI_DIRECT_MAX: folded sends up to this size go from the buffer (bytes) */
+  size_t rwin;         /* $MZ_MPI_RECV_WINDOW: staged receives a graph has posted ahead (MPI_THREAD_MULTIPLE) */
   int rank, size;
   bool use_mpi;        /* false: one rank, MPI never called */
   bool finalize;       /* MPI was initialized here */
@@ -187,7 +188,11 @@ struct mz_mpi {
   MPI_Status *psts;
   int phead, pn, pcap;
   unsigned pscan;      /* the workers' polls, for their scans of the window */
-  _Atomic int npend;
+  /* Graphs owed receives (see start_transfers): their next ones are
+   * posted at the next poll (under plock). */
+  struct mz_dgraph *owed;
+  int nowed;
+  _Atomic int npend;   /* pn + nowed */
   /* Someone waits on a pending request (a started send or receive node, a
    * collective, a run start draining the last run's); workers spinning
    * idle (they test); the communication thread is asked to poll. */
@@ -216,6 +221,10 @@ struct mz_mpi {
  * its request is most often complete once posted; when it is not, the
  * producer ends when it is (it holds the buffer until then). */
 #define MZ__MPI_DIRECT_MAX 1024
+/* By default a graph has this many staged receives posted ahead, in plan
+ * order, where MPI gives MPI_THREAD_MULTIPLE ($MZ_MPI_RECV_WINDOW): see
+ * start_transfers. */
+#define MZ__MPI_RECV_WINDOW 8
 
 /* A staging block of a folded send; its bytes follow the header. */
 struct sblock {
@@ -336,17 +345,25 @@ struct mz_dgraph {
   unsigned epoch;      /* runs started (struct xfer's posted) */
   /* Set at the first run: the staged receives' commands in plan order
    * (rk), and those of them with a node (their state is reset per run). */
-  bool planned, rinit;
+  bool planned;
   struct tio *tios;    /* every wrapped task's in and out lists, in build order (set at the first run) */
   struct cmd **rcmd;
   struct xfer **rnode;
   size_t nrnode;
-  /* The staged receives' persistent requests (MPI_Recv_init at the first
-   * run that posts them, MPI_Start at each: a staged receive lands in the
-   * same memory every run), in plan order; NULL: plain MPI_Irecv (out of
-   * memory when the first run started). */
+  /* The staged receives' persistent requests (without
+   * MPI_THREAD_MULTIPLE: MPI_Recv_init at the first run that posts them,
+   * MPI_Start at each; a staged receive lands in the same memory every
+   * run), in plan order; NULL: plain MPI_Irecv (out of memory when the
+   * first run started). */
   MPI_Request *rreq;
   size_t nrreq;
+  /* With MPI_THREAD_MULTIPLE: the staged receives posted this run (the
+   * first rpost in plan order), those owed (one per completed receive,
+   * while some are still to post), and the next graph owed (m->owed); all
+   * under plock. */
+  bool rwin;
+  size_t rpost, rowed;
+  struct mz_dgraph *onext;
   _Atomic long inflight; /* this graph's requests not yet completed */
   /* Staging memory of folded sends, shared by all of them: a send takes a
    * block of its size class when its producer ends and gives it back when
@@ -460,14 +477,14 @@ static void add_pending_locked(mz_mpi *m, struct cmd *c) {
     m->preq[m->phead] = c->req;
     m->pcmd[m->phead] = c;
     m->pn++;
-    atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+    atomic_store_explicit(&m->npend, m->pn + m->nowed, memory_order_relaxed);
     return;
   }
   pending_reserve(m, 1);
   m->preq[m->phead + m->pn] = c->req;
   m->pcmd[m->phead + m->pn] = c;
   m->pn++;
-  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+  atomic_store_explicit(&m->npend, m->pn + m->nowed, memory_order_relaxed);
 }
 
 static void add_pending(mz_mpi *m, struct cmd *c) {
@@ -648,6 +665,39 @@ static void note_traffic(mz_mpi *m, uint64_t now) {
   atomic_store_explicit(&m->gap, g - g / 4 + d / 4, memory_order_relaxed);
 }
 
+/* Post staged receive c of a windowed graph (MPI_Irecv: the request
+ * comes from MPI's free list, where the last one completed went) and
+ * append it to the pending set, which has room.  plock held. */
+static void post_recv_locked(mz_mpi *m, struct cmd *c) {
+  int err = MPI_Irecv(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &c->req);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Irecv");
+  m->preq[m->phead + m->pn] = c->req;
+  m->pcmd[m->phead + m->pn] = c;
+  m->pn++;
+}
+
+/* A staged receive of a windowed graph completed: the graph owes the next
+ * one in plan order, if any is left, posted at the next poll.  plock held. */
+static void owe_locked(mz_mpi *m, mz_dgraph *dg) {
+  if (dg->rpost + dg->rowed >= dg->nrreq) return;
+  if (!dg->rowed++) {
+    dg->onext = m->owed;
+    m->owed = dg;
+  }
+  m->nowed++;
+}
+
+/* Post the receives owed.  plock held. */
+static void refill_locked(mz_mpi *m) {
+  pending_reserve(m, m->nowed);
+  for (mz_dgraph *dg = m->owed; dg; dg = dg->onext) {
+    for (; dg->rowed; dg->rowed--) post_recv_locked(m, dg->rcmd[dg->rpost++]);
+  }
+  m->owed = NULL;
+  m->nowed = 0;
+  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+}
+
 /* How many of the oldest pending requests an idle worker tests (all of
  * them would cost it a pass over every receive of the run each poll). */
 #define MZ__MPI_WINDOW 32
@@ -664,6 +714,10 @@ static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
   } else {
     pthread_mutex_lock(&m->plock);
   }
+  /* Owed receives first: a poll is made by a thread with nothing else to
+   * do (a worker idle, or the communication thread), off the path from a
+   * message to its reader and from a task to its sends. */
+  if (m->nowed) refill_locked(m);
   int n = m->pn < limit ? m->pn : limit, out = 0, h = m->phead;
   struct cmd *head = NULL, **tail = &head;
   if (n > 0) {
@@ -699,7 +753,10 @@ static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
       struct cmd *c = m->pcmd[h + m->pidx[i]];
       if (m->psts[i].MPI_ERROR != MPI_SUCCESS && c->kind != C_COLL && c->kind != C_IDUP)
         comm_fail(m, m->psts[i].MPI_ERROR, "an MPI transfer");
-      if (c->kind == C_RECV) MPI_Get_count(&m->psts[i], MPI_BYTE, &c->got);
+      if (c->kind == C_RECV) {
+        MPI_Get_count(&m->psts[i], MPI_BYTE, &c->got);
+        if (!c->x->direct && c->x->dg->rwin) owe_locked(m, c->x->dg);
+      }
       m->pcmd[h + m->pidx[i]] = NULL;
       c->next = NULL;
       *tail = c;
@@ -717,7 +774,7 @@ static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
       m->phead = h + out;
       m->pn -= out;
       if (m->pn == 0) m->phead = 0;
-      atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
+      atomic_store_explicit(&m->npend, m->pn + m->nowed, memory_order_relaxed);
     }
   }
   pthread_mutex_unlock(&m->plock);
@@ -1234,6 +1291,19 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", smax);
     }
     m->stage_max = (size_t)v;
+  }
+  m->rwin = MZ__MPI_RECV_WINDOW;
+  const char *rwin = getenv("MZ_MPI_RECV_WINDOW");
+  if (rwin && *rwin) {
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(rwin, &end, 10);
+    if (errno || *end || rwin[0] == '-' || v < 1 || v > 1000000UL) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_RECV_WINDOW must be 1 to 1000000 receives, not '%s'",
+                           rwin);
+    }
+    m->rwin = (size_t)v;
   }
   m->direct_max = MZ__MPI_DIRECT_MAX;
   const char *dmax = getenv("MZ_MPI_DIRECT_MAX");
@@ -2042,22 +2112,27 @@ static bool plan_receives(mz_dgraph *dg) {
   return ok;
 }
 
-/* Append n receives, not urgent, to the pending set.  plock held. */
-static void add_pending_all_locked(mz_mpi *m, const MPI_Request *reqs, struct cmd *const *cmds, int n) {
-  pending_reserve(m, n);
-  memcpy(m->preq + m->phead + m->pn, reqs, (size_t)n * sizeof *reqs);
-  memcpy(m->pcmd + m->phead + m->pn, cmds, (size_t)n * sizeof *cmds);
-  m->pn += n;
-  atomic_store_explicit(&m->npend, m->pn, memory_order_relaxed);
-}
-
 /* A run starts: post its staged receives.  The sends and direct receives
  * need nothing (a new epoch); a staged receive's command is the same
- * every run, its state reset only where a node reads it.  With
- * MPI_THREAD_MULTIPLE, all at once: their persistent requests made at the
- * first run, then one MPI_Startall and one append to the pending set, from
- * arrays in plan order (the transfers themselves are not touched: a pass
- * over a run's transfers here was a cache miss or two each). */
+ * every run, its state reset only where a node reads it.
+ *
+ * With MPI_THREAD_MULTIPLE, the first m->rwin in plan order (from an array
+ * of their commands: a pass over a run's transfers here was a cache miss
+ * or two each), and each time one completes the next, posted at the next
+ * poll (owe_locked, refill_locked): in an idle worker or the communication
+ * thread, not between a message and its reader.  Posting every receive of
+ * the run here (persistent requests, one MPI_Startall) cost Open MPI a
+ * request object per receive, each a cold line or more at its start and
+ * again when its message came (11 level-1 misses a step of a re-run
+ * stencil); a few in flight at once reuse the same few.  A message that
+ * comes before its receive is posted waits in MPI (matched by source, tag
+ * and communicator, in order), at the cost of a copy.  No receive waits
+ * for one after it: a transfer's data depends only on transfers planned
+ * before it (its tag is its place in the plan, the same on every rank), so
+ * the receives before it complete, and it is posted.
+ *
+ * Without it, the communication thread posts all of them at once (a
+ * persistent request each: post()). */
 static void start_transfers(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
   dg->epoch++;
@@ -2065,18 +2140,13 @@ static void start_transfers(mz_dgraph *dg) {
   for (size_t i = 0; i < dg->nrnode; i++) atomic_store_explicit(&dg->rnode[i]->state, X_POSTED, memory_order_relaxed);
   if (m->multiple && dg->rreq && dg->nrreq) {
     atomic_fetch_add_explicit(&dg->inflight, (long)dg->nrreq, memory_order_relaxed); /* one add for all */
+    size_t n = dg->nrreq < m->rwin ? dg->nrreq : m->rwin;
     pthread_mutex_lock(&m->plock);
-    if (!dg->rinit) {
-      dg->rinit = true;
-      for (size_t k = 0; k < dg->nrreq; k++) {
-        const struct cmd *c = dg->rcmd[k];
-        int err = MPI_Recv_init(c->buf, c->bytes, MPI_BYTE, c->peer, c->tag, c->comm, &dg->rreq[k]);
-        if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Recv_init");
-      }
-    }
-    int err = MPI_Startall((int)dg->nrreq, dg->rreq);
-    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Startall");
-    add_pending_all_locked(m, dg->rreq, dg->rcmd, (int)dg->nrreq);
+    dg->rwin = true;
+    dg->rowed = 0;
+    pending_reserve(m, (int)n);
+    for (dg->rpost = 0; dg->rpost < n; dg->rpost++) post_recv_locked(m, dg->rcmd[dg->rpost]);
+    atomic_store_explicit(&m->npend, m->pn + m->nowed, memory_order_relaxed);
     pthread_mutex_unlock(&m->plock);
     return;
   }

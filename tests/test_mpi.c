@@ -724,7 +724,8 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
   static const char *const bad[][2] = {{"MZ_MPI_FOLD", "2"}, {"MZ_MPI_FOLD", "yes"}, {"MZ_MPI_THREAD", "funneled"},
                                        {"MZ_MPI_SPIN_US", "-1"}, {"MZ_MPI_STAGING_MAX", "-1"},
                                        {"MZ_MPI_STAGING_MAX", "4k"}, {"MZ_MPI_DIRECT_MAX", "65537"},
-                                       {"MZ_MPI_DIRECT_MAX", "-1"}};
+                                       {"MZ_MPI_DIRECT_MAX", "-1"},       {"MZ_MPI_RECV_WINDOW", "0"},
+                                       {"MZ_MPI_RECV_WINDOW", "-3"},      {"MZ_MPI_RECV_WINDOW", "8x"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *was = getenv(bad[i][0]);
     char *keep = was ? strdup(was) : NULL;
