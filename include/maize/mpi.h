@@ -29,11 +29,18 @@
  * messages are the same.  A buffer registered on a rank that does not own
  * it holds the values it received only where a receive node copied them.
  *
- * Progress.  Every receive of up to 64 KiB is posted when the run starts,
- * into memory of its own (staging), so a message that comes early is
- * taken at once; the receive node copies it into the buffer when it runs.
- * Such a receive is one persistent request (MPI_Recv_init at the graph's
- * first run, MPI_Startall at each), freed with the graph.
+ * Progress.  Every receive of up to 64 KiB is posted ahead, into memory
+ * of its own (staging), so a message that comes early is taken at once;
+ * the receive node copies it into the buffer when it runs.  With
+ * MPI_THREAD_MULTIPLE a graph has the first MZ_MPI_RECV_WINDOW (default
+ * 8) of them in plan order posted when the run starts, and each one that
+ * completes has the next posted at the next poll (MPI_Irecv): a few
+ * requests in flight, reused, where one per receive of the run cost a
+ * cold request object each.  A message that comes before its receive is
+ * posted waits in MPI, at the cost of a copy.  Without it, every such
+ * receive is posted when the run starts, one persistent request each
+ * (MPI_Recv_init at the graph's first run, MPI_Start at each), freed with
+ * the graph.
  * A larger receive is posted by its node when the node starts (it then
  * holds the buffer), straight into the buffer: no staging memory, and the
  * sender's message (too large to go eagerly) waits for it.  A send is
@@ -122,7 +129,8 @@ typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
  * mz_mpi_destroy(), which must come before mz_runtime_destroy(rt).
  * Environment: MZ_MPI_SPIN_US (0 to 10000000), MZ_MPI_FOLD (0 or 1,
  * default 1), MZ_MPI_THREAD (multiple, the default, or serialized),
- * MZ_MPI_STAGING_MAX (bytes; see mz_dgraph_staging).
+ * MZ_MPI_STAGING_MAX (bytes; see mz_dgraph_staging), MZ_MPI_RECV_WINDOW
+ * (1 to 1000000 receives, default 8; see "Progress").
  * Errors: MZ_EINVAL (NULL arguments, rt not live, a bad environment
  * value), MZ_ENOTSUP (MPI's thread level), MZ_ESTATE (MPI finalized
  * already), MZ_ENOMEM, MZ_EIO (MPI failed; message in
