@@ -165,6 +165,20 @@ void mz__run_complete(struct mz__run *r) {
   if (r->next) r->next->prev = r->prev;
   r->prev = r->next = NULL;
   pthread_mutex_unlock(&rt->lock);
+  /* With nothing for a device to release, the graph is free for its next
+   * run before the future resolves: a waiter woken on a core it shares
+   * with this thread (an MPI rank bound to one core) that runs the graph
+   * again found it still active, and waited for this thread to get the
+   * core back (9 us of a 200-step distributed stencil run). */
+  bool early = !device_work;
+  if (early) {
+    if (!cpu_only)
+      for (size_t i = 0; i < r->ntasks; i++) {
+        struct mz__task *t = mz__task_of(r->tasks[i]);
+        if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
+      }
+    run_released(r);
+  }
 
   /* Resolve the future: waiters, the eventfd, the callback. */
   pthread_mutex_lock(&r->m);
@@ -204,13 +218,7 @@ void mz__run_complete(struct mz__run *r) {
     }
     pthread_mutex_unlock(&rp->m);
   }
-  if (!device_work && !cpu_only) {
-    for (size_t i = 0; i < r->ntasks; i++) {
-      struct mz__task *t = mz__task_of(r->tasks[i]);
-      if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
-    }
-  }
-  run_released(r);
+  if (!early) run_released(r);
   mz__run_unref(r);
   run_idle(rt);
 }
