@@ -1470,6 +1470,17 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
   for (i = 0; i < b->n; i++) {
     r = submit_exec(d, q, cb, b->execs[i]);
     if (r != CUDA_SUCCESS) break;
+    /* A node that another stream (or a later batch) waits for gets its
+     * event now, right behind its own command: recorded when the waiter
+     * is submitted, it would mark the end of whatever this stream holds
+     * then, the rest of this batch included, and the waiter would wait for
+     * all of it.  The batch's last node keeps the lazy record (nothing of
+     * the batch is behind it).  A failure here leaves the lazy record to
+     * try again (a sticky one fails the next call on the stream). */
+    if (i + 1 < b->n && mz__exec_waited_apart(b->execs[i], b->execs[i + 1])) {
+      CUevent ev;
+      (void)waited_event(d, b->execs[i], &ev);
+    }
   }
   if (r != CUDA_SUCCESS && i == 0) {
     /* Nothing reached the stream: the core fails the batch. */
