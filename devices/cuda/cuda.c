@@ -24,12 +24,14 @@
  * the in-flight list under the device lock completes it.
  *
  * Ordering between queues.  A node that waits for a node on another stream
- * waits for an event on the device (cuStreamWaitEvent); that event is
- * recorded lazily, the first time someone waits for the node, on the
- * node's stream.  Recording later than the node captures the node and
- * perhaps more of its stream, which is conservative and cannot deadlock: an
- * event only captures work submitted before it, and that work never waits
- * for work submitted after it.
+ * waits for an event on the device (cuStreamWaitEvent), recorded on the
+ * node's stream: right behind the node's launch when a node other than the
+ * next one of its batch waits for it (mz__exec_waited_apart), else lazily,
+ * the first time someone waits for the node.  Recording later than the
+ * node captures the node and perhaps more of its stream (for the lazy
+ * record, perhaps the rest of its batch: hence the early one), which is
+ * conservative and cannot deadlock: an event only captures work submitted
+ * before it, and that work never waits for work submitted after it.
  *
  * Copy engine.  Each device has one more non-blocking stream for the copies
  * into its memory that nodes need: a node's waits and copies go there, an
