@@ -117,6 +117,13 @@ bool mz__exec_timed(const struct mz__exec *e);
 /* a and b belong to the same run: an event of one lives as long as the
  * other's (both are released when the run is torn down). */
 bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b);
+/* Whether a node of e's run other than next's (the command after e on its
+ * in-order queue, in the same batch) waits for e's node: then that waiter,
+ * on another queue or in a later batch, needs an event that ends with e's
+ * command, not a later one.  Edges a later run adds are not counted (those
+ * waiters wait for a later command: correct, and rare).  Thread: the
+ * submission thread, while e's run is in flight. */
+bool mz__exec_waited_apart(const struct mz__exec *e, const struct mz__exec *next);
 /* What e runs, read from its node (the exec keeps no copy): the kernel
  * (NULL for host work: host, partition, unpartition), its number of
  * arguments (e->xd->args' length on a device with memory of its own), and

@@ -821,6 +821,20 @@ bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b) {
   return mz__task_of(mz__exec_node(a))->run == mz__task_of(mz__exec_node(b))->run;
 }
 
+bool mz__exec_waited_apart(const struct mz__exec *e, const struct mz__exec *next) {
+  /* nsucc_run and a task's preds are set when its run is scheduled and do
+   * not change while it is in flight (a later run's edges go to succs past
+   * nsucc_run, under the task's lock: not read here). */
+  const mz_op *op = mz__exec_node(e);
+  unsigned n = mz__task_of(op)->nsucc_run;
+  if (n != 1) return n > 1;
+  if (!next) return true;
+  const struct mz__task *nt = mz__task_of(mz__exec_node(next));
+  for (unsigned i = 0; i < nt->npreds; i++)
+    if (nt->preds[i] == op) return false;
+  return true;
+}
+
 const char *mz__exec_message(const struct mz__exec *e) { return mz__task_message(mz__task_of(mz__exec_node(e))); }
 void mz__exec_set_message(struct mz__exec *e, char *msg) { mz__task_set_message(mz__task_of(mz__exec_node(e)), msg); }
 
@@ -1394,6 +1408,12 @@ static void run_start(struct mz__run *r) {
     r->lw = NULL;
     r->share = r->all_shared = true;
     set_lean(r);
+    if (__builtin_expect(st >= 0 && r->src_head != NULL, 1)) {
+      /* Linked and QUEUED by the replay: one hand-off, after which the
+       * run may end at once. */
+      rt->share_dev->ops->share(rt->share_dev, r->src_head, r->src_tail, r->nsrc);
+      return;
+    }
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
     for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);

@@ -24,12 +24,14 @@
  * the in-flight list under the device lock completes it.
  *
  * Ordering between queues.  A node that waits for a node on another stream
- * waits for an event on the device (cuStreamWaitEvent); that event is
- * recorded lazily, the first time someone waits for the node, on the
- * node's stream.  Recording later than the node captures the node and
- * perhaps more of its stream, which is conservative and cannot deadlock: an
- * event only captures work submitted before it, and that work never waits
- * for work submitted after it.
+ * waits for an event on the device (cuStreamWaitEvent), recorded on the
+ * node's stream: right behind the node's launch when a node other than the
+ * next one of its batch waits for it (mz__exec_waited_apart), else lazily,
+ * the first time someone waits for the node.  Recording later than the
+ * node captures the node and perhaps more of its stream (for the lazy
+ * record, perhaps the rest of its batch: hence the early one), which is
+ * conservative and cannot deadlock: an event only captures work submitted
+ * before it, and that work never waits for work submitted after it.
  *
  * Copy engine.  Each device has one more non-blocking stream for the copies
  * into its memory that nodes need: a node's waits and copies go there, an
@@ -1470,6 +1472,17 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
   for (i = 0; i < b->n; i++) {
     r = submit_exec(d, q, cb, b->execs[i]);
     if (r != CUDA_SUCCESS) break;
+    /* A node that another stream (or a later batch) waits for gets its
+     * event now, right behind its own command: recorded when the waiter
+     * is submitted, it would mark the end of whatever this stream holds
+     * then, the rest of this batch included, and the waiter would wait for
+     * all of it.  The batch's last node keeps the lazy record (nothing of
+     * the batch is behind it).  A failure here leaves the lazy record to
+     * try again (a sticky one fails the next call on the stream). */
+    if (i + 1 < b->n && mz__exec_waited_apart(b->execs[i], b->execs[i + 1])) {
+      CUevent ev;
+      (void)waited_event(d, b->execs[i], &ev);
+    }
   }
   if (r != CUDA_SUCCESS && i == 0) {
     /* Nothing reached the stream: the core fails the batch. */

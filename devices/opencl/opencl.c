@@ -21,6 +21,8 @@
  * the last of a batch (its completion callback), the first when the batch
  * is timed (its start), a node of a timed run (its own times: observed,
  * mz_runtime_config.timings, a policy with done()),
+ * a node that a node other than the next command of its batch waits for
+ * (on another queue, or in a later batch: mz__exec_waited_apart),
  * canned library calls and markers.  Hand-written host code asks for
  * none, and on PoCL 3.1 an event kept per node cost about 1,000
  * instructions in all (at enqueue, the status query at completion, the
@@ -1175,7 +1177,8 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
     struct mz__exec *e = b->execs[i];
     char *why = NULL;
     /* See "Events" at the top. */
-    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_timed(e)));
+    bool want = i + 1 == b->n || (measure && (i == 0 || mz__exec_timed(e))) ||
+                mz__exec_waited_apart(e, b->execs[i + 1]);
     cl_int err = enqueue_exec(od, cq, e, want, &why);
     if (err != CL_SUCCESS) {
       int code = cl_to_mz(err);
