@@ -6,7 +6,9 @@
 # (run_task), the run's start (mz_dgraph_run), the requests' completions
 # (complete, where not inlined) and the release of a task a message gates
 # (mz__task_ungate, mz__task_ungate_take).  The idle workers' polls, which
-# only wait, are left out (as the peer's MPI_Waitall would be).  The
+# wait, are left out (as the peer's MPI_Waitall would be); they also post
+# the receives a graph keeps ahead (MPI_Irecv, about 350 instructions a
+# step: --toggle-collect=PMPI_Irecv counts them).  The
 # figure is the difference between 13 and 3 runs of the same graph (the
 # first run builds it), divided by 10 runs x STEPS steps: building and
 # tearing down cancel out.  Instructions and level-1 data misses a step
