@@ -169,8 +169,12 @@ void mz__run_complete(struct mz__run *r) {
    * run before the future resolves: a waiter woken on a core it shares
    * with this thread (an MPI rank bound to one core) that runs the graph
    * again found it still active, and waited for this thread to get the
-   * core back (9 us of a 200-step distributed stencil run). */
-  bool early = !device_work;
+   * core back (9 us of a 200-step distributed stencil run).  Not with a
+   * callback, which may read what the run wrote and runs before a re-run
+   * may start (one set while the run ends may come after). */
+  pthread_mutex_lock(&r->m);
+  bool early = !device_work && !r->then_set;
+  pthread_mutex_unlock(&r->m);
   if (early) {
     if (!cpu_only)
       for (size_t i = 0; i < r->ntasks; i++) {
