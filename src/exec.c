@@ -1053,7 +1053,14 @@ static inline struct mz__acct *worker_acct(mz_runtime *rt, struct mz__run *r) {
   return queue_acct(rt->queues[mz__cur_queue], r);
 }
 
+static void finish_pins(mz_op *op, int status, const char *detail, struct work *w, bool unpin);
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
+  finish_pins(op, status, detail, w, true);
+}
+
+/* unpin: release the node's pins here (false: its batch's end released
+ * them already, mz__mem_unpin_batch). */
+static void finish_pins(mz_op *op, int status, const char *detail, struct work *w, bool unpin) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
@@ -1124,7 +1131,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
     }
     if (r->obs.n) mz__observe_node(r, op, status);
-    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* release pins, wake waiters */
+    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode && unpin) { /* release pins, wake waiters */
       size_t nw = 0;
       mz_op **woken = mz__mem_unpin(e, &nw);
       for (size_t i = 0; i < nw; i++) resume(woken[i], w);
@@ -1308,9 +1315,20 @@ void mz__batch_done(struct mz__batch *b) {
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
   if (n) atomic_fetch_add_explicit(&mz__task_of(mz__exec_node(ex[0]))->run->st_callbacks, 1, memory_order_relaxed);
+  /* The batch's pins in one pass under the device's mutex, not one
+   * locking per node (with memory limits, on by default beside a device
+   * with memory of its own). */
+  const struct mz_device *dev = b->queue->dev;
+  bool batch_pins = n && dev->rt->ml && dev->memnode;
+  if (batch_pins) {
+    size_t nw = 0;
+    mz_op **woken = mz__mem_unpin_batch(ex, n, &nw);
+    for (size_t i = 0; i < nw; i++) resume(woken[i], &w);
+    free(woken);
+  }
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
-    finish(mz__exec_node(e), e->status, mz__exec_message(e), &w);
+    finish_pins(mz__exec_node(e), e->status, mz__exec_message(e), &w, !batch_pins);
   }
   /* Every batch that ends here was allocated for it (a submission
    * thread's, or an inline device's one-node batch: see submit). */
