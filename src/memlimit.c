@@ -93,7 +93,7 @@ mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw) 
   /* As mz__mem_unpin, node by node, but with the device's mutex taken
    * once for the whole batch. */
   for (unsigned i = 0; i < n; i++)
-    if (ex[i]->status > MZ__ERETRY) unpin_sources(ex[i], ml, m, &v, nw, &cap);
+    if (mz__exec_nxfer(ex[i]) && ex[i]->status > MZ__ERETRY) unpin_sources(ex[i], ml, m, &v, nw, &cap);
   struct memdev *md = &ml->md[dev->info.index];
   pthread_mutex_lock(&md->m);
   for (unsigned i = 0; i < n; i++)
