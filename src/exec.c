@@ -879,6 +879,10 @@ struct mz__proxy {
    * run, and so let the runtime be destroyed, before its caller has woken
    * the thread; mz__proxy_free waits for them. */
   _Atomic unsigned handing;
+  /* Batches handed over and not ended yet, and whether the thread is out
+   * of work (polling or parked): mz__batch_done_callback's test. */
+  _Atomic unsigned undone;
+  _Atomic bool idle;
   struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
@@ -1532,6 +1536,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
 void mz__batch_done_later(struct mz__batch *b) {
   struct mz__proxy *p = b->queue->dev->proxy;
   atomic_fetch_add_explicit(&p->handing, 1, memory_order_acq_rel);
+  atomic_fetch_add_explicit(&p->undone, 1, memory_order_relaxed);
   struct mz__batch *head = atomic_load_explicit(&p->done, memory_order_relaxed);
   do b->next_done = head;
   while (!atomic_compare_exchange_weak_explicit(&p->done, &head, b, memory_order_release, memory_order_relaxed));
@@ -1551,8 +1556,19 @@ static void proxy_done(struct mz__proxy *p) {
   while (rev) {
     struct mz__batch *next = rev->next_done;
     mz__batch_done(rev);
+    /* After the end: a later batch of the same queue, seeing none left,
+     * may end at once on its callback's thread. */
+    atomic_fetch_sub_explicit(&p->undone, 1, memory_order_release);
     rev = next;
   }
+}
+
+void mz__batch_done_callback(struct mz__batch *b) {
+  struct mz__proxy *p = b->queue->dev->proxy;
+  if (!atomic_load_explicit(&p->idle, memory_order_relaxed) && atomic_load_explicit(&p->undone, memory_order_acquire) == 0)
+    mz__batch_done(b);
+  else
+    mz__batch_done_later(b);
 }
 
 static inline bool proxy_has_done(struct mz__proxy *p) {
@@ -1577,6 +1593,7 @@ static void *proxy_main(void *arg) {
       work_init(&w);
       proxy_flush(p, &b, &w);
       work_drain(&w);
+      atomic_store_explicit(&p->idle, true, memory_order_relaxed);
       uint64_t until = 0;
       for (unsigned i = 1; !op && !proxy_has_done(p); i++) {
         op = mz__mpsc_pop(&p->inbox);
@@ -1592,6 +1609,7 @@ static void *proxy_main(void *arg) {
         continue;
       }
     }
+    if (atomic_load_explicit(&p->idle, memory_order_relaxed)) atomic_store_explicit(&p->idle, false, memory_order_relaxed);
     struct mz__task *t = mz__task_of(op);
     struct mz__queue *Q = p->dev->rt->queues[t->queue];
     struct work w;
