@@ -14,8 +14,11 @@
  *
  * Completion.  A batch ends with exactly one cuLaunchHostFunc, whose
  * function makes no CUDA call (the API forbids it): it hands the batch
- * back to the core with mz__batch_done_later(), whose submission thread
- * ends the nodes (the stream waits for the function).  The driver never runs host
+ * back to the core with mz__batch_done_callback(), which ends the nodes
+ * there while the submission thread is busy launching (small kernels: the
+ * launches are the bottleneck and the stream is about empty, so holding it
+ * costs nothing), else on the submission thread (the stream waits for the
+ * function; a lone op ends on the idle, polling thread).  The driver never runs host
  * functions once the context has a sticky error (a kernel fault), so each
  * device also has a monitor thread: while batches are in flight it checks
  * the device every few milliseconds, and when the context is broken it
@@ -544,8 +547,9 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   b->priv = NULL;
   free(cb);
   /* A host function holds up its stream until it returns: the nodes are
-   * ended on the submission thread, not here. */
-  mz__batch_done_later(b);
+   * ended here only while the submission thread is busy launching (then
+   * the stream is about empty anyway), else on that thread. */
+  mz__batch_done_callback(b);
 }
 
 /* Node times, measured at the host: a batch ran from the later of its
