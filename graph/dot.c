@@ -121,7 +121,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
       fill = "#eeeeee";
     }
     fprintf(f, "  t%u [%s, fillcolor=\"%s\", label=\"", (unsigned)op->id, kind_shape(op), fill);
-    put_escaped(f, op->name ? op->name : "task");
+    put_escaped(f, mz__op_name(op));
     fprintf(f, " #%u", (unsigned)op->id);
     uint8_t st = atomic_load_explicit(&t->state, memory_order_relaxed);
     bool ran = placed && st == MZ__T_DONE;

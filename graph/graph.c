@@ -25,7 +25,6 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->arena.pool = &rt->chunks;
   g->error_op.g = g;
   g->error_op.kind = MZ__K_ERROR;
-  g->error_op.name = "error";
   atomic_init(&g->refs, 1);
   pthread_mutex_lock(&rt->lock);
   g->next = rt->graphs;
@@ -219,7 +218,6 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (!op) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
   op->u.value.buf = b;
   op->u.value.producer = be->writer;
-  op->name = "value";
   be->value = op;
   return op;
 }
@@ -242,7 +240,6 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
   op->u.scalar.v = v;
-  op->name = "scalar";
   g->last_scalar = op;
   return op;
 }
@@ -272,7 +269,7 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->u.tuple.elems = el;
-  op->name = who + 3;
+  op->join = who[3] == 'j';
   return op;
 }
 
@@ -296,11 +293,11 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
     return t->u.tuple.elems[i];
   }
   if (mz__op_t(t)) {
-    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->u.nres);
+    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, mz__op_name(t), t->u.nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
-  return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
+  return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", mz__op_name(t));
 }
 
 /* Make room for one more op in a growing array of ops. */
@@ -354,7 +351,7 @@ static int remember_task(mz_graph *g, mz_op *op) {
  * and the task's arrays in one block, each array of its exact size (every
  * element is 8-byte aligned, and a graph holds one such block per task).
  * k: an apply's kernel (the parameter slots' layout depends on it). */
-static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_kernel *k, unsigned np, unsigned na,
+static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned np, unsigned na,
                        unsigned nres) {
   _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
                  "the arrays after a task must stay 8-byte aligned");
@@ -367,7 +364,6 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
-  op->name = name;
   t->nparams = np;
   t->kernel = k;
   t->queue = -1;
@@ -513,7 +509,6 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
   if (!r) return NULL;
   r->u.value.buf = b;
   r->u.value.producer = producer;
-  r->name = "value";
   return r;
 }
 
@@ -558,7 +553,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld[g->nkheld++] = k;
   }
   /* At most one access per buffer parameter. */
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k, k->nparams, k->nbufs, k->nparams);
+  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, k->nparams);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz_op *leaf_inl[16];
@@ -576,7 +571,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (e) return e;
     if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
       return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
-                  a->name);
+                  mz__op_name(a));
     leaf[i] = a;
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
@@ -658,7 +653,6 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       op->u.res[i]->id = ++g->nops;
       op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
       op->u.res[i]->u.scalar.v = mz__task_values(t)[i];
-      op->u.res[i]->name = "scalar";
     }
   }
   if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
@@ -679,7 +673,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   mz_op **leaves = NULL;
   size_t n = 0, cap = 0;
   if (deps && mz__flatten(deps, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op *op = new_task(g, kind, who + 3, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
+  mz_op *op = new_task(g, kind, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
   if (!op) {
     free(leaves);
     return fail(g, MZ_ENOMEM, "%s: out of memory", who);
@@ -744,7 +738,7 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   if (!c) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   c->host = (struct mz__host_call){fn, user};
   /* The label of traces, timings and DOT, and the key of its perf model. */
-  if (copy) op->name = copy;
+  c->name = copy;
   if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
 }
@@ -753,7 +747,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
-  if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", v->name);
+  if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", mz__op_name(v));
   mz_buffer *b = v->u.value.buf;
   size_t rows = b->shape.dims[b->shape.ndim - 1];
   if (n == 0 || n > rows)
@@ -762,7 +756,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!be) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   if (be->partitioned) return fail(g, MZ_ESTATE, "mz_partition: the buffer is already partitioned");
   if (b->parent) return fail(g, MZ_ENOTSUP, "mz_partition: a tile cannot be partitioned again");
-  mz_op *op = new_task(g, MZ__K_PARTITION, "partition", NULL, 1, n + 1, n);
+  mz_op *op = new_task(g, MZ__K_PARTITION, NULL, 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz__task_hbufs(t)[0] = b;

@@ -804,13 +804,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     pthread_mutex_unlock(&rt->lock);
     if (rc == MZ_ECYCLE)
-      mz__set_error(rt, rc, "%s: the graph has a cycle through node %u (%s)", who, cycle_at->id, cycle_at->name);
+      mz__set_error(rt, rc, "%s: the graph has a cycle through node %u (%s)", who, cycle_at->id, mz__op_name(cycle_at));
     else if (rc == MZ_ESTATE)
       mz__set_error(rt, rc,
                     "%s: node %u (%s) reads a %s buffer of %zu bytes as it was when the node was built, but node "
                     "%u, built after it, has already written that buffer in an earlier run; schedule the reader "
                     "with or before that writer, or re-run both with mz_graph_run",
-                    who, stale_op->id, stale_op->name, mz_dtype_name(stale_buf->shape.dtype), stale_buf->bytes,
+                    who, stale_op->id, mz__op_name(stale_op), mz_dtype_name(stale_buf->shape.dtype), stale_buf->bytes,
                     stale_writer);
     else
       mz__set_error(rt, rc, "%s: out of memory", who);

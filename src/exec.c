@@ -130,7 +130,7 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
     if (op) {
       int q = mz__task_of(op)->queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
-      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, op->name, dn, q,
+      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, mz__op_name(op), dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
     } else {
       snprintf(r->message, sizeof r->message, "%s%s%s", mz_strerror(code), detail ? ": " : "", detail ? detail : "");

@@ -536,11 +536,11 @@ void mz__perfmodel_destroy(mz_runtime *rt) {
 }
 
 static const char *task_model_name(const mz_op *op) {
-  /* The task's, on the line a CPU node's run touches anyway; the op's
-   * line only for host work. */
+  /* The task's, on the line a CPU node's run touches anyway; a named host
+   * node's cold record only for host work. */
   const struct mz__task *t = mz__task_of(op);
   const mz_kernel *k = t->kernel;
-  return k ? k->spec.name : op->name ? op->name : "host";
+  return k ? k->spec.name : mz__op_name(op);
 }
 
 static bool table_grow(struct mz__perfmodel *pm) {

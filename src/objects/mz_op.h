@@ -99,6 +99,9 @@ struct mz__tcold {
     const mz_launch *launch;
     struct mz__host_call host;
   };
+  /* A host node's name (mz_host_named; copied into the graph's arena),
+   * or NULL: "host". */
+  const char *name;
 };
 
 /* The task part of an op (apply, host, partition, unpartition). */
@@ -250,9 +253,12 @@ static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
 
 struct mz_op {
   mz_graph *g;
-  const char *name;
   uint32_t id;
   uint8_t kind;
+  /* A tuple made by mz_join rather than mz_zip (only its name differs).
+   * An op stores no name: mz__op_name derives it from the kind, the
+   * kernel, or a named host node's cold record. */
+  bool join;
   /* What the op holds, by kind.  A task's is its result tuple: in the
    * union too, so that a task op is no larger than a value (a graph holds
    * about as many values and scalars as tasks). */
@@ -263,6 +269,8 @@ struct mz_op {
     struct { unsigned nres; struct mz_op **res; };
   } u;
 };
+
+_Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
@@ -330,6 +338,25 @@ static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
 /* The link of task op: queues and lists of tasks are linked through the
  * task's first lines, not its op's. */
 static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* op's label in messages, traces, timings and DOT, and a host node's perf
+ * model key: its kernel's name for an apply, a named host node's name,
+ * else its kind's. */
+static inline const char *mz__op_name(const struct mz_op *op) {
+  switch (op->kind) {
+    case MZ__K_VALUE: return "value";
+    case MZ__K_SCALAR: return "scalar";
+    case MZ__K_TUPLE: return op->join ? "join" : "zip";
+    case MZ__K_APPLY: return mz__task_of(op)->kernel->spec.name;
+    case MZ__K_HOST: {
+      const struct mz__tcold *c = __atomic_load_n(&mz__task_of(op)->cold, __ATOMIC_ACQUIRE);
+      return c && c->name ? c->name : "host";
+    }
+    case MZ__K_PARTITION: return "partition";
+    case MZ__K_UNPARTITION: return "unpartition";
+    default: return "error";
+  }
+}
 
 /* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
  * room after it, since the link is in the task. */
