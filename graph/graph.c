@@ -275,13 +275,42 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
 
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
-/* Result i of task t.  An apply's buffer results are made on first use:
- * most are never unzipped, and each is a node. */
+/* Task t's results array, made on first use for an apply (g->lock held):
+ * most applies are never unzipped nor joined for their results, and the
+ * array costs a pointer per parameter.  A scalar parameter's result is a
+ * scalar node of the value the kernel gets (its parameter's type); a
+ * buffer's is left NULL, made by task_result.  NULL on ENOMEM. */
+static mz_op **task_results(mz_graph *g, mz_op *t) {
+  if (t->u.res || !t->u.nres) return t->u.res;
+  const struct mz__task *tk = mz__task_of(t); /* only an apply's is made late */
+  const mz_kernel *k = tk->kernel;
+  unsigned nsc = 0;
+  for (unsigned i = 0; i < k->nparams; i++) nsc += !mz__dir_is_buffer(k->params[i].dir);
+  mz_op **res = mz__arena_alloc(&g->arena, k->nparams * sizeof *res);
+  mz_op *sc = nsc ? mz__arena_alloc(&g->arena, nsc * sizeof *sc) : NULL;
+  if (!res || (nsc && !sc)) return NULL;
+  for (unsigned i = 0; i < k->nparams; i++) {
+    if (mz__dir_is_buffer(k->params[i].dir)) continue;
+    res[i] = sc++;
+    res[i]->g = g;
+    res[i]->kind = MZ__K_SCALAR;
+    res[i]->id = ++g->nops;
+    res[i]->u.scalar.dtype = k->params[i].dtype;
+    res[i]->u.scalar.v = mz__task_values(tk)[i];
+  }
+  t->u.res = res;
+  return res;
+}
+
+/* Result i of task t (NULL on ENOMEM).  A buffer's result is made on
+ * first use: most are never unzipped, and each is a node. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
+  mz_op **res = task_results(g, t);
+  if (!res) return NULL;
   const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
-  mz_buffer *b = !t->u.res[i] && i < k->nparams ? mz__task_buf(k, i) : NULL;
-  if (b) t->u.res[i] = value_result(g, b, t);
-  return t->u.res[i];
+  mz_buffer *b = !res[i] && i < k->nparams ? mz__task_buf(k, i) : NULL;
+  if (b) res[i] = value_result(g, b, t);
+  return res[i];
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
@@ -321,7 +350,8 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
   unsigned cnt = tup ? op->u.tuple.n : op->u.nres;
-  mz_op **el = tup ? op->u.tuple.elems : op->u.res;
+  mz_op **el = tup ? op->u.tuple.elems : task_results(op->g, op);
+  if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
     /* A task's result made already, or a tuple's element, that is a leaf
      * (most are: a join of tasks is flattened one task at a time) is
@@ -553,7 +583,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld[g->nkheld++] = k;
   }
   /* At most one access per buffer parameter. */
-  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, k->nparams);
+  /* Its results array is made when first asked for (task_results). */
+  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, 0);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz_op *leaf_inl[16];
@@ -635,26 +666,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
    * build-time predecessor and writes nothing. */
   if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  /* The results: buffers' values are made on first use (task_result);
-   * computed scalars here, in one block. */
-  unsigned nnew = 0;
-  for (unsigned i = 0; derived && i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
-  mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
-  if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  for (unsigned i = 0; i < k->nparams; i++) {
-    if (mz__dir_is_buffer(k->params[i].dir)) {
-      op->u.res[i] = NULL;
-    } else if (leaf[i]) {
-      op->u.res[i] = leaf[i];
-    } else {
-      op->u.res[i] = rblk++;
-      op->u.res[i]->g = g;
-      op->u.res[i]->kind = MZ__K_SCALAR;
-      op->u.res[i]->id = ++g->nops;
-      op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
-      op->u.res[i]->u.scalar.v = mz__task_values(t)[i];
-    }
-  }
+  op->u.nres = k->nparams;
   if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
     struct mz__tcold *c = l ? mz__task_cold(t) : NULL;
