@@ -14,6 +14,8 @@
 #include "objects/mz_kernel.h"
 #include "objects/mz_runtime.h"
 
+_Static_assert(_Alignof(mz_buffer) >= 4, "an access keeps its mode in a buffer pointer's two low bits");
+
 int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   if (out) *out = NULL;
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
@@ -413,12 +415,11 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned n
 static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
   struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    if (acc[i].buf != b) continue;
-    if ((acc[i].mode | mode) != 1) return false;
+    if (mz__acc_buf(acc[i]) != b) continue;
+    if ((mz__acc_mode(acc[i]) | mode) != 1) return false;
     return true;
   }
-  acc[t->nacc].buf = b;
-  acc[t->nacc].mode = mode;
+  acc[t->nacc] = mz__acc_make(b, mode);
   t->nacc++;
   return true;
 }
@@ -455,13 +456,13 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     /* (An insert may move the entries: e is used before the next one.) */
-    struct mz__bentry *e = bmap_get(g, acc[i].buf);
+    struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
     if (!e) {
       if (v != inl) free(v);
       return MZ_ENOMEM;
     }
-    if (acc[i].mode & 1) ADD_PRED(e->writer);
-    if (write && (acc[i].mode & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
+    if (mz__acc_mode(acc[i]) & 1) ADD_PRED(e->writer);
+    if (write && (mz__acc_mode(acc[i]) & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
   }
 #undef ADD_PRED
   mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
@@ -481,8 +482,8 @@ static int note_writes(mz_graph *g, mz_op *op) {
   const struct mz__task *t = mz__task_of(op); /* op is a task's */
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    if (!(acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bmap_get(g, acc[i].buf);
+    if (!(mz__acc_mode(acc[i]) & 2)) continue;
+    struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -837,8 +838,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
   if (!res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   /* host_like left room for this access. */
-  mz__task_acc(t)[t->nacc].buf = parent;
-  mz__task_acc(t)[t->nacc].mode = 2;
+  mz__task_acc(t)[t->nacc] = mz__acc_make(parent, 2);
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");

@@ -198,10 +198,10 @@ static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
   const struct mz__task *t = mz__task_of(op);
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned a = 0; a < t->nacc; a++) {
-    if (!(acc[a].mode & 1)) continue;
-    const struct mz__bentry *be = mz__graph_bentry(g, acc[a].buf);
+    if (!(mz__acc_mode(acc[a]) & 1)) continue;
+    const struct mz__bentry *be = mz__graph_bentry(g, mz__acc_buf(acc[a]));
     if (be && be->ran_writer > op->id) {
-      *buf = acc[a].buf;
+      *buf = mz__acc_buf(acc[a]);
       return be->ran_writer;
     }
   }
@@ -688,18 +688,18 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      mz_buffer *b = acc[a].buf;
+      mz_buffer *b = mz__acc_buf(acc[a]);
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, acc[a].mode, &preds, stamp, &touched);
+        rc = alias_hazards(op, b, mz__acc_mode(acc[a]), &preds, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
-      if ((acc[a].mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
+      if ((mz__acc_mode(acc[a]) & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
       rc = add_pred(op, b->hz.pwriter, &preds, stamp);
-      if (acc[a].mode & 2) {
+      if (mz__acc_mode(acc[a]) & 2) {
         for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, stamp);
         mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {

@@ -40,10 +40,17 @@ enum mz__tstate {
   MZ__T_DONE,       /* finished (status says how) */
 };
 
+/* A buffer a task reads or writes, and how (1 read, 2 write, 3 both) in
+ * the pointer's two low bits (an mz_buffer is at least 8-byte aligned):
+ * one word per access, not two.  Read with mz__acc_buf and mz__acc_mode. */
 struct mz__access {
-  mz_buffer *buf;
-  uint8_t mode;       /* 1 read, 2 write, 3 both */
+  uintptr_t w;
 };
+static inline mz_buffer *mz__acc_buf(struct mz__access a) { return (mz_buffer *)(a.w & ~(uintptr_t)3); }
+static inline uint8_t mz__acc_mode(struct mz__access a) { return (uint8_t)(a.w & 3); }
+static inline struct mz__access mz__acc_make(mz_buffer *b, uint8_t mode) {
+  return (struct mz__access){(uintptr_t)b | mode};
+}
 
 /* A task's successors: inl, or an exact array from its run's arena (sized
  * when the run is scheduled), or malloc'd once a later run adds edges to
