@@ -405,7 +405,7 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned n
   op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
-  t->succs.cap = 2;
+  t->succs.cap = MZ__SUCCS_INL;
   return op;
 }
 

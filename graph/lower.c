@@ -226,7 +226,7 @@ static void reset_for_rerun(struct mz__task *t) {
   t->succs.n = 0;
   if (!t->succs.heap) {
     t->succs.v = t->succs.inl;
-    t->succs.cap = 2;
+    t->succs.cap = MZ__SUCCS_INL;
   }
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
@@ -453,7 +453,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
       if (sc->heap) free(sc->v);
       sc->heap = 0;
       sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
-      sc->cap = t->nsucc_run ? t->nsucc_run : 2;
+      sc->cap = t->nsucc_run ? t->nsucc_run : MZ__SUCCS_INL;
       sc->n = t->nsucc_run;
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
@@ -795,7 +795,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
       if (!sc->heap) {
         sc->v = sc->inl;
-        sc->cap = 2;
+        sc->cap = MZ__SUCCS_INL;
       }
       mz__task_of(all->v[i])->mark = 0;
       mz__task_of(all->v[i])->npreds = 0;

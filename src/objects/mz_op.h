@@ -52,15 +52,16 @@ static inline struct mz__access mz__acc_make(mz_buffer *b, uint8_t mode) {
   return (struct mz__access){(uintptr_t)b | mode};
 }
 
-/* A task's successors: inl, or an exact array from its run's arena (sized
- * when the run is scheduled), or malloc'd once a later run adds edges to
- * it (heap). */
+/* A task's successors: inl (a chain's one), or an exact array from its
+ * run's arena (sized when the run is scheduled), or malloc'd once a later
+ * run adds edges to it (heap). */
+#define MZ__SUCCS_INL 1
 struct mz__succs {
   unsigned n;
   unsigned cap : 31;          /* a run's edges are counted in 32 bits */
   unsigned heap : 1;
   struct mz_op **v;
-  struct mz_op *inl[2];
+  struct mz_op *inl[MZ__SUCCS_INL];
 };
 /* Make room for one more successor; false on ENOMEM. */
 static inline bool mz__succs_room(struct mz__succs *s) {
