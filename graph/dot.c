@@ -142,7 +142,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
   for (size_t i = 0; !rc && i < nt; i++) {
     mz_op *op = g->tasks_all[i];
     struct mz__task *t = mz__op_t(op);
-    for (uint32_t k = 0; k < t->nbdata && k < t->nbpreds; k++) {
+    for (uint32_t k = 0; k < mz__task_nbdata(t) && k < mz__task_nbpreds(t); k++) {
       edge(&e, t->bpreds[k], op, "color=\"#333333\"");
       e.mark[t->bpreds[k]->id] = op->id;
     }

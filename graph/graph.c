@@ -279,39 +279,33 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
 /* Task t's results array, made on first use for an apply (g->lock held):
  * most applies are never unzipped nor joined for their results, and the
- * array costs a pointer per parameter.  A scalar parameter's result is a
- * scalar node of the value the kernel gets (its parameter's type); a
- * buffer's is left NULL, made by task_result.  NULL on ENOMEM. */
+ * array costs a pointer per parameter.  Its elements are made on first
+ * use too (task_result).  NULL on ENOMEM. */
 static mz_op **task_results(mz_graph *g, mz_op *t) {
-  if (t->u.res || !t->u.nres) return t->u.res;
-  const struct mz__task *tk = mz__task_of(t); /* only an apply's is made late */
-  const mz_kernel *k = tk->kernel;
-  unsigned nsc = 0;
-  for (unsigned i = 0; i < k->nparams; i++) nsc += !mz__dir_is_buffer(k->params[i].dir);
-  mz_op **res = mz__arena_alloc(&g->arena, k->nparams * sizeof *res);
-  mz_op *sc = nsc ? mz__arena_alloc(&g->arena, nsc * sizeof *sc) : NULL;
-  if (!res || (nsc && !sc)) return NULL;
-  for (unsigned i = 0; i < k->nparams; i++) {
-    if (mz__dir_is_buffer(k->params[i].dir)) continue;
-    res[i] = sc++;
-    res[i]->g = g;
-    res[i]->kind = MZ__K_SCALAR;
-    res[i]->id = ++g->nops;
-    res[i]->u.scalar.dtype = k->params[i].dtype;
-    res[i]->u.scalar.v = mz__task_values(tk)[i];
-  }
-  t->u.res = res;
-  return res;
+  if (__builtin_expect(t->u.res != NULL, 1) || !t->u.nres) return t->u.res;
+  /* Only an apply's is made late. */
+  t->u.res = mz__arena_alloc(&g->arena, t->u.nres * sizeof *t->u.res);
+  return t->u.res;
 }
 
-/* Result i of task t (NULL on ENOMEM).  A buffer's result is made on
- * first use: most are never unzipped, and each is a node. */
+/* Result i of task t (NULL on ENOMEM), made on first use: a buffer's is
+ * its value after t, a scalar's (an apply's) a scalar node of the value
+ * the kernel gets, in its parameter's type. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   mz_op **res = task_results(g, t);
   if (!res) return NULL;
+  if (res[i]) return res[i];
   const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
-  mz_buffer *b = !res[i] && i < k->nparams ? mz__task_buf(k, i) : NULL;
-  if (b) res[i] = value_result(g, b, t);
+  mz_buffer *b = i < k->nparams ? mz__task_buf(k, i) : NULL;
+  if (b) {
+    res[i] = value_result(g, b, t);
+  } else if (k->kernel && i < k->nparams) {
+    mz_op *sc = new_op(g, MZ__K_SCALAR);
+    if (!sc) return NULL;
+    sc->u.scalar.dtype = k->kernel->params[i].dtype;
+    sc->u.scalar.v = mz__task_values(k)[i];
+    res[i] = sc;
+  }
   return res[i];
 }
 
@@ -452,7 +446,7 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   } while (0)
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
-  t->nbdata = n;
+  unsigned ndata = n;
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     /* (An insert may move the entries: e is used before the next one.) */
@@ -465,15 +459,18 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
     if (write && (mz__acc_mode(acc[i]) & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
   }
 #undef ADD_PRED
-  mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
+  /* The two counts, then the list (mz__task_nbpreds, mz__task_nbdata). */
+  uint32_t *head = n ? mz__arena_alloc(&g->arena, 2 * sizeof(uint32_t) + n * sizeof(mz_op *)) : NULL;
+  mz_op **kept = head ? (mz_op **)(void *)(head + 2) : NULL;
   if (kept) { /* most tasks have a few: no memcpy call for them */
+    head[0] = n;
+    head[1] = ndata;
     for (unsigned i = 0; i < n && i < 4; i++) kept[i] = v[i];
     if (n > 4) memcpy(kept + 4, v + 4, (n - 4) * sizeof *kept);
   }
   if (v != inl) free(v);
   if (n && !kept) return MZ_ENOMEM;
   t->bpreds = kept;
-  t->nbpreds = n;
   return MZ_OK;
 }
 

@@ -164,7 +164,7 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
   t->nsucc_run = 0;
   if (rerun) reset_for_rerun(t);
   int rc = vpush(tasks, p);
-  for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+  for (unsigned i = 0, nb = mz__task_nbpreds(t); !rc && i < nb; i++)
     if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
   for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
     if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
@@ -653,7 +653,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
-    if (bare_ok && !t->nbpreds && !t->nacc && !mz__task_nxpreds(t)) {
+    if (bare_ok && !t->bpreds && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       t->preds = NULL;
       xdev_set(t, NULL, NULL, NULL);
@@ -667,7 +667,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     preds.n = 0;
     /* The build-time predecessors are distinct and never op: into the
      * empty list without the duplicate scan. */
-    for (unsigned k = 0; !rc && k < t->nbpreds; k++) {
+    unsigned nb = mz__task_nbpreds(t);
+    for (unsigned k = 0; !rc && k < nb; k++) {
       mz_op *p = t->bpreds[k];
       if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
         if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
@@ -679,7 +680,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* Every build-time predecessor kept, in order: the list starts as
      * bpreds, and is bpreds when nothing is added after them. */
     size_t nkept = preds.n;
-    bool kept_all = nkept == t->nbpreds;
+    bool kept_all = nkept == nb;
     for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;

@@ -182,15 +182,21 @@ struct mz__task {
    * host-only runtime is not planned again.  Beside nparams, which the
    * worker reads too, in what was padding. */
   uint32_t args_dev1;
-  /* Cold: build time. */
-  unsigned nbpreds;           /* build-time predecessors: producers of the */
-  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
-   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
-   * apart). */
-  uint32_t nbdata;
-
-  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  /* Cold: build time.  The build-time predecessors: the producers of the
+   * arguments (data edges) first, then the previous writers of what the
+   * task reads (read-after-write hazards; mz_graph_dump_dot tells them
+   * apart).  NULL when there is none; else an arena block whose two
+   * 32-bit words before bpreds[0] hold the count and the data edges'
+   * count (mz__task_nbpreds, mz__task_nbdata), so that a task without
+   * any stores no count. */
+  struct mz_op **bpreds;
 };
+static inline unsigned mz__task_nbpreds(const struct mz__task *t) {
+  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-2] : 0;
+}
+static inline unsigned mz__task_nbdata(const struct mz__task *t) {
+  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-1] : 0;
+}
 
 /* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
  * make it (a builder, a policy's plan or select, the thread that fails
