@@ -300,10 +300,18 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   if (b) {
     res[i] = value_result(g, b, t);
   } else if (k->kernel && i < k->nparams) {
-    mz_op *sc = new_op(g, MZ__K_SCALAR);
-    if (!sc) return NULL;
-    sc->u.scalar.dtype = k->kernel->params[i].dtype;
-    sc->u.scalar.v = mz__task_values(k)[i];
+    /* The graph's last scalar when it is this one (mz_scalar's rule: most
+     * often the leaf the apply was given), so that flattening a join of
+     * applies of one scalar makes no node per apply. */
+    mz_dtype dt = k->kernel->params[i].dtype;
+    mz_arg v = mz__task_values(k)[i];
+    mz_op *sc = g->last_scalar;
+    if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
+      if (!(sc = new_op(g, MZ__K_SCALAR))) return NULL;
+      sc->u.scalar.dtype = dt;
+      sc->u.scalar.v = v;
+      g->last_scalar = sc;
+    }
     res[i] = sc;
   }
   return res[i];
