@@ -281,7 +281,7 @@ static size_t xdev_bytes(const mz_runtime *rt, const struct mz__task *t) {
 
 /* Point t's exec at its device record at xd (NULL: none), with its arrays. */
 static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
-  t->args_dev1 = 0;
+  t->exec.args_dev1 = 0;
   t->exec.xd = (struct mz__xdev *)(void *)xd;
   if (!xd) return;
   *t->exec.xd = (struct mz__xdev){.args = t->nparams ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
@@ -362,7 +362,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   for (size_t i = 0; i < n; i++) {
     const struct mz__task *t = mz__task_of(topo[i]);
     ns += t->npreds == 0;
-    ungated &= t->ngates == 0;
+    ungated &= mz__task_ngates(t) == 0;
   }
   mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
   if (ns && !src) ungated = false; /* no list: the gates stay */
@@ -460,7 +460,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
     task_enter(op, r, false);
     __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + !open + (lw->ungated ? 0 : mz__task_ngates(t)), memory_order_relaxed);
     t->host_wait = open;
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
@@ -874,7 +874,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       s->v[s->n++] = op;
     }
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, inrun + 1 + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, inrun + 1 + mz__task_ngates(t), memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {

@@ -349,7 +349,7 @@ static void place(mz_op *op, struct work *w) {
   unsigned nw = 0;
   /* An outside gate is released on the host; a queue a policy orders
    * takes ready nodes only (pend). */
-  bool device_side = t->ngates == 0 && !rt->pol_pick[r->policy];
+  bool device_side = mz__task_ngates(t) == 0 && !rt->pol_pick[r->policy];
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
     mz_op *p = t->preds[i];
     int s = atomic_load_explicit(&mz__task_of(p)->state, memory_order_acquire);
@@ -630,8 +630,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* A re-run in host memory only: the kernel was prepared for this device
    * and the arguments built by an earlier plan, and nothing below would
    * change them (no copy to plan, no fault to inject). */
-  if (t->args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
-  t->args_dev1 = 0;
+  if (t->exec.args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
+  t->exec.args_dev1 = 0;
   mz_kernel *kern = t->kernel;
   unsigned di = dev->info.index;
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
@@ -785,7 +785,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
   }
-  if (!m) t->args_dev1 = dev->info.index + 1;
+  if (!m) t->exec.args_dev1 = dev->info.index + 1;
   return MZ_OK;
 }
 

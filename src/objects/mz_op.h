@@ -110,6 +110,11 @@ struct mz__tcold {
   /* A host node's name (mz_host_named; copied into the graph's arena),
    * or NULL: "host". */
   const char *name;
+  /* Outside gates (src/mpi.c: messages the task reads; mz__task_ngates):
+   * counted into unfin at each run's start, each released once by
+   * mz__task_ungate; a gated task always waits on the host (it is never
+   * submitted behind a predecessor). */
+  uint32_t ngates;
 };
 
 /* The task part of an op (apply, host, partition, unpartition). */
@@ -155,10 +160,7 @@ struct mz__task {
   unsigned npreds;
   unsigned nsucc_run;         /* successors in the same run (listed first) */
   unsigned nacc;
-  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
-   * each run's start, each released once by mz__task_ungate; a gated task
-   * always waits on the host (it is never submitted behind a predecessor). */
-  uint32_t ngates;
+  unsigned nparams;
   /* The link of the queue or list the task waits in (a device's inbox, the
    * CPU workers' shared list: never two at once); mz__op_next. */
   _Atomic(struct mz_op *) next;
@@ -175,13 +177,6 @@ struct mz__task {
   mz_kernel *kernel;
   struct mz__exec exec;
   struct mz_op **preds;
-  unsigned nparams;
-  /* The exec's, kept by the core: the index + 1 of the host-memory device
-   * an earlier plan of this node was for (0: plan it).  Host pointers and
-   * build-time scalars do not change, so a re-run on the same device in a
-   * host-only runtime is not planned again.  Beside nparams, which the
-   * worker reads too, in what was padding. */
-  uint32_t args_dev1;
   /* Cold: build time.  The build-time predecessors: the producers of the
    * arguments (data edges) first, then the previous writers of what the
    * task reads (read-after-write hazards; mz_graph_dump_dot tells them
@@ -254,6 +249,11 @@ static inline bool mz__task_drop(struct mz__task *t, unsigned k) {
     return true;
   }
   return atomic_fetch_sub_explicit(&t->unfin, k, memory_order_acq_rel) == k;
+}
+/* t's outside gates (struct mz__tcold; set while t is built). */
+static inline uint32_t mz__task_ngates(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->ngates : 0;
 }
 /* t's explicit edges (mz_depend; set only while t is not scheduled). */
 static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
