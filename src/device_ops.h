@@ -419,6 +419,16 @@ void mz__batch_done(struct mz__batch *b);
  * otherwise hold its queue while the core ends every node of the batch.
  * Thread: any; never blocks. */
 void mz__batch_done_later(struct mz__batch *b);
+/* mz__batch_done(b) here, on the callback's thread, while the submission
+ * thread of b's device is busy and has no batch of that device still to
+ * end (so a queue's batches still end in order); else
+ * mz__batch_done_later(b).  For a driver whose callback holds up only its
+ * own queue (a CUDA host function): while the submission thread is the
+ * bottleneck (small kernels, launched one by one), the nodes are ended
+ * beside it instead of between its launches; a lone op (a canned gemm,
+ * then a wait) still ends on the idle, spinning submission thread.
+ * Thread: any. */
+void mz__batch_done_callback(struct mz__batch *b);
 
 /* For devices with host_memory: plan exec e (read stale inputs back into
  * host memory, update copy states) right before running it, on the

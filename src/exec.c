@@ -879,6 +879,10 @@ struct mz__proxy {
    * run, and so let the runtime be destroyed, before its caller has woken
    * the thread; mz__proxy_free waits for them. */
   _Atomic unsigned handing;
+  /* Batches handed over and not ended yet, and whether the thread is out
+   * of work (polling or parked): mz__batch_done_callback's test. */
+  _Atomic unsigned undone;
+  _Atomic bool idle;
   struct mz__stub stub;
   struct mz__parker park;
   pthread_t thread;
@@ -1053,7 +1057,14 @@ static inline struct mz__acct *worker_acct(mz_runtime *rt, struct mz__run *r) {
   return queue_acct(rt->queues[mz__cur_queue], r);
 }
 
+static void finish_pins(mz_op *op, int status, const char *detail, struct work *w, bool unpin);
 static void finish(mz_op *op, int status, const char *detail, struct work *w) {
+  finish_pins(op, status, detail, w, true);
+}
+
+/* unpin: release the node's pins here (false: its batch's end released
+ * them already, mz__mem_unpin_batch). */
+static void finish_pins(mz_op *op, int status, const char *detail, struct work *w, bool unpin) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
@@ -1124,7 +1135,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w) {
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);
     }
     if (r->obs.n) mz__observe_node(r, op, status);
-    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode) { /* release pins, wake waiters */
+    if (__builtin_expect(rt->ml != NULL, 0) && dev->memnode && unpin) { /* release pins, wake waiters */
       size_t nw = 0;
       mz_op **woken = mz__mem_unpin(e, &nw);
       for (size_t i = 0; i < nw; i++) resume(woken[i], w);
@@ -1308,9 +1319,20 @@ void mz__batch_done(struct mz__batch *b) {
   unsigned n = b->n;
   struct mz__exec **ex = b->execs;
   if (n) atomic_fetch_add_explicit(&mz__task_of(mz__exec_node(ex[0]))->run->st_callbacks, 1, memory_order_relaxed);
+  /* The batch's pins in one pass under the device's mutex, not one
+   * locking per node (with memory limits, on by default beside a device
+   * with memory of its own). */
+  const struct mz_device *dev = b->queue->dev;
+  bool batch_pins = n && dev->rt->ml && dev->memnode;
+  if (batch_pins) {
+    size_t nw = 0;
+    mz_op **woken = mz__mem_unpin_batch(ex, n, &nw);
+    for (size_t i = 0; i < nw; i++) resume(woken[i], &w);
+    free(woken);
+  }
   for (unsigned i = 0; i < n; i++) {
     struct mz__exec *e = ex[i];
-    finish(mz__exec_node(e), e->status, mz__exec_message(e), &w);
+    finish_pins(mz__exec_node(e), e->status, mz__exec_message(e), &w, !batch_pins);
   }
   /* Every batch that ends here was allocated for it (a submission
    * thread's, or an inline device's one-node batch: see submit). */
@@ -1408,6 +1430,12 @@ static void run_start(struct mz__run *r) {
     r->lw = NULL;
     r->share = r->all_shared = true;
     set_lean(r);
+    if (__builtin_expect(st >= 0 && r->src_head != NULL, 1)) {
+      /* Linked and QUEUED by the replay: one hand-off, after which the
+       * run may end at once. */
+      rt->share_dev->ops->share(rt->share_dev, r->src_head, r->src_tail, r->nsrc);
+      return;
+    }
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
     for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
@@ -1508,6 +1536,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
 void mz__batch_done_later(struct mz__batch *b) {
   struct mz__proxy *p = b->queue->dev->proxy;
   atomic_fetch_add_explicit(&p->handing, 1, memory_order_acq_rel);
+  atomic_fetch_add_explicit(&p->undone, 1, memory_order_relaxed);
   struct mz__batch *head = atomic_load_explicit(&p->done, memory_order_relaxed);
   do b->next_done = head;
   while (!atomic_compare_exchange_weak_explicit(&p->done, &head, b, memory_order_release, memory_order_relaxed));
@@ -1527,8 +1556,19 @@ static void proxy_done(struct mz__proxy *p) {
   while (rev) {
     struct mz__batch *next = rev->next_done;
     mz__batch_done(rev);
+    /* After the end: a later batch of the same queue, seeing none left,
+     * may end at once on its callback's thread. */
+    atomic_fetch_sub_explicit(&p->undone, 1, memory_order_release);
     rev = next;
   }
+}
+
+void mz__batch_done_callback(struct mz__batch *b) {
+  struct mz__proxy *p = b->queue->dev->proxy;
+  if (!atomic_load_explicit(&p->idle, memory_order_relaxed) && atomic_load_explicit(&p->undone, memory_order_acquire) == 0)
+    mz__batch_done(b);
+  else
+    mz__batch_done_later(b);
 }
 
 static inline bool proxy_has_done(struct mz__proxy *p) {
@@ -1553,6 +1593,7 @@ static void *proxy_main(void *arg) {
       work_init(&w);
       proxy_flush(p, &b, &w);
       work_drain(&w);
+      atomic_store_explicit(&p->idle, true, memory_order_relaxed);
       uint64_t until = 0;
       for (unsigned i = 1; !op && !proxy_has_done(p); i++) {
         op = mz__mpsc_pop(&p->inbox);
@@ -1568,6 +1609,7 @@ static void *proxy_main(void *arg) {
         continue;
       }
     }
+    if (atomic_load_explicit(&p->idle, memory_order_relaxed)) atomic_store_explicit(&p->idle, false, memory_order_relaxed);
     struct mz__task *t = mz__task_of(op);
     struct mz__queue *Q = p->dev->rt->queues[t->queue];
     struct work w;

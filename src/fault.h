@@ -150,6 +150,9 @@ void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev);
  * waited for memory on those devices (malloc'd array, *n of them; NULL
  * when none), for the core to resume. */
 struct mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n);
+/* The same for the n execs of one batch (one queue), those that ended
+ * (status above MZ__ERETRY): the device's mutex is taken once. */
+struct mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw);
 /* The node got MZ__EMEMWAIT: unpin its copies and park it until an op on
  * its device finishes.  False when nothing there could release memory any
  * more: retry at once (the retry ends in success or MZ_ENOMEM), and so do

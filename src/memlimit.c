@@ -60,20 +60,10 @@ static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
   }
 }
 
-mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
-  struct mz_device *dev = e->queue->dev;
-  struct mz__memlimit *ml = dev->rt->ml;
-  unsigned m = dev->memnode;
+/* The pins of e's peer-transfer sources, on their own devices (md->m of
+ * each taken in turn); parked nodes there are appended to *v. */
+static void unpin_sources(struct mz__exec *e, struct mz__memlimit *ml, unsigned m, mz_op ***v, size_t *n, size_t *cap) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
-  mz_op **v = NULL;
-  size_t cap = 0;
-  *n = 0;
-  /* Pins drop only under the device's mutex, so an allocation that holds
-   * it sees no copy turn evictable between its search for a victim and its
-   * check for pinned copies (which would fail it with MZ_ENOMEM).  The
-   * sources of peer transfers first: they are found through this node's
-   * own copies, which may be evicted once unpinned (a pin left behind
-   * would make nodes wait for memory forever). */
   for (unsigned i = 0; i < mz__exec_nxfer(e); i++) {
     struct mz__xfer *x = &e->xd->xfers[i];
     if (!x->src_dev) continue;
@@ -87,9 +77,46 @@ mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
       mz__spin_unlock(&b->lock);
       if (hit) break;
     }
-    take_parked(ms, &v, n, &cap);
+    take_parked(ms, v, n, cap);
     pthread_mutex_unlock(&ms->m);
   }
+}
+
+mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw) {
+  mz_op **v = NULL;
+  size_t cap = 0;
+  *nw = 0;
+  if (!n) return NULL;
+  struct mz_device *dev = ex[0]->queue->dev;
+  struct mz__memlimit *ml = dev->rt->ml;
+  unsigned m = dev->memnode;
+  /* As mz__mem_unpin, node by node, but with the device's mutex taken
+   * once for the whole batch. */
+  for (unsigned i = 0; i < n; i++)
+    if (mz__exec_nxfer(ex[i]) && ex[i]->status > MZ__ERETRY) unpin_sources(ex[i], ml, m, &v, nw, &cap);
+  struct memdev *md = &ml->md[dev->info.index];
+  pthread_mutex_lock(&md->m);
+  for (unsigned i = 0; i < n; i++)
+    if (ex[i]->status > MZ__ERETRY) unpin_own(ex[i], m);
+  take_parked(md, &v, nw, &cap);
+  pthread_mutex_unlock(&md->m);
+  return v;
+}
+
+mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
+  struct mz_device *dev = e->queue->dev;
+  struct mz__memlimit *ml = dev->rt->ml;
+  unsigned m = dev->memnode;
+  mz_op **v = NULL;
+  size_t cap = 0;
+  *n = 0;
+  /* Pins drop only under the device's mutex, so an allocation that holds
+   * it sees no copy turn evictable between its search for a victim and its
+   * check for pinned copies (which would fail it with MZ_ENOMEM).  The
+   * sources of peer transfers first: they are found through this node's
+   * own copies, which may be evicted once unpinned (a pin left behind
+   * would make nodes wait for memory forever). */
+  unpin_sources(e, ml, m, &v, n, &cap);
   struct memdev *md = &ml->md[dev->info.index];
   pthread_mutex_lock(&md->m);
   unpin_own(e, m);

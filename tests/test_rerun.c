@@ -21,7 +21,10 @@
  *   waits for another graph's writer in flight, and another graph's
  *   reader waits for a replayed writer; a host read waits for a replayed
  *   writer; a replay does not name another run's reader of its buffers; a
- *   buffer partitioned after replays. */
+ *   buffer partitioned after replays;
+ * - kernels of scalar parameters only, whose nodes' stored values are
+ *   passed as they are on the workers' short path: each call sees its own
+ *   values and zero shapes, on one and two workers. */
 #include <pthread.h>
 
 #include "common.h"
@@ -794,4 +797,55 @@ Test(rerun, root_without_values) {
   }
   mz_graph_destroy(g);
   mz_runtime_destroy(rt);
+}
+
+/* "i32 a, f64 b, u64 c": scalars only, which the worker passes as the
+ * node's stored values, each with the zero shape.  Adds a + b + c to the
+ * sum when every argument and shape is what the contract says. */
+struct scalars_seen {
+  _Atomic long sum;
+  _Atomic int bad;
+};
+static int scalars_fn(const mz_call *c) {
+  struct scalars_seen *s = c->user;
+  bool ok = c->nargs == 3;
+  for (unsigned i = 0; ok && i < 3; i++) ok = c->shapes[i].count == 0 && c->shapes[i].ndim == 0;
+  if (!ok || c->args[1].f64 != 0.5) atomic_fetch_add(&s->bad, 1);
+  atomic_fetch_add(&s->sum, (long)c->args[0].i32 + (long)c->args[2].u64);
+  return 0;
+}
+
+/* A graph of kernels with scalar parameters only, first run and re-runs
+ * (the workers' short path), on one and two workers: each node sees its
+ * own values and zero shapes every time. */
+Test(rerun, scalar_only_kernels_see_their_values) {
+  for (int nw = 1; nw <= 2; nw++) {
+    mz_runtime *rt = test_runtime(nw == 1 ? "cpu:1" : "cpu:2");
+    struct scalars_seen seen = {0};
+    mz_kernel *k = test_kernel(rt, "scalars", "i32 a, f64 b, u64 c", scalars_fn, &seen);
+    mz_graph *g = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    enum { NODES = 300 };
+    mz_op *ops[NODES];
+    long want = 0;
+    for (int i = 0; i < NODES; i++) {
+      mz_op *args = mz_zip(g, 3, (mz_op *[]){mz_i32(g, i), mz_f64(g, 0.5), mz_u64(g, 1000u * (unsigned)i)});
+      ops[i] = mz_apply(g, k, args, NULL);
+      want += i + 1000L * i;
+    }
+    mz_op *root = mz_join(g, NODES, ops);
+    cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+    for (int r = 1; r <= 4; r++) {
+      mz_future *f = NULL;
+      MZ_OK_OR_DIE(rt, mz_graph_run(g, root, "eager", &f));
+      cr_assert_eq(mz_future_wait(f), MZ_OK, "run %d: %s", r, mz_future_message(f));
+      mz_future_destroy(f);
+      cr_assert_eq(atomic_load(&seen.bad), 0, "%d worker(s), run %d: a call saw other arguments or shapes", nw, r);
+      cr_assert_eq(atomic_load(&seen.sum), want * r, "%d worker(s), run %d: sum %ld, expected %ld", nw, r,
+                   atomic_load(&seen.sum), want * r);
+    }
+    mz_graph_destroy(g);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
 }

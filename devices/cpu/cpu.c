@@ -208,6 +208,9 @@ static void fill_args_any(const struct mz__task *t, mz_arg *args, mz_shape *shap
 }
 /* An apply's of at most 64 parameters (the common case, kept inline on
  * the workers' path) reads its kernel's masks. */
+/* The shapes a call of scalars only gets: count 0 for each (mz_call). */
+static const mz_shape no_shapes[16];
+
 static inline __attribute__((always_inline)) void fill_apply_args(const mz_kernel *kern, const struct mz__task *t,
                                                                   mz_arg *args, mz_shape *shapes) {
   const mz_arg *vals = mz__task_values(t);
@@ -515,10 +518,18 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];
-      if (kern) fill_apply_args(kern, t, args, shapes); /* at most 16 parameters: see above */
-      else fill_args_any(t, args, shapes);
       mz_call call = {.kernel = kern, .nargs = t->nparams, .args = args, .shapes = shapes, .user = user,
                       .queue = w->q->index};
+      if (kern && !kern->bufmask) {
+        /* Scalars only: the node's values are the arguments as they are,
+         * and every shape is the zero one (at most 16: see above). */
+        call.args = mz__task_values(t);
+        call.shapes = no_shapes;
+      } else if (kern) {
+        fill_apply_args(kern, t, args, shapes); /* at most 16 parameters: see above */
+      } else {
+        fill_args_any(t, args, shapes);
+      }
       int ret = fn(&call);
       if (__builtin_expect(ret != 0, 0)) {
         mz__exec_set_message(e, failed_message(kern, ret));

@@ -14,8 +14,11 @@
  *
  * Completion.  A batch ends with exactly one cuLaunchHostFunc, whose
  * function makes no CUDA call (the API forbids it): it hands the batch
- * back to the core with mz__batch_done_later(), whose submission thread
- * ends the nodes (the stream waits for the function).  The driver never runs host
+ * back to the core with mz__batch_done_callback(), which ends the nodes
+ * there while the submission thread is busy launching (small kernels: the
+ * launches are the bottleneck and the stream is about empty, so holding it
+ * costs nothing), else on the submission thread (the stream waits for the
+ * function; a lone op ends on the idle, polling thread).  The driver never runs host
  * functions once the context has a sticky error (a kernel fault), so each
  * device also has a monitor thread: while batches are in flight it checks
  * the device every few milliseconds, and when the context is broken it
@@ -24,12 +27,14 @@
  * the in-flight list under the device lock completes it.
  *
  * Ordering between queues.  A node that waits for a node on another stream
- * waits for an event on the device (cuStreamWaitEvent); that event is
- * recorded lazily, the first time someone waits for the node, on the
- * node's stream.  Recording later than the node captures the node and
- * perhaps more of its stream, which is conservative and cannot deadlock: an
- * event only captures work submitted before it, and that work never waits
- * for work submitted after it.
+ * waits for an event on the device (cuStreamWaitEvent), recorded on the
+ * node's stream: right behind the node's launch when a node other than the
+ * next one of its batch waits for it (mz__exec_waited_apart), else lazily,
+ * the first time someone waits for the node.  Recording later than the
+ * node captures the node and perhaps more of its stream (for the lazy
+ * record, perhaps the rest of its batch: hence the early one), which is
+ * conservative and cannot deadlock: an event only captures work submitted
+ * before it, and that work never waits for work submitted after it.
  *
  * Copy engine.  Each device has one more non-blocking stream for the copies
  * into its memory that nodes need: a node's waits and copies go there, an
@@ -542,8 +547,9 @@ static void batch_finish(struct cu_batch *cb, int fail, const char *why) {
   b->priv = NULL;
   free(cb);
   /* A host function holds up its stream until it returns: the nodes are
-   * ended on the submission thread, not here. */
-  mz__batch_done_later(b);
+   * ended here only while the submission thread is busy launching (then
+   * the stream is about empty anyway), else on that thread. */
+  mz__batch_done_callback(b);
 }
 
 /* Node times, measured at the host: a batch ran from the later of its
