@@ -466,7 +466,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
     task_enter(op, r, false);
     __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + !open + (lw->ungated ? 0 : mz__task_ngates(t)), memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + !open, memory_order_relaxed);
     t->host_wait = open;
     if (linked && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
@@ -485,6 +485,16 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
   r->src_head = linked ? head : NULL;
   r->src_tail = linked ? tail : NULL;
   r->nsrc = linked ? nsrc : 0;
+  /* The outside gates (MPI's folded receives), in a pass of their own
+   * over a run that has any (then never open): they are in the tasks'
+   * cold records, which the pass above does not touch.  The run has not
+   * started, and a replay has no edge from another run, so no other
+   * thread reads the counts yet. */
+  for (size_t i = 0; !lw->ungated && i < r->ntasks; i++) {
+    struct mz__task *t = mz__task_of(r->tasks[i]);
+    uint32_t ng = mz__task_ngates(t);
+    if (ng) atomic_store_explicit(&t->unfin, atomic_load_explicit(&t->unfin, memory_order_relaxed) + ng, memory_order_relaxed);
+  }
 }
 
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
