@@ -34,7 +34,10 @@
  * ("inout u8[] t") instead of the shared scalar.
  * The last lines are machine readable, one per shape:
  *   BENCH overhead.<shape> maize_ns=<x> openmp_ns=<y> starpu_ns=<z|na> maize_run_ns=<r>
- *         maize_build_ns=<b> maize_rerun_ns=<rr> ratio_omp=<x/y>
+ *         maize_build_ns=<b> maize_rerun_ns=<rr> ratio_omp=<x/y> tasks=<N>
+ * The figures depend on N: past the caches (about 100,000 tasks on a
+ * machine with 32 MB of them) every pass over the tasks costs a line from
+ * memory per task (bench/README.md, session 16), so N is printed too.
  * (maize is the default policy, eager.) */
 #include <getopt.h>
 #include <errno.h>
@@ -533,8 +536,8 @@ int main(int argc, char **argv) {
     fmt_ns(rr, sizeof rr, r.maize_rerun[s]);
     fmt_ratio(ro, sizeof ro, total[s], r.openmp[s]);
     printf("BENCH overhead.%s maize_ns=%s openmp_ns=%s starpu_ns=%s maize_run_ns=%s maize_build_ns=%s "
-           "maize_rerun_ns=%s ratio_omp=%s\n",
-           shape_names[s], m, o, sp, mr, mb, rr, ro);
+           "maize_rerun_ns=%s ratio_omp=%s tasks=%zu\n",
+           shape_names[s], m, o, sp, mr, mb, rr, ro, n_tasks);
   }
   return 0;
 }
