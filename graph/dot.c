@@ -121,7 +121,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
       fill = "#eeeeee";
     }
     fprintf(f, "  t%u [%s, fillcolor=\"%s\", label=\"", (unsigned)op->id, kind_shape(op), fill);
-    put_escaped(f, op->name ? op->name : "task");
+    put_escaped(f, mz__op_name(op));
     fprintf(f, " #%u", (unsigned)op->id);
     uint8_t st = atomic_load_explicit(&t->state, memory_order_relaxed);
     bool ran = placed && st == MZ__T_DONE;
@@ -142,7 +142,7 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
   for (size_t i = 0; !rc && i < nt; i++) {
     mz_op *op = g->tasks_all[i];
     struct mz__task *t = mz__op_t(op);
-    for (uint32_t k = 0; k < t->nbdata && k < t->nbpreds; k++) {
+    for (uint32_t k = 0; k < mz__task_nbdata(t) && k < mz__task_nbpreds(t); k++) {
       edge(&e, t->bpreds[k], op, "color=\"#333333\"");
       e.mark[t->bpreds[k]->id] = op->id;
     }
@@ -153,8 +153,8 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
     /* Hazards in build order, as mz_schedule derives them when every
      * task runs (a run of part of the graph orders only what it runs). */
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      struct hz *h = hz_get(&m, mz__task_acc(t)[a].buf);
-      uint8_t mode = mz__task_acc(t)[a].mode;
+      struct hz *h = hz_get(&m, mz__acc_buf(mz__task_acc(t)[a]));
+      uint8_t mode = mz__acc_mode(mz__task_acc(t)[a]);
       if (mode & 1) hazard(&e, h->writer, op, "RAW");
       if (mode & 2) {
         if (!(mode & 1)) hazard(&e, h->writer, op, "WAW");

@@ -14,6 +14,8 @@
 #include "objects/mz_kernel.h"
 #include "objects/mz_runtime.h"
 
+_Static_assert(_Alignof(mz_buffer) >= 4, "an access keeps its mode in a buffer pointer's two low bits");
+
 int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   if (out) *out = NULL;
   if (!MZ__LIVE(rt, MZ__TAG_RUNTIME) || !out)
@@ -25,7 +27,6 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->arena.pool = &rt->chunks;
   g->error_op.g = g;
   g->error_op.kind = MZ__K_ERROR;
-  g->error_op.name = "error";
   atomic_init(&g->refs, 1);
   pthread_mutex_lock(&rt->lock);
   g->next = rt->graphs;
@@ -219,7 +220,6 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (!op) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
   op->u.value.buf = b;
   op->u.value.producer = be->writer;
-  op->name = "value";
   be->value = op;
   return op;
 }
@@ -242,7 +242,6 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
   op->u.scalar.v = v;
-  op->name = "scalar";
   g->last_scalar = op;
   return op;
 }
@@ -272,19 +271,50 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->u.tuple.elems = el;
-  op->name = who + 3;
+  op->join = who[3] == 'j';
   return op;
 }
 
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
-/* Result i of task t.  An apply's buffer results are made on first use:
- * most are never unzipped, and each is a node. */
+/* Task t's results array, made on first use for an apply (g->lock held):
+ * most applies are never unzipped nor joined for their results, and the
+ * array costs a pointer per parameter.  Its elements are made on first
+ * use too (task_result).  NULL on ENOMEM. */
+static mz_op **task_results(mz_graph *g, mz_op *t) {
+  if (__builtin_expect(t->u.res != NULL, 1) || !t->u.nres) return t->u.res;
+  /* Only an apply's is made late. */
+  t->u.res = mz__arena_alloc(&g->arena, t->u.nres * sizeof *t->u.res);
+  return t->u.res;
+}
+
+/* Result i of task t (NULL on ENOMEM), made on first use: a buffer's is
+ * its value after t, a scalar's (an apply's) a scalar node of the value
+ * the kernel gets, in its parameter's type. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
+  mz_op **res = task_results(g, t);
+  if (!res) return NULL;
+  if (res[i]) return res[i];
   const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
-  mz_buffer *b = !t->u.res[i] && i < k->nparams ? mz__task_buf(k, i) : NULL;
-  if (b) t->u.res[i] = value_result(g, b, t);
-  return t->u.res[i];
+  mz_buffer *b = i < k->nparams ? mz__task_buf(k, i) : NULL;
+  if (b) {
+    res[i] = value_result(g, b, t);
+  } else if (k->kernel && i < k->nparams) {
+    /* The graph's last scalar when it is this one (mz_scalar's rule: most
+     * often the leaf the apply was given), so that flattening a join of
+     * applies of one scalar makes no node per apply. */
+    mz_dtype dt = k->kernel->params[i].dtype;
+    mz_arg v = mz__task_values(k)[i];
+    mz_op *sc = g->last_scalar;
+    if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
+      if (!(sc = new_op(g, MZ__K_SCALAR))) return NULL;
+      sc->u.scalar.dtype = dt;
+      sc->u.scalar.v = v;
+      g->last_scalar = sc;
+    }
+    res[i] = sc;
+  }
+  return res[i];
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
@@ -296,11 +326,11 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
     return t->u.tuple.elems[i];
   }
   if (mz__op_t(t)) {
-    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, t->name, t->u.nres);
+    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, mz__op_name(t), t->u.nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
-  return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", t->name);
+  return fail(g, MZ_EINVAL, "mz_unzip: a %s is not a tuple", mz__op_name(t));
 }
 
 /* Make room for one more op in a growing array of ops. */
@@ -324,7 +354,8 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
   unsigned cnt = tup ? op->u.tuple.n : op->u.nres;
-  mz_op **el = tup ? op->u.tuple.elems : op->u.res;
+  mz_op **el = tup ? op->u.tuple.elems : task_results(op->g, op);
+  if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
     /* A task's result made already, or a tuple's element, that is a leaf
      * (most are: a join of tasks is flattened one task at a time) is
@@ -354,7 +385,7 @@ static int remember_task(mz_graph *g, mz_op *op) {
  * and the task's arrays in one block, each array of its exact size (every
  * element is 8-byte aligned, and a graph holds one such block per task).
  * k: an apply's kernel (the parameter slots' layout depends on it). */
-static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_kernel *k, unsigned np, unsigned na,
+static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned np, unsigned na,
                        unsigned nres) {
   _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
                  "the arrays after a task must stay 8-byte aligned");
@@ -367,7 +398,6 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
-  op->name = name;
   t->nparams = np;
   t->kernel = k;
   t->queue = -1;
@@ -377,7 +407,7 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
   op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
-  t->succs.cap = 2;
+  t->succs.cap = MZ__SUCCS_INL;
   return op;
 }
 
@@ -387,12 +417,11 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, const char *name, mz_ker
 static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
   struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    if (acc[i].buf != b) continue;
-    if ((acc[i].mode | mode) != 1) return false;
+    if (mz__acc_buf(acc[i]) != b) continue;
+    if ((mz__acc_mode(acc[i]) | mode) != 1) return false;
     return true;
   }
-  acc[t->nacc].buf = b;
-  acc[t->nacc].mode = mode;
+  acc[t->nacc] = mz__acc_make(b, mode);
   t->nacc++;
   return true;
 }
@@ -425,28 +454,31 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   } while (0)
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
-  t->nbdata = n;
+  unsigned ndata = n;
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     /* (An insert may move the entries: e is used before the next one.) */
-    struct mz__bentry *e = bmap_get(g, acc[i].buf);
+    struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
     if (!e) {
       if (v != inl) free(v);
       return MZ_ENOMEM;
     }
-    if (acc[i].mode & 1) ADD_PRED(e->writer);
-    if (write && (acc[i].mode & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
+    if (mz__acc_mode(acc[i]) & 1) ADD_PRED(e->writer);
+    if (write && (mz__acc_mode(acc[i]) & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
   }
 #undef ADD_PRED
-  mz_op **kept = n ? mz__arena_alloc(&g->arena, n * sizeof *kept) : NULL;
+  /* The two counts, then the list (mz__task_nbpreds, mz__task_nbdata). */
+  uint32_t *head = n ? mz__arena_alloc(&g->arena, 2 * sizeof(uint32_t) + n * sizeof(mz_op *)) : NULL;
+  mz_op **kept = head ? (mz_op **)(void *)(head + 2) : NULL;
   if (kept) { /* most tasks have a few: no memcpy call for them */
+    head[0] = n;
+    head[1] = ndata;
     for (unsigned i = 0; i < n && i < 4; i++) kept[i] = v[i];
     if (n > 4) memcpy(kept + 4, v + 4, (n - 4) * sizeof *kept);
   }
   if (v != inl) free(v);
   if (n && !kept) return MZ_ENOMEM;
   t->bpreds = kept;
-  t->nbpreds = n;
   return MZ_OK;
 }
 
@@ -455,8 +487,8 @@ static int note_writes(mz_graph *g, mz_op *op) {
   const struct mz__task *t = mz__task_of(op); /* op is a task's */
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned i = 0; i < t->nacc; i++) {
-    if (!(acc[i].mode & 2)) continue;
-    struct mz__bentry *e = bmap_get(g, acc[i].buf);
+    if (!(mz__acc_mode(acc[i]) & 2)) continue;
+    struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
     if (!e) return MZ_ENOMEM;
     e->writer = op;
   }
@@ -513,7 +545,6 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
   if (!r) return NULL;
   r->u.value.buf = b;
   r->u.value.producer = producer;
-  r->name = "value";
   return r;
 }
 
@@ -558,7 +589,8 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     g->kheld[g->nkheld++] = k;
   }
   /* At most one access per buffer parameter. */
-  mz_op *op = new_task(g, MZ__K_APPLY, k->spec.name, k, k->nparams, k->nbufs, k->nparams);
+  /* Its results array is made when first asked for (task_results). */
+  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, 0);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz_op *leaf_inl[16];
@@ -576,7 +608,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (e) return e;
     if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
       return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
-                  a->name);
+                  mz__op_name(a));
     leaf[i] = a;
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
@@ -640,27 +672,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
    * build-time predecessor and writes nothing. */
   if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  /* The results: buffers' values are made on first use (task_result);
-   * computed scalars here, in one block. */
-  unsigned nnew = 0;
-  for (unsigned i = 0; derived && i < k->nparams; i++) nnew += !mz__dir_is_buffer(k->params[i].dir) && !leaf[i];
-  mz_op *rblk = nnew ? mz__arena_alloc(&g->arena, nnew * sizeof *rblk) : NULL;
-  if (nnew && !rblk) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  for (unsigned i = 0; i < k->nparams; i++) {
-    if (mz__dir_is_buffer(k->params[i].dir)) {
-      op->u.res[i] = NULL;
-    } else if (leaf[i]) {
-      op->u.res[i] = leaf[i];
-    } else {
-      op->u.res[i] = rblk++;
-      op->u.res[i]->g = g;
-      op->u.res[i]->kind = MZ__K_SCALAR;
-      op->u.res[i]->id = ++g->nops;
-      op->u.res[i]->u.scalar.dtype = k->params[i].dtype;
-      op->u.res[i]->u.scalar.v = mz__task_values(t)[i];
-      op->u.res[i]->name = "scalar";
-    }
-  }
+  op->u.nres = k->nparams;
   if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
     struct mz__tcold *c = l ? mz__task_cold(t) : NULL;
@@ -679,7 +691,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   mz_op **leaves = NULL;
   size_t n = 0, cap = 0;
   if (deps && mz__flatten(deps, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op *op = new_task(g, kind, who + 3, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
+  mz_op *op = new_task(g, kind, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
   if (!op) {
     free(leaves);
     return fail(g, MZ_ENOMEM, "%s: out of memory", who);
@@ -744,7 +756,7 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
   if (!c) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   c->host = (struct mz__host_call){fn, user};
   /* The label of traces, timings and DOT, and the key of its perf model. */
-  if (copy) op->name = copy;
+  c->name = copy;
   if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   return op;
 }
@@ -753,7 +765,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
-  if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", v->name);
+  if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", mz__op_name(v));
   mz_buffer *b = v->u.value.buf;
   size_t rows = b->shape.dims[b->shape.ndim - 1];
   if (n == 0 || n > rows)
@@ -762,7 +774,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   if (!be) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   if (be->partitioned) return fail(g, MZ_ESTATE, "mz_partition: the buffer is already partitioned");
   if (b->parent) return fail(g, MZ_ENOTSUP, "mz_partition: a tile cannot be partitioned again");
-  mz_op *op = new_task(g, MZ__K_PARTITION, "partition", NULL, 1, n + 1, n);
+  mz_op *op = new_task(g, MZ__K_PARTITION, NULL, 1, n + 1, n);
   if (!op) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   struct mz__task *t = mz__op_t(op);
   mz__task_hbufs(t)[0] = b;
@@ -831,8 +843,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
   if (!res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   /* host_like left room for this access. */
-  mz__task_acc(t)[t->nacc].buf = parent;
-  mz__task_acc(t)[t->nacc].mode = 2;
+  mz__task_acc(t)[t->nacc] = mz__acc_make(parent, 2);
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");

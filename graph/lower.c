@@ -164,7 +164,7 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
   t->nsucc_run = 0;
   if (rerun) reset_for_rerun(t);
   int rc = vpush(tasks, p);
-  for (unsigned i = 0; !rc && i < t->nbpreds; i++)
+  for (unsigned i = 0, nb = mz__task_nbpreds(t); !rc && i < nb; i++)
     if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
   for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
     if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
@@ -198,10 +198,10 @@ static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
   const struct mz__task *t = mz__task_of(op);
   const struct mz__access *acc = mz__task_acc(t);
   for (unsigned a = 0; a < t->nacc; a++) {
-    if (!(acc[a].mode & 1)) continue;
-    const struct mz__bentry *be = mz__graph_bentry(g, acc[a].buf);
+    if (!(mz__acc_mode(acc[a]) & 1)) continue;
+    const struct mz__bentry *be = mz__graph_bentry(g, mz__acc_buf(acc[a]));
     if (be && be->ran_writer > op->id) {
-      *buf = acc[a].buf;
+      *buf = mz__acc_buf(acc[a]);
       return be->ran_writer;
     }
   }
@@ -226,7 +226,7 @@ static void reset_for_rerun(struct mz__task *t) {
   t->succs.n = 0;
   if (!t->succs.heap) {
     t->succs.v = t->succs.inl;
-    t->succs.cap = 2;
+    t->succs.cap = MZ__SUCCS_INL;
   }
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
@@ -281,7 +281,7 @@ static size_t xdev_bytes(const mz_runtime *rt, const struct mz__task *t) {
 
 /* Point t's exec at its device record at xd (NULL: none), with its arrays. */
 static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
-  t->args_dev1 = 0;
+  t->exec.args_dev1 = 0;
   t->exec.xd = (struct mz__xdev *)(void *)xd;
   if (!xd) return;
   *t->exec.xd = (struct mz__xdev){.args = t->nparams ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
@@ -362,7 +362,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   for (size_t i = 0; i < n; i++) {
     const struct mz__task *t = mz__task_of(topo[i]);
     ns += t->npreds == 0;
-    ungated &= t->ngates == 0;
+    ungated &= mz__task_ngates(t) == 0;
   }
   mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
   if (ns && !src) ungated = false; /* no list: the gates stay */
@@ -459,14 +459,14 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
       if (sc->heap) free(sc->v);
       sc->heap = 0;
       sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
-      sc->cap = t->nsucc_run ? t->nsucc_run : 2;
+      sc->cap = t->nsucc_run ? t->nsucc_run : MZ__SUCCS_INL;
       sc->n = t->nsucc_run;
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
     __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + !open + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, t->npreds + !open, memory_order_relaxed);
     t->host_wait = open;
     if (linked && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
@@ -485,6 +485,16 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
   r->src_head = linked ? head : NULL;
   r->src_tail = linked ? tail : NULL;
   r->nsrc = linked ? nsrc : 0;
+  /* The outside gates (MPI's folded receives), in a pass of their own
+   * over a run that has any (then never open): they are in the tasks'
+   * cold records, which the pass above does not touch.  The run has not
+   * started, and a replay has no edge from another run, so no other
+   * thread reads the counts yet. */
+  for (size_t i = 0; !lw->ungated && i < r->ntasks; i++) {
+    struct mz__task *t = mz__task_of(r->tasks[i]);
+    uint32_t ng = mz__task_ngates(t);
+    if (ng) atomic_store_explicit(&t->unfin, atomic_load_explicit(&t->unfin, memory_order_relaxed) + ng, memory_order_relaxed);
+  }
 }
 
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
@@ -674,7 +684,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
-    if (bare_ok && !t->nbpreds && !t->nacc && !mz__task_nxpreds(t)) {
+    if (bare_ok && !t->bpreds && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       t->preds = NULL;
       xdev_set(t, NULL, NULL, NULL);
@@ -688,7 +698,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     preds.n = 0;
     /* The build-time predecessors are distinct and never op: into the
      * empty list without the duplicate scan. */
-    for (unsigned k = 0; !rc && k < t->nbpreds; k++) {
+    unsigned nb = mz__task_nbpreds(t);
+    for (unsigned k = 0; !rc && k < nb; k++) {
       mz_op *p = t->bpreds[k];
       if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
         if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
@@ -700,7 +711,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     /* Every build-time predecessor kept, in order: the list starts as
      * bpreds, and is bpreds when nothing is added after them. */
     size_t nkept = preds.n;
-    bool kept_all = nkept == t->nbpreds;
+    bool kept_all = nkept == nb;
     for (unsigned k = 0; !rc && k < mz__task_nxpreds(t); k++) {
       /* add_pred drops self edges; an explicit one is a cycle of one. */
       if (mz__task_xpreds(t)[k] == op) self_cycle = op;
@@ -709,18 +720,18 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      mz_buffer *b = acc[a].buf;
+      mz_buffer *b = mz__acc_buf(acc[a]);
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, acc[a].mode, &preds, stamp, &touched);
+        rc = alias_hazards(op, b, mz__acc_mode(acc[a]), &preds, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
-      if ((acc[a].mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
+      if ((mz__acc_mode(acc[a]) & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
       rc = add_pred(op, b->hz.pwriter, &preds, stamp);
-      if (acc[a].mode & 2) {
+      if (mz__acc_mode(acc[a]) & 2) {
         for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, stamp);
         mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {
@@ -816,7 +827,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
       if (!sc->heap) {
         sc->v = sc->inl;
-        sc->cap = 2;
+        sc->cap = MZ__SUCCS_INL;
       }
       mz__task_of(all->v[i])->mark = 0;
       mz__task_of(all->v[i])->npreds = 0;
@@ -825,13 +836,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     pthread_mutex_unlock(&rt->lock);
     if (rc == MZ_ECYCLE)
-      mz__set_error(rt, rc, "%s: the graph has a cycle through node %u (%s)", who, cycle_at->id, cycle_at->name);
+      mz__set_error(rt, rc, "%s: the graph has a cycle through node %u (%s)", who, cycle_at->id, mz__op_name(cycle_at));
     else if (rc == MZ_ESTATE)
       mz__set_error(rt, rc,
                     "%s: node %u (%s) reads a %s buffer of %zu bytes as it was when the node was built, but node "
                     "%u, built after it, has already written that buffer in an earlier run; schedule the reader "
                     "with or before that writer, or re-run both with mz_graph_run",
-                    who, stale_op->id, stale_op->name, mz_dtype_name(stale_buf->shape.dtype), stale_buf->bytes,
+                    who, stale_op->id, mz__op_name(stale_op), mz_dtype_name(stale_buf->shape.dtype), stale_buf->bytes,
                     stale_writer);
     else
       mz__set_error(rt, rc, "%s: out of memory", who);
@@ -894,7 +905,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       s->v[s->n++] = op;
     }
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, inrun + 1 + t->ngates, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, inrun + 1 + mz__task_ngates(t), memory_order_relaxed);
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {

@@ -86,13 +86,18 @@ struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
    * (mz__exec_node, src/objects/mz_op.h), as are its kernel, its number of
    * arguments, its launch (mz__exec_kernel and the next two) and the
-   * device an earlier plan was for (the task's args_dev1).  The first 40
+   * device an earlier plan was for (args_dev1 below).  The first 40
    * bytes are all that a CPU node re-run with its plan kept reads or
    * writes, so that they share a cache line of the task (with its
    * kernel) where the task's lines allow. */
   struct mz__queue *queue;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   int status;                 /* set by the backend before batch completion; 0 = ok */
+  /* The core's, in what was padding: the index + 1 of the host-memory
+   * device an earlier plan of this node was for (0: plan it).  Host
+   * pointers and build-time scalars do not change, so a re-run on the
+   * same device in a host-only runtime is not planned again. */
+  uint32_t args_dev1;
   /* Cold: device nodes.  (The detail of a failure is kept with the
    * task's rare fields: mz__exec_message.) */
   struct mz__xdev *xd;        /* never NULL on a device with memory of its own */

@@ -111,14 +111,14 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w);
 
 bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
   const struct mz__task *pt = mz__op_t(p), *st = mz__op_t(s);
-  for (unsigned i = 0; i < st->nbpreds; i++)
+  for (unsigned i = 0, n = mz__task_nbpreds(st); i < n; i++)
     if (st->bpreds[i] == p) return true;
   for (unsigned i = 0; i < mz__task_nxpreds(st); i++)
     if (mz__task_xpreds(st)[i] == p) return true;
   for (unsigned i = 0; i < st->nacc; i++) {
-    if (!(mz__task_acc(st)[i].mode & 1)) continue;
+    if (!(mz__acc_mode(mz__task_acc(st)[i]) & 1)) continue;
     for (unsigned j = 0; j < pt->nacc; j++)
-      if ((mz__task_acc(pt)[j].mode & 2) && mz__task_acc(pt)[j].buf == mz__task_acc(st)[i].buf) return true;
+      if ((mz__acc_mode(mz__task_acc(pt)[j]) & 2) && mz__acc_buf(mz__task_acc(pt)[j]) == mz__acc_buf(mz__task_acc(st)[i])) return true;
   }
   return false;
 }
@@ -130,7 +130,7 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
     if (op) {
       int q = mz__task_of(op)->queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
-      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, op->name, dn, q,
+      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, mz__op_name(op), dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
     } else {
       snprintf(r->message, sizeof r->message, "%s%s%s", mz_strerror(code), detail ? ": " : "", detail ? detail : "");
@@ -186,12 +186,12 @@ static void exec_unplan(struct mz__exec *e) {
   unsigned m = Q->dev->memnode;
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
-    mz_buffer *b = mz__task_acc(t)[a].buf;
+    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
     mz__spin_lock(&b->lock);
     struct mz__copy *c = &b->copies[m];
     if (c->fetcher == e) {
       c->fetcher = NULL;
-      if (mz__task_acc(t)[a].mode == 1) c->state = MZ__INVALID;
+      if (mz__acc_mode(mz__task_acc(t)[a]) == 1) c->state = MZ__INVALID;
     }
     mz__spin_unlock(&b->lock);
   }
@@ -280,9 +280,9 @@ static void plan_release(mz_op *op, struct work *w) { plan_release_to(take_plan_
  * uses. */
 static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
   for (unsigned a = 0; a < t->nacc; a++) {
-    const mz_buffer *b = mz__task_acc(t)[a].buf;
+    const mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
     for (unsigned j = 0; j < p->nacc; j++) {
-      const mz_buffer *c = mz__task_acc(p)[j].buf;
+      const mz_buffer *c = mz__acc_buf(mz__task_acc(p)[j]);
       if ((b->parent && c == b->parent) || (c->parent && c->parent == b)) return true;
     }
   }
@@ -294,7 +294,7 @@ static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
 static bool alias_wait(const struct mz__task *t) {
   bool alias = false;
   for (unsigned a = 0; a < t->nacc && !alias; a++)
-    alias = mz__task_acc(t)[a].buf->parent || atomic_load_explicit(&mz__task_acc(t)[a].buf->has_tiles, memory_order_relaxed);
+    alias = mz__acc_buf(mz__task_acc(t)[a])->parent || atomic_load_explicit(&mz__acc_buf(mz__task_acc(t)[a])->has_tiles, memory_order_relaxed);
   for (unsigned i = 0; alias && i < t->npreds; i++) {
     const struct mz__task *p = mz__op_t(t->preds[i]);
     if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
@@ -349,7 +349,7 @@ static void place(mz_op *op, struct work *w) {
   unsigned nw = 0;
   /* An outside gate is released on the host; a queue a policy orders
    * takes ready nodes only (pend). */
-  bool device_side = t->ngates == 0 && !rt->pol_pick[r->policy];
+  bool device_side = mz__task_ngates(t) == 0 && !rt->pol_pick[r->policy];
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
     mz_op *p = t->preds[i];
     int s = atomic_load_explicit(&mz__task_of(p)->state, memory_order_acquire);
@@ -630,8 +630,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* A re-run in host memory only: the kernel was prepared for this device
    * and the arguments built by an earlier plan, and nothing below would
    * change them (no copy to plan, no fault to inject). */
-  if (t->args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
-  t->args_dev1 = 0;
+  if (t->exec.args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
+  t->exec.args_dev1 = 0;
   mz_kernel *kern = t->kernel;
   unsigned di = dev->info.index;
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
@@ -652,7 +652,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* Device memory first, for every buffer, before any copy state changes:
    * a node that must wait for memory retries with nothing to undo. */
   for (unsigned a = 0; m && a < t->nacc; a++) {
-    mz_buffer *b = mz__task_acc(t)[a].buf;
+    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
     struct mz__copy *c = &b->copies[m];
     mz__spin_lock(&b->lock);
     bool have = c->mem != NULL;
@@ -691,8 +691,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* With host memory only (and no fault injection), the host copy is the
    * only one: nothing to plan. */
   for (unsigned a = 0; (rt->nmem > 1 || rt->faults) && a < t->nacc; a++) {
-    mz_buffer *b = mz__task_acc(t)[a].buf;
-    uint8_t mode = mz__task_acc(t)[a].mode;
+    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    uint8_t mode = mz__acc_mode(mz__task_acc(t)[a]);
     /* A tile, or a buffer a tile was written into: the other side's latest
      * copy first (one relaxed load for other buffers). */
     if (__builtin_expect(b->parent != NULL || atomic_load_explicit(&b->tiles_dirty, memory_order_relaxed), 0)) {
@@ -785,7 +785,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       x->dtype = ps ? ps[i].dtype : MZ_U64;
     }
   }
-  if (!m) t->args_dev1 = dev->info.index + 1;
+  if (!m) t->exec.args_dev1 = dev->info.index + 1;
   return MZ_OK;
 }
 
@@ -1157,8 +1157,8 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
     atomic_store_explicit(&rt->poisoned, true, memory_order_relaxed);
   if (__builtin_expect(status < 0 || atomic_load_explicit(&rt->poisoned, memory_order_relaxed), 0))
     for (unsigned a = 0; a < t->nacc; a++)
-      if (mz__task_acc(t)[a].mode & 2) {
-        mz_buffer *b = mz__task_acc(t)[a].buf;
+      if (mz__acc_mode(mz__task_acc(t)[a]) & 2) {
+        mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
         /* Stored only when it changes: a buffer many nodes write would else
          * have its line moved between the workers on every node. */
         int poison = status < 0 ? status : 0;

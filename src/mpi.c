@@ -24,8 +24,8 @@
  * whose kernel has a CPU function is built with that kernel's wrapper (one
  * per kernel: its parameters and a u64, the task's struct dtask), an async
  * kernel whose start calls the user's function.  A remote value it only
- * reads is a folded receive: no node; the task holds a gate (struct
- * mz__task's ngates) per such transfer, released (mz__task_ungate) once
+ * reads is a folded receive: no node; the task holds a gate
+ * (mz__task_ngates) per such transfer, released (mz__task_ungate) once
  * the message is in and the run has started (the graph's early list: the counters
  * are set by mz_graph_run, after the receives were posted), and the
  * wrapper passes the staging memory in place of the buffer.  A value it
@@ -2026,6 +2026,11 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
       bool seen = false;
       for (unsigned j = 0; j < i && !seen; j++) seen = dt->in[j].x == x;
       if (seen) continue;
+      struct mz__tcold *gc = mz__task_cold(mz__op_t(res));
+      if (!gc) {
+        dg_fail(dg, MZ_ENOMEM, "mz_dgraph_apply: out of memory");
+        return NULL;
+      }
       if (x->nreaders == x->capreaders) {
         size_t nc = x->capreaders ? x->capreaders * 2 : 2;
         mz_op **nr = realloc(x->readers, nc * sizeof *nr);
@@ -2037,7 +2042,7 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
         x->capreaders = nc;
       }
       x->readers[x->nreaders++] = res;
-      mz__op_t(res)->ngates++;
+      gc->ngates++;
     }
   }
   for (unsigned i = 0; i < n; i++)

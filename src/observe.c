@@ -74,7 +74,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
     if (mz__op_t(t->preds[i])->run == r) preds[np++] = t->preds[i]->id;
   mz_node_record n = {.run = r->id,
                       .node = op->id,
-                      .name = op->name,
+                      .name = mz__op_name(op),
                       .device = (int)dev->info.index,
                       .queue = q,
                       .status = status,
@@ -167,7 +167,7 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
       const struct mz__exec *e = &t->exec;
       mz_node_timing *o = &v[i];
       o->node = op->id;
-      o->name = op->name;
+      o->name = mz__op_name(op);
       o->status = t->status;
       o->queue = t->queue;
       o->device = t->queue >= 0 ? (int)rt->queues[t->queue]->dev->info.index : -1;

@@ -152,7 +152,7 @@ int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer) {
   return backlog <= pending ? q : -1;
 }
 
-const char *mz_task_name(const mz_task *t) { return ((const mz_op *)t)->name; }
+const char *mz_task_name(const mz_task *t) { return mz__op_name((const mz_op *)t); }
 uint64_t mz_task_id(const mz_task *t) { return ((const mz_op *)t)->id; }
 
 unsigned mz_task_pred_count(const mz_task *t) { return mz__task_of((const mz_op *)t)->npreds; }

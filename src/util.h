@@ -92,8 +92,8 @@ void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes);
  * zeroing the compiler then writes as a few stores instead of a call. */
 static inline void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
   /* 8-byte steps: nothing kept in an arena needs more alignment than a
-   * pointer or a uint64_t, and a graph's 40-byte value and scalar nodes
-   * would take 48 in 16-byte steps. */
+   * pointer or a uint64_t, and a graph's tuples (32 bytes and a pointer
+   * per element) and tasks' blocks would round up in 16-byte steps. */
   bytes = (bytes + 7) & ~(size_t)7;
   if (!bytes) bytes = 8; /* a distinct, non-NULL block even then */
   if (__builtin_expect((size_t)(a->end - a->ptr) < bytes, 0)) return mz__arena_alloc_slow(a, bytes);

@@ -152,10 +152,10 @@ static void report(mz_runtime *rt, struct text *out, double stalled_s) {
         }
         listed++;
         if (q >= 0)
-          tprintf(out, "    node %u (%s): %s; device %u (%s), queue %d\n", op->id, op->name, st,
+          tprintf(out, "    node %u (%s): %s; device %u (%s), queue %d\n", op->id, mz__op_name(op), st,
                   rt->queues[q]->dev->info.index, rt->queues[q]->dev->info.name, q);
         else
-          tprintf(out, "    node %u (%s): %s; no device or queue yet\n", op->id, op->name, st);
+          tprintf(out, "    node %u (%s): %s; no device or queue yet\n", op->id, mz__op_name(op), st);
       }
     }
     if (more) tprintf(out, "    ... and %zu more\n", more);

@@ -85,10 +85,29 @@ Test(graph, scalars_of_every_type, .timeout = 30) {
   };
   mz_op *r = mz_apply(g, k, mz_zip(g, 11, args), NULL);
   cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
-  /* The result tuple holds the scalars as they were given. */
-  for (unsigned i = 0; i < 10; i++) cr_expect_eq(mz_unzip(g, r, i), args[i]);
+  /* The result tuple holds scalar nodes of the values the kernel gets (one
+   * node per element, the same each time it is unzipped); fed to a second
+   * apply, they give it the same values (checked below, after both ran). */
+  mz_op *again[11];
+  for (unsigned i = 0; i < 10; i++) {
+    again[i] = mz_unzip(g, r, i);
+    cr_assert_not_null(again[i]);
+    cr_expect_eq(mz_unzip(g, r, i), again[i]);
+  }
+  again[10] = mz_unzip(g, r, 10);
+  mz_op *r2 = mz_apply(g, k, mz_zip(g, 11, again), NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
   mz_future *f;
   cr_assert_eq(test_run(g, r, NULL, &f), MZ_OK);
+  struct scalars_seen first = seen;
+  mz_future *f2;
+  cr_assert_eq(test_run(g, r2, NULL, &f2), MZ_OK);
+  /* (Field by field: the struct has padding.) */
+  cr_expect(first.i8 == seen.i8 && first.u8 == seen.u8 && first.i16 == seen.i16 && first.u16 == seen.u16 &&
+                first.i32 == seen.i32 && first.u32 == seen.u32 && first.i64 == seen.i64 && first.u64 == seen.u64 &&
+                first.f32 == seen.f32 && first.f64 == seen.f64 && first.nargs == seen.nargs,
+            "the unzipped scalars give the kernel the same values");
+  mz_future_destroy(f2);
   cr_expect_eq(seen.nargs, 11);
   cr_expect_eq(seen.nonempty_shapes, 0, "scalars have an empty shape");
   cr_expect_eq(seen.i8, -5);
@@ -206,6 +225,59 @@ Test(graph, value_zip_unzip, .timeout = 30) {
   mz_kernel_destroy(k);
   mz_buffer_release(a);
   mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
+
+/* The graph's messages name an op by its kind, its kernel or its host
+ * name (an op stores no name of its own: they are derived). */
+static int host_nothing(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+
+static void expect_message(mz_graph *g, int code, const char *part) {
+  cr_expect_eq(mz_graph_status(g), code, "%s", mz_graph_message(g));
+  cr_expect(strstr(mz_graph_message(g), part) != NULL, "'%s' not in '%s'", part, mz_graph_message(g));
+}
+
+Test(graph, messages_name_the_op, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_buffer *a = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  static _Atomic int unused;
+  mz_kernel *k = test_kernel(rt, "inc", INC_PARAMS, inc_fn, &unused);
+  struct {
+    int what;
+    int code;
+    const char *part;
+  } cases[] = {
+      {0, MZ_EINVAL, "a value is not a tuple"},
+      {1, MZ_EINVAL, "a scalar is not a tuple"},
+      {2, MZ_EINVAL, "a zip is not a buffer value"},
+      {3, MZ_EINVAL, "a join is not a buffer value"},
+      {4, MZ_EINVAL, "is a join; unzip it first"},
+      {5, MZ_ERANGE, "index 5 of inc's 2 results"},
+      {6, MZ_ERANGE, "index 0 of host's 0 results"},
+      {7, MZ_ERANGE, "index 0 of my step's 0 results"},
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    mz_op *v = mz_value(g, a);
+    switch (cases[i].what) {
+      case 0: mz_unzip(g, v, 0); break;
+      case 1: mz_unzip(g, mz_i32(g, 1), 0); break;
+      case 2: mz_partition(g, mz_zip(g, 1, &v), 2); break;
+      case 3: mz_partition(g, mz_join(g, 1, &v), 2); break;
+      case 4: mz_apply(g, k, mz_zip(g, 1, (mz_op *[]){mz_join(g, 1, &v)}), NULL); break;
+      case 5: mz_unzip(g, mz_apply(g, k, v, NULL), 5); break;
+      case 6: mz_unzip(g, mz_host(g, host_nothing, NULL, NULL), 0); break;
+      default: mz_unzip(g, mz_host_named(g, "my step", host_nothing, NULL, NULL), 0); break;
+    }
+    expect_message(g, cases[i].code, cases[i].part);
+    mz_graph_destroy(g);
+  }
+  mz_kernel_destroy(k);
+  mz_buffer_release(a);
   mz_runtime_destroy(rt);
 }
 

@@ -121,7 +121,7 @@ static inline int prepare_kept(struct mz__exec *e) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   const struct mz_device *dev = e->queue->dev;
   const mz_runtime *rt = dev->rt;
-  if (__builtin_expect(t->args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
+  if (__builtin_expect(t->exec.args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
                            !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
                            !atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                        1)) {
@@ -514,7 +514,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
     e->status = 0;
     t->planned = true;
-    t->args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
+    t->exec.args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];

@@ -51,7 +51,8 @@ void mz_graph_destroy(mz_graph *g);
 int mz_graph_status(const mz_graph *g);
 const char *mz_graph_message(const mz_graph *g);
 
-/* The number of nodes built so far. */
+/* The number of nodes built so far (an apply's result elements count
+ * once they are made: mz_apply). */
 size_t mz_graph_node_count(const mz_graph *g);
 
 /* A buffer as a value: its contents at this point of the build, that is,
@@ -90,7 +91,10 @@ typedef struct mz_launch {
  * parameter order (computed and outlike parameters left out; a single
  * argument may be given without a zip).  The result is a tuple with one
  * element per parameter (computed ones included), holding the arguments as
- * they are after the call: unzip the ones you need.  Checked here, as the
+ * they are after the call: unzip the ones you need (a buffer's element is
+ * its value after the call; a scalar's is a scalar node of the value the
+ * kernel gets, in the parameter's type; each made when first asked for,
+ * the same node after that).  Checked here, as the
  * graph's sticky error: a wrong argument count, a NULL, destroyed or
  * foreign kernel or op, and one buffer passed twice where either use
  * writes it (in and out, in and inout, out and out) give MZ_EINVAL; a

@@ -40,20 +40,28 @@ enum mz__tstate {
   MZ__T_DONE,       /* finished (status says how) */
 };
 
+/* A buffer a task reads or writes, and how (1 read, 2 write, 3 both) in
+ * the pointer's two low bits (an mz_buffer is at least 8-byte aligned):
+ * one word per access, not two.  Read with mz__acc_buf and mz__acc_mode. */
 struct mz__access {
-  mz_buffer *buf;
-  uint8_t mode;       /* 1 read, 2 write, 3 both */
+  uintptr_t w;
 };
+static inline mz_buffer *mz__acc_buf(struct mz__access a) { return (mz_buffer *)(a.w & ~(uintptr_t)3); }
+static inline uint8_t mz__acc_mode(struct mz__access a) { return (uint8_t)(a.w & 3); }
+static inline struct mz__access mz__acc_make(mz_buffer *b, uint8_t mode) {
+  return (struct mz__access){(uintptr_t)b | mode};
+}
 
-/* A task's successors: inl, or an exact array from its run's arena (sized
- * when the run is scheduled), or malloc'd once a later run adds edges to
- * it (heap). */
+/* A task's successors: inl (a chain's one), or an exact array from its
+ * run's arena (sized when the run is scheduled), or malloc'd once a later
+ * run adds edges to it (heap). */
+#define MZ__SUCCS_INL 1
 struct mz__succs {
   unsigned n;
   unsigned cap : 31;          /* a run's edges are counted in 32 bits */
   unsigned heap : 1;
   struct mz_op **v;
-  struct mz_op *inl[2];
+  struct mz_op *inl[MZ__SUCCS_INL];
 };
 /* Make room for one more successor; false on ENOMEM. */
 static inline bool mz__succs_room(struct mz__succs *s) {
@@ -99,6 +107,14 @@ struct mz__tcold {
     const mz_launch *launch;
     struct mz__host_call host;
   };
+  /* A host node's name (mz_host_named; copied into the graph's arena),
+   * or NULL: "host". */
+  const char *name;
+  /* Outside gates (src/mpi.c: messages the task reads; mz__task_ngates):
+   * counted into unfin at each run's start, each released once by
+   * mz__task_ungate; a gated task always waits on the host (it is never
+   * submitted behind a predecessor). */
+  uint32_t ngates;
 };
 
 /* The task part of an op (apply, host, partition, unpartition). */
@@ -144,10 +160,7 @@ struct mz__task {
   unsigned npreds;
   unsigned nsucc_run;         /* successors in the same run (listed first) */
   unsigned nacc;
-  /* Outside gates (src/mpi.c: messages it reads): counted into unfin at
-   * each run's start, each released once by mz__task_ungate; a gated task
-   * always waits on the host (it is never submitted behind a predecessor). */
-  uint32_t ngates;
+  unsigned nparams;
   /* The link of the queue or list the task waits in (a device's inbox, the
    * CPU workers' shared list: never two at once); mz__op_next. */
   _Atomic(struct mz_op *) next;
@@ -164,22 +177,21 @@ struct mz__task {
   mz_kernel *kernel;
   struct mz__exec exec;
   struct mz_op **preds;
-  unsigned nparams;
-  /* The exec's, kept by the core: the index + 1 of the host-memory device
-   * an earlier plan of this node was for (0: plan it).  Host pointers and
-   * build-time scalars do not change, so a re-run on the same device in a
-   * host-only runtime is not planned again.  Beside nparams, which the
-   * worker reads too, in what was padding. */
-  uint32_t args_dev1;
-  /* Cold: build time. */
-  unsigned nbpreds;           /* build-time predecessors: producers of the */
-  /* bpreds[0..nbdata) are the producers of the arguments (data edges);
-   * the rest are read-after-write hazards (mz_graph_dump_dot tells them
-   * apart). */
-  uint32_t nbdata;
-
-  struct mz_op **bpreds;      /* arguments and the previous writer (RAW) */
+  /* Cold: build time.  The build-time predecessors: the producers of the
+   * arguments (data edges) first, then the previous writers of what the
+   * task reads (read-after-write hazards; mz_graph_dump_dot tells them
+   * apart).  NULL when there is none; else an arena block whose two
+   * 32-bit words before bpreds[0] hold the count and the data edges'
+   * count (mz__task_nbpreds, mz__task_nbdata), so that a task without
+   * any stores no count. */
+  struct mz_op **bpreds;
 };
+static inline unsigned mz__task_nbpreds(const struct mz__task *t) {
+  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-2] : 0;
+}
+static inline unsigned mz__task_nbdata(const struct mz__task *t) {
+  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-1] : 0;
+}
 
 /* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
  * make it (a builder, a policy's plan or select, the thread that fails
@@ -238,6 +250,11 @@ static inline bool mz__task_drop(struct mz__task *t, unsigned k) {
   }
   return atomic_fetch_sub_explicit(&t->unfin, k, memory_order_acq_rel) == k;
 }
+/* t's outside gates (struct mz__tcold; set while t is built). */
+static inline uint32_t mz__task_ngates(const struct mz__task *t) {
+  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  return c ? c->ngates : 0;
+}
 /* t's explicit edges (mz_depend; set only while t is not scheduled). */
 static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
@@ -250,9 +267,12 @@ static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
 
 struct mz_op {
   mz_graph *g;
-  const char *name;
   uint32_t id;
   uint8_t kind;
+  /* A tuple made by mz_join rather than mz_zip (only its name differs).
+   * An op stores no name: mz__op_name derives it from the kind, the
+   * kernel, or a named host node's cold record. */
+  bool join;
   /* What the op holds, by kind.  A task's is its result tuple: in the
    * union too, so that a task op is no larger than a value (a graph holds
    * about as many values and scalars as tasks). */
@@ -263,6 +283,8 @@ struct mz_op {
     struct { unsigned nres; struct mz_op **res; };
   } u;
 };
+
+_Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
@@ -330,6 +352,25 @@ static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
 /* The link of task op: queues and lists of tasks are linked through the
  * task's first lines, not its op's. */
 static inline _Atomic(struct mz_op *) *mz__op_next(struct mz_op *op) { return &mz__task_of(op)->next; }
+
+/* op's label in messages, traces, timings and DOT, and a host node's perf
+ * model key: its kernel's name for an apply, a named host node's name,
+ * else its kind's. */
+static inline const char *mz__op_name(const struct mz_op *op) {
+  switch (op->kind) {
+    case MZ__K_VALUE: return "value";
+    case MZ__K_SCALAR: return "scalar";
+    case MZ__K_TUPLE: return op->join ? "join" : "zip";
+    case MZ__K_APPLY: return mz__task_of(op)->kernel->spec.name;
+    case MZ__K_HOST: {
+      const struct mz__tcold *c = __atomic_load_n(&mz__task_of(op)->cold, __ATOMIC_ACQUIRE);
+      return c && c->name ? c->name : "host";
+    }
+    case MZ__K_PARTITION: return "partition";
+    case MZ__K_UNPARTITION: return "unpartition";
+    default: return "error";
+  }
+}
 
 /* The dummy node of an MPSC queue (struct mz__mpsc): an op with a task's
  * room after it, since the link is in the task. */
