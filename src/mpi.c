@@ -1278,6 +1278,24 @@ static int mpi_error(mz_runtime *rt, int err, const char *what) {
   return mz__set_error(rt, MZ_EIO, "mz_mpi_create: %s failed: %s", what, s);
 }
 
+/* The count in environment variable name, from lo to hi, in *out (left
+ * as it is when the variable is unset or empty); false, with *bad the
+ * text, when it is not such a count. */
+static bool env_count(const char *name, unsigned long long lo, unsigned long long hi, unsigned long long *out,
+                      const char **bad) {
+  const char *s = getenv(name);
+  if (!s || !*s) return true;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-' || v < lo || v > hi) {
+    *bad = s;
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   if (out) *out = NULL;
   if (!out || !MZ__LIVE(rt, MZ__TAG_RUNTIME)) return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: NULL argument or runtime not live");
@@ -1287,56 +1305,33 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   m->rt = rt;
   m->size = 1;
   m->tag_ub = INT32_MAX;
-  m->spin_ns = 200000;
-  const char *spin = getenv("MZ_MPI_SPIN_US");
-  if (spin && *spin) {
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(spin, &end, 10);
-    if (errno || *end || v > 10000000UL) {
-      free(m);
-      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SPIN_US must be 0 to 10000000 microseconds, not '%s'", spin);
-    }
-    m->spin_ns = (uint64_t)v * 1000u;
+  unsigned long long v = 200;
+  const char *bad = NULL;
+  if (!env_count("MZ_MPI_SPIN_US", 0, 10000000ULL, &v, &bad)) {
+    free(m);
+    return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SPIN_US must be 0 to 10000000 microseconds, not '%s'", bad);
   }
-  m->stage_max = SIZE_MAX;
-  const char *smax = getenv("MZ_MPI_STAGING_MAX");
-  if (smax && *smax) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(smax, &end, 10);
-    if (errno || *end || smax[0] == '-' || v > SIZE_MAX) {
-      free(m);
-      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", smax);
-    }
-    m->stage_max = (size_t)v;
+  m->spin_ns = (uint64_t)v * 1000u;
+  v = SIZE_MAX;
+  if (!env_count("MZ_MPI_STAGING_MAX", 0, SIZE_MAX, &v, &bad)) {
+    free(m);
+    return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_STAGING_MAX must be a count of bytes, not '%s'", bad);
   }
-  m->rwin = MZ__MPI_RECV_WINDOW;
-  const char *rwin = getenv("MZ_MPI_RECV_WINDOW");
-  if (rwin && *rwin) {
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(rwin, &end, 10);
-    if (errno || *end || rwin[0] == '-' || v < 1 || v > 1000000UL) {
-      free(m);
-      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_RECV_WINDOW must be 1 to 1000000 receives, not '%s'",
-                           rwin);
-    }
-    m->rwin = (size_t)v;
+  m->stage_max = (size_t)v;
+  v = MZ__MPI_RECV_WINDOW;
+  if (!env_count("MZ_MPI_RECV_WINDOW", 1, 1000000ULL, &v, &bad)) {
+    free(m);
+    return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_RECV_WINDOW must be 1 to 1000000 receives, not '%s'",
+                         bad);
   }
-  m->direct_max = MZ__MPI_DIRECT_MAX;
-  const char *dmax = getenv("MZ_MPI_DIRECT_MAX");
-  if (dmax && *dmax) {
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(dmax, &end, 10);
-    if (errno || *end || dmax[0] == '-' || v > MZ__MPI_FOLD_MAX) {
-      free(m);
-      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_DIRECT_MAX must be 0 to %d bytes, not '%s'",
-                           MZ__MPI_FOLD_MAX, dmax);
-    }
-    m->direct_max = (int)v;
+  m->rwin = (size_t)v;
+  v = MZ__MPI_DIRECT_MAX;
+  if (!env_count("MZ_MPI_DIRECT_MAX", 0, MZ__MPI_FOLD_MAX, &v, &bad)) {
+    free(m);
+    return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_DIRECT_MAX must be 0 to %d bytes, not '%s'",
+                         MZ__MPI_FOLD_MAX, bad);
   }
+  m->direct_max = (int)v;
   bool fold = true, serialized = false;
   const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
   if (fv && *fv) {
