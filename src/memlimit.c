@@ -82,7 +82,16 @@ static void unpin_sources(struct mz__exec *e, struct mz__memlimit *ml, unsigned 
   }
 }
 
-mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw) {
+/* Unpin what the plans of ex[0..n) pinned (one queue's execs), those
+ * that ended (status above MZ__ERETRY) when ended_only; the parked nodes
+ * to resume come back (*nw of them).  Pins drop only under the device's
+ * mutex, so an allocation that holds it sees no copy turn evictable
+ * between its search for a victim and its check for pinned copies (which
+ * would fail it with MZ_ENOMEM); taken once for all of ex.  The sources of
+ * peer transfers first: they are found through the nodes' own copies,
+ * which may be evicted once unpinned (a pin left behind would make nodes
+ * wait for memory forever). */
+static mz_op **unpin_execs(struct mz__exec *const *ex, unsigned n, bool ended_only, size_t *nw) {
   mz_op **v = NULL;
   size_t cap = 0;
   *nw = 0;
@@ -90,40 +99,20 @@ mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw) 
   struct mz_device *dev = ex[0]->queue->dev;
   struct mz__memlimit *ml = dev->rt->ml;
   unsigned m = dev->memnode;
-  /* As mz__mem_unpin, node by node, but with the device's mutex taken
-   * once for the whole batch. */
   for (unsigned i = 0; i < n; i++)
-    if (mz__exec_nxfer(ex[i]) && ex[i]->status > MZ__ERETRY) unpin_sources(ex[i], ml, m, &v, nw, &cap);
+    if (mz__exec_nxfer(ex[i]) && (!ended_only || ex[i]->status > MZ__ERETRY)) unpin_sources(ex[i], ml, m, &v, nw, &cap);
   struct memdev *md = &ml->md[dev->info.index];
   pthread_mutex_lock(&md->m);
   for (unsigned i = 0; i < n; i++)
-    if (ex[i]->status > MZ__ERETRY) unpin_own(ex[i], m);
+    if (!ended_only || ex[i]->status > MZ__ERETRY) unpin_own(ex[i], m);
   take_parked(md, &v, nw, &cap);
   pthread_mutex_unlock(&md->m);
   return v;
 }
 
-mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) {
-  struct mz_device *dev = e->queue->dev;
-  struct mz__memlimit *ml = dev->rt->ml;
-  unsigned m = dev->memnode;
-  mz_op **v = NULL;
-  size_t cap = 0;
-  *n = 0;
-  /* Pins drop only under the device's mutex, so an allocation that holds
-   * it sees no copy turn evictable between its search for a victim and its
-   * check for pinned copies (which would fail it with MZ_ENOMEM).  The
-   * sources of peer transfers first: they are found through this node's
-   * own copies, which may be evicted once unpinned (a pin left behind
-   * would make nodes wait for memory forever). */
-  unpin_sources(e, ml, m, &v, n, &cap);
-  struct memdev *md = &ml->md[dev->info.index];
-  pthread_mutex_lock(&md->m);
-  unpin_own(e, m);
-  take_parked(md, &v, n, &cap);
-  pthread_mutex_unlock(&md->m);
-  return v;
-}
+mz_op **mz__mem_unpin_batch(struct mz__exec *const *ex, unsigned n, size_t *nw) { return unpin_execs(ex, n, true, nw); }
+
+mz_op **mz__mem_unpin(struct mz__exec *e, size_t *n) { return unpin_execs(&e, 1, false, n); }
 
 static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own) {
   for (size_t i = 0; i < md->nres; i++) {
