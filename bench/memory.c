@@ -17,7 +17,9 @@
  * warmed up, and the program's own array of the N ops written, before the
  * baseline is read.
  *
- * Usage: mz-bench-memory [--tasks N] [--quick]   (default 1,000,000; quick 100,000)
+ * Usage: mz-bench-memory [--tasks N] [--quick] [--only SHAPE]
+ *   (default 1,000,000 tasks; quick 100,000; --only plain|taskbench measures
+ *   that shape alone, in this process: what bench/callgrind-build.sh counts)
  * Last lines: BENCH memory.<shape> tasks=<N> bytes_per_task=<x> peak_rss_mib=<y> build_ns=<per task> run_ns=<per task> */
 #include <getopt.h>
 #include <stdint.h>
@@ -147,10 +149,12 @@ static int measure(const char *shape, size_t n) {
 
 int main(int argc, char **argv) {
   size_t n = 1000000;
+  const char *only = NULL;
   static const struct option opts[] = {{"tasks", required_argument, 0, 'n'}, {"quick", no_argument, 0, 'q'},
-                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+                                       {"only", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "n:qh", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:qo:h", opts, NULL)) != -1) {
     char *end;
     switch (c) {
     case 'n':
@@ -161,9 +165,17 @@ int main(int argc, char **argv) {
       }
       break;
     case 'q': n = 100000; break;
+    case 'o':
+      if (strcmp(optarg, "plain") && strcmp(optarg, "taskbench")) {
+        fprintf(stderr, "mz-bench-memory: --only: plain or taskbench, not '%s'\n", optarg);
+        return 2;
+      }
+      only = optarg;
+      break;
     case 'h':
-      printf("usage: mz-bench-memory [--tasks N] [--quick]\n"
-             "  peak RSS per task for N plain and N Task Bench stencil tasks (default 1000000; --quick 100000)\n");
+      printf("usage: mz-bench-memory [--tasks N] [--quick] [--only plain|taskbench]\n"
+             "  peak RSS per task for N plain and N Task Bench stencil tasks (default 1000000; --quick 100000);\n"
+             "  --only: one shape, in this process (no child)\n");
       return 0;
     default: return 2;
     }
@@ -172,6 +184,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "mz-bench-memory: unexpected argument '%s'\n", argv[optind]);
     return 2;
   }
+  if (only) return measure(only, n);
   printf("mz-bench-memory: peak RSS per task, each shape in its own process (targets: <= 128 B plain, "
          "<= 256 B Task Bench)\n");
   fflush(stdout);

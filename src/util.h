@@ -82,14 +82,18 @@ void mz__chunk_pool_fini(struct mz__chunk_pool *p); /* frees the kept chunks */
  * back to (NULL: malloc and free). */
 struct mz__arena {
   struct mz__chunk *head;
-  unsigned char *ptr, *end;   /* the free part of head's chunk */
+  /* The free part of head's chunk that is zeroed already [ptr, end), and
+   * the chunk's end (cend >= end): a chunk is zeroed ahead of the blocks
+   * in pieces (mz__arena_alloc_slow), not block by block, so that a block
+   * costs no memset call (a graph makes several per node). */
+  unsigned char *ptr, *end, *cend;
   struct mz__chunk_pool *pool;
 };
-/* Takes a new chunk for bytes (rounded already); NULL on ENOMEM. */
+/* Zeroes the next piece of head's chunk, or takes a new chunk, for bytes
+ * (rounded already); NULL on ENOMEM. */
 void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes);
-/* zeroed, 8-aligned; NULL on ENOMEM.  Inline: a graph makes several
- * blocks per node, most of a size known where they are asked for, whose
- * zeroing the compiler then writes as a few stores instead of a call. */
+/* zeroed, 8-aligned; NULL on ENOMEM.  Inline: a bump of a pointer over
+ * memory zeroed ahead. */
 static inline void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
   /* 8-byte steps: nothing kept in an arena needs more alignment than a
    * pointer or a uint64_t, and a graph's tuples (32 bytes and a pointer
@@ -99,7 +103,6 @@ static inline void *mz__arena_alloc(struct mz__arena *a, size_t bytes) {
   if (__builtin_expect((size_t)(a->end - a->ptr) < bytes, 0)) return mz__arena_alloc_slow(a, bytes);
   void *p = a->ptr;
   a->ptr += bytes;
-  memset(p, 0, bytes);
   return p;
 }
 void mz__arena_free(struct mz__arena *a); /* keeps a->pool */
