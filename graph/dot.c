@@ -143,8 +143,8 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
     mz_op *op = g->tasks_all[i];
     struct mz__task *t = mz__op_t(op);
     for (uint32_t k = 0; k < mz__task_nbdata(t) && k < mz__task_nbpreds(t); k++) {
-      edge(&e, t->bpreds[k], op, "color=\"#333333\"");
-      e.mark[t->bpreds[k]->id] = op->id;
+      edge(&e, op->u.bpreds[k], op, "color=\"#333333\"");
+      e.mark[op->u.bpreds[k]->id] = op->id;
     }
     for (unsigned k = 0; k < mz__task_nxpreds(t); k++) {
       edge(&e, mz__task_xpreds(t)[k], op, "style=dotted, color=\"#1f77b4\", penwidth=1.5");

@@ -135,18 +135,16 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
   return check_op_fail(g, who, op);
 }
 
-/* A value, scalar or tuple: the op without the task's fields, and extra
- * bytes after it (a tuple's elements). */
-static inline mz_op *new_op_with(mz_graph *g, enum mz__kind kind, size_t extra) {
-  _Static_assert(MZ__OP_HEAD % 8 == 0, "what follows an op must stay 8-byte aligned");
-  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD + extra);
+/* A value or scalar: the op without the task's fields (a tuple's block is
+ * made by tuple, a task's by new_task). */
+static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) {
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
   if (!op) return NULL;
   op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   return op;
 }
-static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) { return new_op_with(g, kind, 0); }
 
 static int hold_buffer(mz_graph *g, mz_buffer *b) {
   if (g->nheld == g->capheld) {
@@ -261,30 +259,47 @@ static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]
     mz_op *e = check_op(g, who, ops[i]);
     if (e) return e;
   }
-  /* The node and its elements in one block. */
-  mz_op *op = new_op_with(g, MZ__K_TUPLE, n * sizeof(mz_op *));
+  /* The node and its elements in one block: the elements from the
+   * union's second word on (mz__tuple_elems). */
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op **el = (mz_op **)(void *)((char *)op + MZ__OP_HEAD);
+  op->g = g;
+  op->kind = MZ__K_TUPLE;
+  op->id = ++g->nops;
+  mz_op **el = mz__tuple_elems(op);
   if (n <= 4) /* most zips: no call */
     for (unsigned i = 0; i < n; i++) el[i] = ops[i];
   else
     memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
-  op->u.tuple.elems = el;
   op->join = who[3] == 'j';
   return op;
 }
 
 static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 
+/* How many results task op t has: an apply one per parameter, a host
+ * node one per leaf, a partition one per tile (its accesses but the
+ * whole buffer's), an unpartition the whole buffer. */
+static unsigned task_nres(const mz_op *t) {
+  const struct mz__task *k = mz__task_of(t);
+  switch (t->kind) {
+    case MZ__K_APPLY: return k->kernel->nparams;
+    case MZ__K_HOST: return k->nparams;
+    case MZ__K_PARTITION: return k->nacc - 1;
+    default: return 1; /* unpartition */
+  }
+}
+
 /* Task t's results array, made on first use for an apply (g->lock held):
  * most applies are never unzipped nor joined for their results, and the
  * array costs a pointer per parameter.  Its elements are made on first
  * use too (task_result).  NULL on ENOMEM. */
 static mz_op **task_results(mz_graph *g, mz_op *t) {
-  if (__builtin_expect(t->u.res != NULL, 1) || !t->u.nres) return t->u.res;
+  unsigned n;
+  if (__builtin_expect(t->u.res != NULL, 1) || !(n = task_nres(t))) return t->u.res;
   /* Only an apply's is made late. */
-  t->u.res = mz__arena_alloc(&g->arena, t->u.nres * sizeof *t->u.res);
+  t->u.res = mz__arena_alloc(&g->arena, n * sizeof *t->u.res);
   return t->u.res;
 }
 
@@ -323,10 +338,11 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
   if (e) return e;
   if (t->kind == MZ__K_TUPLE) {
     if (i >= t->u.tuple.n) return fail(g, MZ_ERANGE, "mz_unzip: index %u of a tuple of %u", i, t->u.tuple.n);
-    return t->u.tuple.elems[i];
+    return mz__tuple_elems(t)[i];
   }
   if (mz__op_t(t)) {
-    if (i >= t->u.nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, mz__op_name(t), t->u.nres);
+    unsigned nres = task_nres(t);
+    if (i >= nres) return fail(g, MZ_ERANGE, "mz_unzip: index %u of %s's %u results", i, mz__op_name(t), nres);
     mz_op *r = task_result(g, t, i);
     return r ? r : fail(g, MZ_ENOMEM, "mz_unzip: out of memory");
   }
@@ -353,8 +369,8 @@ static inline int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
-  unsigned cnt = tup ? op->u.tuple.n : op->u.nres;
-  mz_op **el = tup ? op->u.tuple.elems : task_results(op->g, op);
+  unsigned cnt = tup ? op->u.tuple.n : task_nres(op);
+  mz_op **el = tup ? mz__tuple_elems(op) : task_results(op->g, op);
   if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
     /* A task's result made already, or a tuple's element, that is a leaf
@@ -404,7 +420,6 @@ static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned n
   /* The parameter slots and the accesses follow the task: mz__task_values,
    * mz__task_hbufs, mz__task_acc. */
   op->u.res = nres ? (mz_op **)(void *)(blk + ob + pb + ab) : NULL;
-  op->u.nres = nres;
   if (remember_task(g, op)) return NULL;
   t->succs.v = t->succs.inl;
   t->succs.cap = MZ__SUCCS_INL;
@@ -478,7 +493,7 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   }
   if (v != inl) free(v);
   if (n && !kept) return MZ_ENOMEM;
-  t->bpreds = kept;
+  op->u.bpreds = kept;
   return MZ_OK;
 }
 
@@ -557,7 +572,7 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     return fail(g, MZ_EINVAL, "mz_apply: not a live kernel (destroyed, or another kind of handle)");
   if (k->rt != g->rt) return fail(g, MZ_EINVAL, "mz_apply: kernel '%s' belongs to another runtime", k->spec.name);
   unsigned nu = args->kind == MZ__K_TUPLE ? args->u.tuple.n : 1;
-  mz_op *const *ua = args->kind == MZ__K_TUPLE ? args->u.tuple.elems : &args;
+  mz_op *const *ua = args->kind == MZ__K_TUPLE ? mz__tuple_elems(args) : &args;
   if (mz__op_t(args)) return fail(g, MZ_EINVAL, "mz_apply(%s): pass a zip of arguments, not a task's result tuple", k->spec.name);
   if (nu != k->nuser)
     return fail(g, MZ_EINVAL, "mz_apply(%s): %u arguments given, the kernel takes %u (\"%s\")", k->spec.name, nu,
@@ -672,7 +687,6 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
    * build-time predecessor and writes nothing. */
   if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
     return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  op->u.nres = k->nparams;
   if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
     struct mz__tcold *c = l ? mz__task_cold(t) : NULL;
@@ -824,8 +838,9 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (!why && (!be->partitioned || !be->part)) why = "the buffer is not partitioned in this graph";
   if (!why) {
     mz_op *part = be->part;
-    if (n != part->u.nres) why = "every tile must be given exactly once";
-    for (unsigned j = 0; j < part->u.nres && !why; j++) {
+    unsigned nres = task_nres(part);
+    if (n != nres) why = "every tile must be given exactly once";
+    for (unsigned j = 0; j < nres && !why; j++) {
       unsigned seen = 0;
       for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->u.res[j]->u.value.buf;
       if (seen != 1) why = "every tile must be given exactly once";
@@ -848,7 +863,6 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   op->u.res = res;
-  op->u.nres = 1;
   if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;
@@ -864,7 +878,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
 static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (mz__op_t(op) || op->kind != MZ__K_TUPLE) return ops_push(v, n, cap, op);
   for (unsigned i = 0; i < op->u.tuple.n; i++) {
-    int rc = depend_targets(op->u.tuple.elems[i], v, n, cap);
+    int rc = depend_targets(mz__tuple_elems(op)[i], v, n, cap);
     if (rc) return rc;
   }
   return MZ_OK;

@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
   if (rerun) reset_for_rerun(t);
   int rc = vpush(tasks, p);
   for (unsigned i = 0, nb = mz__task_nbpreds(t); !rc && i < nb; i++)
-    if (mz__task_of(t->bpreds[i])->mark != stamp) rc = vpush(stack, t->bpreds[i]);
+    if (mz__task_of(p->u.bpreds[i])->mark != stamp) rc = vpush(stack, p->u.bpreds[i]);
   for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
     if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
   return rc;
@@ -176,7 +176,7 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
   unsigned n = tup ? op->u.tuple.n : 1;
   int rc = MZ_OK;
   for (unsigned i = 0; !rc && i < n; i++) {
-    mz_op *e = tup ? op->u.tuple.elems[i] : op;
+    mz_op *e = tup ? mz__tuple_elems(op)[i] : op;
     if (e->kind == MZ__K_TUPLE && !mz__op_t(e)) {
       rc = closure(e, stack, tasks, rerun, stamp);
       continue;
@@ -684,7 +684,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
-    if (bare_ok && !t->bpreds && !t->nacc && !mz__task_nxpreds(t)) {
+    if (bare_ok && !op->u.bpreds && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       t->preds = NULL;
       xdev_set(t, NULL, NULL, NULL);
@@ -700,7 +700,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * empty list without the duplicate scan. */
     unsigned nb = mz__task_nbpreds(t);
     for (unsigned k = 0; !rc && k < nb; k++) {
-      mz_op *p = t->bpreds[k];
+      mz_op *p = op->u.bpreds[k];
       if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
         if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
         continue;
@@ -770,7 +770,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       pt->color &= (uint8_t)~MZ__SEEN;
       if (pt->mark == stamp) pt->nsucc_run++; /* successors in the run */
     }
-    t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
+    t->preds = !preds.n ? NULL : same ? op->u.bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
     xdev_set(t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
   }

@@ -112,7 +112,7 @@ static void finish(mz_op *op, int status, const char *detail, struct work *w);
 bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
   const struct mz__task *pt = mz__op_t(p), *st = mz__op_t(s);
   for (unsigned i = 0, n = mz__task_nbpreds(st); i < n; i++)
-    if (st->bpreds[i] == p) return true;
+    if (mz__task_bpreds(st)[i] == p) return true;
   for (unsigned i = 0; i < mz__task_nxpreds(st); i++)
     if (mz__task_xpreds(st)[i] == p) return true;
   for (unsigned i = 0; i < st->nacc; i++) {

@@ -177,21 +177,8 @@ struct mz__task {
   mz_kernel *kernel;
   struct mz__exec exec;
   struct mz_op **preds;
-  /* Cold: build time.  The build-time predecessors: the producers of the
-   * arguments (data edges) first, then the previous writers of what the
-   * task reads (read-after-write hazards; mz_graph_dump_dot tells them
-   * apart).  NULL when there is none; else an arena block whose two
-   * 32-bit words before bpreds[0] hold the count and the data edges'
-   * count (mz__task_nbpreds, mz__task_nbdata), so that a task without
-   * any stores no count. */
-  struct mz_op **bpreds;
+  /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
-static inline unsigned mz__task_nbpreds(const struct mz__task *t) {
-  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-2] : 0;
-}
-static inline unsigned mz__task_nbdata(const struct mz__task *t) {
-  return t->bpreds ? ((const uint32_t *)(const void *)t->bpreds)[-1] : 0;
-}
 
 /* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
  * make it (a builder, a policy's plan or select, the thread that fails
@@ -273,14 +260,26 @@ struct mz_op {
    * An op stores no name: mz__op_name derives it from the kind, the
    * kernel, or a named host node's cold record. */
   bool join;
-  /* What the op holds, by kind.  A task's is its result tuple: in the
-   * union too, so that a task op is no larger than a value (a graph holds
-   * about as many values and scalars as tasks). */
+  /* What the op holds, by kind.  A task's (build-time fields: the task's
+   * own lines are what runs touch) are in the union too, so that a task
+   * op is no larger than a value (a graph holds about as many values and
+   * scalars as tasks):
+   * - bpreds: the build-time predecessors, the producers of the arguments
+   *   (data edges) first, then the previous writers of what the task
+   *   reads (read-after-write hazards; mz_graph_dump_dot tells them
+   *   apart).  NULL when there is none; else an arena block whose two
+   *   32-bit words before bpreds[0] hold the count and the data edges'
+   *   count (mz__task_nbpreds, mz__task_nbdata), so that a task without
+   *   any stores no count.  Read with mz__task_bpreds.
+   * - res: its result tuple (graph/graph.c; its length follows from the
+   *   kind and the task, so none is stored). */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
-    struct { unsigned n; struct mz_op **elems; } tuple;
-    struct { unsigned nres; struct mz_op **res; };
+    /* n elements, in the op's block from the union's second word on
+     * (mz__tuple_elems): no pointer to them. */
+    struct { unsigned n; } tuple;
+    struct { struct mz_op **bpreds; struct mz_op **res; };
   } u;
 };
 
@@ -288,6 +287,14 @@ _Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
+/* A tuple's bytes before its elements (its block is MZ__TUPLE_HEAD + 8 per
+ * element, at least one: never less than an op). */
+#define MZ__TUPLE_HEAD (offsetof(struct mz_op, u) + sizeof(void *))
+_Static_assert(MZ__TUPLE_HEAD + sizeof(void *) >= sizeof(struct mz_op), "a tuple of one is an op's size or more");
+/* A tuple's elements (u.tuple.n of them). */
+static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
+  return (struct mz_op **)(void *)((char *)(uintptr_t)op + MZ__TUPLE_HEAD);
+}
 
 /* A task op is one of the task kinds (apply, host, partition,
  * unpartition); its task is not a field (mz__op_t). */
@@ -298,6 +305,23 @@ static inline bool mz__is_task(const struct mz_op *op) { return op->kind >= MZ__
  * op's cache line to find them.  op must be a task op. */
 static inline struct mz__task *mz__task_of(const struct mz_op *op) {
   return (struct mz__task *)(void *)((char *)(uintptr_t)op + sizeof(struct mz_op));
+}
+
+/* The op of task t (the task follows its op: mz__task_of). */
+static inline struct mz_op *mz__task_op(const struct mz__task *t) {
+  return (struct mz_op *)(void *)((char *)(uintptr_t)t - sizeof(struct mz_op));
+}
+
+/* t's build-time predecessors (struct mz_op's bpreds), their count and
+ * the data edges' count (the first ones). */
+static inline struct mz_op **mz__task_bpreds(const struct mz__task *t) { return mz__task_op(t)->u.bpreds; }
+static inline unsigned mz__task_nbpreds(const struct mz__task *t) {
+  struct mz_op **b = mz__task_bpreds(t);
+  return b ? ((const uint32_t *)(const void *)b)[-2] : 0;
+}
+static inline unsigned mz__task_nbdata(const struct mz__task *t) {
+  struct mz_op **b = mz__task_bpreds(t);
+  return b ? ((const uint32_t *)(const void *)b)[-1] : 0;
 }
 
 /* op's task, or NULL for values, scalars, tuples and the error op. */
