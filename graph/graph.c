@@ -202,7 +202,6 @@ static inline struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
 }
 
 static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
   if (!MZ__LIVE(b, MZ__TAG_BUFFER))
@@ -222,20 +221,14 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   return op;
 }
 
-static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
+/* A scalar of type t whose bits are v (unused bytes zero), under g->lock.
+ * The same scalar as the last one is that node: builders often pass one
+ * value to a row of tasks (a time step, a coefficient), and a scalar is
+ * only its type and bits. */
+static mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
   if (g->status) return &g->error_op;
-  size_t es = mz_dtype_size(t);
-  if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
-  if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
-  /* The same scalar as the last one is that node: builders often pass one
-   * value to a row of tasks (a time step, a coefficient), and a scalar is
-   * only its type and bits. */
-  mz_arg v;
-  memset(&v, 0, sizeof v);
-  memcpy(&v, value, es);
   mz_op *last = g->last_scalar;
-  if (last && last->u.scalar.dtype == t && !memcmp(&last->u.scalar.v, &v, sizeof v)) return last;
+  if (last && last->u.scalar.dtype == t && last->u.scalar.v.u64 == v.u64) return last;
   mz_op *op = new_op(g, MZ__K_SCALAR);
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
   op->u.scalar.dtype = t;
@@ -244,15 +237,25 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
   return op;
 }
 
-mz_op *mz_i32(mz_graph *g, int32_t v) { return mz_scalar(g, MZ_I32, &v); }
-mz_op *mz_u32(mz_graph *g, uint32_t v) { return mz_scalar(g, MZ_U32, &v); }
-mz_op *mz_i64(mz_graph *g, int64_t v) { return mz_scalar(g, MZ_I64, &v); }
-mz_op *mz_u64(mz_graph *g, uint64_t v) { return mz_scalar(g, MZ_U64, &v); }
-mz_op *mz_f32(mz_graph *g, float v) { return mz_scalar(g, MZ_F32, &v); }
-mz_op *mz_f64(mz_graph *g, double v) { return mz_scalar(g, MZ_F64, &v); }
+static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
+  if (g->status) return &g->error_op;
+  size_t es = mz_dtype_size(t);
+  if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
+  if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
+  mz_arg v = {.u64 = 0};
+  memcpy(&v, value, es);
+  return scalar_bits(g, t, v);
+}
+
+/* The typed builders: the bits in place, no size look-up nor copy call. */
+#define MZ__SCALAR_OF(fn, ctype, dt, member)     \
+  mz_op *fn(mz_graph *g, ctype x) {               \
+    mz_arg v = {.u64 = 0};                        \
+    v.member = x;                                 \
+    MZ__LOCKED(g, NULL, scalar_bits(g, dt, v));   \
+  }
 
 static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
   for (unsigned i = 0; i < n; i++) {
@@ -333,7 +336,6 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_unzip", t);
   if (e) return e;
   if (t->kind == MZ__K_TUPLE) {
@@ -563,8 +565,32 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
   return r;
 }
 
-static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
+/* Keep op's build-time predecessors: the data edges dv (distinct), then
+ * the read-after-write edges rv (distinct) that are not data edges, in an
+ * arena block after their two counts (mz__task_nbpreds, mz__task_nbdata).
+ * rv is compacted in place. */
+static int keep_bpreds(mz_graph *g, mz_op *op, mz_op *const *dv, unsigned nd, mz_op **rv, unsigned nr) {
+  unsigned n = 0;
+  for (unsigned i = 0; i < nr; i++) {
+    unsigned j = 0;
+    while (j < nd && dv[j] != rv[i]) j++;
+    if (j == nd) rv[n++] = rv[i];
+  }
+  nr = n;
+  uint32_t *head = mz__arena_alloc(&g->arena, 2 * sizeof(uint32_t) + (nd + nr) * sizeof(mz_op *));
+  if (!head) return MZ_ENOMEM;
+  head[0] = nd + nr;
+  head[1] = nd;
+  mz_op **kept = (mz_op **)(void *)(head + 2);
+  for (unsigned i = 0; i < nd; i++) kept[i] = dv[i];
+  for (unsigned i = 0; i < nr; i++) kept[nd + i] = rv[i];
+  op->u.bpreds = kept;
+  return MZ_OK;
+}
+
+/* Inlined into mz_apply, its only caller (its stack array would keep the
+ * compiler from it otherwise): no second call per apply. */
+static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_launch *launch) {
   mz_op *e = check_op(g, "mz_apply", args);
   if (e) return e;
   if (!k) return fail(g, MZ_EINVAL, "mz_apply: NULL kernel");
@@ -608,23 +634,35 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
   mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, 0);
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
-  mz_op *leaf_inl[16];
-  mz_op **leaf = k->nparams <= 16 ? leaf_inl : mz__arena_alloc(&g->arena, k->nparams * sizeof *leaf);
-  if (!leaf) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  /* The same kernel on the same arguments as the last apply that took this
+   * path's checks, with no buffer parameter (so no access, predecessor or
+   * computed parameter) and the default launch: the arguments were
+   * checked then and ops do not change, so the parameter slots are that
+   * apply's. */
+  if (k == g->rep_kernel && args == g->rep_args && !launch) {
+    memcpy(mz__task_values(t), mz__task_values(mz__task_of(g->rep_op)), k->nparams * sizeof(mz_arg));
+    return op;
+  }
+  /* The build-time predecessors are gathered in the same pass as the
+   * arguments are checked (set_bpreds' rule, one look-up per buffer): the
+   * arguments' producers (data edges, dv) and the last writers of what
+   * the task reads (rv), each list without repeats; rv's entries that
+   * are in dv are dropped at the end (keep_bpreds). */
+  mz_op *pv_inl[16];
+  mz_op **dv = k->nparams <= 8 ? pv_inl : mz__arena_alloc(&g->arena, 2 * k->nparams * sizeof *dv);
+  if (!dv) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  mz_op **rv = dv + (k->nparams <= 8 ? 8 : k->nparams);
+  unsigned nd = 0, nr = 0;
   unsigned u = 0;
   for (unsigned i = 0; i < k->nparams; i++) {
     const struct mz__param *p = &k->params[i];
-    if (p->dir > MZ__INOUT) { /* each slot is set here, none left unset */
-      leaf[i] = NULL;
-      continue;
-    }
+    if (p->dir > MZ__INOUT) continue; /* set by the loop below */
     mz_op *a = ua[u++];
     e = check_op(g, "mz_apply", a);
     if (e) return e;
     if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
       return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
                   mz__op_name(a));
-    leaf[i] = a;
     if (p->dir == MZ__SCALAR) {
       if (a->kind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
@@ -644,17 +682,38 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
     if (p->ndim && b->shape.ndim != p->ndim)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %u dims, the buffer has %u", k->spec.name, p->name,
                   (unsigned)p->ndim, (unsigned)b->shape.ndim);
-    /* (A buffer never partitioned in this graph need not be looked up.) */
-    struct mz__bentry *be = g->npartitioned ? bmap_get(g, b) : NULL;
-    if (g->npartitioned && !be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-    if (be && be->partitioned)
-      return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
-                  k->spec.name, p->name);
     mz__task_values(t)[i].p = b;
     uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
-    if (!add_access(t, b, mode))
-      return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
+    mz_op *pd = a->u.value.producer; /* a data edge (never op: built before it) */
+    if (pd) {
+      unsigned j = 0;
+      while (j < nd && dv[j] != pd) j++;
+      if (j == nd) dv[nd++] = pd;
+    }
+    /* A buffer passed again (two reads) shares its access: its partition
+     * state and its writer were read with its first. */
+    struct mz__access *acc = mz__task_acc(t);
+    unsigned j = 0;
+    while (j < t->nacc && mz__acc_buf(acc[j]) != b) j++;
+    if (j < t->nacc) {
+      if ((mz__acc_mode(acc[j]) | mode) != 1)
+        return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
+                    k->spec.name, p->name);
+      continue;
+    }
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    if (be->partitioned)
+      return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
+    acc[t->nacc++] = mz__acc_make(b, mode);
+    mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
+    if ((mode & 1) && pw) {
+      unsigned q = 0;
+      while (q < nr && rv[q] != pw) q++;
+      if (q == nr) rv[nr++] = pw;
+    }
+    if (mode & 2) be->writer = op; /* (be is used before the next look-up, which may move it) */
   }
   /* Outlike buffers and computed scalars (the parameters the caller does
    * not give). */
@@ -672,7 +731,10 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       mz_buffer_release(nb);
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       mz__task_values(t)[i].p = nb;
-      add_access(t, nb, 2);
+      mz__task_acc(t)[t->nacc++] = mz__acc_make(nb, 2); /* a new buffer: no access has it */
+      struct mz__bentry *be = bmap_get(g, nb);
+      if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+      be->writer = op;
       continue;
     }
     uint64_t v = p->dir == MZ__SIZEOF ? rb->shape.count : p->dir == MZ__WIDTHOF ? rb->shape.dims[0] : rb->shape.dims[1];
@@ -683,10 +745,12 @@ static mz_op *apply_locked(mz_graph *g, mz_kernel *k, mz_op *args, const mz_laun
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
-  /* A task without buffers (every value leaf is a buffer access) has no
-   * build-time predecessor and writes nothing. */
-  if (t->nacc && set_bpreds(g, op, (mz_op *const *)leaf, k->nparams, true))
-    return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  if ((nd || nr) && keep_bpreds(g, op, dv, nd, rv, nr)) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  if (!k->nbufs && !launch) { /* the repeat's model (above) */
+    g->rep_kernel = k;
+    g->rep_args = args;
+    g->rep_op = op;
+  }
   if (launch) { /* else the default, found when a device needs it (mz__exec_launch) */
     mz_launch *l = mz__arena_alloc(&g->arena, sizeof *l);
     struct mz__tcold *c = l ? mz__task_cold(t) : NULL;
@@ -749,7 +813,6 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
 #define MZ__HOST_NAME_MAX 255
 
 static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu_fn fn, void *user, mz_op *deps) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   if (g->status) return &g->error_op;
   if (deps) {
     mz_op *e = check_op(g, who, deps);
@@ -776,7 +839,6 @@ static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu
 }
 
 static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
   if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", mz__op_name(v));
@@ -819,7 +881,6 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
 }
 
 static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
-  if (!MZ__LIVE(g, MZ__TAG_GRAPH)) return NULL; /* NULL, destroyed or not a graph */
   mz_op *e = check_op(g, "mz_unpartition", tiles);
   if (e) return e;
   mz_op **leaves = NULL;
@@ -937,7 +998,8 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
  * Each holds the graph's lock, so that threads may build on one graph and
  * schedule its roots at the same time (mz_schedule holds it too).  An
  * uncontended lock is one atomic exchange and one store; the builders
- * under it never call each other through these wrappers. */
+ * under it never call each other through these wrappers, and find the
+ * graph live (the wrapper checked it). */
 
 #define MZ__LOCKED(g, fail_value, call)              \
   do {                                                \
@@ -956,6 +1018,12 @@ struct mz__bentry *mz__graph_bentry(mz_graph *g, mz_buffer *b) {
 
 mz_op *mz_value(mz_graph *g, mz_buffer *b) { MZ__LOCKED(g, NULL, value_locked(g, b)); }
 mz_op *mz_scalar(mz_graph *g, mz_dtype t, const void *value) { MZ__LOCKED(g, NULL, scalar_locked(g, t, value)); }
+MZ__SCALAR_OF(mz_i32, int32_t, MZ_I32, i32)
+MZ__SCALAR_OF(mz_u32, uint32_t, MZ_U32, u32)
+MZ__SCALAR_OF(mz_i64, int64_t, MZ_I64, i64)
+MZ__SCALAR_OF(mz_u64, uint64_t, MZ_U64, u64)
+MZ__SCALAR_OF(mz_f32, float, MZ_F32, f32)
+MZ__SCALAR_OF(mz_f64, double, MZ_F64, f64)
 mz_op *mz_zip(mz_graph *g, unsigned n, mz_op *const ops[]) { MZ__LOCKED(g, NULL, tuple(g, "mz_zip", n, ops)); }
 mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]) { MZ__LOCKED(g, NULL, tuple(g, "mz_join", n, ops)); }
 mz_op *mz_unzip(mz_graph *g, mz_op *t, unsigned i) { MZ__LOCKED(g, NULL, unzip_locked(g, t, i)); }

@@ -176,6 +176,60 @@ Test(graph, an_equal_scalar_is_the_same_node, .timeout = 30) {
   mz_runtime_destroy(rt);
 }
 
+/* Adds its i64 scalar into the element given by its u32 index. */
+static int add_at_fn(const mz_call *c) {
+  int64_t *out = c->user;
+  __atomic_fetch_add(&out[c->args[1].u32], c->args[0].i64, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* Applies of one kernel on one argument op, over and over (the builders'
+ * repeat path): each task gets the argument's value, converted to the
+ * parameter's type; another argument op, a launch or another kernel in
+ * between changes nothing; a wrong argument is refused as ever. */
+Test(graph, repeated_applies_of_one_argument_get_its_value, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  int64_t out[3] = {0};
+  mz_kernel *k = test_kernel(rt, "add", "i64 v, u32 at", add_at_fn, out);
+  mz_kernel *k2 = test_kernel(rt, "add2", "i64 v, u32 at", add_at_fn, out);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *ops[12];
+  unsigned n = 0;
+  /* An i32 scalar for an i64 parameter: converted on every repeat. */
+  mz_op *args0 = mz_zip(g, 2, (mz_op *[]){mz_i32(g, -7), mz_u32(g, 0)});
+  mz_op *args1 = mz_zip(g, 2, (mz_op *[]){mz_i64(g, 40), mz_u32(g, 1)});
+  mz_op *args2 = mz_zip(g, 2, (mz_op *[]){mz_i64(g, 41), mz_u32(g, 2)});
+  mz_launch l = {.ndim = 1, .global = {1}};
+  ops[n++] = mz_apply(g, k, args0, NULL);
+  ops[n++] = mz_apply(g, k, args0, NULL);
+  ops[n++] = mz_apply(g, k, args1, NULL);  /* another argument op */
+  ops[n++] = mz_apply(g, k, args1, NULL);
+  ops[n++] = mz_apply(g, k2, args1, NULL); /* another kernel */
+  ops[n++] = mz_apply(g, k, args2, &l);    /* a launch: checked and kept */
+  ops[n++] = mz_apply(g, k, args2, NULL);
+  ops[n++] = mz_apply(g, k, args2, NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  /* Every task adds into its index's slot: run them all and read the sums. */
+  mz_op *all = mz_join(g, n, ops);
+  mz_future *f;
+  cr_assert_eq(test_run(g, all, NULL, &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+  mz_future_destroy(f);
+  cr_expect_eq(out[0], -14);
+  cr_expect_eq(out[1], 120);
+  cr_expect_eq(out[2], 123);
+  /* A wrong argument after repeats is still refused, with its message. */
+  mz_op *bad = mz_zip(g, 2, (mz_op *[]){mz_f64(g, 1.5), mz_u32(g, 3)});
+  mz_op *err = mz_apply(g, k, bad, NULL);
+  cr_expect_eq(mz_graph_status(g), MZ_ESHAPE);
+  cr_expect(strstr(mz_graph_message(g), "cannot be converted"), "%s", mz_graph_message(g));
+  cr_expect_eq(mz_apply(g, k, args2, NULL), err, "a failed graph's builders return its error op");
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_kernel_destroy(k2);
+  mz_runtime_destroy(rt);
+}
+
 Test(graph, value_zip_unzip, .timeout = 30) {
   mz_runtime *rt = test_runtime("cpu:1");
   int32_t init[4] = {1, 2, 3, 4};
@@ -784,6 +838,33 @@ Test(graph, depend_on_tasks_that_write_nothing, .timeout = 30) {
  * and an arena freed into a pool with less room than it has chunks keeps
  * as many as fit and frees the rest (ASan and valgrind see no leak, the
  * count never passes max). */
+/* Blocks of every size are handed out zeroed, also from a reused chunk
+ * (dirtied by its last arena) and across the pieces that an arena zeroes
+ * ahead of its blocks, at 8-byte-aligned addresses that never overlap. */
+Test(graph, arena_blocks_are_zeroed_across_pieces_and_reused_chunks, .timeout = 30) {
+  struct mz__chunk_pool pool = {.max = 4};
+  for (int round = 0; round < 3; round++) {
+    struct mz__arena a = {.pool = &pool};
+    unsigned char *prev = NULL;
+    size_t prev_len = 0, total = 0;
+    for (size_t i = 0; total < 300000; i++) {
+      size_t len = 1 + (i * 37) % 700 + (i % 97 == 0 ? 3000 : 0); /* some past a piece */
+      unsigned char *p = mz__arena_alloc(&a, len);
+      cr_assert_not_null(p);
+      cr_assert_eq((uintptr_t)p % 8, 0);
+      for (size_t j = 0; j < len; j++) cr_assert_eq(p[j], 0, "round %d block %zu byte %zu", round, i, j);
+      if (prev && p > prev) cr_assert_geq((size_t)(p - prev), prev_len, "blocks overlap");
+      memset(p, 0xA5, len); /* dirty it for the next round's reuse */
+      prev = p;
+      prev_len = len;
+      total += len;
+    }
+    mz__arena_free(&a);
+    cr_assert_gt(pool.n, 0, "chunks kept for the next round");
+  }
+  mz__chunk_pool_fini(&pool);
+}
+
 Test(graph, arena_chunks_come_back_up_to_the_pool_size, .timeout = 30) {
   struct mz__chunk_pool pool = {.max = 5};
   struct mz__arena a = {.pool = &pool}, b = {.pool = &pool};

@@ -25,6 +25,11 @@ struct mz_graph {
   uint32_t nops;
   struct mz_op error_op;      /* returned by failing builders */
   struct mz_op *last_scalar;  /* the last scalar built: an equal one is that node */
+  /* The last apply of a kernel without buffer parameters, with the default
+   * launch, and its kernel and arguments: an apply of the same kernel on
+   * the same arguments copies its parameter slots (graph/graph.c). */
+  mz_kernel *rep_kernel;
+  struct mz_op *rep_args, *rep_op;
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
