@@ -255,7 +255,9 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
     MZ__LOCKED(g, NULL, scalar_bits(g, dt, v));   \
   }
 
-static mz_op *tuple(mz_graph *g, const char *who, unsigned n, mz_op *const ops[]) {
+/* Inlined into mz_zip and mz_join (who is then a constant). */
+static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const char *who, unsigned n,
+                                                           mz_op *const ops[]) {
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
   for (unsigned i = 0; i < n; i++) {
@@ -402,9 +404,10 @@ static int remember_task(mz_graph *g, mz_op *op) {
 /* Make a task op with np parameters and na accesses: the op, its task,
  * and the task's arrays in one block, each array of its exact size (every
  * element is 8-byte aligned, and a graph holds one such block per task).
- * k: an apply's kernel (the parameter slots' layout depends on it). */
-static mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k, unsigned np, unsigned na,
-                       unsigned nres) {
+ * k: an apply's kernel (the parameter slots' layout depends on it).
+ * Inlined: an apply's sizes are then its kernel's, and no call is made. */
+static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum mz__kind kind, mz_kernel *k,
+                                                              unsigned np, unsigned na, unsigned nres) {
   _Static_assert(sizeof(mz_op) % 8 == 0 && sizeof(struct mz__task) % 8 == 0 && sizeof(struct mz__access) % 8 == 0,
                  "the arrays after a task must stay 8-byte aligned");
   size_t ob = sizeof(mz_op) + sizeof(struct mz__task);
