@@ -264,8 +264,7 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
     mz_op *e = check_op(g, who, ops[i]);
     if (e) return e;
   }
-  /* The node and its elements in one block: the elements from the
-   * union's second word on (mz__tuple_elems). */
+  /* The node and its elements in one block (mz__tuple_elems). */
   mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   op->g = g;

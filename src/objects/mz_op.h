@@ -276,8 +276,8 @@ struct mz_op {
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
-    /* n elements, in the op's block from the union's second word on
-     * (mz__tuple_elems): no pointer to them. */
+    /* n elements, in the op's block right after the op (mz__tuple_elems):
+     * no pointer to them. */
     struct { unsigned n; } tuple;
     struct { struct mz_op **bpreds; struct mz_op **res; };
   } u;
@@ -287,10 +287,12 @@ _Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
-/* A tuple's bytes before its elements (its block is MZ__TUPLE_HEAD + 8 per
- * element, at least one: never less than an op). */
-#define MZ__TUPLE_HEAD (offsetof(struct mz_op, u) + sizeof(void *))
-_Static_assert(MZ__TUPLE_HEAD + sizeof(void *) >= sizeof(struct mz_op), "a tuple of one is an op's size or more");
+/* A tuple's bytes before its elements: the whole op.  (The elements could
+ * start in the union's unused second word, 8 bytes less per tuple; with
+ * the Task Bench shape's 56-byte zips its one-shot mz_schedule measured
+ * 15-20% slower at a million tasks, 64-byte ones as before: see
+ * bench/README.md, "Memory per task, session 17".) */
+#define MZ__TUPLE_HEAD sizeof(struct mz_op)
 /* A tuple's elements (u.tuple.n of them). */
 static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
   return (struct mz_op **)(void *)((char *)(uintptr_t)op + MZ__TUPLE_HEAD);
