@@ -1430,14 +1430,14 @@ static void run_start(struct mz__run *r) {
     r->lw = NULL;
     r->share = r->all_shared = true;
     set_lean(r);
-    if (__builtin_expect(st >= 0 && r->src_head != NULL, 1)) {
-      /* Linked and QUEUED by the replay: one hand-off, after which the
-       * run may end at once. */
-      rt->share_dev->ops->share(rt->share_dev, r->src_head, r->src_tail, r->nsrc);
-      return;
-    }
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
+    if (__builtin_expect(st >= 0 && r->src_handed && ns, 1)) {
+      /* QUEUED by the replay: one hand-off, after which the run may end
+       * at once (the array is the graph's, which lives on). */
+      rt->share_dev->ops->share_array(rt->share_dev, src, ns);
+      return;
+    }
     for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
     work_drain(&w);
     return;
