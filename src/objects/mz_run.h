@@ -116,4 +116,14 @@ struct mz__run {
 
 struct mz_future { struct mz__run run; };
 
+/* What is left of a parked run (see mz__run_unref, src/run.c): its task
+ * list and its memory, which its tasks may still name.  Its graph frees
+ * it (the next run parked, or the graph's end), with rt->lock held or the
+ * graph unreachable; NULL: nothing. */
+static inline void mz__run_parked_free(struct mz__run *r) {
+  if (!r) return;
+  free(r->tasks);
+  free(r);
+}
+
 #endif
