@@ -231,6 +231,24 @@ void mz__run_unref(struct mz__run *r) {
   if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1) return;
   mz_runtime *rt = r->rt;
   mz_graph *g = r->g;
+  /* What r holds goes first: once parked (below) it is another thread's
+   * to free. */
+  r->tag = MZ__TAG_DEAD;
+  if (r->efd >= 0) close(r->efd);
+  free(r->timings);
+  r->timings = NULL;
+  for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);
+  free(r->gheld);
+  mz__arena_free(&r->arena);
+  free(r->results);
+  free(r->tbufs);
+  free((void *)r->busy);
+  free(r->devok);
+  /* A parked run's tasks may still be asked about (mz__can_run): every
+   * device, as for a task in no run. */
+  r->devok = NULL;
+  pthread_mutex_destroy(&r->m);
+  pthread_cond_destroy(&r->c);
   struct mz__run *old = NULL;
   pthread_mutex_lock(&rt->lock);
   /* Tasks still naming r (none once a later run has taken every one over,
@@ -254,22 +272,6 @@ void mz__run_unref(struct mz__run *r) {
   else if (rt->futures == r) rt->futures = r->fnext;
   if (r->fnext) r->fnext->fprev = r->fprev;
   pthread_mutex_unlock(&rt->lock);
-  r->tag = MZ__TAG_DEAD;
-  if (r->efd >= 0) close(r->efd);
-  free(r->timings);
-  r->timings = NULL;
-  for (size_t i = 0; i < r->ngheld; i++) mz__graph_unref(r->gheld[i]);
-  free(r->gheld);
-  mz__arena_free(&r->arena);
-  free(r->results);
-  free(r->tbufs);
-  free((void *)r->busy);
-  free(r->devok);
-  /* A parked run's tasks may still be asked about (mz__can_run): every
-   * device, as for a task in no run. */
-  r->devok = NULL;
-  pthread_mutex_destroy(&r->m);
-  pthread_cond_destroy(&r->c);
   if (old != r) mz__run_parked_free(old);
   /* Last: with r parked, the graph's end frees it. */
   if (!park) mz__run_parked_free(r);
