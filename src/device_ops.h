@@ -262,7 +262,8 @@ struct mz__device_ops {
   /* The same for the n nodes of v (optional, with share): the array, not
    * links, says which nodes follow, so the backend may read ahead.  v is
    * the caller's and must hold them unchanged until every node in it has
-   * run (a frozen graph's sources, which live while its run is in flight:
+   * run (a frozen graph's sources, which live while its run is in flight,
+   * or a piece of a run's own task list, which lives to the run's end:
    * the run ends only after all of them); the backend does not free it.
    * Thread, locks and failure as share. */
   void (*share_array)(struct mz_device *dev, struct mz_op *const *v, size_t n);
