@@ -248,6 +248,20 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) MZ_WUR;
  * thread (MZ_EDEADLK on a runtime thread). */
 int mz_dgraph_wait(mz_dgraph *dg, mz_future *f);
 
+/* mz_dgraph_run() and mz_dgraph_wait() in one call, with this thread
+ * running this rank's part of the run (see "Self-driven waits" above):
+ * where MPI gives MPI_THREAD_MULTIPLE and a CPU worker of the runtime
+ * sleeps, this thread takes that worker's place before the run starts (the
+ * worker is not woken), runs the run's CPU nodes and tests the MPI
+ * requests as the worker would, then makes the status exchange itself.
+ * Otherwise (a busy worker, MZ_MPI_SELF=0, less than
+ * MPI_THREAD_MULTIPLE, or outside mpirun) it runs and waits as the two
+ * calls do.  Returns what mz_dgraph_wait returns (the same status on
+ * every rank; a failure to start the run here is this rank's status).
+ * Every rank calls it (or the two calls) once per run.  Thread: a user
+ * thread (MZ_EDEADLK on a runtime thread); NULL dg: MZ_EINVAL. */
+int mz_dgraph_run_wait(mz_dgraph *dg, const char *policy) MZ_WUR;
+
 MZ_API_END
 
 #ifdef __cplusplus
