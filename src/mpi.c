@@ -61,6 +61,19 @@
  * call: the others queue commands to it, and it polls while anything is
  * pending.
  *
+ * Self-driven waits (m->self, with MPI_THREAD_MULTIPLE).  A rank bound
+ * to one core shares it among its worker, the communication thread and
+ * the user's thread, and every hand-off between them costs a wake-up and
+ * the core: mz_dgraph_run_wait holds a sleeping CPU worker (the device's
+ * hold: its thread is no longer woken for shared nodes) before the run
+ * starts, runs the worker's loop on the calling thread (help_held: its
+ * idle polls test the requests through the idle hook, as the worker's
+ * would) until the run's future resolves, and gives it back; the run's
+ * start then wakes neither the worker nor the communication thread.
+ * mz_dgraph_wait posts and tests the status exchange on the calling
+ * thread (self_collective), and a run's start tests the last run's
+ * requests there first (drain).
+ *
  * Locks.  m->qlock guards the command queue and the stop flag, and is
  * the communication thread's sleeping lock; m->plock guards the pending
  * set; m->lock guards the registry (buffer to data id).  None is held
