@@ -270,7 +270,8 @@ struct mz__device_ops {
   /* Optional, with help: hold takes one of the device's sleeping queue
    * threads' loops for the calling thread before it starts a run, so that
    * the nodes the run shares wake no thread (they wait for the holder):
-   * a token > 0, or 0 when no queue thread sleeps.  help_held then runs
+   * a token > 0, or 0 when no queue thread came to sleep (those spinning
+   * idle are asked to, and waited for up to the runtime's spin time).  help_held then runs
    * that loop until done(arg) (it spins past the device's spin time only
    * while outside work asks it to: struct mz__idle_ops.hold) and gives it
    * back, waking its thread when work is left; it returns done(arg).

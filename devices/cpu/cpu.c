@@ -33,6 +33,7 @@
  * has work left, else leaves it asleep and still counted idle. */
 #include <ctype.h>
 #include <hwloc.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,7 @@ struct cpu_dev {
   struct mz_op *inj_head, *inj_tail;
   size_t inj_n;                 /* nodes in the list */
   _Atomic size_t inj_count;     /* inj_n, read without the lock as a hint */
+  _Atomic unsigned park_now;    /* threads in cpu_hold waiting for a worker to park: idle ones stop spinning */
 };
 
 /* The most nodes a worker keeps in its own deque; more go to the
@@ -452,6 +454,7 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     __builtin_ia32_pause();
 #endif
     op = take(w);
+    if (!op && atomic_load_explicit(&w->cd->park_now, memory_order_relaxed)) break; /* see cpu_hold */
     /* Outside work is tested at once (its message may be in already: a
      * worker behind its peer), then every 4th pause. */
     if (op || (io ? (i - 1) % 4 : i % 16)) continue;
@@ -757,8 +760,7 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
  * of the idle set so that no shared node wakes its thread (which would
  * only find it borrowed and sleep again): its nodes wait for the holder.
  * A worker whose wake-up is under way (idle already cleared) is left. */
-static int cpu_hold(struct mz_device *dev) {
-  struct cpu_dev *cd = dev->priv;
+static int hold_parked(struct cpu_dev *cd) {
   for (unsigned i = 0; i < cd->nworkers; i++) {
     struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
     int exp = LEND_PARKED;
@@ -770,6 +772,21 @@ static int cpu_hold(struct mz_device *dev) {
     if (atomic_exchange_explicit(&v->lend, LEND_PARKED, memory_order_acq_rel) == LEND_MISSED) mz__parker_wake(&v->park);
   }
   return 0;
+}
+
+/* With none parked, the workers spinning idle are asked to park now, and
+ * the caller yields its core to them for up to their spin time: runs
+ * started back to back (a run that ended within the spin time) would
+ * otherwise find the worker spinning every time, and never be held. */
+static int cpu_hold(struct mz_device *dev) {
+  struct cpu_dev *cd = dev->priv;
+  int t = hold_parked(cd);
+  if (t) return t;
+  atomic_fetch_add(&cd->park_now, 1);
+  uint64_t until = mz__now_ns() + (uint64_t)dev->rt->spin * 1000u;
+  while (!(t = hold_parked(cd)) && mz__now_ns() < until) sched_yield();
+  atomic_fetch_sub(&cd->park_now, 1);
+  return t;
 }
 
 /* See struct mz__device_ops.help_held. */
