@@ -665,14 +665,17 @@ static void *worker_main(void *arg) {
  * beside one of them while w's core idles: METG stencil_1d on 2 cores
  * was 1.5x worse in the median of paired runs, against 1.08 bound).  Once
  * per borrow that runs a node, not per node: three system calls (read,
- * bind, restore), about 43 borrows in a whole METG sweep.  Returns the
- * binding to restore after, or NULL (w is not bound, or this thread's
- * binding cannot be read or changed). */
+ * bind, restore; the read only where the thread is bound there already),
+ * about 43 borrows in a whole METG sweep.  Returns the binding to restore
+ * after, or NULL (w is not bound, this thread is bound to w's core
+ * already, or its binding cannot be read or changed). */
 static hwloc_cpuset_t pin_help(struct worker *w) {
   if (!w->set) return NULL;
   hwloc_cpuset_t own = hwloc_bitmap_alloc();
+  /* Already there (a process mpirun bound to one core): no bind, no
+   * restore, two system calls a borrow less. */
   if (own && !hwloc_get_cpubind(w->topo, own, HWLOC_CPUBIND_THREAD) && !hwloc_bitmap_iszero(own) &&
-      !hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD))
+      !hwloc_bitmap_isequal(own, w->set) && !hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD))
     return own;
   hwloc_bitmap_free(own);
   return NULL;
