@@ -12,6 +12,7 @@
 #include "objects/mz_buffer.h"
 #include "objects/mz_graph.h"
 #include "objects/mz_kernel.h"
+#include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
 
 _Static_assert(_Alignof(mz_buffer) >= 4, "an access keeps its mode in a buffer pointer's two low bits");
@@ -66,6 +67,7 @@ static void graph_free(mz_graph *g) {
   }
   free(g->tasks_all);
   mz__lowered_free(&g->lowered);
+  mz__run_parked_free(g->parked);
   for (size_t i = 0; i < g->nheld; i++) mz_buffer_release(g->held[i]);
   for (size_t i = 0; i < g->bmap_cap; i++) mz_buffer_release(g->bmap[i].buf);
   for (size_t i = 0; i < g->nkheld; i++) mz__kernel_unref(g->kheld[i]);

@@ -440,12 +440,11 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
    * before the run is committed); its start releases the sources. */
   bool open = lw->ungated && lw->all_shared && !r->devok && mz__run_may_share(r);
   r->gates_open = open;
-  /* With the gates open, the sources are linked for their hand-off here,
-   * in the pass that resets them, not in another pass by run_start: a
-   * graph larger than the caches is walked once less per run. */
-  mz_op *head = NULL, *tail = NULL;
-  size_t nsrc = 0;
-  bool linked = open;
+  /* With the gates open, the sources are made QUEUED for their hand-off
+   * here, in the pass that resets them, not in another pass by run_start
+   * (a graph larger than the caches is walked once less per run), and
+   * run_start hands lw's array of them over whole. */
+  bool handed = open && r->rt->share_dev && r->rt->share_dev->ops->share_array;
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
@@ -468,23 +467,18 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
     atomic_store_explicit(&t->unfin, t->npreds + !open, memory_order_relaxed);
     t->host_wait = open;
-    if (linked && t->npreds == 0) {
+    if (handed && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
        * ready_shared); a source with one leaves it all to run_start. */
-      if (__builtin_expect(mz__task_has_plan_next(t), 0)) linked = false;
-      atomic_store_explicit(mz__op_next(op), NULL, memory_order_relaxed);
-      if (tail) atomic_store_explicit(mz__op_next(tail), op, memory_order_relaxed);
-      else head = op;
-      tail = op;
-      nsrc++;
-      atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
-      continue;
+      if (__builtin_expect(!mz__task_has_plan_next(t), 1)) {
+        atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+        continue;
+      }
+      handed = false;
     }
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
-  r->src_head = linked ? head : NULL;
-  r->src_tail = linked ? tail : NULL;
-  r->nsrc = linked ? nsrc : 0;
+  r->src_handed = handed;
   /* The outside gates (MPI's folded receives), in a pass of their own
    * over a run that has any (then never open): they are in the tasks'
    * cold records, which the pass above does not touch.  The run has not

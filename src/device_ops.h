@@ -259,6 +259,14 @@ struct mz__device_ops {
    * be queued is not lost (the backend aborts on ENOMEM, as the core's
    * work lists do). */
   void (*share)(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n);
+  /* The same for the n nodes of v (optional, with share): the array, not
+   * links, says which nodes follow, so the backend may read ahead.  v is
+   * the caller's and must hold them unchanged until every node in it has
+   * run (a frozen graph's sources, which live while its run is in flight,
+   * or a piece of a run's own task list, which lives to the run's end:
+   * the run ends only after all of them); the backend does not free it.
+   * Thread, locks and failure as share. */
+  void (*share_array)(struct mz_device *dev, struct mz_op *const *v, size_t n);
   /* Lend the calling thread to the device: it runs the device's nodes in
    * place of a queue thread that sleeps meanwhile, until done(arg) holds
    * or it finds no work for a while.  Returns done(arg).  A thread that

@@ -1430,14 +1430,14 @@ static void run_start(struct mz__run *r) {
     r->lw = NULL;
     r->share = r->all_shared = true;
     set_lean(r);
-    if (__builtin_expect(st >= 0 && r->src_head != NULL, 1)) {
-      /* Linked and QUEUED by the replay: one hand-off, after which the
-       * run may end at once. */
-      rt->share_dev->ops->share(rt->share_dev, r->src_head, r->src_tail, r->nsrc);
-      return;
-    }
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
+    if (__builtin_expect(st >= 0 && r->src_handed && ns, 1)) {
+      /* QUEUED by the replay: one hand-off, after which the run may end
+       * at once (the array is the graph's, which lives on). */
+      rt->share_dev->ops->share_array(rt->share_dev, src, ns);
+      return;
+    }
     for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
     work_drain(&w);
     return;
@@ -1475,11 +1475,31 @@ static void run_start(struct mz__run *r) {
      * alive until then. */
     mz_op **tasks = r->tasks;
     size_t n = r->ntasks;
+    /* While every task so far is a source that takes the short way, they
+     * go to the workers as pieces of the task list (share_array: the run
+     * keeps it to its end, after its last node ran), about 8 of them, so
+     * that the workers start before this pass ends; from the first other
+     * task on, one by one. */
+    void (*arr)(struct mz_device *, struct mz_op *const *, size_t) =
+        st >= 0 && rt->share_dev ? rt->share_dev->ops->share_array : NULL;
+    size_t piece = n / 8 > 256 ? n / 8 : 256, from = 0;
     for (size_t i = 0; i < n; i++) {
       struct mz__task *t = mz__task_of(tasks[i]);
       t->host_wait = true;
-      if (mz__task_drop(t, 1)) ready_shared(tasks[i], &w, rt, st);
+      bool rd = mz__task_drop(t, 1);
+      if (arr && rd && !atomic_load_explicit(&t->pred_failed, memory_order_acquire) && !mz__task_has_plan_next(t)) {
+        atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+        if (i + 1 - from == piece) {
+          arr(rt->share_dev, tasks + from, piece);
+          from = i + 1;
+        }
+        continue;
+      }
+      if (arr && i > from) arr(rt->share_dev, tasks + from, i - from);
+      arr = NULL;
+      if (rd) ready_shared(tasks[i], &w, rt, st);
     }
+    if (arr && n > from) arr(rt->share_dev, tasks + from, n - from);
     work_drain(&w);
     return;
   }

@@ -24,7 +24,13 @@
  *   buffer partitioned after replays;
  * - kernels of scalar parameters only, whose nodes' stored values are
  *   passed as they are on the workers' short path: each call sees its own
- *   values and zero shapes, on one and two workers. */
+ *   values and zero shapes, on one and two workers;
+ * - many replayed graphs of independent nodes in flight at once (more than
+ *   the CPU device holds as arrays), and a replay started from a worker:
+ *   every node runs once per run;
+ * - runs of overlapping roots of one graph whose futures go in turn (an
+ *   ended run is kept while its tasks may name it): each node runs once
+ *   per run that includes it. */
 #include <pthread.h>
 
 #include "common.h"
@@ -848,4 +854,125 @@ Test(rerun, scalar_only_kernels_see_their_values) {
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
   }
+}
+
+/* ---- replayed sources handed to the workers as arrays ---- */
+
+enum { HG = 24, HN = 300 }; /* more graphs in flight than the CPU device's ring of arrays holds */
+static _Atomic int hand_count[HG][HN];
+static int hand_fn(const mz_call *c) {
+  atomic_fetch_add(&hand_count[c->args[0].i32][c->args[1].i32], 1);
+  return 0;
+}
+
+struct nested {
+  mz_graph *g;
+  mz_op *root;
+  mz_future *f;
+  _Atomic int rc;
+};
+/* A host node that starts another graph's replay from a worker (the
+ * sources then go to that worker's slot and deque). */
+static int start_other(const mz_call *c) {
+  struct nested *n = c->user;
+  atomic_store(&n->rc, mz_graph_run(n->g, n->root, "eager", &n->f));
+  return 0;
+}
+
+/* Many replayed graphs of independent nodes in flight at once, on one and
+ * two workers: each node runs exactly once per run, whether its graph's
+ * array of sources sits in the workers' ring or, once the ring is full,
+ * in their linked list; and a replay started from a worker runs all of
+ * its nodes too. */
+Test(rerun, replayed_sources_in_flight_at_once_each_run_once) {
+  for (int nw = 1; nw <= 2; nw++) {
+    memset(hand_count, 0, sizeof hand_count);
+    mz_runtime *rt = test_runtime(nw == 1 ? "cpu:1" : "cpu:2");
+    mz_kernel *k = test_kernel(rt, "count", "i32 g, i32 i", hand_fn, NULL);
+    mz_graph *g[HG];
+    mz_op *root[HG];
+    for (int j = 0; j < HG; j++) {
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g[j]));
+      mz_op *ops[HN];
+      for (int i = 0; i < HN; i++) ops[i] = mz_apply(g[j], k, mz_zip(g[j], 2, (mz_op *[]){mz_i32(g[j], j), mz_i32(g[j], i)}), NULL);
+      root[j] = mz_join(g[j], HN, ops);
+      cr_assert_eq(mz_graph_status(g[j]), MZ_OK, "%s", mz_graph_message(g[j]));
+    }
+    for (int r = 1; r <= 5; r++) {
+      mz_future *f[HG];
+      for (int j = 0; j < HG; j++) MZ_OK_OR_DIE(rt, mz_graph_run(g[j], root[j], "eager", &f[j]));
+      for (int j = 0; j < HG; j++) {
+        cr_assert_eq(mz_future_wait(f[j]), MZ_OK, "graph %d, run %d: %s", j, r, mz_future_message(f[j]));
+        mz_future_destroy(f[j]);
+      }
+      for (int j = 0; j < HG; j++)
+        for (int i = 0; i < HN; i++)
+          cr_assert_eq(atomic_load(&hand_count[j][i]), r, "%d worker(s), run %d: node %d of graph %d ran %d times", nw, r,
+                       i, j, atomic_load(&hand_count[j][i]));
+    }
+    /* Graph 0's replay, started by a host node of another graph. */
+    struct nested n = {.g = g[0], .root = root[0], .rc = 1};
+    mz_graph *hg = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &hg));
+    mz_op *h = mz_host(hg, start_other, &n, NULL);
+    mz_future *hf = NULL;
+    MZ_OK_OR_DIE(rt, mz_schedule(hg, h, NULL, &hf));
+    cr_assert_eq(mz_future_wait(hf), MZ_OK, "%s", mz_future_message(hf));
+    mz_future_destroy(hf);
+    cr_assert_eq(atomic_load(&n.rc), MZ_OK, "mz_graph_run from a worker: %s", mz_err_name(atomic_load(&n.rc)));
+    cr_assert_eq(mz_future_wait(n.f), MZ_OK, "%s", mz_future_message(n.f));
+    mz_future_destroy(n.f);
+    for (int i = 0; i < HN; i++) cr_assert_eq(atomic_load(&hand_count[0][i]), 6, "node %d of graph 0 ran %d times", i, atomic_load(&hand_count[0][i]));
+    mz_graph_destroy(hg);
+    for (int j = 0; j < HG; j++) mz_graph_destroy(g[j]);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
+}
+
+/* Runs of overlapping parts of one graph, their futures destroyed in
+ * turn: an ended run whose tasks no later run took over is kept for them
+ * (parked in the graph) until the next one ends or the graph goes; every
+ * node runs once per run that includes it, whatever run its task last
+ * named (run under ASan and valgrind in CI, which see a task naming
+ * freed memory). */
+Test(rerun, overlapping_roots_run_after_their_futures_go) {
+  memset(hand_count, 0, sizeof hand_count);
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *k = test_kernel(rt, "count", "i32 g, i32 i", hand_fn, NULL);
+  mz_graph *g = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  enum { PART = 40 };
+  mz_op *ops[3 * PART];
+  for (int i = 0; i < 3 * PART; i++) ops[i] = mz_apply(g, k, mz_zip(g, 2, (mz_op *[]){mz_i32(g, 0), mz_i32(g, i)}), NULL);
+  /* Roots: the first part, the second, the first two, all three. */
+  mz_op *root[4] = {mz_join(g, PART, ops), mz_join(g, PART, ops + PART), mz_join(g, 2 * PART, ops),
+                    mz_join(g, 3 * PART, ops)};
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  static const int order[] = {0, 1, 0, 2, 3, 1, 1, 3, 0, 2, 2, 1};
+  int want[3 * PART] = {0};
+  for (size_t s = 0; s < sizeof order / sizeof order[0]; s++) {
+    int j = order[s], lo = j == 1 ? PART : 0, hi = j == 0 ? PART : j == 1 ? 2 * PART : j == 2 ? 2 * PART : 3 * PART;
+    mz_future *f = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(g, root[j], "eager", &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "step %zu: %s", s, mz_future_message(f));
+    mz_future_destroy(f);
+    for (int i = lo; i < hi; i++) want[i]++;
+    for (int i = 0; i < 3 * PART; i++)
+      cr_assert_eq(atomic_load(&hand_count[0][i]), want[i], "step %zu (root %d): node %d ran %d times, expected %d", s, j,
+                   i, atomic_load(&hand_count[0][i]), want[i]);
+  }
+  /* The graph goes with a run parked in it; then a graph destroyed while
+   * a future of it is still alive parks that run in a graph that is going. */
+  mz_graph_destroy(g);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *one = mz_apply(g, k, mz_zip(g, 2, (mz_op *[]){mz_i32(g, 1), mz_i32(g, 0)}), NULL);
+  mz_future *f = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_run(g, one, "eager", &f));
+  mz_graph_destroy(g);
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  cr_assert_eq(atomic_load(&hand_count[1][0]), 1);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
 }

@@ -10,7 +10,8 @@
  * from a worker, into its run-next slot (the successor it made ready runs
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
- * workers take from in chunks.  A worker takes work in this order: run-next,
+ * workers take from in chunks (a replay's sources come as one array,
+ * share_array, held whole in a small ring beside the list).  A worker takes work in this order: run-next,
  * its local list (the few nodes it took from its own deque at once, or,
  * alone on its device, what it would have put there), inbox, own deque,
  * injection, steal.  An idle worker spins a while, then
@@ -53,6 +54,9 @@ struct cpu_dev;
 static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *tail, size_t n);
 static void wake_idle(struct cpu_dev *cd, size_t n);
 
+/* Arrays the injection ring holds at once (struct cpu_dev). */
+#define INJ_SEGS 16
+
 struct cpu_dev {
   hwloc_topology_t topo;
   unsigned nworkers;
@@ -65,9 +69,20 @@ struct cpu_dev {
   /* Nodes shared from outside the workers, or too many for one worker's
    * deque: a FIFO linked through their tasks (mz__op_next: a shared node is in no inbox),
    * so sharing allocates nothing, however many nodes. */
-  pthread_mutex_t inj_lock;     /* guards the injection list */
+  pthread_mutex_t inj_lock;     /* guards the injection list and ring */
   struct mz_op *inj_head, *inj_tail;
-  size_t inj_n;                 /* nodes in the list */
+  /* Arrays shared whole (cpu_share_array), taken from the front in
+   * chunks: the next nodes' addresses are read from an array, not each
+   * from the node before it, so a worker's loads of them overlap (a
+   * replayed graph larger than the caches waited for each node's line in
+   * turn).  A ring of INJ_SEGS; when it is full, an array is linked into
+   * the list instead. */
+  struct inj_seg {
+    struct mz_op *const *v;
+    size_t n;
+  } segs[INJ_SEGS];
+  unsigned seg_head, nsegs;
+  size_t inj_n;                 /* nodes in the list and the ring */
   _Atomic size_t inj_count;     /* inj_n, read without the lock as a hint */
   _Atomic unsigned park_now;    /* threads in cpu_hold waiting for a worker to park: idle ones stop spinning */
 };
@@ -380,28 +395,53 @@ static mz_op *take_injected(struct worker *w) {
   if (n < 1) n = 1;
   if (n > 64) n = 64;
   if (n > cd->inj_n) n = cd->inj_n;
-  mz_op *first = cd->inj_head, *last = first;
-  for (size_t i = 1; i < n; i++) last = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
-  if (n) {
+  struct mz_op *const *v = NULL;
+  mz_op *first = NULL;
+  if (cd->nsegs) {
+    /* From the ring's first array: at most what it has left. */
+    struct inj_seg *sg = &cd->segs[cd->seg_head];
+    if (n > sg->n) n = sg->n;
+    v = sg->v;
+    sg->v += n;
+    sg->n -= n;
+    if (!sg->n) {
+      cd->seg_head = (cd->seg_head + 1) % INJ_SEGS;
+      cd->nsegs--;
+    }
+    cd->inj_n -= n;
+  } else if (n) {
+    mz_op *last = first = cd->inj_head;
+    for (size_t i = 1; i < n; i++) last = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
     cd->inj_head = atomic_load_explicit(mz__op_next(last), memory_order_relaxed);
     if (!cd->inj_head) cd->inj_tail = NULL;
     cd->inj_n -= n;
   }
   atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
   pthread_mutex_unlock(&cd->inj_lock);
+  if (!n) return NULL;
   /* The first runs here; the rest go to this worker's deque, or, alone
    * on its device, to its local list (no thief: no fences), in the order
-   * the deque would give them back (the last first). */
-  mz_op *op = n ? atomic_load_explicit(mz__op_next(first), memory_order_relaxed) : NULL;
+   * the deque would give them back (the last first).  An array's chunk
+   * goes in backwards, so that it runs in its order (the order its nodes
+   * were built, and laid out, in) and thieves take its far end. */
   bool alone = cd->nworkers == 1 && w->nlocal + n - 1 <= LOCAL_CAP;
-  for (size_t i = 1; i < n; i++) {
-    mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
-    if (alone) w->local[w->nlocal++] = op;
-    else if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
-    op = nx;
+  if (v) {
+    for (size_t i = n; i-- > 1;) {
+      if (alone) w->local[w->nlocal++] = v[i];
+      else if (!mz__deque_push(&w->dq, v[i])) abort(); /* cannot lose a task: there is no sane way to go on */
+    }
+    first = v[0];
+  } else {
+    mz_op *op = atomic_load_explicit(mz__op_next(first), memory_order_relaxed);
+    for (size_t i = 1; i < n; i++) {
+      mz_op *nx = i + 1 < n ? atomic_load_explicit(mz__op_next(op), memory_order_relaxed) : NULL;
+      if (alone) w->local[w->nlocal++] = op;
+      else if (!mz__deque_push(&w->dq, op)) abort(); /* cannot lose a task: there is no sane way to go on */
+      op = nx;
+    }
   }
   if (n > 1 && !alone) wake_idle(cd, n - 1);
-  return n ? first : NULL;
+  return first;
 }
 
 /* The next node for w, or NULL (see the top for the order). */
@@ -838,6 +878,45 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   wake_idle(cd, added);
 }
 
+/* See struct mz__device_ops.share_array.  From one of dev's workers, as
+ * cpu_share does with a list; from any other thread, into the ring, or,
+ * when it is full, linked into the list (the nodes are QUEUED and in no
+ * other list: their links are free). */
+static void cpu_share_array(struct mz_device *dev, struct mz_op *const *v, size_t n) {
+  struct cpu_dev *cd = dev->priv;
+  mz_runtime *rt = dev->rt;
+  if (!n) return;
+  if (mz__cur_rt == rt && mz__cur_queue >= 0 && rt->queues[mz__cur_queue]->dev == dev) {
+    struct worker *w = rt->queues[mz__cur_queue]->priv;
+    size_t i = 0;
+    if (!w->next) w->next = v[i++];
+    int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
+                   atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+    size_t pushed = 0;
+    for (; i < n && held < LOCAL_MAX; i++, held++, pushed++)
+      if (!mz__deque_push(&w->dq, v[i])) break;
+    if (pushed) wake_idle(cd, pushed);
+    v += i;
+    n -= i;
+    if (!n) return;
+  }
+  pthread_mutex_lock(&cd->inj_lock);
+  if (cd->nsegs < INJ_SEGS) {
+    cd->segs[(cd->seg_head + cd->nsegs) % INJ_SEGS] = (struct inj_seg){.v = v, .n = n};
+    cd->nsegs++;
+  } else {
+    for (size_t i = 0; i + 1 < n; i++) atomic_store_explicit(mz__op_next(v[i]), v[i + 1], memory_order_relaxed);
+    atomic_store_explicit(mz__op_next(v[n - 1]), NULL, memory_order_relaxed);
+    if (cd->inj_tail) atomic_store_explicit(mz__op_next(cd->inj_tail), v[0], memory_order_relaxed);
+    else cd->inj_head = v[0];
+    cd->inj_tail = v[n - 1];
+  }
+  cd->inj_n += n;
+  atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
+  pthread_mutex_unlock(&cd->inj_lock);
+  wake_idle(cd, n);
+}
+
 static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
   struct worker *w = q->priv;
   /* Read the batch before each push: once pushed, a node may run, be taken
@@ -979,6 +1058,7 @@ static const struct mz__device_ops cpu_ops = {
     .mem_write = cpu_mem_write,
     .submit = cpu_submit,
     .share = cpu_share,
+    .share_array = cpu_share_array,
     .help = cpu_help,
     .hold = cpu_hold,
     .help_held = cpu_help_held,

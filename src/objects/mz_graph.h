@@ -104,6 +104,12 @@ struct mz_graph {
     bool claimed;
     struct mz__run *claim_run;
   } lowered;
+  /* The last ended run of this graph whose tasks were not all taken over
+   * by a later run when its future went: kept (its list and its memory
+   * only) so that its tasks may go on naming it, instead of a pass over
+   * them (src/run.c, mz__run_unref).  Guarded by rt->lock; freed by the
+   * next one parked or with the graph. */
+  struct mz__run *parked;
   uint64_t hold_stamp;        /* scratch for mz_schedule (rt->lock held) */
   bool destroyed;
   struct mz_graph *prev, *next;

@@ -38,14 +38,12 @@ struct mz__run {
    * else NULL; read by run_start only, under the graph's lock. */
   struct mz__lowered *lw;
   /* Replayed with every task shared and its gate open (graph/lower.c):
-   * run_start releases lw's sources only.  src_head..src_tail: those
-   * sources, already QUEUED and linked through mz__op_next by the replay
-   * (in the pass that reset them, while their lines were at hand), nsrc
-   * of them; NULL when the replay could not (a source with a plan link):
-   * run_start then walks lw's list. */
-  bool gates_open;
-  struct mz_op *src_head, *src_tail;
-  size_t nsrc;
+   * run_start releases lw's sources only.  src_handed: those sources are
+   * already QUEUED by the replay (in the pass that reset them, while their
+   * lines were at hand), and lw's array of them goes to the sharing
+   * device whole (share_array); false when the replay could not (a source
+   * with a plan link, or no share_array): run_start then walks the array. */
+  bool gates_open, src_handed;
   struct mz__arena arena;     /* preds, exec arrays */
   /* A replayed run (graph/lower.c): its graph's lowered root, which
    * cannot change while the run is in flight (a re-run waits for it); its
@@ -117,5 +115,15 @@ struct mz__run {
 };
 
 struct mz_future { struct mz__run run; };
+
+/* What is left of a parked run (see mz__run_unref, src/run.c): its task
+ * list and its memory, which its tasks may still name.  Its graph frees
+ * it (the next run parked, or the graph's end), with rt->lock held or the
+ * graph unreachable; NULL: nothing. */
+static inline void mz__run_parked_free(struct mz__run *r) {
+  if (!r) return;
+  free(r->tasks);
+  free(r);
+}
 
 #endif
