@@ -21,6 +21,7 @@
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
 #include "observe.h"
+#include "perfmodel.h"
 #include "policy_table.h"
 
 struct vec {
@@ -682,6 +683,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       t->npreds = 0;
       t->preds = NULL;
       xdev_set(t, NULL, NULL, NULL);
+      t->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
       continue;
     }
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
@@ -731,6 +733,16 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       } else if (!rc) {
         rc = mz__hz_plan_read(&b->hz, op);
       }
+    }
+    /* The perf models' size bucket of the task (its buffers never change),
+     * noted while they are at hand: a new task whose bucket is the one
+     * its queue last found saturated then takes that verdict where it
+     * runs, without a call (perfmodel_tick.h). */
+    if (!rc && !t->pm_key1) {
+      uint64_t bytes = 0;
+      for (unsigned a = 0; a < t->nacc; a++) bytes += mz__acc_buf(acc[a])->bytes;
+      int key = mz__pm_bucket_of(bytes);
+      t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
     }
     /* The predecessor list and the exec's device record and arrays
      * (arguments, transfers and reads into host memory, one of each per

@@ -628,6 +628,9 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, 
     atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_mask, t->pm_mask, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_kernel, t->pm_sat1 && key < 255 ? (const void *)t->kernel : NULL, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_key1, (uint8_t)(key < 255 ? key + 1 : 0), memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_dev1, t->pm_sat1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&pm->lock);
 }

@@ -6,7 +6,8 @@
  * Per queue, one cache line: a moving average of the queue's node times
  * and the tick of its sampling.  A node whose bucket on its device is
  * saturated (pm_sat1, its own verdict) is a sample on one tick of its
- * queue in 1 + pm_mask; any other asks perfmodel.c.  A load and a store of
+ * queue in 1 + pm_mask; a new one of the kernel and bucket its queue last
+ * found saturated takes that verdict here; any other asks perfmodel.c.  A load and a store of
  * the tick, not an RMW: one thread runs (or finishes) a queue's nodes at a
  * time, and a tick lost to a rare overlap only moves the next sample.
  *
@@ -32,6 +33,11 @@ struct mz__pm_queue {
   _Atomic int sat_key;
   _Atomic(const struct mz_device *) sat_dev;
   _Atomic uint8_t sat_mask; /* and that sample's pm_mask */
+  /* The same bucket as the kernel, key + 1 and device index + 1 that a
+   * new task holds (pm_key1, set where it is lowered): the short way of
+   * mz__pm_due (NULL kernel: none). */
+  _Atomic(const void *) sat_kernel;
+  _Atomic uint8_t sat_key1, sat_dev1;
 };
 /* The first member of struct mz__perfmodel (so a pointer to one is a
  * pointer to the other): where a worker finds its queue's line. */
@@ -43,11 +49,21 @@ struct mz__pm_hot {
  * dev1 - 1 is a sample: 1 or 0, or -1 when t has no verdict on that device
  * (new, or moved): then mz__perfmodel_due_new (perfmodel.h) decides, with
  * the tick read here. */
-static inline int mz__pm_due(struct mz__pm_queue *pq, const struct mz__task *t, unsigned dev1, uint32_t *tick) {
+static inline int mz__pm_due(struct mz__pm_queue *pq, struct mz__task *t, unsigned dev1, uint32_t *tick) {
   uint32_t k = atomic_load_explicit(&pq->tick, memory_order_relaxed);
   atomic_store_explicit(&pq->tick, k + 1, memory_order_relaxed);
   *tick = k;
   if (__builtin_expect(t->pm_sat1 == dev1, 1)) return !(k & t->pm_mask);
+  /* New here, of the kernel and size bucket last found saturated on this
+   * queue's device: the node takes that verdict (run by this thread
+   * alone), as mz__perfmodel_due_new would. */
+  if (t->kernel && t->pm_key1 && (const void *)t->kernel == atomic_load_explicit(&pq->sat_kernel, memory_order_relaxed) &&
+      t->pm_key1 == atomic_load_explicit(&pq->sat_key1, memory_order_relaxed) &&
+      dev1 == atomic_load_explicit(&pq->sat_dev1, memory_order_relaxed)) {
+    t->pm_sat1 = (uint8_t)dev1;
+    t->pm_mask = atomic_load_explicit(&pq->sat_mask, memory_order_relaxed);
+    return !(k & t->pm_mask);
+  }
   return -1;
 }
 

@@ -11,8 +11,11 @@
  * Ownership: two references, the future's (dropped by mz_future_destroy or
  * by mz_runtime_destroy for futures the user kept) and the execution's
  * (dropped once the executor and the reaper are done with its tasks).  The
- * last one frees it, with its arena, its result list and the references
- * on graphs it holds.
+ * last one frees its arena, its result list and the references on graphs
+ * it holds; its memory and task list go too, or, while some of its tasks
+ * still name it (no later run took them all over), stay parked in its
+ * graph (mz_graph.parked) until the next run parked there or the graph's
+ * end frees them.
  *
  * Locks: rt->lock guards rt->runs, rt->futures, a graph's active count and
  * the buffers' hazard records; r->m guards the future's waiters, callback
@@ -32,7 +35,7 @@ int mz__run_results(struct mz__run *r);
 /* The end of a run (src/run.c).  complete: the run's last task finished;
  * called once, by the thread that finished it (a worker, a submission or
  * completion thread), with no lock held.  unref: drop a reference; the
- * last frees the run.  Any thread, no lock held.  wait: block until the
+ * last ends the run (see Ownership above).  Any thread, no lock held.  wait: block until the
  * future resolves (timed: at most timeout_ns, then MZ_ETIMEDOUT); untimed,
  * from a user thread, it first runs CPU nodes in place of a sleeping
  * worker (struct mz__device_ops.help) when rt->wait_help is on. */

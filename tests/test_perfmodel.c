@@ -2,7 +2,8 @@
  * seen by a policy in the next runtime, the fit in size for unseen sizes,
  * and the files' safety: a writer killed mid-write leaves the old or the
  * new file, a corrupt or foreign file is ignored, and two runtimes saving
- * the same model at once add up into a valid file. */
+ * the same model at once add up into a valid file; and the sampling: new
+ * nodes of a saturated bucket are sampled one run in 16, not each. */
 #include <criterion/criterion.h>
 #include <maize.h>
 #include <maize/policy.h>
@@ -452,4 +453,55 @@ Test(perfmodel, host_nodes_are_modelled_by_name) {
     cr_expect_eq(n, 4, "%s: %llu samples", pf.kernel, (unsigned long long)n);
     mz__pm_file_free(&pf);
   }
+}
+
+static int empty_touch(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+
+/* A node's run is a perf-model sample until its size bucket on the device
+ * is saturated (MZ__PM_SATURATED samples), then one run in 16 on its
+ * queue; a new node of that kernel and bucket takes that verdict where it
+ * runs (it is not a sample of its own), in the graph that saturated the
+ * bucket and in a new one.  1,900 new nodes on one worker: 256 samples,
+ * then one in 16 of the other 1,644 (about 103). */
+Test(perfmodel, new_nodes_of_a_saturated_bucket_are_sampled_one_in_16) {
+  fresh_dir("saturated");
+  mz_runtime *rt = NULL;
+  OK(rt, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:1", .quiet = true}, &rt));
+  mz_device_info info;
+  OK(rt, mz_device_get_info(mz_runtime_device(rt, 0), &info));
+  char devname[128];
+  snprintf(devname, sizeof devname, "%s", info.name);
+  mz_kernel *k = NULL;
+  OK(rt, mz_kernel_create(rt, &(mz_kernel_spec){.name = "sat", .params = "inout u8[] b", .cpu = {empty_touch, NULL}}, &k));
+  mz_buffer *b[64];
+  for (int i = 0; i < 64; i++) OK(rt, mz_buffer_create(rt, MZ_U8, 1, (size_t[]){64}, NULL, &b[i]));
+  for (int part = 0; part < 2; part++) {
+    mz_graph *g;
+    OK(rt, mz_graph_create(rt, &g));
+    unsigned n = part ? 1600 : 300;
+    mz_op *ops[1600];
+    for (unsigned i = 0; i < n; i++) ops[i] = mz_apply(g, k, mz_value(g, b[i % 64]), NULL);
+    mz_op *root = mz_join(g, n, ops);
+    cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+    mz_future *f;
+    OK(rt, mz_schedule(g, root, "eager", &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+    mz_future_destroy(f);
+    mz_graph_destroy(g);
+  }
+  for (int i = 0; i < 64; i++) mz_buffer_release(b[i]);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt); /* saves the model */
+  char path[512], err[160];
+  mz__pm_path(path, sizeof path, dir, "sat", devname);
+  struct mz__pm_file pf;
+  cr_assert_eq(mz__pm_read(path, &pf, err, sizeof err), MZ_OK, "%s: %s", path, err);
+  uint64_t n = 0;
+  for (unsigned i = 0; i < pf.nb; i++) n += pf.b[i].s.n;
+  mz__pm_file_free(&pf);
+  cr_expect(n >= 256 + 95 && n <= 256 + 115, "%llu samples of 1,900 nodes, expected 256 + about 103",
+            (unsigned long long)n);
 }

@@ -136,8 +136,9 @@ struct mz__task {
   bool plan_times;            /* plan->start and end set (mz_task_set_expected_times) */
   uint8_t color;
   /* The perf model's size bucket of this task + 1 (0: not known yet); its
-   * buffers never change, so the worker that records a sample first keeps
-   * it (src/perfmodel.c). */
+   * buffers never change, so it is kept once known: set where the task is
+   * first lowered (graph/lower.c), else by the first sample's recorder
+   * (src/perfmodel.c). */
   uint8_t pm_key1;
   /* The device index + 1 where this task's bucket was saturated at its
    * last sample (0: not, or never sampled): its runs there are sampled
