@@ -606,6 +606,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* What decides whether the next run of this root may replay this one:
    * an edge to a task of another run, a partitioned buffer, a lost edge. */
   bool forward = false, cross_any = false, alias_any = false;
+  size_t nedges = 0; /* edges within the run: room for the successor lists (below) */
   size_t nfail = 0;
   /* The root's last run froze its edges and no other run holds records on
    * its buffers: replay them. */
@@ -774,7 +775,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
       struct mz__task *pt = mz__task_of(preds.v[k]);
       pt->color &= (uint8_t)~MZ__SEEN;
-      if (pt->mark == stamp) pt->nsucc_run++; /* successors in the run */
+      if (pt->mark == stamp) { /* successors in the run, and the run's edges */
+        pt->nsucc_run++;
+        nedges++;
+      }
     }
     t->preds = !preds.n ? NULL : same ? t->bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
@@ -814,18 +818,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
   }
   if (!rc && cycle_at) rc = MZ_ECYCLE;
-  /* Successor arrays of their exact in-run size, from the run's arena. */
-  for (size_t i = 0; !rc && i < topo.n; i++) {
-    struct mz__task *t = mz__op_t(topo.v[i]);
-    if (t->nsucc_run <= t->succs.cap) continue;
-    mz_op **v = mz__arena_alloc(&r->arena, t->nsucc_run * sizeof *v);
-    if (!v) {
-      rc = MZ_ENOMEM;
-      break;
-    }
-    t->succs.v = v;
-    t->succs.cap = t->nsucc_run;
-  }
+  /* Successor lists of their exact in-run size, cut in the commit pass
+   * below (a task's list before any of its successors, which come after
+   * it there) from one block of the run's arena with room for every edge
+   * of the run (those that fit a task's inline slots leave theirs
+   * unused): no pass of its own. */
+  mz_op **succ_room = NULL;
+  if (!rc && nedges && !(succ_room = mz__arena_alloc(&r->arena, nedges * sizeof *succ_room))) rc = MZ_ENOMEM;
   if (rc) {
     /* Nothing was committed: clear the marks so the tasks stay new. */
     struct vec *all = topo.n && !tasks.n ? &topo : &tasks;
@@ -894,6 +893,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     task_enter(op, r, true);
+    if (t->nsucc_run > t->succs.cap) {
+      t->succs.v = succ_room;
+      t->succs.cap = t->nsucc_run;
+      succ_room += t->nsucc_run;
+    }
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
