@@ -13,12 +13,17 @@
 # first run builds it), divided by 10 runs x STEPS steps: building and
 # tearing down cancel out.  Instructions and level-1 data misses a step
 # (reads and writes) by function follow, then the totals.  Repeatable on
-# a busy machine (the misses within about 1.5 a step).
-#   bash bench/callgrind-mpi.sh [build-dir] [steps]   (default: build 300)
+# a busy machine (the misses within about 1.5 a step).  The runs are made
+# with mz_dgraph_run and mz_dgraph_wait (system maize-mpi-pair); with
+# maize-mpi-rerun (mz_dgraph_run_wait) the calling thread runs the tasks,
+# and the run's start, inside mz_dgraph_run_wait with its polls, is not
+# counted.  Builds before mz_dgraph_run_wait name the pair maize-mpi-rerun.
+#   bash bench/callgrind-mpi.sh [build-dir] [steps] [system]   (default: build 300 maize-mpi-pair)
 set -euo pipefail
 source "$(dirname "$0")/callgrind-self.sh"
 B=${1:-build}
 S=${2:-300}
+SYS=${3:-maize-mpi-pair}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MZ_QUIET=1 MZ_PERFMODEL_DIR=off
@@ -28,7 +33,7 @@ for n in 3 13; do
     --toggle-collect=run_task --toggle-collect=complete --toggle-collect=mz_dgraph_run \
     --toggle-collect=mz__task_ungate --toggle-collect=mz__task_ungate_take \
     --callgrind-out-file="$tmp/cg$n.%q{OMPI_COMM_WORLD_RANK}" \
-    "$B/bench/maize-bench/maize-bench" taskbench --system maize-mpi-rerun -r $n -steps $S -width 2 \
+    "$B/bench/maize-bench/maize-bench" taskbench --system "$SYS" -r $n -steps $S -width 2 \
     -kernel compute_bound -iter 1 -worker 1 -type stencil_1d >/dev/null 2>&1
   callgrind_self "$tmp/cg$n.0" >"$tmp/f$n"
 done

@@ -275,6 +275,19 @@ struct mz__device_ops {
    * queues.  NULL where the device has no pool.  Thread: a user thread,
    * never a runtime thread.  Locks: none held. */
   bool (*help)(struct mz_device *dev, bool (*done)(void *), void *arg);
+  /* Optional, with help: hold takes one of the device's sleeping queue
+   * threads' loops for the calling thread before it starts a run, so that
+   * the nodes the run shares wake no thread (they wait for the holder):
+   * a token > 0, or 0 when no queue thread came to sleep (those spinning
+   * idle are asked to, and waited for up to the runtime's spin time).  help_held then runs
+   * that loop until done(arg) (it spins past the device's spin time only
+   * while outside work asks it to: struct mz__idle_ops.hold) and gives it
+   * back, waking its thread when work is left; it returns done(arg).
+   * Every token is given back by exactly one help_held (done(arg) true at
+   * once gives it back without running anything).  Thread: a user
+   * thread, one holder per token.  Locks: none held. */
+  int (*hold)(struct mz_device *dev);
+  bool (*help_held)(struct mz_device *dev, int token, bool (*done)(void *), void *arg);
 
   /* Free exec->xd->event and anything the backend attached to the exec.
    * Thread: the thread tearing down the run (never a callback of the same

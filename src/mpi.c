@@ -61,6 +61,19 @@
  * call: the others queue commands to it, and it polls while anything is
  * pending.
  *
+ * Self-driven waits (m->self, with MPI_THREAD_MULTIPLE).  A rank bound
+ * to one core shares it among its worker, the communication thread and
+ * the user's thread, and every hand-off between them costs a wake-up and
+ * the core: mz_dgraph_run_wait holds a sleeping CPU worker (the device's
+ * hold: its thread is no longer woken for shared nodes) before the run
+ * starts, runs the worker's loop on the calling thread (help_held: its
+ * idle polls test the requests through the idle hook, as the worker's
+ * would) until the run's future resolves, and gives it back; the run's
+ * start then wakes neither the worker nor the communication thread.
+ * mz_dgraph_wait posts and tests the status exchange on the calling
+ * thread (self_collective), and a run's start tests the last run's
+ * requests there first (drain).
+ *
  * Locks.  m->qlock guards the command queue and the stop flag, and is
  * the communication thread's sleeping lock; m->plock guards the pending
  * set; m->lock guards the registry (buffer to data id).  None is held
@@ -155,6 +168,7 @@ struct mz_mpi {
   bool multiple;       /* MPI_THREAD_MULTIPLE: any thread makes its MPI calls itself */
   bool idle_hook;      /* the runtime's idle workers test the pending set */
   bool fold;           /* transfers fold into the tasks (see the top); $MZ_MPI_FOLD=0 turns it off */
+  bool self;           /* $MZ_MPI_SELF (default 1): the user thread drives its own waits (see "Self-driven waits") */
   /* The tasks' kernels as this layer runs them (folded transfers): per
    * user kernel (referenced), its wrapper. */
   struct { mz_kernel *uk, *wk; } *wraps;
@@ -206,6 +220,7 @@ struct mz_mpi {
    * requests and stamps the time when it next polls idle, not at once (a
    * clock read costs tens of ns, before the node it released runs). */
   _Atomic uint64_t last_done, gap;
+  _Atomic unsigned unread;  /* workers' events not stamped since the last stamp (see idle_poll) */
   _Atomic bool unnoted;
   /* Folded receives in before their run started (in graphs' early
    * lists): their readers wait for the run's start to end (gates_open). */
@@ -664,9 +679,9 @@ static void complete(mz_mpi *m, struct cmd *c, mz_op **next) {
 /* A message came or went at now: the last time, and the mean gap (3/4
  * of the old one and 1/4 of this one; racing updates may lose one, which
  * only blurs the mean). */
-static void note_traffic(mz_mpi *m, uint64_t now) {
+static void note_traffic(mz_mpi *m, uint64_t now, unsigned events) {
   uint64_t prev = atomic_exchange_explicit(&m->last_done, now, memory_order_relaxed);
-  uint64_t d = now > prev ? now - prev : 0, g = atomic_load_explicit(&m->gap, memory_order_relaxed);
+  uint64_t d = now > prev ? (now - prev) / events : 0, g = atomic_load_explicit(&m->gap, memory_order_relaxed);
   atomic_store_explicit(&m->gap, g - g / 4 + d / 4, memory_order_relaxed);
 }
 
@@ -785,7 +800,7 @@ static int poll_pending(mz_mpi *m, bool try, int limit, mz_op **next) {
   pthread_mutex_unlock(&m->plock);
   if (out > 0) {
     if (try) atomic_store_explicit(&m->unnoted, true, memory_order_relaxed);
-    else note_traffic(m, mz__now_ns());
+    else note_traffic(m, mz__now_ns(), 1);
   }
   while (head) {
     struct cmd *c = head;
@@ -814,8 +829,20 @@ static bool idle_poll(void *ctx, mz_op **next) {
   }
   if (atomic_load_explicit(&m->nearly, memory_order_relaxed) > 0) sched_yield();
   if (atomic_load_explicit(&m->unnoted, memory_order_relaxed) &&
-      atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed))
-    note_traffic(m, mz__now_ns());
+      atomic_exchange_explicit(&m->unnoted, false, memory_order_relaxed)) {
+    /* Messages a few microseconds apart (a stencil's fine steps): the
+     * time is read at every 4th event only (a clock read is about 12 ns
+     * of a 500 ns step), the stamp then at most a few steps old against
+     * idle_hold's spin_ns; farther apart, at each.  Racing updates of the
+     * count only blur the mean. */
+    unsigned k = atomic_load_explicit(&m->unread, memory_order_relaxed);
+    if (k < 3 && atomic_load_explicit(&m->gap, memory_order_relaxed) < m->spin_ns / 64) {
+      atomic_store_explicit(&m->unread, k + 1, memory_order_relaxed);
+    } else {
+      atomic_store_explicit(&m->unread, 0, memory_order_relaxed);
+      note_traffic(m, mz__now_ns(), k + 1);
+    }
+  }
   return poll_pending(m, true, MZ__MPI_WINDOW, next) > 0;
 }
 
@@ -1333,7 +1360,15 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
   }
   m->direct_max = (int)v;
   bool fold = true, serialized = false;
-  const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD");
+  const char *fv = getenv("MZ_MPI_FOLD"), *tv = getenv("MZ_MPI_THREAD"), *sv = getenv("MZ_MPI_SELF");
+  m->self = true;
+  if (sv && *sv) {
+    if (strcmp(sv, "0") && strcmp(sv, "1")) {
+      free(m);
+      return mz__set_error(rt, MZ_EINVAL, "mz_mpi_create: MZ_MPI_SELF must be 0 or 1, not '%s'", sv);
+    }
+    m->self = sv[0] == '1';
+  }
   if (fv && *fv) {
     if (strcmp(fv, "0") && strcmp(fv, "1")) {
       free(m);
@@ -1589,6 +1624,15 @@ static int dg_fail(mz_dgraph *dg, int code, const char *fmt, ...) {
 static void drain(mz_dgraph *dg) {
   mz_mpi *m = dg->m;
   if (!atomic_load_explicit(&dg->inflight, memory_order_acquire)) return;
+  if (m->self && m->multiple) {
+    /* Tested here first (a wake-up of the communication thread takes the
+     * core on a rank bound to one): most often the last sends of the
+     * last run, out in a poll or two. */
+    for (int i = 0; i < 64 && atomic_load_explicit(&dg->inflight, memory_order_acquire); i++) {
+      if (!poll_pending(m, false, INT32_MAX, NULL)) sched_yield();
+    }
+    if (!atomic_load_explicit(&dg->inflight, memory_order_acquire)) return;
+  }
   atomic_fetch_add(&m->urgent, 1);
   atomic_fetch_add(&m->uwait, 1);
   wake_comm(m);
@@ -2187,11 +2231,11 @@ static void start_transfers(mz_dgraph *dg) {
   }
 }
 
-int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
-  if (out) *out = NULL;
-  if (!dg || !out) return MZ_EINVAL;
+/* The first half of a run's start: the graph frozen and planned, the
+ * last run of it ended and its requests completed.  Returns the sticky
+ * error or MZ_OK. */
+static int run_prepare(mz_dgraph *dg) {
   mz_runtime *rt = dg->m->rt;
-  if (mz__in_runtime_thread) return mz__set_error(rt, MZ_EDEADLK, "mz_dgraph_run: called from a runtime thread");
   int st = freeze(dg);
   /* No node of the previous run may still use a transfer, nor any of its
    * requests be in flight: they are reset for this run. */
@@ -2200,6 +2244,14 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   pthread_mutex_unlock(&rt->lock);
   drain(dg);
   if (!dg->planned && !plan_receives(dg) && st == MZ_OK) st = dg_fail(dg, MZ_ENOMEM, "mz_dgraph_run: out of memory");
+  return st;
+}
+
+/* The second half: the receives posted, the local graph run.  held: this
+ * thread holds a CPU worker and tests the requests itself next, so the
+ * communication thread is not woken. */
+static int run_launch(mz_dgraph *dg, const char *policy, mz_future **out, int st, bool held) {
+  mz_runtime *rt = dg->m->rt;
   if (dg->m->use_mpi) {
     atomic_store_explicit(&dg->m->last_done, mz__now_ns(), memory_order_relaxed);
     start_transfers(dg);
@@ -2211,7 +2263,7 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
     /* Not when a worker spins: it tests, and asks once it parks (urgent
      * is counted first, so one of the two sees the other); a wake-up here
      * can take the core from this thread on a rank bound to one core. */
-    if (gates_open(dg) && (!dg->m->idle_hook || atomic_load(&dg->m->spinning) == 0)) wake_comm(dg->m);
+    if (gates_open(dg) && !held && (!dg->m->idle_hook || atomic_load(&dg->m->spinning) == 0)) wake_comm(dg->m);
   }
   dg->run_status = st;
   /* Nothing runs here: the peers still get one message per send (the
@@ -2219,6 +2271,68 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
   if (st != MZ_OK && dg->m->use_mpi)
     for (size_t i = 0; i < dg->nxf; i++) xfer_abandon(dg->xf[i]);
   return st;
+}
+
+int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) {
+  if (out) *out = NULL;
+  if (!dg || !out) return MZ_EINVAL;
+  if (mz__in_runtime_thread) return mz__set_error(dg->m->rt, MZ_EDEADLK, "mz_dgraph_run: called from a runtime thread");
+  return run_launch(dg, policy, out, run_prepare(dg), false);
+}
+
+static bool future_done(void *f) { return !f || mz_future_poll(f) != MZ_EAGAIN; }
+
+/* The runtime's CPU device when this thread may run a run's nodes on it
+ * (self-driven: with MPI, MPI_THREAD_MULTIPLE and the idle workers' hook,
+ * so that it tests the requests as a worker does), else NULL. */
+static struct mz_device *self_device(const mz_mpi *m) {
+  struct mz_device *d = m->rt->share_dev;
+  if (!m->self || (m->use_mpi && !m->idle_hook) || !d || !d->ops->hold || !d->ops->help_held || mz_device_is_dead(d))
+    return NULL;
+  return d;
+}
+
+int mz_dgraph_run_wait(mz_dgraph *dg, const char *policy) {
+  if (!dg) return MZ_EINVAL;
+  mz_mpi *m = dg->m;
+  if (mz__in_runtime_thread) return mz__set_error(m->rt, MZ_EDEADLK, "mz_dgraph_run_wait: called from a runtime thread");
+  int st = run_prepare(dg);
+  /* After the last run ended: its nodes may have needed the worker. */
+  struct mz_device *cpu = st == MZ_OK ? self_device(m) : NULL;
+  int token = cpu ? cpu->ops->hold(cpu) : 0;
+  mz_future *f = NULL;
+  st = run_launch(dg, policy, &f, st, token != 0);
+  /* Every token is given back, even with no run (f NULL: done at once). */
+  if (token) cpu->ops->help_held(cpu, token, future_done, f);
+  int res = mz_dgraph_wait(dg, f);
+  mz_future_destroy(f);
+  return res;
+}
+
+/* The status exchange of mz_dgraph_wait made by this thread: the
+ * collective posted and tested here, this rank's other requests tested
+ * meanwhile (a peer may wait on them); polls without pausing (yielding
+ * the CPU) for spin_ns, then every MZ__MPI_NAP_US. */
+static void self_collective(mz_mpi *m, MPI_Comm comm, int *mine, int *all) {
+  MPI_Request req;
+  int err = MPI_Iallgather(mine, 1, MPI_INT, all, 1, MPI_INT, comm, &req);
+  if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Iallgather");
+  uint64_t t0 = 0;
+  for (unsigned i = 0;; i++) {
+    int done = 0;
+    err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (err != MPI_SUCCESS) comm_fail(m, err, "MPI_Test");
+    if (done) return;
+    poll_pending(m, true, MZ__MPI_WINDOW, NULL);
+    if (i % 16) {
+      sched_yield();
+      continue;
+    }
+    uint64_t now = mz__now_ns();
+    if (!t0) t0 = now;
+    if (now - t0 < m->spin_ns) sched_yield();
+    else nanosleep(&(struct timespec){.tv_nsec = MZ__MPI_NAP_US * 1000L}, NULL);
+  }
 }
 
 int mz_dgraph_wait(mz_dgraph *dg, mz_future *f) {
@@ -2233,11 +2347,15 @@ int mz_dgraph_wait(mz_dgraph *dg, mz_future *f) {
     fprintf(stderr, "maize: out of memory in mz_dgraph_wait; aborting\n");
     abort();
   }
-  struct cmd *c = new_cmd(C_COLL);
-  c->sendv = &mine;
-  c->buf = all;
-  c->comm = dg->comm;
-  run_collective(m, c);
+  if (m->self && m->multiple) {
+    self_collective(m, dg->comm, &mine, all);
+  } else {
+    struct cmd *c = new_cmd(C_COLL);
+    c->sendv = &mine;
+    c->buf = all;
+    c->comm = dg->comm;
+    run_collective(m, c);
+  }
   int res = MZ_OK;
   for (int r = 0; r < m->size; r++)
     if (all[r] != MZ_OK && all[r] != MZ_ECANCELED) {

@@ -19,13 +19,20 @@
  *              one pinned to the receiving rank, then sent home: small and
  *              large (over the folded-send limit) buffers, and a reader
  *              whose kernel cannot be wrapped; run twice
+ *   run-wait   mz_dgraph_run_wait: the stencil, the failure and the
+ *              dropped large message with it (alone and between runs of
+ *              mz_dgraph_run and mz_dgraph_wait on the same graph); where
+ *              it is self-driven (MPI_THREAD_MULTIPLE, MZ_MPI_SELF not 0)
+ *              the calling thread runs tasks of its run, else it never does
  *   api        bad arguments return errors, never crash
  *
  * Not a Criterion test: Criterion forks a process per test, and MPI may be
  * initialized once per process, by the process mpirun started. */
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <mpi.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +42,9 @@
 
 static int failures;
 static int myrank;
+/* The thread that calls main, and the stencil tasks run on it. */
+static pthread_t main_thread;
+static atomic_int on_main;
 
 #define CHECK(cond, ...)                                                  \
   do {                                                                    \
@@ -73,6 +83,7 @@ static int k_stencil(const mz_call *call) {
   const double *l = call->args[0].p, *c = call->args[1].p, *r = call->args[2].p;
   double *o = call->args[3].p;
   size_t w = call->shapes[1].count;
+  if (pthread_equal(pthread_self(), main_thread)) atomic_fetch_add(&on_main, 1);
   for (size_t j = 0; j < w; j++) {
     double a = j ? c[j - 1] : l[w - 1], b = j + 1 < w ? c[j + 1] : r[0];
     o[j] = (a + c[j] + b) / 3.0;
@@ -169,7 +180,37 @@ static void stencil_ref(double *x, size_t nt, size_t w, unsigned steps) {
   free(y);
 }
 
-static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigned steps, unsigned runs) {
+/* How the runs of a case are made: mz_dgraph_run then mz_dgraph_wait, or
+ * mz_dgraph_run_wait every other run (the first with the pair), or every
+ * run. */
+enum runs { PAIR, MIXED, RUN_WAIT };
+static bool use_run_wait(enum runs how, unsigned run) { return how == RUN_WAIT || (how == MIXED && run % 2); }
+
+/* Whether mz_dgraph_run_wait runs the rank's part on the calling thread
+ * here: with MPI_THREAD_MULTIPLE (not MZ_MPI_THREAD=serialized) or
+ * without MPI, unless MZ_MPI_SELF=0. */
+static bool self_driven(void) {
+  const char *s = getenv("MZ_MPI_SELF"), *t = getenv("MZ_MPI_THREAD");
+  return !(s && !strcmp(s, "0")) && !(t && !strcmp(t, "serialized"));
+}
+
+/* A run of dg made as how says for run number run: the status of the
+ * run's start (MZ_OK for mz_dgraph_run_wait) in *st, the collective one
+ * returned. */
+static int drun(mz_dgraph *dg, const char *policy, enum runs how, unsigned run, int *st) {
+  if (use_run_wait(how, run)) {
+    *st = MZ_OK;
+    return mz_dgraph_run_wait(dg, policy);
+  }
+  mz_future *f = NULL;
+  *st = mz_dgraph_run(dg, policy, &f);
+  int ws = mz_dgraph_wait(dg, f);
+  if (ws != MZ_OK && f) fprintf(stderr, "rank %d: run %u: %s\n", myrank, run, mz_future_message(f));
+  mz_future_destroy(f);
+  return ws;
+}
+
+static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigned steps, unsigned runs, enum runs how) {
   int size = mz_mpi_size(m);
   mz_kernel *k = kern(rt, "stencil", "in f64[] l, in f64[] c, in f64[] r, out f64[] o", k_stencil);
   double *init = malloc(nt * w * sizeof *init);
@@ -206,13 +247,30 @@ static bool case_stencil(mz_runtime *rt, mz_mpi *m, size_t nt, size_t w, unsigne
   mz_dgraph_staging(dg, &sb, &rb);
   CHECK(sb == 0, "%zu bytes of send staging before any run", sb);
   for (unsigned run = 0; run < runs; run++) {
-    mz_future *f = NULL;
-    int st = mz_dgraph_run(dg, NULL, &f);
+    int st;
+    bool rw = use_run_wait(how, run);
+    /* RUN_WAIT: the worker parks meanwhile (it spins MZ_SPIN_US, 50 us,
+     * idle), and mz_dgraph_run_wait takes its place.  MIXED: right after a
+     * run of the pair, it asks the worker, still spinning, to park first
+     * (no check below: on a loaded machine that may take longer than the
+     * spin time, and the worker then runs the run). */
+    if (rw && how == RUN_WAIT) nanosleep(&(struct timespec){.tv_nsec = 20000000}, NULL);
+    atomic_store(&on_main, 0);
+    int ws = drun(dg, NULL, how, run, &st);
     CHECK(st == MZ_OK, "run %u: %s", run, mz_err_name(st));
-    int ws = mz_dgraph_wait(dg, f);
-    CHECK(ws == MZ_OK, "wait %u: %s (%s)", run, mz_err_name(ws), f ? mz_future_message(f) : "");
+    CHECK(ws == MZ_OK, "wait %u: %s", run, mz_err_name(ws));
     ok = ok && st == MZ_OK && ws == MZ_OK;
-    mz_future_destroy(f);
+    /* Self-driven, the calling thread runs at least the tasks that need no
+     * message (each rank's interior tiles, ready at the start, which it
+     * takes before it waits on anything); else the worker runs them all. */
+    int here = atomic_load(&on_main);
+    if (rw && how == RUN_WAIT && self_driven() && nt >= 3 * (size_t)size) {
+      CHECK(here > 0, "run %u: mz_dgraph_run_wait ran none of this rank's tasks on the calling thread", run);
+      ok = ok && here > 0;
+    } else if (!rw || !self_driven()) {
+      CHECK(here == 0, "run %u: %d tasks ran on the calling thread", run, here);
+      ok = ok && here == 0;
+    }
     size_t s1, r1;
     mz_dgraph_transfers(dg, &s1, &r1);
     if (run == 0) {
@@ -370,7 +428,7 @@ static bool case_random(mz_runtime *rt, mz_mpi *m, uint64_t seed, size_t nbuf, s
 
 /* W doubles a buffer: 8, or over 64 KiB (the receive lands in the buffer,
  * and the canceled one on rank 0 still takes its message). */
-static bool case_failure(mz_runtime *rt, mz_mpi *m, size_t W) {
+static bool case_failure(mz_runtime *rt, mz_mpi *m, size_t W, bool rw) {
   int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
   int r1 = size > 1 ? 1 : 0;
   mz_kernel *kf = kern(rt, "maybe_fail", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
@@ -391,14 +449,21 @@ static bool case_failure(mz_runtime *rt, mz_mpi *m, size_t W) {
   mz_dgraph_apply(dg, kf, 3, (mz_darg[]){B(u), B(u2), I32(0)}, NULL, MZ_MPI_OWNER); /* runs on 0 */
   CHECK(mz_dgraph_status(dg) == MZ_OK, "build: %s", mz_dgraph_message(dg));
   mz_future *f = NULL;
-  int st = mz_dgraph_run(dg, NULL, &f);
+  int st = MZ_OK, ws;
+  if (rw) {
+    ws = mz_dgraph_run_wait(dg, NULL);
+  } else {
+    st = mz_dgraph_run(dg, NULL, &f);
+    ws = mz_dgraph_wait(dg, f);
+  }
   CHECK(st == MZ_OK, "run: %s", mz_err_name(st));
-  int ws = mz_dgraph_wait(dg, f);
   int local = f ? mz_future_status(f) : st;
   bool ok = true;
   CHECK(ws == MZ_EKERNEL, "collective status %s, expected MZ_EKERNEL", mz_err_name(ws));
   ok = ok && ws == MZ_EKERNEL;
-  if (rank == r1) {
+  if (rw) {
+    /* No future: the collective status says it all. */
+  } else if (rank == r1) {
     CHECK(local == MZ_EKERNEL, "rank %d's own status %s", rank, mz_err_name(local));
     ok = ok && local == MZ_EKERNEL;
   } else if (rank == 0) {
@@ -447,7 +512,7 @@ static int k_plus_calls(const mz_call *call) {
   return 0;
 }
 
-static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W) {
+static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W, enum runs how) {
   int size = mz_mpi_size(m), rank = mz_mpi_rank(m);
   if (size < 2) return true;
   atomic_int nfail = 0, ncalls = 0;
@@ -477,14 +542,12 @@ static bool case_drain(mz_runtime *rt, mz_mpi *m, size_t W) {
     ok = ok && recvs > 0 && rb == 0;
   }
   for (int run = 0; run < 2; run++) {
-    mz_future *f = NULL;
-    int st = mz_dgraph_run(dg, NULL, &f);
-    int ws = mz_dgraph_wait(dg, f);
+    int st;
+    int ws = drun(dg, NULL, how, (unsigned)run, &st);
     int want = run == 0 ? MZ_EKERNEL : MZ_OK;
     CHECK(st == MZ_OK && ws == want, "run %d: %s, wait %s, expected %s", run, mz_err_name(st), mz_err_name(ws),
           mz_err_name(want));
     ok = ok && st == MZ_OK && ws == want;
-    mz_future_destroy(f);
   }
   if (rank == 0) {
     /* Run 2's value: x + 2 + 1 (run 1's message, x + 1, would give 3). */
@@ -609,7 +672,7 @@ static bool case_direct(void) {
   int cs = mpi_create_with(rt, "MZ_MPI_DIRECT_MAX", "65536", &m);
   CHECK(cs == MZ_OK, "mz_mpi_create with MZ_MPI_DIRECT_MAX=65536: %s", mz_runtime_last_error(rt));
   if (cs != MZ_OK) exit(1);
-  bool ok = case_stencil(rt, m, 2 * (size_t)mz_mpi_size(m), 4096, 6, 2);
+  bool ok = case_stencil(rt, m, 2 * (size_t)mz_mpi_size(m), 4096, 6, 2, MIXED);
   mz_mpi_destroy(m);
   mz_runtime_destroy(rt);
   return ok;
@@ -715,7 +778,10 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
   mz_future *f = NULL;
   CHECK(mz_dgraph_run(dg, NULL, &f) == MZ_ERANGE && f == NULL, "run of a failed graph");
   CHECK(mz_dgraph_wait(dg, NULL) == MZ_ERANGE, "wait after a failed run");
+  /* So does one made with mz_dgraph_run_wait, on every rank. */
+  CHECK(mz_dgraph_run_wait(dg, NULL) == MZ_ERANGE, "run_wait of a failed graph");
   mz_dgraph_destroy(dg);
+  CHECK(mz_dgraph_run_wait(NULL, NULL) == MZ_EINVAL, "NULL graph run_wait");
   CHECK(mz_dgraph_run(NULL, NULL, &f) == MZ_EINVAL, "NULL graph");
   CHECK(mz_dgraph_wait(NULL, NULL) == MZ_EINVAL, "NULL graph wait");
   CHECK(mz_mpi_create(NULL, NULL) == MZ_EINVAL, "NULL runtime");
@@ -725,7 +791,8 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
                                        {"MZ_MPI_SPIN_US", "-1"}, {"MZ_MPI_STAGING_MAX", "-1"},
                                        {"MZ_MPI_STAGING_MAX", "4k"}, {"MZ_MPI_DIRECT_MAX", "65537"},
                                        {"MZ_MPI_DIRECT_MAX", "-1"},       {"MZ_MPI_RECV_WINDOW", "0"},
-                                       {"MZ_MPI_RECV_WINDOW", "-3"},      {"MZ_MPI_RECV_WINDOW", "8x"}};
+                                       {"MZ_MPI_RECV_WINDOW", "-3"},      {"MZ_MPI_RECV_WINDOW", "8x"},
+                                       {"MZ_MPI_SELF", "2"},              {"MZ_MPI_SELF", "on"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     const char *was = getenv(bad[i][0]);
     char *keep = was ? strdup(was) : NULL;
@@ -759,11 +826,12 @@ int main(void) {
     return 1;
   }
   myrank = mz_mpi_rank(m);
+  main_thread = pthread_self();
   int size = mz_mpi_size(m);
   struct { const char *name; bool ok; } res[16];
   int nres = 0;
   res[nres].name = "stencil";
-  res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 1));
+  res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 1, PAIR));
   res[nres].name = "gemm";
   res[nres++].ok = all_ok(case_gemm(rt, m, 4, 8));
   bool rnd = true;
@@ -771,16 +839,22 @@ int main(void) {
   res[nres].name = "random";
   res[nres++].ok = all_ok(rnd);
   res[nres].name = "failure";
-  res[nres++].ok = all_ok(case_failure(rt, m, 8) && case_failure(rt, m, 9000));
+  res[nres++].ok = all_ok(case_failure(rt, m, 8, false) && case_failure(rt, m, 9000, false));
   res[nres].name = "rerun";
-  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3));
+  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size + 1, 8, 4, 3, PAIR));
   res[nres].name = "readers";
   res[nres++].ok = all_ok(case_readers(rt, m, 8, false) && case_readers(rt, m, 16384, false) && case_readers(rt, m, 8, true));
   /* Tiles over 64 KiB: the receives land in the buffers, no staging. */
   res[nres].name = "large";
-  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size, 9000, 4, 2));
+  res[nres++].ok = all_ok(case_stencil(rt, m, 2 * (size_t)size, 9000, 4, 2, PAIR));
   res[nres].name = "drain";
-  res[nres++].ok = all_ok(case_drain(rt, m, 9000));
+  res[nres++].ok = all_ok(case_drain(rt, m, 9000, PAIR));
+  res[nres].name = "run-wait";
+  res[nres++].ok = all_ok(case_stencil(rt, m, 4 * (size_t)size, 16, 6, 3, RUN_WAIT) &&
+                          case_stencil(rt, m, 4 * (size_t)size, 16, 4, 4, MIXED) &&
+                          case_stencil(rt, m, 2 * (size_t)size, 9000, 4, 2, MIXED) &&
+                          case_failure(rt, m, 8, true) && case_failure(rt, m, 9000, true) &&
+                          case_drain(rt, m, 9000, RUN_WAIT) && case_drain(rt, m, 9000, MIXED));
   res[nres].name = "staging-limit";
   res[nres++].ok = all_ok(case_staging_limit());
   res[nres].name = "direct";

@@ -16,7 +16,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: maize-bench taskbench [Task Bench flags] [--system maize|maize-rerun|openmp|starpu|tbb|\n"
-          "                              maize-mpi|maize-mpi-rerun|mpi]\n"
+          "                              maize-mpi|maize-mpi-rerun|maize-mpi-pair|mpi]\n"
           "                             [--devices S] [--policy P] [-r N]\n"
           "\nTask Bench flags (as in StanfordLegion/task-bench):\n"
           "  %-18s height of the task graph (default 4)\n"
@@ -38,8 +38,9 @@ static void usage(FILE *f) {
           "\nmaize-bench options (--name VALUE or --name=VALUE):\n"
           "  --system S         maize (default), maize-rerun (the graph built once, then\n"
           "                     re-run with mz_graph_run), openmp, starpu or tbb; under mpirun (when\n"
-          "                     built with MPI): maize-mpi, maize-mpi-rerun (distributed graphs) or\n"
-          "                     mpi (plain MPI, the peer)\n"
+          "                     built with MPI): maize-mpi, maize-mpi-rerun (distributed graphs, each\n"
+          "                     run with mz_dgraph_run_wait), maize-mpi-pair (re-run with mz_dgraph_run\n"
+          "                     and mz_dgraph_wait) or mpi (plain MPI, the peer)\n"
           "  --devices S        maize devices, as MZ_DEVICES (default $MZ_DEVICES, or cpu:N with -worker N)\n"
           "  --policy P         maize policy (default $MZ_POLICY, else eager)\n"
           "  -r, --reps N       run N times and report the median (default 1)\n"
@@ -121,6 +122,8 @@ static int parse_rest(int nrest, char **rest, const char *prog, tb_sys_opts *opt
         *sys = &tb_system_maize_mpi;
       else if (!strcmp(v, "maize-mpi-rerun"))
         *sys = &tb_system_maize_mpi_rerun;
+      else if (!strcmp(v, "maize-mpi-pair"))
+        *sys = &tb_system_maize_mpi_pair;
       else if (!strcmp(v, "mpi"))
         *sys = &tb_system_mpi;
 #endif

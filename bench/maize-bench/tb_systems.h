@@ -58,6 +58,7 @@ extern const tb_system tb_system_tbb;
  * or once, and a plain MPI peer. */
 extern const tb_system tb_system_maize_mpi;
 extern const tb_system tb_system_maize_mpi_rerun;
+extern const tb_system tb_system_maize_mpi_pair;
 extern const tb_system tb_system_mpi;
 #endif
 

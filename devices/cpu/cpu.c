@@ -34,6 +34,7 @@
  * has work left, else leaves it asleep and still counted idle. */
 #include <ctype.h>
 #include <hwloc.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,7 @@ struct cpu_dev {
   unsigned seg_head, nsegs;
   size_t inj_n;                 /* nodes in the list and the ring */
   _Atomic size_t inj_count;     /* inj_n, read without the lock as a hint */
+  _Atomic unsigned park_now;    /* threads in cpu_hold waiting for a worker to park: idle ones stop spinning */
 };
 
 /* The most nodes a worker keeps in its own deque; more go to the
@@ -492,6 +494,7 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
     __builtin_ia32_pause();
 #endif
     op = take(w);
+    if (!op && atomic_load_explicit(&w->cd->park_now, memory_order_relaxed)) break; /* see cpu_hold */
     /* Outside work is tested at once (its message may be in already: a
      * worker behind its peer), then every 4th pause. */
     if (op || (io ? (i - 1) % 4 : i % 16)) continue;
@@ -702,48 +705,48 @@ static void *worker_main(void *arg) {
  * beside one of them while w's core idles: METG stencil_1d on 2 cores
  * was 1.5x worse in the median of paired runs, against 1.08 bound).  Once
  * per borrow that runs a node, not per node: three system calls (read,
- * bind, restore), about 43 borrows in a whole METG sweep.  Returns the
- * binding to restore after, or NULL (w is not bound, or this thread's
- * binding cannot be read or changed). */
+ * bind, restore; the read only where the thread is bound there already),
+ * about 43 borrows in a whole METG sweep.  Returns the binding to restore
+ * after, or NULL (w is not bound, this thread is bound to w's core
+ * already, or its binding cannot be read or changed). */
 static hwloc_cpuset_t pin_help(struct worker *w) {
   if (!w->set) return NULL;
   hwloc_cpuset_t own = hwloc_bitmap_alloc();
+  /* Already there (a process mpirun bound to one core): no bind, no
+   * restore, two system calls a borrow less. */
   if (own && !hwloc_get_cpubind(w->topo, own, HWLOC_CPUBIND_THREAD) && !hwloc_bitmap_iszero(own) &&
-      !hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD))
+      !hwloc_bitmap_isequal(own, w->set) && !hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD))
     return own;
   hwloc_bitmap_free(own);
   return NULL;
 }
 
-/* See the top of the file and struct mz__device_ops.help. */
-static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
-  struct cpu_dev *cd = dev->priv;
-  struct worker *w = NULL;
-  for (unsigned i = 0; i < cd->nworkers && !w; i++) {
-    struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
-    int exp = LEND_PARKED;
-    if (v && atomic_compare_exchange_strong_explicit(&v->lend, &exp, LEND_BORROWED, memory_order_acq_rel,
-                                                     memory_order_relaxed))
-      w = v;
-  }
-  if (!w) return done(arg);
+/* Run w's loop on this thread (borrowed: lend is LEND_BORROWED) until
+ * done(arg), or, unless held, until no work comes for a while; then give
+ * it back.  held: taken by cpu_hold, which took w out of the idle set
+ * (shared nodes woke nobody meanwhile): it goes back there, and its
+ * thread is woken when work is left (the injection list included). */
+static bool lend_run(struct cpu_dev *cd, struct worker *w, bool held, bool (*done)(void *), void *arg) {
+  mz_runtime *rt = w->q->dev->rt;
   int saved_in = mz__in_runtime_thread, saved_q = mz__cur_queue;
   const mz_runtime *saved_rt = mz__cur_rt;
   mz__in_runtime_thread = 1;
   mz__cur_queue = (int)w->q->index;
-  mz__cur_rt = dev->rt;
-  bool fin = false, ran = false;
+  mz__cur_rt = rt;
+  bool fin = held && done(arg), ran = false;
   hwloc_cpuset_t own = NULL; /* this thread's binding, while it runs on w's core */
   while (!fin) {
     mz_op *op = take(w);
     if (!op) {
       /* Publish what ran here: the run may end with it.  Then, while CPU
-       * work goes on (this thread ran some, or a worker is awake), spin as
-       * a worker does for the next node or the end of the run; with none
-       * (a run on other devices) go back to sleeping at once: a spinning
-       * waiter would take a core from the threads that feed them. */
+       * work goes on (this thread ran some, or a worker is awake, or the
+       * thread holds the worker for its run), spin as a worker does for
+       * the next node or the end of the run; with none (a run on other
+       * devices) go back to sleeping at once: a spinning waiter would
+       * take a core from the threads that feed them. */
       mz__queue_flush(w->q);
-      if ((fin = done(arg)) || (!ran && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
+      if ((fin = done(arg)) ||
+          (!ran && !held && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
         break;
       op = spin_take(w, done, arg, &fin);
       if (!op) break;
@@ -760,12 +763,80 @@ static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
   mz__in_runtime_thread = saved_in;
   mz__cur_queue = saved_q;
   mz__cur_rt = saved_rt;
+  if (held) {
+    /* Back among the idle, then look for work shared meanwhile: a sharer
+     * that came before this store woke nobody, one after it finds w idle
+     * (the fence pairs with wake_idle's). */
+    atomic_store(&w->idle, true);
+#ifdef MZ__TSAN
+    atomic_fetch_add_explicit(&cd->nidle, 0, memory_order_seq_cst);
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+  }
   /* Read before the hand-back: after it, the worker's thread owns these. */
-  bool pending = w->next != NULL || w->nlocal || atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
-                                        atomic_load_explicit(&w->dq.top, memory_order_relaxed);
+  bool pending = w->next != NULL || w->nlocal ||
+                 atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) >
+                     atomic_load_explicit(&w->dq.top, memory_order_relaxed) ||
+                 (held && atomic_load_explicit(&cd->inj_count, memory_order_relaxed));
   int old = atomic_exchange_explicit(&w->lend, LEND_PARKED, memory_order_acq_rel);
   if (old == LEND_MISSED || pending || !atomic_load(&w->idle)) mz__parker_wake(&w->park);
   return fin || done(arg);
+}
+
+/* See the top of the file and struct mz__device_ops.help. */
+static bool cpu_help(struct mz_device *dev, bool (*done)(void *), void *arg) {
+  struct cpu_dev *cd = dev->priv;
+  struct worker *w = NULL;
+  for (unsigned i = 0; i < cd->nworkers && !w; i++) {
+    struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
+    int exp = LEND_PARKED;
+    if (v && atomic_compare_exchange_strong_explicit(&v->lend, &exp, LEND_BORROWED, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+      w = v;
+  }
+  if (!w) return done(arg);
+  return lend_run(cd, w, false, done, arg);
+}
+
+/* See struct mz__device_ops.hold: a parked worker borrowed, and taken out
+ * of the idle set so that no shared node wakes its thread (which would
+ * only find it borrowed and sleep again): its nodes wait for the holder.
+ * A worker whose wake-up is under way (idle already cleared) is left. */
+static int hold_parked(struct cpu_dev *cd) {
+  for (unsigned i = 0; i < cd->nworkers; i++) {
+    struct worker *v = atomic_load_explicit(&cd->workers[i], memory_order_acquire);
+    int exp = LEND_PARKED;
+    if (!v || !atomic_compare_exchange_strong_explicit(&v->lend, &exp, LEND_BORROWED, memory_order_acq_rel,
+                                                       memory_order_relaxed))
+      continue;
+    if (atomic_exchange(&v->idle, false)) return (int)i + 1;
+    /* Being woken: hand it back (its thread finds it parked, or missed). */
+    if (atomic_exchange_explicit(&v->lend, LEND_PARKED, memory_order_acq_rel) == LEND_MISSED) mz__parker_wake(&v->park);
+  }
+  return 0;
+}
+
+/* With none parked, the workers spinning idle are asked to park now, and
+ * the caller yields its core to them for up to their spin time: runs
+ * started back to back (a run that ended within the spin time) would
+ * otherwise find the worker spinning every time, and never be held. */
+static int cpu_hold(struct mz_device *dev) {
+  struct cpu_dev *cd = dev->priv;
+  int t = hold_parked(cd);
+  if (t) return t;
+  atomic_fetch_add(&cd->park_now, 1);
+  uint64_t until = mz__now_ns() + (uint64_t)dev->rt->spin * 1000u;
+  while (!(t = hold_parked(cd)) && mz__now_ns() < until) sched_yield();
+  atomic_fetch_sub(&cd->park_now, 1);
+  return t;
+}
+
+/* See struct mz__device_ops.help_held. */
+static bool cpu_help_held(struct mz_device *dev, int token, bool (*done)(void *), void *arg) {
+  struct cpu_dev *cd = dev->priv;
+  struct worker *w = atomic_load_explicit(&cd->workers[token - 1], memory_order_acquire);
+  return lend_run(cd, w, true, done, arg);
 }
 
 /* See the top of the file and struct mz__device_ops.share. */
@@ -989,6 +1060,8 @@ static const struct mz__device_ops cpu_ops = {
     .share = cpu_share,
     .share_array = cpu_share_array,
     .help = cpu_help,
+    .hold = cpu_hold,
+    .help_held = cpu_help_held,
     .queue_init = cpu_queue_init,
     .queue_fini = cpu_queue_fini,
     .queue_distance = cpu_queue_distance,

@@ -54,8 +54,9 @@
  * $MZ_MPI_SPIN_US microseconds apart on average, and the last one is
  * younger than that: closely spaced messages (a stencil's fine steps) then
  * find it awake, where long tasks' workers park as before.
- * One communication thread per context makes the collectives of
- * mz_dgraph_wait and tests the requests only when a node waits on one
+ * One communication thread per context makes the collectives (those of
+ * mz_dgraph_wait only with MZ_MPI_SELF=0 or without MPI_THREAD_MULTIPLE:
+ * see "Self-driven waits") and tests the requests only when a node waits on one
  * and no worker tests (a worker parked): it then polls without pausing
  * (yielding the CPU between polls) for $MZ_MPI_SPIN_US microseconds
  * (default 200) after the last completion, then every 50 us; otherwise it
@@ -64,6 +65,24 @@
  * while only requests nobody waits on are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
  * least), or with MZ_MPI_THREAD=serialized, the thread makes every MPI
  * call and polls while requests are in flight.  No worker blocks in MPI.
+ *
+ * Self-driven waits.  mpirun binds each rank to one core by default, so a
+ * rank's CPU worker, its communication thread and the user's thread share
+ * it, and each hand-off between them (a wake-up, then the core given up)
+ * cost 8-56 us on a loaded machine.  mz_dgraph_run_wait() makes none:
+ * where a CPU worker sleeps, the calling thread takes its place before the
+ * run starts (the worker stays asleep and the run's nodes wake nobody),
+ * runs this rank's part, tests the requests as an idle worker does (its
+ * successor runs next, here), and gives the worker back once its run
+ * ended; past the runtime's spin time with no message in sight it gives
+ * it back early and waits as mz_dgraph_wait does.  mz_dgraph_wait()
+ * itself makes the status exchange on the calling thread (MPI_Iallgather,
+ * tested there, yielding the CPU between tests for $MZ_MPI_SPIN_US, then
+ * every 50 us), not through the communication thread, and a run's start
+ * tests the last run's requests itself before it asks that thread.  All
+ * of it needs MPI_THREAD_MULTIPLE; MZ_MPI_SELF=0 turns it off (the
+ * communication thread makes the exchange, and mz_dgraph_run_wait runs
+ * and waits as the two calls do).
  *
  * Binding.  Ranks that mpirun leaves unbound (it does when they
  * outnumber the cores) pin their CPU workers to their own share of the
@@ -90,7 +109,9 @@
  *
  * Threads: the calls of this header are made by user threads, one at a
  * time per context (as a program's main thread makes them); the runs they
- * start go on concurrently with them.
+ * start go on concurrently with them.  With MPI_THREAD_MULTIPLE,
+ * mz_dgraph_wait and mz_dgraph_run_wait make MPI calls on the calling
+ * thread (see "Self-driven waits").
  *
  * Outside mpirun (no MPI launcher in the environment, MPI not initialized
  * by the program), mz_mpi_create() gives a context of one rank that never
@@ -120,7 +141,8 @@ typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
  * initialized MPI itself finalizes it itself, after mz_mpi_destroy(), and
  * must have been given MPI_THREAD_SERIALIZED at least (else MZ_ENOTSUP),
  * since maize's own threads make its MPI calls: with
- * MPI_THREAD_MULTIPLE, CPU workers and the communication thread; with
+ * MPI_THREAD_MULTIPLE, CPU workers, the communication thread and the
+ * thread in mz_dgraph_wait or mz_dgraph_run_wait; with
  * less, the communication thread alone, and then the program's own MPI
  * calls must not overlap it, so it makes none while the context lives.
  * Works on a duplicate of MPI_COMM_WORLD.  Outside mpirun (see above)
@@ -130,7 +152,8 @@ typedef struct mz_dgraph mz_dgraph;   /* a graph built the same on every rank */
  * Environment: MZ_MPI_SPIN_US (0 to 10000000), MZ_MPI_FOLD (0 or 1,
  * default 1), MZ_MPI_THREAD (multiple, the default, or serialized),
  * MZ_MPI_STAGING_MAX (bytes; see mz_dgraph_staging), MZ_MPI_RECV_WINDOW
- * (1 to 1000000 receives, default 8; see "Progress").
+ * (1 to 1000000 receives, default 8; see "Progress"), MZ_MPI_SELF (0 or
+ * 1, default 1; see "Self-driven waits").
  * Errors: MZ_EINVAL (NULL arguments, rt not live, a bad environment
  * value), MZ_ENOTSUP (MPI's thread level), MZ_ESTATE (MPI finalized
  * already), MZ_ENOMEM, MZ_EIO (MPI failed; message in
@@ -247,6 +270,20 @@ int mz_dgraph_run(mz_dgraph *dg, const char *policy, mz_future **out) MZ_WUR;
  * not destroyed.  Every rank calls it once per run.  Thread: a user
  * thread (MZ_EDEADLK on a runtime thread). */
 int mz_dgraph_wait(mz_dgraph *dg, mz_future *f);
+
+/* mz_dgraph_run() and mz_dgraph_wait() in one call, with this thread
+ * running this rank's part of the run (see "Self-driven waits" above):
+ * where MPI gives MPI_THREAD_MULTIPLE and a CPU worker of the runtime
+ * sleeps, this thread takes that worker's place before the run starts (the
+ * worker is not woken), runs the run's CPU nodes and tests the MPI
+ * requests as the worker would, then makes the status exchange itself.
+ * Otherwise (a busy worker, MZ_MPI_SELF=0, less than
+ * MPI_THREAD_MULTIPLE, or outside mpirun) it runs and waits as the two
+ * calls do.  Returns what mz_dgraph_wait returns (the same status on
+ * every rank; a failure to start the run here is this rank's status).
+ * Every rank calls it (or the two calls) once per run.  Thread: a user
+ * thread (MZ_EDEADLK on a runtime thread); NULL dg: MZ_EINVAL. */
+int mz_dgraph_run_wait(mz_dgraph *dg, const char *policy) MZ_WUR;
 
 MZ_API_END
 
