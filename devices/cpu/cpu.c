@@ -10,8 +10,9 @@
  * from a worker, into its run-next slot (the successor it made ready runs
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
- * workers take from in chunks (a replay's sources come as one array,
- * share_array, held whole in a small ring beside the list).  A worker takes work in this order: run-next,
+ * workers take from in chunks (a run's sources may come as one array,
+ * share_array, held whole in a small ring beside the list).  A worker
+ * takes work in this order: run-next,
  * its local list (the few nodes it took from its own deque at once, or,
  * alone on its device, what it would have put there), inbox, own deque,
  * injection, steal.  An idle worker spins a while, then
@@ -878,43 +879,34 @@ static void cpu_share(struct mz_device *dev, struct mz_op *head, struct mz_op *t
   wake_idle(cd, added);
 }
 
-/* See struct mz__device_ops.share_array.  From one of dev's workers, as
- * cpu_share does with a list; from any other thread, into the ring, or,
- * when it is full, linked into the list (the nodes are QUEUED and in no
- * other list: their links are free). */
+/* See struct mz__device_ops.share_array.  From any thread but dev's
+ * workers, into the ring while it has room.  Else the nodes (QUEUED and
+ * in no other list: their links are free) are linked and shared as a
+ * list: a worker keeps them in its slot and deque anyway, and a full ring
+ * sends them to the list. */
 static void cpu_share_array(struct mz_device *dev, struct mz_op *const *v, size_t n) {
   struct cpu_dev *cd = dev->priv;
   mz_runtime *rt = dev->rt;
   if (!n) return;
-  if (mz__cur_rt == rt && mz__cur_queue >= 0 && rt->queues[mz__cur_queue]->dev == dev) {
-    struct worker *w = rt->queues[mz__cur_queue]->priv;
-    size_t i = 0;
-    if (!w->next) w->next = v[i++];
-    int64_t held = atomic_load_explicit(&w->dq.bottom, memory_order_relaxed) -
-                   atomic_load_explicit(&w->dq.top, memory_order_relaxed);
-    size_t pushed = 0;
-    for (; i < n && held < LOCAL_MAX; i++, held++, pushed++)
-      if (!mz__deque_push(&w->dq, v[i])) break;
-    if (pushed) wake_idle(cd, pushed);
-    v += i;
-    n -= i;
-    if (!n) return;
+  bool worker = mz__cur_rt == rt && mz__cur_queue >= 0 && rt->queues[mz__cur_queue]->dev == dev;
+  if (!worker) {
+    pthread_mutex_lock(&cd->inj_lock);
+    bool room = cd->nsegs < INJ_SEGS;
+    if (room) {
+      cd->segs[(cd->seg_head + cd->nsegs) % INJ_SEGS] = (struct inj_seg){.v = v, .n = n};
+      cd->nsegs++;
+      cd->inj_n += n;
+      atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&cd->inj_lock);
+    if (room) {
+      wake_idle(cd, n);
+      return;
+    }
   }
-  pthread_mutex_lock(&cd->inj_lock);
-  if (cd->nsegs < INJ_SEGS) {
-    cd->segs[(cd->seg_head + cd->nsegs) % INJ_SEGS] = (struct inj_seg){.v = v, .n = n};
-    cd->nsegs++;
-  } else {
-    for (size_t i = 0; i + 1 < n; i++) atomic_store_explicit(mz__op_next(v[i]), v[i + 1], memory_order_relaxed);
-    atomic_store_explicit(mz__op_next(v[n - 1]), NULL, memory_order_relaxed);
-    if (cd->inj_tail) atomic_store_explicit(mz__op_next(cd->inj_tail), v[0], memory_order_relaxed);
-    else cd->inj_head = v[0];
-    cd->inj_tail = v[n - 1];
-  }
-  cd->inj_n += n;
-  atomic_store_explicit(&cd->inj_count, cd->inj_n, memory_order_relaxed);
-  pthread_mutex_unlock(&cd->inj_lock);
-  wake_idle(cd, n);
+  for (size_t i = 0; i + 1 < n; i++) atomic_store_explicit(mz__op_next(v[i]), v[i + 1], memory_order_relaxed);
+  atomic_store_explicit(mz__op_next(v[n - 1]), NULL, memory_order_relaxed);
+  cpu_share(dev, v[0], v[n - 1], n);
 }
 
 static int cpu_submit(struct mz__queue *q, struct mz__batch *b) {
