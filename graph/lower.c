@@ -445,8 +445,18 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
    * here, in the pass that resets them, not in another pass by run_start
    * (a graph larger than the caches is walked once less per run), and
    * run_start hands lw's array of them over whole. */
-  bool handed = open && r->rt->share_dev && r->rt->share_dev->ops->share_array;
-  for (size_t i = 0; i < r->ntasks; i++) {
+  mz_runtime *rt = r->rt;
+  bool handed = open && rt->share_dev && rt->share_dev->ops->share_array;
+  /* Every task a source (independent work): the workers start on the
+   * first ones while this pass resets the rest, in about 8 pieces of the
+   * task list (mz__run_share_early), so that a graph larger than the
+   * caches is not walked twice one after the other.  Only where nothing
+   * reads the run before its start (no plan, no virtual clock), and for
+   * pieces worth a hand-off; run_start hands over the last piece, so the
+   * run cannot end while it is being committed. */
+  size_t n = r->ntasks, piece = n / 8 > 256 ? n / 8 : 256, from = 0;
+  bool early = handed && lw->nsources == n && n >= 2 * piece && mz__run_early_ok(r);
+  for (size_t i = 0; i < n; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     /* The task's second line (successors, policy word, plan links) only
@@ -473,13 +483,22 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
        * ready_shared); a source with one leaves it all to run_start. */
       if (__builtin_expect(!mz__task_has_plan_next(t), 1)) {
         atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+        /* Once handed over, a task may run and end: not touched again. */
+        if (early && i + 1 - from == piece && i + 1 < n) {
+          mz__run_share_early(r, from, piece);
+          from = i + 1;
+        }
         continue;
       }
+      /* From here on run_start walks the rest (ready_shared). */
+      if (early && i > from) mz__run_share_early(r, from, i - from);
+      if (early) from = i;
       handed = false;
     }
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
   r->src_handed = handed;
+  r->src_from = from;
   /* The outside gates (MPI's folded receives), in a pass of their own
    * over a run that has any (then never open): they are in the tasks'
    * cold records, which the pass above does not touch.  The run has not
@@ -617,8 +636,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);
       r->ntasks = lw->ntasks;
       atomic_init(&r->remaining, r->ntasks);
+      r->replayed = lw; /* before replay, which may hand tasks over */
       replay(lw, r);
-      r->replayed = lw;
       goto linked;
     }
   }

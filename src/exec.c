@@ -1367,6 +1367,26 @@ static void hold_all(mz_runtime *rt, bool on) {
   for (unsigned i = 0; i < rt->nhold_types; i++) rt->hold_types[i]->hold(rt, on);
 }
 
+static void set_lean(struct mz__run *r);
+
+bool mz__run_early_ok(const struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
+  /* set_lean's test for a run whose nodes are all shared: a lean run's
+   * workers read nothing of it that its commit writes later. */
+  return !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy] && !rt->pol[r->policy]->plan &&
+         !rt->nhold_types;
+}
+
+void mz__run_share_early(struct mz__run *r, size_t from, size_t n) {
+  if (!r->src_early) {
+    r->src_early = true;
+    r->share = r->all_shared = true;
+    set_lean(r);
+  }
+  mz_runtime *rt = r->rt;
+  rt->share_dev->ops->share_array(rt->share_dev, r->tasks + from, n);
+}
+
 bool mz__run_may_share(const struct mz__run *r) {
   const mz_runtime *rt = r->rt;
   const struct mz_device *sd = rt->share_dev;
@@ -1407,7 +1427,11 @@ static inline void ready_shared(mz_op *op, struct work *w, mz_runtime *rt, int s
 static void run_start(struct mz__run *r) {
   struct work w;
   work_init(&w);
-  int st = atomic_load(&r->status);
+  /* A run fails before its start only by its policy's plan.  One whose
+   * first tasks were handed over early (src_early: no plan) may have a
+   * failed task by now, which cancels no other task of an all-source
+   * run, as in any run. */
+  int st = r->src_early ? 0 : atomic_load(&r->status);
   if (r->ntasks == 0) {
     mz__run_complete(r);
     return;
@@ -1428,10 +1452,19 @@ static void run_start(struct mz__run *r) {
      * is the graph's, which lives on. */
     struct mz__lowered *lw = r->lw;
     r->lw = NULL;
-    r->share = r->all_shared = true;
-    set_lean(r);
+    /* (Set already where the workers run tasks of r: not written again.) */
+    if (!r->src_early) {
+      r->share = r->all_shared = true;
+      set_lean(r);
+    }
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
+    if (r->src_early) {
+      /* Every task a source, the first ones handed over by the replay
+       * (mz__run_share_early): the rest of the task list. */
+      src = r->tasks + r->src_from;
+      ns = r->ntasks - r->src_from;
+    }
     if (__builtin_expect(st >= 0 && r->src_handed && ns, 1)) {
       /* QUEUED by the replay: one hand-off, after which the run may end
        * at once (the array is the graph's, which lives on). */

@@ -5,6 +5,7 @@
 #define MZ_EXEC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "maize.h"
 
@@ -49,5 +50,16 @@ void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU wo
 /* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
  * live CPU device, no fault injection, a policy that shares. */
 bool mz__run_may_share(const struct mz__run *r);
+/* A replay of a run whose tasks are all sources (graph/lower.c, replay):
+ * hand r->tasks[from, from + n), QUEUED, to the CPU workers before the run
+ * starts, so that they run while the replay resets the rest.  Called with
+ * rt->lock held, from the thread committing r, on a run that cannot end
+ * before run_start (it hands the last piece); the first call sets what the
+ * workers read of r (share, all_shared, lean). */
+void mz__run_share_early(struct mz__run *r, size_t from, size_t n);
+/* Whether r, all of whose nodes are shared, may be handed over early: it
+ * will be lean (struct mz__run.lean), its policy has no plan and no
+ * backend runs on a virtual clock.  rt->lock is held. */
+bool mz__run_early_ok(const struct mz__run *r);
 
 #endif

@@ -976,3 +976,83 @@ Test(rerun, overlapping_roots_run_after_their_futures_go) {
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
+
+/* ---- replays of independent work handed over while they are reset ---- */
+
+enum { EG = 8, EN = 1500 }; /* pieces of 256: about 6 a run, 48 in flight, past the workers' ring of 16 */
+static _Atomic int early_count[EG][EN];
+static _Atomic int early_fail_at; /* node i * EG + g fails in the run it names: -1 none */
+static _Atomic int early_run;
+static int early_fn(const mz_call *c) {
+  int g = c->args[0].i32, i = c->args[1].i32;
+  atomic_fetch_add(&early_count[g][i], 1);
+  return atomic_load(&early_fail_at) == i * EG + g && atomic_load(&early_run) == c->args[2].i32 ? 7 : 0;
+}
+
+/* A replay whose tasks are all sources hands the first of them to the
+ * workers while it resets the rest: every node still runs exactly once per
+ * run, with 1 and 2 workers, with many such replays in flight at once
+ * (their pieces fill the workers' ring), with the last run's future still
+ * alive when the next starts, with a node failing in an early piece (the
+ * run fails, every other node still runs, and the next run is whole), and
+ * for a replay started from a worker. */
+Test(rerun, independent_replays_start_while_being_reset) {
+  for (int nw = 1; nw <= 2; nw++) {
+    memset(early_count, 0, sizeof early_count);
+    atomic_store(&early_fail_at, -1);
+    mz_runtime *rt = test_runtime(nw == 1 ? "cpu:1" : "cpu:2");
+    mz_kernel *k = test_kernel(rt, "early", "i32 g, i32 i, i32 fail_run", early_fn, NULL);
+    mz_graph *g[EG];
+    mz_op *root[EG];
+    for (int j = 0; j < EG; j++) {
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g[j]));
+      static mz_op *ops[EN];
+      for (int i = 0; i < EN; i++)
+        ops[i] = mz_apply(g[j], k, mz_zip(g[j], 3, (mz_op *[]){mz_i32(g[j], j), mz_i32(g[j], i), mz_i32(g[j], 3)}), NULL);
+      root[j] = mz_join(g[j], EN, ops);
+      cr_assert_eq(mz_graph_status(g[j]), MZ_OK, "%s", mz_graph_message(g[j]));
+    }
+    mz_future *prev[EG] = {0};
+    for (int r = 1; r <= 6; r++) {
+      atomic_store(&early_run, r);
+      /* Run 3: node 10 of graph 5 (in the first piece) fails. */
+      atomic_store(&early_fail_at, r == 3 ? 10 * EG + 5 : -1);
+      mz_future *f[EG];
+      for (int j = 0; j < EG; j++) MZ_OK_OR_DIE(rt, mz_graph_run(g[j], root[j], "eager", &f[j]));
+      for (int j = 0; j < EG; j++) {
+        int st = mz_future_wait(f[j]);
+        if (r == 3 && j == 5) cr_assert_eq(st, MZ_EKERNEL, "run %d: the failing node's run ended %s", r, mz_err_name(st));
+        else cr_assert_eq(st, MZ_OK, "graph %d, run %d: %s", j, r, mz_future_message(f[j]));
+        /* Odd runs keep their futures until the next run has ended. */
+        if (prev[j]) mz_future_destroy(prev[j]);
+        prev[j] = NULL;
+        if (r % 2) prev[j] = f[j];
+        else mz_future_destroy(f[j]);
+      }
+      for (int j = 0; j < EG; j++)
+        for (int i = 0; i < EN; i++)
+          cr_assert_eq(atomic_load(&early_count[j][i]), r, "%d worker(s), run %d: node %d of graph %d ran %d times", nw, r,
+                       i, j, atomic_load(&early_count[j][i]));
+    }
+    for (int j = 0; j < EG; j++)
+      if (prev[j]) mz_future_destroy(prev[j]);
+    /* Graph 0's replay, started by a host node of another graph. */
+    struct nested n = {.g = g[0], .root = root[0], .rc = 1};
+    mz_graph *hg = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &hg));
+    mz_op *h = mz_host(hg, start_other, &n, NULL);
+    mz_future *hf = NULL;
+    MZ_OK_OR_DIE(rt, mz_schedule(hg, h, NULL, &hf));
+    cr_assert_eq(mz_future_wait(hf), MZ_OK, "%s", mz_future_message(hf));
+    mz_future_destroy(hf);
+    cr_assert_eq(atomic_load(&n.rc), MZ_OK, "mz_graph_run from a worker: %s", mz_err_name(atomic_load(&n.rc)));
+    cr_assert_eq(mz_future_wait(n.f), MZ_OK, "%s", mz_future_message(n.f));
+    mz_future_destroy(n.f);
+    for (int i = 0; i < EN; i++)
+      cr_assert_eq(atomic_load(&early_count[0][i]), 7, "node %d of graph 0 ran %d times", i, atomic_load(&early_count[0][i]));
+    mz_graph_destroy(hg);
+    for (int j = 0; j < EG; j++) mz_graph_destroy(g[j]);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
+}

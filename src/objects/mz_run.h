@@ -44,6 +44,11 @@ struct mz__run {
    * device whole (share_array); false when the replay could not (a source
    * with a plan link, or no share_array): run_start then walks the array. */
   bool gates_open, src_handed;
+  /* A replay whose tasks are all sources hands the first of them over in
+   * pieces as it resets them (src_early: mz__run_share_early), and
+   * run_start the rest, from r->tasks[src_from] on. */
+  bool src_early;
+  size_t src_from;
   struct mz__arena arena;     /* preds, exec arrays */
   /* A replayed run (graph/lower.c): its graph's lowered root, which
    * cannot change while the run is in flight (a re-run waits for it); its
