@@ -226,8 +226,8 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
 static void reset_for_rerun(struct mz__task *t) {
   t->succs.n = 0;
   if (!t->succs.heap) {
-    t->succs.v = t->succs.inl;
-    t->succs.cap = MZ__SUCCS_INL;
+    t->succs.v = NULL;
+    t->succs.cap = 0;
   }
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
@@ -458,8 +458,8 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
       struct mz__succs *sc = &t->succs;
       if (sc->heap) free(sc->v);
       sc->heap = 0;
-      sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
-      sc->cap = t->nsucc_run ? t->nsucc_run : MZ__SUCCS_INL;
+      sc->v = t->nsucc_run ? lw->succv[i] : NULL;
+      sc->cap = t->nsucc_run;
       sc->n = t->nsucc_run;
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
@@ -821,8 +821,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* Successor lists of their exact in-run size, cut in the commit pass
    * below (a task's list before any of its successors, which come after
    * it there) from one block of the run's arena with room for every edge
-   * of the run (those that fit a task's inline slots leave theirs
-   * unused): no pass of its own. */
+   * of the run: no pass of its own. */
   mz_op **succ_room = NULL;
   if (!rc && nedges && !(succ_room = mz__arena_alloc(&r->arena, nedges * sizeof *succ_room))) rc = MZ_ENOMEM;
   if (rc) {
@@ -831,8 +830,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (size_t i = 0; i < all->n; i++) {
       struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
       if (!sc->heap) {
-        sc->v = sc->inl;
-        sc->cap = MZ__SUCCS_INL;
+        sc->v = NULL;
+        sc->cap = 0;
       }
       mz__task_of(all->v[i])->mark = 0;
       mz__task_of(all->v[i])->npreds = 0;

@@ -52,21 +52,22 @@ static inline struct mz__access mz__acc_make(mz_buffer *b, uint8_t mode) {
   return (struct mz__access){(uintptr_t)b | mode};
 }
 
-/* A task's successors: inl (a chain's one), or an exact array from its
- * run's arena (sized when the run is scheduled), or malloc'd once a later
- * run adds edges to it (heap). */
-#define MZ__SUCCS_INL 1
+/* A task's successors: an exact array from its run's arena (sized when
+ * the run is scheduled: a frozen run's block holds it beside the task's
+ * predecessors), or malloc'd once a later run adds edges to it (heap);
+ * NULL with cap 0 until the task has one.  No inline slot: a task of a
+ * plain or Task Bench graph has zero successors or more than one, so a
+ * slot in every task cost 8 bytes that few used. */
 struct mz__succs {
   unsigned n;
   unsigned cap : 31;          /* a run's edges are counted in 32 bits */
   unsigned heap : 1;
   struct mz_op **v;
-  struct mz_op *inl[MZ__SUCCS_INL];
 };
 /* Make room for one more successor; false on ENOMEM. */
 static inline bool mz__succs_room(struct mz__succs *s) {
   if (s->n < s->cap) return true;
-  unsigned cap = s->cap * 2;
+  unsigned cap = s->cap ? s->cap * 2 : 2;
   struct mz_op **v = s->heap ? realloc(s->v, cap * sizeof *v) : malloc(cap * sizeof *v);
   if (!v) return false;
   if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
