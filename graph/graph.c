@@ -63,7 +63,7 @@ static void graph_free(mz_graph *g) {
       free(t->cold->message); /* none once its runs were torn down */
     }
     free(t->cold);
-    if (t->succs.heap) free(t->succs.v);
+    if (mz__succs_heap(&t->succs)) free(t->succs.v);
   }
   free(g->tasks_all);
   mz__lowered_free(&g->lowered);
