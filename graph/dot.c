@@ -132,9 +132,9 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
       put_escaped(f, q->dev->info.name);
       fprintf(f, ", queue %u", q->local);
     }
-    if (ran && t->status) fprintf(f, "\\n%s", mz_err_name(t->status));
+    if (ran && t->exec.status) fprintf(f, "\\n%s", mz_err_name(t->exec.status));
     fputc('"', f);
-    if (ran && t->status) fputs(", color=\"#d62728\", penwidth=2", f);
+    if (ran && t->exec.status) fputs(", color=\"#d62728\", penwidth=2", f);
     else if (placed && st == MZ__T_NEW) fputs(", color=\"#999999\"", f); /* never scheduled */
     fputs("];\n", f);
   }

@@ -54,8 +54,8 @@ static void graph_free(mz_graph *g) {
   if (g->next) g->next->prev = g->prev;
   mz__lowered_unclaim(&g->lowered); /* its buffers are released below */
   pthread_mutex_unlock(&rt->lock);
-  /* Explicit edges, plan records and successor lists grown past their
-   * inline room. */
+  /* Explicit edges, plan records and successor lists grown past the
+   * exact room a run gave them. */
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
     if (t->cold) {
@@ -63,7 +63,7 @@ static void graph_free(mz_graph *g) {
       free(t->cold->message); /* none once its runs were torn down */
     }
     free(t->cold);
-    if (t->succs.heap) free(t->succs.v);
+    if (mz__succs_heap(&t->succs)) free(t->succs.v);
   }
   free(g->tasks_all);
   mz__lowered_free(&g->lowered);
@@ -427,9 +427,7 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
    * mz__task_hbufs, mz__task_acc. */
   op->u.res = nres ? (mz_op **)(void *)(blk + ob + pb + ab) : NULL;
   if (remember_task(g, op)) return NULL;
-  t->succs.v = t->succs.inl;
-  t->succs.cap = MZ__SUCCS_INL;
-  return op;
+  return op; /* (no successors: v NULL, cap 0, as the arena zeroed them) */
 }
 
 /* Add an access; merge with an earlier one of the same buffer.  Returns

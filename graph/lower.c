@@ -70,7 +70,7 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (pt->mark != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
-    if (pt->status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
+    if (pt->exec.status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
     return MZ_OK;
   }
   int rc = vpush(out, p);
@@ -162,8 +162,8 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
   if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
   t->mark = stamp;
   t->color = 0;
-  t->nsucc_run = 0;
   if (rerun) reset_for_rerun(t);
+  t->succs.nrun = 0;
   int rc = vpush(tasks, p);
   for (unsigned i = 0, nb = mz__task_nbpreds(t); !rc && i < nb; i++)
     if (mz__task_of(p->u.bpreds[i])->mark != stamp) rc = vpush(stack, p->u.bpreds[i]);
@@ -224,11 +224,11 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
 /* A task of a re-run, done (or new) with no run of its graph in flight:
  * its successors and failure mark belong to the last run. */
 static void reset_for_rerun(struct mz__task *t) {
+  /* (Its run's count stays until its caller clears it: it tells a heap
+   * array from the run's, which is the arena's.) */
+  if (mz__succs_heap(&t->succs)) free(t->succs.v);
+  t->succs.v = NULL;
   t->succs.n = 0;
-  if (!t->succs.heap) {
-    t->succs.v = t->succs.inl;
-    t->succs.cap = MZ__SUCCS_INL;
-  }
   atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
 }
 
@@ -295,7 +295,7 @@ static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struc
  * sizes them (offsets in *o: successors, device record, transfers,
  * waits). */
 static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
-  size_t pb = t->npreds * sizeof *t->preds, sb = t->nsucc_run * sizeof *t->succs.v, ab = xdev_bytes(rt, t),
+  size_t pb = t->npreds * sizeof *t->preds, sb = t->succs.nrun * sizeof *t->succs.v, ab = xdev_bytes(rt, t),
          xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0,
          wb = dwait ? (t->npreds + t->nacc) * sizeof(struct mz__exec *) : 0;
   pb = (pb + 15) & ~(size_t)15;
@@ -350,7 +350,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     size_t sz = frozen_block(rt, dwait, t, o);
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
-    if (t->nsucc_run) memcpy(mem + o[0], t->succs.v, t->nsucc_run * sizeof *t->succs.v);
+    if (t->succs.nrun) memcpy(mem + o[0], t->succs.v, t->succs.nrun * sizeof *t->succs.v);
     t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
     succv[i] = (mz_op **)(void *)(mem + o[0]);
     xdev_set(t, o[2] > o[1] ? mem + o[1] : NULL, o[3] > o[2] ? (void *)(mem + o[2]) : NULL,
@@ -392,7 +392,8 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   if (t->run && t->run != r) t->run->ntaken++;
   t->run = r;
   t->queue = -1;
-  t->status = 0;
+  /* (Its status, in the exec, is the last run's until it is planned,
+   * which clears it, or ends: read only once it is DONE.) */
   t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   if (__builtin_expect(t->plan_times, 0)) {
@@ -466,11 +467,9 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
      * reads it, and later calls use new stamps.) */
     if (__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
       struct mz__succs *sc = &t->succs;
-      if (sc->heap) free(sc->v);
-      sc->heap = 0;
-      sc->v = t->nsucc_run ? lw->succv[i] : sc->inl;
-      sc->cap = t->nsucc_run ? t->nsucc_run : MZ__SUCCS_INL;
-      sc->n = t->nsucc_run;
+      if (mz__succs_heap(sc)) free(sc->v);
+      sc->v = sc->nrun ? lw->succv[i] : NULL;
+      sc->n = sc->nrun;
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
@@ -651,8 +650,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__task *t = mz__task_of(op);
       t->mark = stamp;
       t->color = 0;
-      t->nsucc_run = 0;
       reset_for_rerun(t);
+      t->succs.nrun = 0;
       tasks.v[i] = op;
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
@@ -718,7 +717,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (unsigned k = 0; !rc && k < nb; k++) {
       mz_op *p = op->u.bpreds[k];
       if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
-        if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
+        if (mz__task_of(p)->exec.status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
         continue;
       }
       rc = vpush(&preds, p);
@@ -795,7 +794,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__task *pt = mz__task_of(preds.v[k]);
       pt->color &= (uint8_t)~MZ__SEEN;
       if (pt->mark == stamp) { /* successors in the run, and the run's edges */
-        pt->nsucc_run++;
+        pt->succs.nrun++;
         nedges++;
       }
     }
@@ -840,19 +839,17 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* Successor lists of their exact in-run size, cut in the commit pass
    * below (a task's list before any of its successors, which come after
    * it there) from one block of the run's arena with room for every edge
-   * of the run (those that fit a task's inline slots leave theirs
-   * unused): no pass of its own. */
+   * of the run: no pass of its own. */
   mz_op **succ_room = NULL;
   if (!rc && nedges && !(succ_room = mz__arena_alloc(&r->arena, nedges * sizeof *succ_room))) rc = MZ_ENOMEM;
   if (rc) {
     /* Nothing was committed: clear the marks so the tasks stay new. */
     struct vec *all = topo.n && !tasks.n ? &topo : &tasks;
     for (size_t i = 0; i < all->n; i++) {
+      /* (Reset or new: no heap array; the arena's goes with the run.) */
       struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
-      if (!sc->heap) {
-        sc->v = sc->inl;
-        sc->cap = MZ__SUCCS_INL;
-      }
+      sc->v = NULL;
+      sc->n = sc->nrun = 0;
       mz__task_of(all->v[i])->mark = 0;
       mz__task_of(all->v[i])->npreds = 0;
       mz__task_of(all->v[i])->preds = NULL;
@@ -912,10 +909,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     task_enter(op, r, true);
-    if (t->nsucc_run > t->succs.cap) {
+    if (t->succs.nrun) { /* (reset or new: no array yet) */
       t->succs.v = succ_room;
-      t->succs.cap = t->nsucc_run;
-      succ_room += t->nsucc_run;
+      succ_room += t->succs.nrun;
     }
     unsigned inrun = 0;
     bool cross = false;
@@ -952,7 +948,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         } else {
           nfail++;
         }
-      } else if (mz__task_of(p)->status < 0 && mz__fail_reaches(p, op)) {
+      } else if (mz__task_of(p)->exec.status < 0 && mz__fail_reaches(p, op)) {
         atomic_store(&t->pred_failed, true);
       }
       mz__spin_unlock(&mz__task_of(p)->lock);

@@ -92,7 +92,11 @@ struct mz__exec {
    * kernel) where the task's lines allow. */
   struct mz__queue *queue;
   uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
-  int status;                 /* set by the backend before batch completion; 0 = ok */
+  /* Set by the backend before batch completion; 0 = ok.  Once the node is
+   * DONE, its final status (finish writes it: MZ_ECANCELED behind a failed
+   * predecessor), which the task keeps no copy of; cleared where the node
+   * is planned again. */
+  int status;
   /* The core's, in what was padding: the index + 1 of the host-memory
    * device an earlier plan of this node was for (0: plan it).  Host
    * pointers and build-time scalars do not change, so a re-run on the

@@ -822,11 +822,11 @@ bool mz__exec_same_run(const struct mz__exec *a, const struct mz__exec *b) {
 }
 
 bool mz__exec_waited_apart(const struct mz__exec *e, const struct mz__exec *next) {
-  /* nsucc_run and a task's preds are set when its run is scheduled and do
+  /* succs.nrun and a task's preds are set when its run is scheduled and do
    * not change while it is in flight (a later run's edges go to succs past
-   * nsucc_run, under the task's lock: not read here). */
+   * succs.nrun, under the task's lock: not read here). */
   const mz_op *op = mz__exec_node(e);
-  unsigned n = mz__task_of(op)->nsucc_run;
+  unsigned n = mz__task_of(op)->succs.nrun;
   if (n != 1) return n > 1;
   if (!next) return true;
   const struct mz__task *nt = mz__task_of(mz__exec_node(next));
@@ -902,7 +902,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
    * it, and if no successor of this run waits on it, the run (and the graph
    * holding the task) may be gone before this function returns.  With
    * successors left, the run cannot end before they are released below. */
-  unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
+  unsigned nsucc = atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->succs.nrun;
   /* The node planned after this one on its queue is claimed before the
    * hand-off (this node's end then finds none to release) and released
    * after it: released before, it could be placed by another thread that
@@ -979,7 +979,7 @@ static void share(mz_op *op, struct work *w) {
   struct mz__task *t = mz__task_of(op);
   struct mz__run *r = t->run;
   /* Read before the hand-off, as in submit(). */
-  unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->nsucc_run;
+  unsigned nsucc = r->all_shared || atomic_load_explicit(&t->rerouted, memory_order_relaxed) ? 0 : t->succs.nrun;
   /* No exec.nwait to clear: the CPU workers wait for nothing on a device
    * (a node taken back from them is placed again, which sets it). */
   if (__builtin_expect(mz__task_has_plan_next(t), 0)) plan_release(op, w); /* eager and ws set none */
@@ -1170,7 +1170,7 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
           mz__alias_clear_tiles_poison(b);
       }
   mz__spin_lock(&t->lock);
-  t->status = status;
+  t->exec.status = status; /* its final status: see struct mz__exec */
   /* A failure marks the successors before DONE is published: a thread that
    * sees this task done (placing a successor behind it on the device, say)
    * must also see that the successor is to be canceled.  Marked after DONE,
@@ -1203,7 +1203,7 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
   /* A task that never reached a queue still holds its successors' unsub
    * counts: release them so they are placed (and canceled). */
   if (!was_queued && !r->all_shared && !atomic_load_explicit(&t->rerouted, memory_order_relaxed)) {
-    for (unsigned i = 0; i < t->nsucc_run; i++) {
+    for (unsigned i = 0; i < t->succs.nrun; i++) {
       mz_op *s = t->succs.v[i];
       if (atomic_fetch_sub_explicit(&mz__task_of(s)->unsub, 1, memory_order_acq_rel) == 1) work_push(w, s, W_PLACE);
     }

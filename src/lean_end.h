@@ -43,7 +43,7 @@ static inline void mz__lean_done(struct mz__queue *Q, struct mz__acct *acct, str
   acct->ops++;
   acct->batches++; /* a shared node is a batch of one */
   mz__spin_lock(&t->lock);
-  t->status = MZ_OK;
+  t->exec.status = MZ_OK;
   atomic_store_explicit(&t->state, MZ__T_DONE, memory_order_release);
   mz__spin_unlock(&t->lock);
   if (counted) atomic_fetch_sub(&Q->backlog, 1); /* seq_cst, as in finish */

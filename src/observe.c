@@ -168,7 +168,7 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
       mz_node_timing *o = &v[i];
       o->node = op->id;
       o->name = mz__op_name(op);
-      o->status = t->status;
+      o->status = e->status;
       o->queue = t->queue;
       o->device = t->queue >= 0 ? (int)rt->queues[t->queue]->dev->info.index : -1;
       if (t->queue >= 0 && e->t_end && e->t_end >= e->t_start) {

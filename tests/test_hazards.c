@@ -15,7 +15,7 @@
  * mz_buffer_write) waiting for the last writer (and readers). */
 #include "common.h"
 
-enum { N = 256, MAXID = 16 };
+enum { N = 256, MAXID = 32 };
 
 static _Atomic int seq;
 static _Atomic int start_[MAXID], end_[MAXID];
@@ -346,6 +346,48 @@ Test(hazards, across_two_schedules, .timeout = 30) {
     mz_buffer_release(y);
     mz_buffer_release(r1);
     mz_buffer_release(r2);
+  }
+  teardown(&fx);
+}
+
+/* Many later runs add edges to one writer in flight: its successor list
+ * grows past its run's own (none, or one in-run reader) on the heap, past
+ * each power of two, and every reader and the last writer still wait for
+ * it; the last writer waits for every reader. */
+Test(hazards, many_runs_wait_for_one_writer_in_flight, .timeout = 60) {
+  enum { NR = 12 };
+  struct fixture fx = setup("cpu:2");
+  for (unsigned v = 0; v < 4; v++) {
+    const char *policy = policies[v & 1];
+    bool inrun = v >= 2; /* the writer's run has a reader of its own */
+    reset_seq();
+    mz_buffer *y = test_buffer_1d(fx.rt, MZ_I32, N, NULL), *r[NR + 1];
+    mz_graph *g[NR + 2];
+    mz_future *f[NR + 2];
+    for (unsigned k = 0; k <= NR; k++) r[k] = test_buffer_1d(fx.rt, MZ_I32, N, NULL);
+    MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g[0]));
+    mz_op *w = writer(g[0], &fx, y, 0, 7, 200);
+    MZ_OK_OR_DIE(fx.rt, mz_schedule(g[0], inrun ? reader(g[0], &fx, y, r[0], 1, 0) : w, policy, &f[0]));
+    for (unsigned k = 1; k <= NR; k++) {
+      MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g[k]));
+      MZ_OK_OR_DIE(fx.rt, mz_schedule(g[k], reader(g[k], &fx, y, r[k], (int)k + 1, 0), policy, &f[k]));
+    }
+    MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g[NR + 1]));
+    MZ_OK_OR_DIE(fx.rt, mz_schedule(g[NR + 1], writer(g[NR + 1], &fx, y, NR + 2, 9, 0), policy, &f[NR + 1]));
+    for (unsigned k = NR + 2; k-- > 0;) cr_expect_eq(mz_future_wait(f[k]), MZ_OK);
+    for (unsigned k = inrun ? 0 : 1; k <= NR; k++) {
+      EXPECT_BEFORE(0, (int)k + 1, "RAW across runs");
+      EXPECT_BEFORE((int)k + 1, NR + 2, "WAR across runs");
+      expect_all(fx.rt, r[k], 7, "a reader read the writer's data", policy);
+    }
+    EXPECT_BEFORE(0, NR + 2, "WAW across runs");
+    expect_all(fx.rt, y, 9, "the last writer wrote last", policy);
+    for (unsigned k = 0; k < NR + 2; k++) {
+      mz_future_destroy(f[k]);
+      mz_graph_destroy(g[k]);
+    }
+    for (unsigned k = 0; k <= NR; k++) mz_buffer_release(r[k]);
+    mz_buffer_release(y);
   }
   teardown(&fx);
 }

@@ -52,27 +52,33 @@ static inline struct mz__access mz__acc_make(mz_buffer *b, uint8_t mode) {
   return (struct mz__access){(uintptr_t)b | mode};
 }
 
-/* A task's successors: inl (a chain's one), or an exact array from its
- * run's arena (sized when the run is scheduled), or malloc'd once a later
- * run adds edges to it (heap). */
-#define MZ__SUCCS_INL 1
+/* A task's successors: the first nrun are its run's (counted when the run
+ * is scheduled; they do not change while it is in flight), in an exact
+ * array of nrun from the run's arena (a frozen run's block holds it beside
+ * the task's predecessors); edges a later run adds go past them, into a
+ * malloc'd copy (mz__succs_room).  So the array is the heap's exactly when
+ * it holds more than nrun (mz__succs_heap), and its capacity need not be
+ * stored: nrun while it is the run's; on the heap, the least power of two
+ * above the count it was made at, doubled each time the count reaches a
+ * power of two.  NULL while it has none.  No inline slot: a task of a
+ * plain or Task Bench graph has no successor or more than one. */
 struct mz__succs {
   unsigned n;
-  unsigned cap : 31;          /* a run's edges are counted in 32 bits */
-  unsigned heap : 1;
+  unsigned nrun;
   struct mz_op **v;
-  struct mz_op *inl[MZ__SUCCS_INL];
 };
+static inline bool mz__succs_heap(const struct mz__succs *s) { return s->n > s->nrun; }
 /* Make room for one more successor; false on ENOMEM. */
 static inline bool mz__succs_room(struct mz__succs *s) {
-  if (s->n < s->cap) return true;
-  unsigned cap = s->cap * 2;
-  struct mz_op **v = s->heap ? realloc(s->v, cap * sizeof *v) : malloc(cap * sizeof *v);
+  unsigned n = s->n;
+  bool heap = n > s->nrun;
+  if (heap ? n < 2 || (n & (n - 1)) : n < s->nrun) return true;
+  /* Full: the heap's array at a power of two, or the run's (n == nrun). */
+  size_t cap = heap ? 2 * (size_t)n : n < 2 ? 2 : (size_t)1 << (32 - __builtin_clz(n));
+  struct mz_op **v = heap ? realloc(s->v, cap * sizeof *v) : malloc(cap * sizeof *v);
   if (!v) return false;
-  if (!s->heap && s->n) memcpy(v, s->v, s->n * sizeof *v);
+  if (!heap && n) memcpy(v, s->v, n * sizeof *v);
   s->v = v;
-  s->cap = cap & 0x7fffffffu;
-  s->heap = 1;
   return true;
 }
 
@@ -155,11 +161,10 @@ struct mz__task {
   bool replay_dirty;
   mz__spin lock;              /* guards state transitions to DONE and succs */
   int queue;                  /* -1 until placed */
-  int status;
+  /* (Its status is its exec's: struct mz__exec.) */
   /* The counts sit together, each array's beside the others', so that no
    * pointer after a count is padded. */
   unsigned npreds;
-  unsigned nsucc_run;         /* successors in the same run (listed first) */
   unsigned nacc;
   unsigned nparams;
   /* The link of the queue or list the task waits in (a device's inbox, the
