@@ -425,6 +425,12 @@ struct mz__queue {
 };
 /* Publish q's pending completions.  Thread: q's worker only. */
 void mz__queue_flush(struct mz__queue *q);
+/* The same, where the caller reads the clock next anyway (a worker about
+ * to spin): *now is the time the burst ended, read here when 0 and a
+ * burst is open (left 0 when none is), for the caller to use (a clock
+ * read is tens of nanoseconds in a virtual machine, a tenth of a fine
+ * distributed step).  Thread: q's worker only. */
+void mz__queue_flush_at(struct mz__queue *q, uint64_t *now);
 
 /* Add a device found by discover.  nqueues >= 1.  Returns the device (its
  * info zeroed except kind/index, for the backend to fill) or NULL on

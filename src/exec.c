@@ -1213,10 +1213,18 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
 }
 
 void mz__queue_flush(struct mz__queue *q) {
+  uint64_t now = 0;
+  mz__queue_flush_at(q, &now);
+}
+
+void mz__queue_flush_at(struct mz__queue *q, uint64_t *now) {
   struct mz__acct *a = &q->acct;
   struct mz__run *r = a->run;
   if (a->t0) { /* a burst of nodes of a run that is not timed ends */
-    if (r) a->busy += mz__now_ns() - a->t0;
+    if (r) {
+      if (!*now) *now = mz__now_ns();
+      a->busy += *now - a->t0;
+    }
     a->t0 = 0;
   }
   if (!r) return;

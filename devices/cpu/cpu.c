@@ -121,6 +121,11 @@ struct worker {
   _Atomic bool idle;      /* about to park or parked (see the top) */
   _Atomic int lend;       /* LEND_*: who owns the worker's loop (see the top) */
   struct mz__deque dq;    /* shared nodes: this worker takes, others steal */
+  /* The idle ops (mz__idle_get) that the last spin_take found a node with
+   * and kept in use for the next one (its loop's owner only): see
+   * idle_keep. */
+  const struct mz__idle_ops *io_kept;
+  void *ictx_kept;
 };
 
 enum { LEND_OWN, LEND_PARKED, LEND_BORROWED, LEND_MISSED };
@@ -475,20 +480,46 @@ static mz_op *take(struct worker *w) {
   return NULL;
 }
 
-/* Spin a bounded time (the clock is read every 16 polls, every 4 with
- * outside work, whose test then comes as often, the first at once: a
- * message's latency) for
- * w's next node; NULL when none came.  Outside work (MPI requests) is tested
- * meanwhile: a node it releases comes to w's run-next slot, and the nodes
- * it ended are counted in w's queue and published before w may park.  A
- * waiter that borrowed w (done non-NULL) also stops once done(arg), which
- * *fin then says. */
-static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool *fin) {
+/* Put back the idle ops that w's last spin kept in use (see spin_take):
+ * before w runs a node that no spin found, parks, or is handed back. */
+static void idle_drop(struct worker *w) {
+  if (!w->io_kept) return;
+  w->io_kept = NULL;
+  mz__idle_put(w->q->dev->rt);
+}
+
+/* Spin a bounded time (the clock is read every 16 pauses; outside work
+ * is tested every 4, the first at once: a message's latency) for w's next
+ * node; NULL when none came.  now: the time at the start when the caller
+ * read it (its flush ended a burst), else 0.  Outside work (MPI requests)
+ * is tested meanwhile: a node it releases comes to w's run-next slot, and
+ * the nodes it ended are counted in w's queue and published before w may
+ * park.  A waiter that borrowed w (done non-NULL) also stops once
+ * done(arg), which *fin then says. */
+static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool *fin, uint64_t now) {
   mz_runtime *rt = w->q->dev->rt;
   mz_op *op = NULL;
-  uint64_t until = 0;
+  /* A clock read is tens of nanoseconds in a virtual machine (kvm-clock:
+   * about 38 ns, against a 340 ns step of a fine distributed stencil):
+   * one per test of the outside work lengthened the gap between tests,
+   * and so a message's wait for its reader, for a bound (spin_ns, tens of
+   * microseconds) that three tests more or less do not move. */
+  uint64_t until = now ? now + w->spin_ns : 0;
   void *ictx = NULL;
-  const struct mz__idle_ops *io = mz__idle_get(rt, &ictx);
+  /* The ops the last spin kept in use (it found a node, which ran, and
+   * nothing else came since), while they are still the runtime's: one
+   * load instead of two atomic updates a step of a fine distributed run
+   * (mz__idle_get, mz__idle_put).  Kept for one node's run at most (and
+   * its successors run in place): the removal of the ops
+   * (mz__idle_set) waits for that. */
+  const struct mz__idle_ops *io = w->io_kept;
+  if (io && atomic_load_explicit(&rt->idle_ops, memory_order_relaxed) == io) {
+    ictx = w->ictx_kept;
+    w->io_kept = NULL;
+  } else {
+    idle_drop(w);
+    io = mz__idle_get(rt, &ictx);
+  }
   if (io) io->idle(ictx, MZ__IDLE_SPIN);
   for (unsigned i = 1; !op && !(done && (*fin = done(arg))); i++) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -505,13 +536,19 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
       if ((op = next) != NULL || (op = take(w)) != NULL) break;
       mz__queue_flush(w->q);
     }
-    uint64_t now = mz__now_ns();
+    if (io && until && (i - 1) % 16) continue;
+    now = mz__now_ns();
     if (!until) until = now + w->spin_ns;
     else if (now >= until && !(io && io->hold && io->hold(ictx, now))) break;
   }
   if (io) {
     io->idle(ictx, op ? MZ__IDLE_WORK : MZ__IDLE_PARK);
-    mz__idle_put(rt);
+    if (op) {
+      w->io_kept = io;
+      w->ictx_kept = ictx;
+    } else {
+      mz__idle_put(rt);
+    }
   }
   return op;
 }
@@ -671,11 +708,16 @@ static void *worker_main(void *arg) {
   if (w->set) hwloc_set_cpubind(w->topo, w->set, HWLOC_CPUBIND_THREAD);
   for (;;) {
     mz_op *op = take(w);
-    /* Out of work: publish the completions counted so far (exec.c). */
-    if (!op) mz__queue_flush(w->q);
-    /* Spin a bounded time, then park: a successor usually arrives within
-     * a task's length. */
-    if (!op) op = spin_take(w, NULL, NULL, NULL);
+    /* Out of work: publish the completions counted so far (exec.c), then
+     * spin a bounded time and park: a successor usually arrives within a
+     * task's length. */
+    if (!op) {
+      uint64_t now = 0;
+      mz__queue_flush_at(w->q, &now);
+      op = spin_take(w, NULL, NULL, NULL, now);
+    } else {
+      idle_drop(w);
+    }
     if (!op && !atomic_load(&w->stop)) {
       /* Say so, look once more, then sleep until a node is shared or
        * submitted (see wake_idle). */
@@ -697,6 +739,7 @@ static void *worker_main(void *arg) {
     }
     break; /* stopped */
   }
+  idle_drop(w);
   mz__queue_flush(w->q);
   return NULL;
 }
@@ -738,6 +781,7 @@ static bool lend_run(struct cpu_dev *cd, struct worker *w, bool held, bool (*don
   hwloc_cpuset_t own = NULL; /* this thread's binding, while it runs on w's core */
   while (!fin) {
     mz_op *op = take(w);
+    if (op) idle_drop(w);
     if (!op) {
       /* Publish what ran here: the run may end with it.  Then, while CPU
        * work goes on (this thread ran some, or a worker is awake, or the
@@ -745,17 +789,19 @@ static bool lend_run(struct cpu_dev *cd, struct worker *w, bool held, bool (*don
        * the next node or the end of the run; with none (a run on other
        * devices) go back to sleeping at once: a spinning waiter would
        * take a core from the threads that feed them. */
-      mz__queue_flush(w->q);
+      uint64_t now = 0;
+      mz__queue_flush_at(w->q, &now);
       if ((fin = done(arg)) ||
           (!ran && !held && atomic_load_explicit(&cd->nidle, memory_order_relaxed) >= cd->nworkers))
         break;
-      op = spin_take(w, done, arg, &fin);
+      op = spin_take(w, done, arg, &fin, now);
       if (!op) break;
     }
     if (!ran) own = pin_help(w);
     run_taken(w, op);
     ran = true;
   }
+  idle_drop(w); /* this thread's use: the worker's own thread owns w after the hand-back */
   mz__queue_flush(w->q);
   if (own) {
     hwloc_set_cpubind(w->topo, own, HWLOC_CPUBIND_THREAD);
