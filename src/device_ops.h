@@ -417,12 +417,18 @@ struct mz__queue {
     size_t done;
     uint64_t ops, busy, batches;
     /* When the burst of back-to-back nodes of a run that is not timed
-     * began (struct mz__run.timed): its length is busy time at the
-     * flush; 0: no burst. */
+     * began (struct mz__run.timed), by mz__acct_now: its length is busy
+     * time at the flush; 0: no burst. */
     uint64_t t0;
     unsigned dev;
+    /* The runtime's nanoseconds per tick of mz__ticks (0: none, the burst
+     * times are mz__now_ns's); set before the queue's worker starts. */
+    double tick_ns;
   } acct;
 };
+/* The time a burst of q's nodes starts or ends, in the unit of its acct's
+ * t0: a tick count where the runtime measured the tick rate, else ns. */
+static inline uint64_t mz__acct_now(const struct mz__acct *a) { return a->tick_ns > 0 ? mz__ticks() : mz__now_ns(); }
 /* Publish q's pending completions.  Thread: q's worker only. */
 void mz__queue_flush(struct mz__queue *q);
 /* The same, where the caller reads the clock next anyway (a worker about
@@ -486,8 +492,7 @@ void mz__log(const mz_runtime *rt, int level, const char *fmt, ...) __attribute_
 /* mz__log at MZ__LOG_WARN. */
 void mz__warn(const mz_runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A monotonic clock in nanoseconds. */
-uint64_t mz__now_ns(void);
+/* (The monotonic clock, mz__now_ns, is util.h's.) */
 
 /* The kernel's implementation specs, for backends. */
 const mz_kernel_spec *mz__kernel_spec(const mz_kernel *k);

@@ -203,6 +203,9 @@ static void runtime_free(mz_runtime *rt) {
 int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   if (!out) return MZ_EINVAL;
   *out = NULL;
+  /* The first reading of both clocks for the tick rate (measured over
+   * device discovery, which takes milliseconds: mz__tick_ns_per_tick). */
+  uint64_t cal_ns = mz__now_ns(), cal_ticks = mz__ticks();
   mz_runtime *rt = calloc(1, sizeof *rt);
   if (!rt) return MZ_ENOMEM;
   rt->tag = MZ__TAG_RUNTIME;
@@ -299,8 +302,10 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   if (!rc) rc = mz__watchdog_start(rt, watchdog_s);
   if (!rc) rc = mz__fault_init(rt);    /* MZ_FAULTS */
   if (!rc) rc = mz__memlimit_init(rt); /* MZ_LIMIT_<KIND>_MEM */
+  double tick_ns = rc ? 0 : mz__tick_ns_per_tick(cal_ns, cal_ticks);
   for (unsigned d = 0; d < rt->ndev && !rc; d++) {
     struct mz_device *dev = rt->devs[d];
+    for (unsigned i = 0; i < dev->nqueues; i++) dev->queues[i].acct.tick_ns = tick_ns;
     for (unsigned i = 0; i < dev->nqueues && !rc && dev->ops->queue_init; i++) {
       rc = dev->ops->queue_init(&dev->queues[i]);
       if (rc) mz__set_error(rt, rc, "%s: cannot open queue %u", dev->info.name, i);

@@ -1,5 +1,8 @@
 /* Small pieces the core shares: arena, MPSC queue, work-stealing deque,
  * parking, clock, errors, and reading code specs. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -22,6 +25,23 @@ uint64_t mz__now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  /* CPUID 0x80000007, EDX bit 8: the invariant TSC. */
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return 0;
+  if (!__get_cpuid(0x80000007u, &a, &b, &c, &d) || !(d & (1u << 8))) return 0;
+  uint64_t t1 = mz__ticks(), ns1 = mz__now_ns();
+  if (ns1 < ns0 + 1000000u || t1 <= t0) return 0;
+  double r = (double)(ns1 - ns0) / (double)(t1 - t0);
+  return r > 0.01 && r < 100 ? r : 0; /* 10 MHz to 100 GHz */
+#else
+  (void)ns0;
+  (void)t0;
+  return 0;
+#endif
 }
 
 /* ---- arena ---- */

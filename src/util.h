@@ -15,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 /* MZ__TSAN: built with ThreadSanitizer (GCC's macro, clang's feature),
  * which does not model atomic_thread_fence: code that relies on a fence
@@ -35,6 +38,27 @@ struct mz_runtime;
 
 
 /* A test-and-test-and-set spinlock: one byte, for short critical sections. */
+/* A monotonic clock in nanoseconds. */
+uint64_t mz__now_ns(void);
+
+/* A cheap counter of the CPU's time-stamp ticks, for spans that a worker
+ * measures per burst of nodes (struct mz__acct): a clock_gettime is tens of
+ * nanoseconds in a virtual machine (kvm-clock), a tick read about 10.  Its
+ * rate, where it is constant, is measured once per runtime
+ * (mz__tick_ns_per_tick); 0 where there is no such counter. */
+static inline uint64_t mz__ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+/* Nanoseconds per tick, from two readings of both clocks (ns0, t0: the
+ * first; the second is taken here) at least 1 ms apart, where the CPU says
+ * its tick rate is constant and goes on in sleep states (invariant TSC);
+ * else 0: use mz__now_ns. */
+double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0);
+
 typedef struct { atomic_flag f; } mz__spin;
 static inline void mz__spin_lock(mz__spin *s) {
   while (atomic_flag_test_and_set_explicit(&s->f, memory_order_acquire)) {

@@ -658,7 +658,7 @@ static void run_taken(struct worker *w, mz_op *op) {
   struct mz__task *t = mz__task_of(op);
   /* A burst of nodes of a run that is not timed: its length is the
    * queue's busy time (published by mz__queue_flush). */
-  if (!w->q->acct.t0 && !t->run->timed) w->q->acct.t0 = mz__now_ns();
+  if (!w->q->acct.t0 && !t->run->timed) w->q->acct.t0 = mz__acct_now(&w->q->acct);
   bool counted = true;
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
