@@ -879,6 +879,23 @@ static int start_other(const mz_call *c) {
   return 0;
 }
 
+/* A replay of g's root started by a host node of another graph (so from a
+ * worker), to its end. */
+static void replay_from_worker(mz_runtime *rt, mz_graph *g, mz_op *root) {
+  struct nested n = {.g = g, .root = root, .rc = 1};
+  mz_graph *hg = NULL;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &hg));
+  mz_op *h = mz_host(hg, start_other, &n, NULL);
+  mz_future *hf = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(hg, h, NULL, &hf));
+  cr_assert_eq(mz_future_wait(hf), MZ_OK, "%s", mz_future_message(hf));
+  mz_future_destroy(hf);
+  cr_assert_eq(atomic_load(&n.rc), MZ_OK, "mz_graph_run from a worker: %s", mz_err_name(atomic_load(&n.rc)));
+  cr_assert_eq(mz_future_wait(n.f), MZ_OK, "%s", mz_future_message(n.f));
+  mz_future_destroy(n.f);
+  mz_graph_destroy(hg);
+}
+
 /* Many replayed graphs of independent nodes in flight at once, on one and
  * two workers: each node runs exactly once per run, whether its graph's
  * array of sources sits in the workers' ring or, once the ring is full,
@@ -911,19 +928,8 @@ Test(rerun, replayed_sources_in_flight_at_once_each_run_once) {
                        i, j, atomic_load(&hand_count[j][i]));
     }
     /* Graph 0's replay, started by a host node of another graph. */
-    struct nested n = {.g = g[0], .root = root[0], .rc = 1};
-    mz_graph *hg = NULL;
-    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &hg));
-    mz_op *h = mz_host(hg, start_other, &n, NULL);
-    mz_future *hf = NULL;
-    MZ_OK_OR_DIE(rt, mz_schedule(hg, h, NULL, &hf));
-    cr_assert_eq(mz_future_wait(hf), MZ_OK, "%s", mz_future_message(hf));
-    mz_future_destroy(hf);
-    cr_assert_eq(atomic_load(&n.rc), MZ_OK, "mz_graph_run from a worker: %s", mz_err_name(atomic_load(&n.rc)));
-    cr_assert_eq(mz_future_wait(n.f), MZ_OK, "%s", mz_future_message(n.f));
-    mz_future_destroy(n.f);
+    replay_from_worker(rt, g[0], root[0]);
     for (int i = 0; i < HN; i++) cr_assert_eq(atomic_load(&hand_count[0][i]), 6, "node %d of graph 0 ran %d times", i, atomic_load(&hand_count[0][i]));
-    mz_graph_destroy(hg);
     for (int j = 0; j < HG; j++) mz_graph_destroy(g[j]);
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
@@ -1037,20 +1043,9 @@ Test(rerun, independent_replays_start_while_being_reset) {
     for (int j = 0; j < EG; j++)
       if (prev[j]) mz_future_destroy(prev[j]);
     /* Graph 0's replay, started by a host node of another graph. */
-    struct nested n = {.g = g[0], .root = root[0], .rc = 1};
-    mz_graph *hg = NULL;
-    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &hg));
-    mz_op *h = mz_host(hg, start_other, &n, NULL);
-    mz_future *hf = NULL;
-    MZ_OK_OR_DIE(rt, mz_schedule(hg, h, NULL, &hf));
-    cr_assert_eq(mz_future_wait(hf), MZ_OK, "%s", mz_future_message(hf));
-    mz_future_destroy(hf);
-    cr_assert_eq(atomic_load(&n.rc), MZ_OK, "mz_graph_run from a worker: %s", mz_err_name(atomic_load(&n.rc)));
-    cr_assert_eq(mz_future_wait(n.f), MZ_OK, "%s", mz_future_message(n.f));
-    mz_future_destroy(n.f);
+    replay_from_worker(rt, g[0], root[0]);
     for (int i = 0; i < EN; i++)
       cr_assert_eq(atomic_load(&early_count[0][i]), 7, "node %d of graph 0 ran %d times", i, atomic_load(&early_count[0][i]));
-    mz_graph_destroy(hg);
     for (int j = 0; j < EG; j++) mz_graph_destroy(g[j]);
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
