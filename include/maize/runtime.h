@@ -80,8 +80,9 @@ typedef struct mz_runtime_config {
    * 128 once it is settled):
    * two clock reads are a sixth of a re-run node's cost here.  A CPU
    * queue's busy time (mz_run_stats.busy_ns) is then measured per burst
-   * of back-to-back nodes rather than per node.  false: $MZ_TIMINGS (1 or
-   * 0), else off. */
+   * of back-to-back nodes rather than per node (by the CPU's time-stamp
+   * counter where its rate is constant, which mz_runtime_create measures).
+   * false: $MZ_TIMINGS (1 or 0), else off. */
   bool timings;
 } mz_runtime_config;
 
