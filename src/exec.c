@@ -1379,14 +1379,20 @@ static void hold_all(mz_runtime *rt, bool on) {
   for (unsigned i = 0; i < rt->nhold_types; i++) rt->hold_types[i]->hold(rt, on);
 }
 
-static void set_lean(struct mz__run *r);
+/* Whether r, once all of its nodes are shared, is lean (struct
+ * mz__run.lean). */
+static bool lean_if_shared(const struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
+  return !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy];
+}
+
+/* See struct mz__run.lean. */
+static void set_lean(struct mz__run *r) { r->lean = r->all_shared && lean_if_shared(r); }
 
 bool mz__run_early_ok(const struct mz__run *r) {
+  /* A lean run's workers read nothing of it that its commit writes later. */
   const mz_runtime *rt = r->rt;
-  /* set_lean's test for a run whose nodes are all shared: a lean run's
-   * workers read nothing of it that its commit writes later. */
-  return !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy] && !rt->pol[r->policy]->plan &&
-         !rt->nhold_types;
+  return lean_if_shared(r) && !rt->pol[r->policy]->plan && !rt->nhold_types;
 }
 
 void mz__run_share_early(struct mz__run *r, size_t from, size_t n) {
@@ -1414,11 +1420,6 @@ void mz__run_start(struct mz__run *r) {
   hold_all(rt, false);
 }
 
-/* See struct mz__run.lean. */
-static void set_lean(struct mz__run *r) {
-  const mz_runtime *rt = r->rt;
-  r->lean = r->all_shared && !r->timed && rt->nmem == 1 && !rt->faults && !rt->ml && !rt->pol_pick[r->policy];
-}
 
 /* What ready() and share() do with a ready node of a run whose nodes are
  * all shared (r->all_shared), for one that no failure reached (st: the
