@@ -57,6 +57,25 @@ static inline bool mz__deque_push(struct mz__deque *d, struct mz_op *op) {
   return true;
 }
 
+/* Owner only: push v[n - 1], ..., v[0] (so that takes give back v[0]
+ * first and thieves take v[n - 1] first), as n pushes would, with one
+ * publication: thieves see all of them or none, and the owner reads the
+ * ends and the array once, not per task.  Returns false on ENOMEM
+ * (nothing was pushed). */
+static inline bool mz__deque_push_rev(struct mz__deque *d, struct mz_op *const *v, size_t n) {
+  int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
+  int64_t t = atomic_load_explicit(&d->top, memory_order_acquire);
+  struct mz__deque_array *a = atomic_load_explicit(&d->array, memory_order_relaxed);
+  while ((size_t)(b - t) + n > a->mask + 1) {
+    if (!mz__deque_grow(d)) return false;
+    a = atomic_load_explicit(&d->array, memory_order_relaxed);
+  }
+  for (size_t i = 0; i < n; i++)
+    atomic_store_explicit(&a->slot[(size_t)(b + (int64_t)i) & a->mask], v[n - 1 - i], memory_order_relaxed);
+  atomic_store_explicit(&d->bottom, b + (int64_t)n, memory_order_release);
+  return true;
+}
+
 /* Owner only: the newest task, or NULL. */
 static inline struct mz_op *mz__deque_take(struct mz__deque *d) {
   int64_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed) - 1;
@@ -78,9 +97,11 @@ static inline struct mz_op *mz__deque_take(struct mz__deque *d) {
   return op;
 }
 
-/* Owner only: up to k of the newest tasks, the newest first in out[];
- * returns how many (0: the deque is empty).  One seq_cst exchange for all
- * of them where mz__deque_take makes one per task.  It takes at most half
+/* Owner only: up to k of the newest tasks, the newest last in out[]
+ * (out[n - 1]: a caller that keeps them as a stack pops them in the
+ * order single takes would give); returns how many (0: the deque is
+ * empty).  One seq_cst exchange for all of them where mz__deque_take
+ * makes one per task.  It takes at most half
  * of what the deque holds, leaving thieves the rest, and falls back to
  * mz__deque_take when the deque holds fewer than 4 or thieves reached
  * the range meanwhile.  Safe as take is: a thief that read bottom before
@@ -102,7 +123,7 @@ static inline unsigned mz__deque_take_some(struct mz__deque *d, struct mz_op **o
     t = atomic_load_explicit(&d->top, memory_order_seq_cst);
     if (t < nb) {
       for (int64_t i = 0; i < n; i++)
-        out[i] = atomic_load_explicit(&a->slot[(size_t)(b - 1 - i) & a->mask], memory_order_relaxed);
+        out[i] = atomic_load_explicit(&a->slot[(size_t)(nb + i) & a->mask], memory_order_relaxed);
       return (unsigned)n;
     }
     atomic_store_explicit(&d->bottom, b, memory_order_release); /* nothing taken: as before */

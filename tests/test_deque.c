@@ -1,5 +1,6 @@
 /* The work-stealing deque (src/deque.h) on its own: an owner that pushes
- * and takes, one at a time and several at once (mz__deque_take_some),
+ * and takes, one at a time and several at once (mz__deque_push_rev,
+ * mz__deque_take_some),
  * while thieves steal.  Every task must come out exactly once, and the
  * owner's takes must come newest first.  The plain build checks the counts;
  * the TSan build (CI) checks the orderings the deque's comment claims. */
@@ -49,7 +50,8 @@ static void *thief(void *arg) {
   return NULL;
 }
 
-/* The owner pushes bursts of 1 to 40 tasks and takes some of them back
+/* The owner pushes bursts of 1 to 40 tasks (one at a time, or at once
+ * with mz__deque_push_rev) and takes some of them back
  * between bursts (one at a time or up to k at once), so the deque is
  * often near empty, where the owner and the thieves race for the last
  * tasks, and sometimes holds enough for take_some's batched path. */
@@ -69,16 +71,25 @@ static void run_owner(struct shared *s, unsigned k) {
     seed = seed * 1103515245u + 12345u;
     unsigned burst = 1 + (seed >> 16) % 40;
     /* What the deque held before this burst: the burst's tasks lie above. */
-    for (unsigned i = 0; i < burst && next <= NTASKS; i++)
-      cr_assert(mz__deque_push(&s->dq, (struct mz_op *)next++), "push failed (ENOMEM)");
+    if (burst % 2) {
+      for (unsigned i = 0; i < burst && next <= NTASKS; i++)
+        cr_assert(mz__deque_push(&s->dq, (struct mz_op *)next++), "push failed (ENOMEM)");
+    } else {
+      /* As one publication: v[n - 1] goes in first, so it is the oldest. */
+      struct mz_op *v[40];
+      unsigned n = next + burst <= NTASKS + 1 ? burst : (unsigned)(NTASKS + 1 - next);
+      for (unsigned i = 0; i < n; i++) v[n - 1 - i] = (struct mz_op *)(next + i);
+      cr_assert(mz__deque_push_rev(&s->dq, v, n), "push_rev failed (ENOMEM)");
+      next += n;
+    }
     unsigned takes = (seed >> 8) % 4;
     for (unsigned j = 0; j < takes; j++) {
       struct mz_op *out[16];
       unsigned n = k ? mz__deque_take_some(&s->dq, out, k) : ((out[0] = mz__deque_take(&s->dq)) != NULL);
       cr_assert_leq(n, k ? k : 1u);
       for (unsigned i = 0; i < n; i++) {
-        /* Newest first: the owner takes at the bottom. */
-        if (i) cr_assert_lt((uintptr_t)out[i], (uintptr_t)out[i - 1], "take_some's tasks are not newest first");
+        /* Newest last: the owner takes at the bottom. */
+        if (i) cr_assert_gt((uintptr_t)out[i], (uintptr_t)out[i - 1], "take_some's tasks are not newest last");
         mark(s, out[i]);
       }
       taken += n;
@@ -115,7 +126,7 @@ Test(deque, several_at_once_with_thieves) { check(8); }
 Test(deque, take_some_of_one) { check(1); }
 
 /* Alone, take_some takes at most half of what the deque holds (the rest
- * stays for thieves), at most k, newest first, and 0 from an empty deque. */
+ * stays for thieves), at most k, newest last, and 0 from an empty deque. */
 Test(deque, take_some_leaves_half) {
   struct mz__deque dq;
   cr_assert(mz__deque_init(&dq, 4));
@@ -123,9 +134,10 @@ Test(deque, take_some_leaves_half) {
   cr_assert_eq(mz__deque_take_some(&dq, out, 8), 0);
   for (uintptr_t i = 1; i <= 20; i++) cr_assert(mz__deque_push(&dq, (struct mz_op *)i));
   cr_assert_eq(mz__deque_take_some(&dq, out, 8), 8);
-  for (unsigned i = 0; i < 8; i++) cr_assert_eq((uintptr_t)out[i], 20 - i);
+  for (unsigned i = 0; i < 8; i++) cr_assert_eq((uintptr_t)out[i], 13 + i);
   cr_assert_eq(mz__deque_take_some(&dq, out, 8), 6); /* 12 left: half */
-  cr_assert_eq((uintptr_t)out[0], 12);
+  cr_assert_eq((uintptr_t)out[0], 7);
+  cr_assert_eq((uintptr_t)out[5], 12);
   cr_assert_eq(mz__deque_take_some(&dq, out, 8), 3);
   cr_assert_eq(mz__deque_take_some(&dq, out, 8), 1); /* 3 left: one, as take */
   cr_assert_eq((uintptr_t)out[0], 3);

@@ -432,10 +432,10 @@ static mz_op *take_injected(struct worker *w) {
    * were built, and laid out, in) and thieves take its far end. */
   bool alone = cd->nworkers == 1 && w->nlocal + n - 1 <= LOCAL_CAP;
   if (v) {
-    for (size_t i = n; i-- > 1;) {
-      if (alone) w->local[w->nlocal++] = v[i];
-      else if (!mz__deque_push(&w->dq, v[i])) abort(); /* cannot lose a task: there is no sane way to go on */
-    }
+    if (alone)
+      for (size_t i = n; i-- > 1;) w->local[w->nlocal++] = v[i];
+    else if (n > 1 && !mz__deque_push_rev(&w->dq, v + 1, n - 1))
+      abort(); /* cannot lose a task: there is no sane way to go on */
     first = v[0];
   } else {
     mz_op *op = atomic_load_explicit(mz__op_next(first), memory_order_relaxed);
@@ -460,13 +460,12 @@ static mz_op *take(struct worker *w) {
   if (w->nlocal) return w->local[--w->nlocal];
   op = mz__mpsc_pop(&w->inbox);
   if (op) return op;
-  mz_op *got[LOCAL_TAKE];
-  unsigned n = mz__deque_take_some(&w->dq, got, LOCAL_TAKE);
+  /* Into the (empty) local list, the newest last: it runs now, then the
+   * one before it, ... as single takes would. */
+  unsigned n = mz__deque_take_some(&w->dq, w->local, LOCAL_TAKE);
   if (n) {
-    /* got[0] (the newest) runs now, then got[1], ... as single takes would. */
-    for (unsigned i = 1; i < n; i++) w->local[n - 1 - i] = got[i];
     w->nlocal = n - 1;
-    return got[0];
+    return w->local[n - 1];
   }
   struct cpu_dev *cd = w->cd;
   if (atomic_load_explicit(&cd->inj_count, memory_order_relaxed)) {
