@@ -390,14 +390,19 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   return MZ_OK;
 }
 
-static int remember_task(mz_graph *g, mz_op *op) {
-  if (g->ntasks_all == g->captasks_all) {
-    size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
-    mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    g->tasks_all = v;
-    g->captasks_all = cap;
-  }
+/* Room for more tasks in g->tasks_all. */
+static __attribute__((noinline)) int tasks_all_grow(mz_graph *g) {
+  size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
+  mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
+  if (!v) return MZ_ENOMEM;
+  g->tasks_all = v;
+  g->captasks_all = cap;
+  return MZ_OK;
+}
+
+/* Inline: one per task built, nearly always a store. */
+static inline int remember_task(mz_graph *g, mz_op *op) {
+  if (__builtin_expect(g->ntasks_all == g->captasks_all, 0) && tasks_all_grow(g)) return MZ_ENOMEM;
   g->tasks_all[g->ntasks_all++] = op;
   return MZ_OK;
 }
@@ -651,32 +656,49 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
    * the task reads (rv), each list without repeats; rv's entries that
    * are in dv are dropped at the end (keep_bpreds). */
   mz_op *pv_inl[16];
-  mz_op **dv = k->nparams <= 8 ? pv_inl : mz__arena_alloc(&g->arena, 2 * k->nparams * sizeof *dv);
+  const unsigned np = k->nparams;
+  const struct mz__param *const params = k->params;
+  mz_op **dv = np <= 8 ? pv_inl : mz__arena_alloc(&g->arena, 2 * np * sizeof *dv);
   if (!dv) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  mz_op **rv = dv + (k->nparams <= 8 ? 8 : k->nparams);
+  mz_op **rv = dv + (np <= 8 ? 8 : np);
   unsigned nd = 0, nr = 0;
   unsigned u = 0;
-  for (unsigned i = 0; i < k->nparams; i++) {
-    const struct mz__param *p = &k->params[i];
-    if (p->dir > MZ__INOUT) continue; /* set by the loop below */
+  /* The task's slots and accesses in locals: the loop's stores through
+   * them could alias the kernel's and the task's fields, which the
+   * compiler would then read again on every parameter. */
+  mz_arg *const vals = mz__task_values(t);
+  struct mz__access *const acc = mz__task_acc(t);
+  unsigned nacc = 0;
+  for (unsigned i = 0; i < np; i++) {
+    const struct mz__param *p = &params[i];
+    const enum mz__dir dir = p->dir;
+    if (dir > MZ__INOUT) continue; /* set by the loop below */
+    /* No op check per argument: args passed check_op, and a zip's
+     * elements passed it when the zip was built (ops never change, and
+     * a zip never holds the error op). */
     mz_op *a = ua[u++];
-    e = check_op(g, "mz_apply", a);
-    if (e) return e;
-    if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
-      return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
-                  mz__op_name(a));
-    if (p->dir == MZ__SCALAR) {
-      if (a->kind != MZ__K_SCALAR)
+    const uint8_t akind = a->kind;
+    if (dir == MZ__SCALAR) {
+      if (akind == MZ__K_SCALAR && a->u.scalar.dtype == p->dtype) { /* the common case: the bits as they are */
+        vals[i] = a->u.scalar.v;
+        continue;
+      }
+      if (akind != MZ__K_VALUE && akind != MZ__K_SCALAR)
+        return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
+                    mz__op_name(a));
+      if (akind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (a->u.scalar.dtype == p->dtype) /* the common case: the bits as they are */
-        mz__task_values(t)[i] = a->u.scalar.v;
-      else if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
+      if (!scalar_convert(&vals[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
     }
-    if (a->kind != MZ__K_VALUE)
+    if (__builtin_expect(akind != MZ__K_VALUE, 0)) {
+      if (akind != MZ__K_SCALAR)
+        return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
+                    mz__op_name(a));
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a buffer, a scalar was given", k->spec.name, p->name);
+    }
     mz_buffer *b = a->u.value.buf;
     if (b->shape.dtype != p->dtype)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
@@ -684,8 +706,8 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     if (p->ndim && b->shape.ndim != p->ndim)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %u dims, the buffer has %u", k->spec.name, p->name,
                   (unsigned)p->ndim, (unsigned)b->shape.ndim);
-    mz__task_values(t)[i].p = b;
-    uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
+    vals[i].p = b;
+    uint8_t mode = dir == MZ__IN ? 1 : dir == MZ__OUT ? 2 : 3;
     mz_op *pd = a->u.value.producer; /* a data edge (never op: built before it) */
     if (pd) {
       unsigned j = 0;
@@ -694,10 +716,9 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     }
     /* A buffer passed again (two reads) shares its access: its partition
      * state and its writer were read with its first. */
-    struct mz__access *acc = mz__task_acc(t);
     unsigned j = 0;
-    while (j < t->nacc && mz__acc_buf(acc[j]) != b) j++;
-    if (j < t->nacc) {
+    while (j < nacc && mz__acc_buf(acc[j]) != b) j++;
+    if (j < nacc) {
       if ((mz__acc_mode(acc[j]) | mode) != 1)
         return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
                     k->spec.name, p->name);
@@ -708,7 +729,8 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     if (be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
-    acc[t->nacc++] = mz__acc_make(b, mode);
+    acc[nacc++] = mz__acc_make(b, mode);
+    t->nacc = nacc;
     mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
     if ((mode & 1) && pw) {
       unsigned q = 0;
@@ -719,9 +741,9 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
   }
   /* Outlike buffers and computed scalars (the parameters the caller does
    * not give). */
-  bool derived = k->nuser < k->nparams;
-  for (unsigned i = 0; derived && i < k->nparams; i++) {
-    const struct mz__param *p = &k->params[i];
+  bool derived = k->nuser < np;
+  for (unsigned i = 0; derived && i < np; i++) {
+    const struct mz__param *p = &params[i];
     if (p->dir <= MZ__INOUT) continue;
     const mz_buffer *rb = mz__task_buf(t, (unsigned)p->ref);
     if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
