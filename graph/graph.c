@@ -227,7 +227,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
  * The same scalar as the last one is that node: builders often pass one
  * value to a row of tasks (a time step, a coefficient), and a scalar is
  * only its type and bits. */
-static mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
+static inline __attribute__((always_inline)) mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
   if (g->status) return &g->error_op;
   mz_op *last = g->last_scalar;
   if (last && last->u.scalar.dtype == t && last->u.scalar.v.u64 == v.u64) return last;
@@ -262,21 +262,22 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
                                                            mz_op *const ops[]) {
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
-  for (unsigned i = 0; i < n; i++) {
-    mz_op *e = check_op(g, who, ops[i]);
-    if (e) return e;
-  }
-  /* The node and its elements in one block (mz__tuple_elems). */
+  /* The node and its elements in one block (mz__tuple_elems), made
+   * first so that each element is checked and stored in one pass (a
+   * refused element leaves the block unused in a graph that is failed). */
   mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  mz_op **el = mz__tuple_elems(op);
+  for (unsigned i = 0; i < n; i++) {
+    /* check_op's test without its status load (checked above; the
+     * stores into el could alias it). */
+    mz_op *e = ops[i];
+    if (__builtin_expect(!e || e->g != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
+    el[i] = e;
+  }
   op->g = g;
   op->kind = MZ__K_TUPLE;
   op->id = ++g->nops;
-  mz_op **el = mz__tuple_elems(op);
-  if (n <= 4) /* most zips: no call */
-    for (unsigned i = 0; i < n; i++) el[i] = ops[i];
-  else
-    memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->join = who[3] == 'j';
   return op;
