@@ -14,6 +14,7 @@
 #include "objects/mz_kernel.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
+#include "perfmodel.h"
 
 _Static_assert(_Alignof(mz_buffer) >= 4, "an access keeps its mode in a buffer pointer's two low bits");
 
@@ -670,6 +671,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
   mz_arg *const vals = mz__task_values(t);
   struct mz__access *const acc = mz__task_acc(t);
   unsigned nacc = 0;
+  uint64_t bytes = 0; /* of the accesses: the perf models' size bucket (below) */
   for (unsigned i = 0; i < np; i++) {
     const struct mz__param *p = &params[i];
     const enum mz__dir dir = p->dir;
@@ -732,6 +734,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
                   k->spec.name, p->name);
     acc[nacc++] = mz__acc_make(b, mode);
     t->nacc = nacc;
+    bytes += b->bytes;
     mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
     if ((mode & 1) && pw) {
       unsigned q = 0;
@@ -757,6 +760,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       mz__task_values(t)[i].p = nb;
       mz__task_acc(t)[t->nacc++] = mz__acc_make(nb, 2); /* a new buffer: no access has it */
+      bytes += nb->bytes;
       struct mz__bentry *be = bmap_get(g, nb);
       if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       be->writer = op;
@@ -771,6 +775,17 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
   if ((nd || nr) && keep_bpreds(g, op, dv, nd, rv, nr)) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  /* The perf models' size bucket (mz_task_bytes' sum; buffers never
+   * change size), noted while the buffers are at hand, so that lowering
+   * the task reads none of them for it (graph/lower.c).  0: not noted. */
+  if (t->nacc) {
+    if (bytes != g->pm_bytes) { /* most tasks of a build have the last one's sizes: no call */
+      int key = mz__pm_bucket_of(bytes);
+      g->pm_bytes = bytes;
+      g->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+    }
+    t->pm_key1 = g->pm_key1;
+  }
   if (!k->nbufs && !launch) { /* the repeat's model (above) */
     g->rep_kernel = k;
     g->rep_args = args;

@@ -30,6 +30,10 @@ struct mz_graph {
    * the same arguments copies its parameter slots (graph/graph.c). */
   mz_kernel *rep_kernel;
   struct mz_op *rep_args, *rep_op;
+  /* The bytes of the last apply with buffers and their perf-model size
+   * bucket (+ 1, as a task's pm_key1; 0 until one is built). */
+  uint64_t pm_bytes;
+  uint8_t pm_key1;
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
