@@ -1029,6 +1029,7 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
       c->xpreds = v;
     }
     c->xpreds[c->nxpreds++] = p;
+    g->xpreds_any = true;
   }
   free(lo);
   return MZ_OK;

@@ -34,6 +34,10 @@ struct mz_graph {
    * bucket (+ 1, as a task's pm_key1; 0 until one is built). */
   uint64_t pm_bytes;
   uint8_t pm_key1;
+  /* Some task has an explicit edge (mz_depend), which may point to a
+   * task built after it: mz_schedule's closure then follows edges depth
+   * first, not by one sweep down the build order (graph/lower.c). */
+  bool xpreds_any;
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
