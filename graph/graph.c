@@ -591,7 +591,10 @@ static int keep_bpreds(mz_graph *g, mz_op *op, mz_op *const *dv, unsigned nd, mz
   head[0] = nd + nr;
   head[1] = nd;
   mz_op **kept = (mz_op **)(void *)(head + 2);
-  for (unsigned i = 0; i < nd; i++) kept[i] = dv[i];
+  /* Most tasks have a few: no memcpy call, and a loop of at most four
+   * that is not vectorized (whose set-up cost more than the copy). */
+  for (unsigned i = 0; i < nd && i < 4; i++) kept[i] = dv[i];
+  if (nd > 4) memcpy(kept + 4, dv + 4, (nd - 4) * sizeof *kept);
   for (unsigned i = 0; i < nr; i++) kept[nd + i] = rv[i];
   op->u.bpreds = kept;
   return MZ_OK;
@@ -717,18 +720,21 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       while (j < nd && dv[j] != pd) j++;
       if (j == nd) dv[nd++] = pd;
     }
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
     /* A buffer passed again (two reads) shares its access: its partition
-     * state and its writer were read with its first. */
-    unsigned j = 0;
-    while (j < nacc && mz__acc_buf(acc[j]) != b) j++;
-    if (j < nacc) {
+     * state and its writer were read with its first.  The map's entry
+     * tells a buffer this task has seen (acc_op), so only such a buffer
+     * scans the task's accesses. */
+    if (__builtin_expect(be->acc_op == op, 0)) {
+      unsigned j = 0;
+      while (mz__acc_buf(acc[j]) != b) j++;
       if ((mz__acc_mode(acc[j]) | mode) != 1)
         return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
                     k->spec.name, p->name);
       continue;
     }
-    struct mz__bentry *be = bmap_get(g, b);
-    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    be->acc_op = op;
     if (be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
@@ -736,7 +742,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     t->nacc = nacc;
     bytes += b->bytes;
     mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
-    if ((mode & 1) && pw) {
+    if ((mode & 1) && pw && pw != pd) { /* (the argument's own producer is in dv) */
       unsigned q = 0;
       while (q < nr && rv[q] != pw) q++;
       if (q == nr) rv[nr++] = pw;

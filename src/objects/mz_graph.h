@@ -51,6 +51,9 @@ struct mz_graph {
      * version need one node, not one each). */
     struct mz_op *value;
     struct mz_op *part;
+    /* The last apply that took an access of buf: an apply passed one
+     * buffer twice finds its first access without a scan per buffer. */
+    struct mz_op *acc_op;
     bool partitioned;
     uint32_t ran_writer;
   } *bmap;
