@@ -652,7 +652,12 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
    * checked then and ops do not change, so the parameter slots are that
    * apply's. */
   if (k == g->rep_kernel && args == g->rep_args && !launch) {
-    memcpy(mz__task_values(t), mz__task_values(mz__task_of(g->rep_op)), k->nparams * sizeof(mz_arg));
+    const mz_arg *from = mz__task_values(mz__task_of(g->rep_op));
+    mz_arg *to = mz__task_values(t);
+    if (k->nparams <= 4) /* most kernels: no memcpy call */
+      for (unsigned i = 0; i < k->nparams && i < 4; i++) to[i] = from[i];
+    else
+      memcpy(to, from, k->nparams * sizeof(mz_arg));
     return op;
   }
   /* The build-time predecessors are gathered in the same pass as the

@@ -1087,3 +1087,30 @@ Test(graph, errors_in_the_middle_of_a_build, .timeout = 30) {
   mz_kernel_destroy(k);
   mz_runtime_destroy(rt);
 }
+
+static _Atomic int64_t six_sum;
+
+static int six_fn(const mz_call *c) {
+  int64_t s = 0;
+  for (unsigned i = 0; i < c->nargs; i++) s += c->args[i].i64;
+  atomic_fetch_add(&six_sum, s);
+  return 0;
+}
+
+/* The repeat path (an apply of the last kernel on the last argument op)
+ * copies the parameter slots of a kernel with more than four. */
+Test(graph, repeated_applies_of_six_scalars, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "six", "i64 a, i64 b, i64 c, i64 d, i64 e, i64 f", six_fn, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *args = mz_zip(g, 6, (mz_op *[]){mz_i64(g, 1), mz_i64(g, 2), mz_i64(g, 3), mz_i64(g, 4), mz_i64(g, 5), mz_i32(g, 6)});
+  mz_op *ops[3];
+  for (int i = 0; i < 3; i++) ops[i] = mz_apply(g, k, args, NULL);
+  atomic_store(&six_sum, 0);
+  cr_assert_eq(test_run(g, mz_join(g, 3, ops), NULL, NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  cr_expect_eq(atomic_load(&six_sum), 3 * 21);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
