@@ -14,6 +14,7 @@
 #include "objects/mz_kernel.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
+#include "perfmodel.h"
 
 _Static_assert(_Alignof(mz_buffer) >= 4, "an access keeps its mode in a buffer pointer's two low bits");
 
@@ -227,7 +228,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
  * The same scalar as the last one is that node: builders often pass one
  * value to a row of tasks (a time step, a coefficient), and a scalar is
  * only its type and bits. */
-static mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
+static inline __attribute__((always_inline)) mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
   if (g->status) return &g->error_op;
   mz_op *last = g->last_scalar;
   if (last && last->u.scalar.dtype == t && last->u.scalar.v.u64 == v.u64) return last;
@@ -262,21 +263,22 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
                                                            mz_op *const ops[]) {
   if (g->status) return &g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
-  for (unsigned i = 0; i < n; i++) {
-    mz_op *e = check_op(g, who, ops[i]);
-    if (e) return e;
-  }
-  /* The node and its elements in one block (mz__tuple_elems). */
+  /* The node and its elements in one block (mz__tuple_elems), made
+   * first so that each element is checked and stored in one pass (a
+   * refused element leaves the block unused in a graph that is failed). */
   mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  mz_op **el = mz__tuple_elems(op);
+  for (unsigned i = 0; i < n; i++) {
+    /* check_op's test without its status load (checked above; the
+     * stores into el could alias it). */
+    mz_op *e = ops[i];
+    if (__builtin_expect(!e || e->g != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
+    el[i] = e;
+  }
   op->g = g;
   op->kind = MZ__K_TUPLE;
   op->id = ++g->nops;
-  mz_op **el = mz__tuple_elems(op);
-  if (n <= 4) /* most zips: no call */
-    for (unsigned i = 0; i < n; i++) el[i] = ops[i];
-  else
-    memcpy(el, ops, n * sizeof *el);
   op->u.tuple.n = n;
   op->join = who[3] == 'j';
   return op;
@@ -390,14 +392,19 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   return MZ_OK;
 }
 
-static int remember_task(mz_graph *g, mz_op *op) {
-  if (g->ntasks_all == g->captasks_all) {
-    size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
-    mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
-    if (!v) return MZ_ENOMEM;
-    g->tasks_all = v;
-    g->captasks_all = cap;
-  }
+/* Room for more tasks in g->tasks_all. */
+static __attribute__((noinline)) int tasks_all_grow(mz_graph *g) {
+  size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
+  mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
+  if (!v) return MZ_ENOMEM;
+  g->tasks_all = v;
+  g->captasks_all = cap;
+  return MZ_OK;
+}
+
+/* Inline: one per task built, nearly always a store. */
+static inline int remember_task(mz_graph *g, mz_op *op) {
+  if (__builtin_expect(g->ntasks_all == g->captasks_all, 0) && tasks_all_grow(g)) return MZ_ENOMEM;
   g->tasks_all[g->ntasks_all++] = op;
   return MZ_OK;
 }
@@ -584,7 +591,10 @@ static int keep_bpreds(mz_graph *g, mz_op *op, mz_op *const *dv, unsigned nd, mz
   head[0] = nd + nr;
   head[1] = nd;
   mz_op **kept = (mz_op **)(void *)(head + 2);
-  for (unsigned i = 0; i < nd; i++) kept[i] = dv[i];
+  /* Most tasks have a few: no memcpy call, and a loop of at most four
+   * that is not vectorized (whose set-up cost more than the copy). */
+  for (unsigned i = 0; i < nd && i < 4; i++) kept[i] = dv[i];
+  if (nd > 4) memcpy(kept + 4, dv + 4, (nd - 4) * sizeof *kept);
   for (unsigned i = 0; i < nr; i++) kept[nd + i] = rv[i];
   op->u.bpreds = kept;
   return MZ_OK;
@@ -642,7 +652,12 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
    * checked then and ops do not change, so the parameter slots are that
    * apply's. */
   if (k == g->rep_kernel && args == g->rep_args && !launch) {
-    memcpy(mz__task_values(t), mz__task_values(mz__task_of(g->rep_op)), k->nparams * sizeof(mz_arg));
+    const mz_arg *from = mz__task_values(mz__task_of(g->rep_op));
+    mz_arg *to = mz__task_values(t);
+    if (k->nparams <= 4) /* most kernels: no memcpy call */
+      for (unsigned i = 0; i < k->nparams && i < 4; i++) to[i] = from[i];
+    else
+      memcpy(to, from, k->nparams * sizeof(mz_arg));
     return op;
   }
   /* The build-time predecessors are gathered in the same pass as the
@@ -651,32 +666,50 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
    * the task reads (rv), each list without repeats; rv's entries that
    * are in dv are dropped at the end (keep_bpreds). */
   mz_op *pv_inl[16];
-  mz_op **dv = k->nparams <= 8 ? pv_inl : mz__arena_alloc(&g->arena, 2 * k->nparams * sizeof *dv);
+  const unsigned np = k->nparams;
+  const struct mz__param *const params = k->params;
+  mz_op **dv = np <= 8 ? pv_inl : mz__arena_alloc(&g->arena, 2 * np * sizeof *dv);
   if (!dv) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
-  mz_op **rv = dv + (k->nparams <= 8 ? 8 : k->nparams);
+  mz_op **rv = dv + (np <= 8 ? 8 : np);
   unsigned nd = 0, nr = 0;
   unsigned u = 0;
-  for (unsigned i = 0; i < k->nparams; i++) {
-    const struct mz__param *p = &k->params[i];
-    if (p->dir > MZ__INOUT) continue; /* set by the loop below */
+  /* The task's slots and accesses in locals: the loop's stores through
+   * them could alias the kernel's and the task's fields, which the
+   * compiler would then read again on every parameter. */
+  mz_arg *const vals = mz__task_values(t);
+  struct mz__access *const acc = mz__task_acc(t);
+  unsigned nacc = 0;
+  uint64_t bytes = 0; /* of the accesses: the perf models' size bucket (below) */
+  for (unsigned i = 0; i < np; i++) {
+    const struct mz__param *p = &params[i];
+    const enum mz__dir dir = p->dir;
+    if (dir > MZ__INOUT) continue; /* set by the loop below */
+    /* No op check per argument: args passed check_op, and a zip's
+     * elements passed it when the zip was built (ops never change, and
+     * a zip never holds the error op). */
     mz_op *a = ua[u++];
-    e = check_op(g, "mz_apply", a);
-    if (e) return e;
-    if (a->kind != MZ__K_VALUE && a->kind != MZ__K_SCALAR)
-      return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
-                  mz__op_name(a));
-    if (p->dir == MZ__SCALAR) {
-      if (a->kind != MZ__K_SCALAR)
+    const uint8_t akind = a->kind;
+    if (dir == MZ__SCALAR) {
+      if (akind == MZ__K_SCALAR && a->u.scalar.dtype == p->dtype) { /* the common case: the bits as they are */
+        vals[i] = a->u.scalar.v;
+        continue;
+      }
+      if (akind != MZ__K_VALUE && akind != MZ__K_SCALAR)
+        return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
+                    mz__op_name(a));
+      if (akind != MZ__K_SCALAR)
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
-      if (a->u.scalar.dtype == p->dtype) /* the common case: the bits as they are */
-        mz__task_values(t)[i] = a->u.scalar.v;
-      else if (!scalar_convert(&mz__task_values(t)[i], p->dtype, a))
+      if (!scalar_convert(&vals[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
                     p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
       continue;
     }
-    if (a->kind != MZ__K_VALUE)
+    if (__builtin_expect(akind != MZ__K_VALUE, 0)) {
+      if (akind != MZ__K_SCALAR)
+        return fail(g, MZ_EINVAL, "mz_apply(%s): argument for '%s' is a %s; unzip it first", k->spec.name, p->name,
+                    mz__op_name(a));
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a buffer, a scalar was given", k->spec.name, p->name);
+    }
     mz_buffer *b = a->u.value.buf;
     if (b->shape.dtype != p->dtype)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
@@ -684,33 +717,37 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     if (p->ndim && b->shape.ndim != p->ndim)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %u dims, the buffer has %u", k->spec.name, p->name,
                   (unsigned)p->ndim, (unsigned)b->shape.ndim);
-    mz__task_values(t)[i].p = b;
-    uint8_t mode = p->dir == MZ__IN ? 1 : p->dir == MZ__OUT ? 2 : 3;
+    vals[i].p = b;
+    uint8_t mode = dir == MZ__IN ? 1 : dir == MZ__OUT ? 2 : 3;
     mz_op *pd = a->u.value.producer; /* a data edge (never op: built before it) */
     if (pd) {
       unsigned j = 0;
       while (j < nd && dv[j] != pd) j++;
       if (j == nd) dv[nd++] = pd;
     }
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
     /* A buffer passed again (two reads) shares its access: its partition
-     * state and its writer were read with its first. */
-    struct mz__access *acc = mz__task_acc(t);
-    unsigned j = 0;
-    while (j < t->nacc && mz__acc_buf(acc[j]) != b) j++;
-    if (j < t->nacc) {
+     * state and its writer were read with its first.  The map's entry
+     * tells a buffer this task has seen (acc_op), so only such a buffer
+     * scans the task's accesses. */
+    if (__builtin_expect(be->acc_op == op, 0)) {
+      unsigned j = 0;
+      while (mz__acc_buf(acc[j]) != b) j++;
       if ((mz__acc_mode(acc[j]) | mode) != 1)
         return fail(g, MZ_EINVAL, "mz_apply(%s): one buffer is passed twice with conflicting directions ('%s')",
                     k->spec.name, p->name);
       continue;
     }
-    struct mz__bentry *be = bmap_get(g, b);
-    if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    be->acc_op = op;
     if (be->partitioned)
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
-    acc[t->nacc++] = mz__acc_make(b, mode);
+    acc[nacc++] = mz__acc_make(b, mode);
+    t->nacc = nacc;
+    bytes += b->bytes;
     mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
-    if ((mode & 1) && pw) {
+    if ((mode & 1) && pw && pw != pd) { /* (the argument's own producer is in dv) */
       unsigned q = 0;
       while (q < nr && rv[q] != pw) q++;
       if (q == nr) rv[nr++] = pw;
@@ -719,9 +756,9 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
   }
   /* Outlike buffers and computed scalars (the parameters the caller does
    * not give). */
-  bool derived = k->nuser < k->nparams;
-  for (unsigned i = 0; derived && i < k->nparams; i++) {
-    const struct mz__param *p = &k->params[i];
+  bool derived = k->nuser < np;
+  for (unsigned i = 0; derived && i < np; i++) {
+    const struct mz__param *p = &params[i];
     if (p->dir <= MZ__INOUT) continue;
     const mz_buffer *rb = mz__task_buf(t, (unsigned)p->ref);
     if (!rb) return fail(g, MZ_EINVAL, "mz_apply(%s): parameter '%s' refers to an outlike buffer", k->spec.name, p->name);
@@ -734,6 +771,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       mz__task_values(t)[i].p = nb;
       mz__task_acc(t)[t->nacc++] = mz__acc_make(nb, 2); /* a new buffer: no access has it */
+      bytes += nb->bytes;
       struct mz__bentry *be = bmap_get(g, nb);
       if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       be->writer = op;
@@ -748,6 +786,17 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
   if ((nd || nr) && keep_bpreds(g, op, dv, nd, rv, nr)) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+  /* The perf models' size bucket (mz_task_bytes' sum; buffers never
+   * change size), noted while the buffers are at hand, so that lowering
+   * the task reads none of them for it (graph/lower.c).  0: not noted. */
+  if (t->nacc) {
+    if (bytes != g->pm_bytes) { /* most tasks of a build have the last one's sizes: no call */
+      int key = mz__pm_bucket_of(bytes);
+      g->pm_bytes = bytes;
+      g->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+    }
+    t->pm_key1 = g->pm_key1;
+  }
   if (!k->nbufs && !launch) { /* the repeat's model (above) */
     g->rep_kernel = k;
     g->rep_args = args;
@@ -991,6 +1040,7 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
       c->xpreds = v;
     }
     c->xpreds[c->nxpreds++] = p;
+    g->xpreds_any = true;
   }
   free(lo);
   return MZ_OK;

@@ -192,6 +192,87 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
   return rc;
 }
 
+/* The one-shot closure by one sweep down the graph's unscheduled tasks
+ * in build order, without a stack: a task's build-time predecessors were
+ * all built before it, so going down from the root's last task, each
+ * task is marked (needed) before it is reached, and is added then and
+ * marks its own predecessors.  The sweep stops once no marked task is
+ * left below; tasks lands in reverse build order, reversed at the end:
+ * the build order that the DFS (closure) gets by picking or sorting.
+ * Only where no task has an explicit edge (mz_depend may point forward).
+ *
+ * Returns 1 when done, 0 when it gave up: it found the root's tasks far
+ * apart, with more than about four unneeded tasks between them per
+ * needed one (then the DFS, with a new stamp, costs less than the rest
+ * of the sweep; marks left with this stamp are never read again), or a
+ * negative error. */
+static int root_mark(mz_op *op, uint64_t stamp, size_t *pending, uint32_t *maxid) {
+  bool tup = op->kind == MZ__K_TUPLE && !mz__op_t(op);
+  unsigned n = tup ? op->u.tuple.n : 1;
+  mz_op *const *el = tup ? mz__tuple_elems(op) : &op;
+  for (unsigned i = 0; i < n; i++) {
+    mz_op *e = el[i];
+    if (e->kind == MZ__K_TUPLE && !mz__op_t(e)) {
+      root_mark(e, stamp, pending, maxid);
+      continue;
+    }
+    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
+    if (!first) continue;
+    struct mz__task *t = mz__task_of(first);
+    if (t->mark == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;
+    t->mark = stamp;
+    ++*pending;
+    if (first->id > *maxid) *maxid = first->id;
+  }
+  return MZ_OK;
+}
+
+static int closure_sweep(mz_graph *g, mz_op *root, struct vec *tasks, uint64_t stamp) {
+  size_t pending = 0;
+  uint32_t maxid = 0;
+  root_mark(root, stamp, &pending, &maxid);
+  if (!pending) return 1;
+  /* The root's last task in tasks_all (in id order), from the end. */
+  size_t lo = g->first_new, hi = g->ntasks_all;
+  if (g->tasks_all[hi - 1]->id != maxid) {
+    size_t a = lo, b = hi; /* binary search: tasks_all[a..b) */
+    while (a < b) {
+      size_t m = a + (b - a) / 2;
+      if (g->tasks_all[m]->id < maxid) a = m + 1;
+      else b = m;
+    }
+    hi = a + 1;
+  }
+  size_t skipped = 0;
+  mz_op *const *all = g->tasks_all;
+  for (size_t i = hi; pending && i-- > lo;) {
+    mz_op *op = all[i];
+    struct mz__task *t = mz__task_of(op);
+    if (t->mark != stamp) {
+      if (__builtin_expect(++skipped > 4 * (tasks->n + pending) + 256, 0)) return 0;
+      continue;
+    }
+    pending--;
+    t->color = 0;
+    t->succs.nrun = 0;
+    int rc = vpush(tasks, op);
+    if (rc) return rc;
+    mz_op *const *bp = op->u.bpreds;
+    for (unsigned k = 0, nb = mz__task_nbpreds(t); k < nb; k++) {
+      struct mz__task *pt = mz__task_of(bp[k]);
+      if (pt->mark == stamp || atomic_load_explicit(&pt->state, memory_order_relaxed) != MZ__T_NEW) continue;
+      pt->mark = stamp;
+      pending++;
+    }
+  }
+  for (size_t a = 0, b = tasks->n; a + 1 < b; a++, b--) {
+    mz_op *x = tasks->v[a];
+    tasks->v[a] = tasks->v[b - 1];
+    tasks->v[b - 1] = x;
+  }
+  return 1;
+}
+
 /* A reader that a one-shot run would give a newer value than the one at
  * its build point: a writer of the buffer built after it has run already.
  * Returns that writer's id, or 0. */
@@ -619,6 +700,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     return MZ_EAGAIN;
   }
   uint64_t stamp = ++rt->touch_stamp;
+  bool in_order = false; /* the closure came in build order (closure_sweep) */
   r->id = ++rt->next_run_id;
   mz__observe_init(rt, r);
   /* What decides whether the next run of this root may replay this one:
@@ -661,16 +743,33 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * copied as it grows; at most 64 Ki of them (a small root of a large
      * graph scheduled again and again would map and unmap that much
      * each time), a larger closure grows from there. */
+    if (!rerun) { /* past the tasks scheduled since (the sweep starts there) */
+      size_t from = g->first_new;
+      while (from < g->ntasks_all && atomic_load_explicit(&mz__task_of(g->tasks_all[from])->state, memory_order_relaxed) != MZ__T_NEW)
+        from++;
+      g->first_new = from;
+    }
     size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
     if (most > 65536) most = 65536;
     tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
     tasks.cap = tasks.v ? (most ? most : 1) : 0;
-    rc = closure(root, &stack, &tasks, rerun, stamp);
+    if (!tasks.v) rc = MZ_ENOMEM;
+    if (!rc && !rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
+      rc = closure_sweep(g, root, &tasks, stamp);
+      if (rc == 1) {
+        rc = MZ_OK;
+        in_order = true;
+      } else if (rc == 0) { /* gave up: the DFS, under a stamp of its own */
+        stamp = ++rt->touch_stamp;
+        tasks.n = 0;
+      }
+    }
+    if (!rc && !in_order) rc = closure(root, &stack, &tasks, rerun, stamp);
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
    * unscheduled part of that list is not much longer than the closure,
    * picking the marked tasks from it is cheaper than sorting. */
-  if (!rc && tasks.n && !lw) {
+  if (!rc && tasks.n && !lw && !in_order) {
     size_t from = g->first_new;
     while (from < g->ntasks_all && atomic_load_explicit(&mz__task_of(g->tasks_all[from])->state, memory_order_relaxed) != MZ__T_NEW)
       from++;

@@ -887,3 +887,230 @@ Test(graph, arena_chunks_come_back_up_to_the_pool_size, .timeout = 30) {
   cr_assert_eq(pool.n, 0);
   cr_assert_null(pool.free);
 }
+
+/* ---- one-shot closures (mz_schedule's sweep down the build order) ---- */
+
+static _Atomic int stencil_runs;
+
+/* o = a + b + 1 (one i64 each). */
+static int stencil_fn(const mz_call *c) {
+  const int64_t *a = c->args[0].p, *b = c->args[1].p;
+  int64_t *o = c->args[2].p;
+  o[0] = a[0] + b[0] + 1;
+  atomic_fetch_add(&stencil_runs, 1);
+  return 0;
+}
+
+/* A 1D stencil of width W over two rows of buffers, built in two parts:
+ * a root in the middle of the first part runs its cone only; the last
+ * row after the second part runs every other task once, in order (the
+ * reads of a row wait for its writes, and the writes for the reads of
+ * the row before), and the values are the host's. */
+Test(graph, one_shot_closure_extended_and_scheduled_again, .timeout = 60) {
+  enum { W = 16, S1 = 6, S2 = 14 };
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *k = test_kernel(rt, "stencil", "in i64[] a, in i64[] b, out i64[] o", stencil_fn, NULL);
+  mz_buffer *row[2][W];
+  int64_t host[2][W];
+  for (int p = 0; p < W; p++) {
+    host[0][p] = p;
+    host[1][p] = 0;
+    row[0][p] = test_buffer_1d(rt, MZ_I64, 1, &host[0][p]);
+    row[1][p] = test_buffer_1d(rt, MZ_I64, 1, &host[1][p]);
+  }
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *last[W];
+  atomic_store(&stencil_runs, 0);
+  for (int t = 0; t < S2; t++) {
+    if (t == S1) {
+      /* The cone of point W/2 at step S1-1. */
+      mz_future *f;
+      cr_assert_eq(test_run(g, last[W / 2], NULL, &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+      mz_run_stats st;
+      MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+      mz_future_destroy(f);
+      /* Task (s, p) needs the writers of what it is given: (s-1, l),
+       * (s-1, r) and (s-2, p), the last writer of its output. */
+      bool need[S1][W] = {{false}};
+      need[S1 - 1][W / 2] = true;
+      int cone = 0;
+      for (int s = S1 - 1; s >= 0; s--)
+        for (int p = 0; p < W; p++) {
+          if (!need[s][p]) continue;
+          cone++;
+          if (s >= 1) need[s - 1][p ? p - 1 : p] = need[s - 1][p + 1 < W ? p + 1 : p] = true;
+          if (s >= 2) need[s - 2][p] = true;
+        }
+      cr_expect_eq(st.ops, (uint64_t)cone);
+      cr_expect_eq(atomic_load(&stencil_runs), cone);
+    }
+    mz_buffer **in = row[t % 2], **out = row[(t + 1) % 2];
+    for (int p = 0; p < W; p++) {
+      int l = p ? p - 1 : p, r = p + 1 < W ? p + 1 : p;
+      last[p] = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_value(g, in[l]), mz_value(g, in[r]), mz_value(g, out[p])}), NULL);
+    }
+  }
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  cr_assert_eq(test_run(g, mz_join(g, W, last), NULL, NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  cr_expect_eq(atomic_load(&stencil_runs), W * S2, "every task ran once");
+  for (int t = 0; t < S2; t++) {
+    int64_t *in = host[t % 2], *out = host[(t + 1) % 2];
+    for (int p = 0; p < W; p++) out[p] = in[p ? p - 1 : p] + in[p + 1 < W ? p + 1 : p] + 1;
+  }
+  for (int p = 0; p < W; p++) {
+    int64_t v;
+    MZ_OK_OR_DIE(rt, mz_buffer_read(row[S2 % 2][p], &v, sizeof v));
+    cr_expect_eq(v, host[S2 % 2][p], "point %d", p);
+  }
+  /* Scheduled again: nothing is left to run. */
+  mz_future *f;
+  cr_assert_eq(test_run(g, mz_join(g, W, last), NULL, &f), MZ_OK);
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  cr_expect_eq(st.ops, 0);
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+  for (int p = 0; p < W; p++) {
+    mz_buffer_release(row[0][p]);
+    mz_buffer_release(row[1][p]);
+  }
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+static _Atomic int order_log[8], order_n;
+
+static int log_fn(const mz_call *c) {
+  int i = atomic_fetch_add(&order_n, 1);
+  if (i < 8) atomic_store(&order_log[i], (int)c->args[0].i32);
+  atomic_fetch_add((_Atomic int *)c->user, 1);
+  return 0;
+}
+
+/* A root whose tasks are far apart in the build (the sweep gives up and
+ * the depth-first closure runs), then the rest; and an explicit edge to
+ * a task built later (no sweep on such a graph): it runs first. */
+Test(graph, one_shot_closure_far_apart_and_forward_edges, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  _Atomic int runs = 0;
+  mz_kernel *k = test_kernel(rt, "log", "i32 id", log_fn, &runs);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  enum { N = 3000 };
+  mz_op **t = malloc(N * sizeof *t);
+  cr_assert(t);
+  for (int i = 0; i < N; i++) t[i] = mz_apply(g, k, mz_i32(g, i), NULL);
+  mz_future *f;
+  cr_assert_eq(test_run(g, mz_join(g, 2, (mz_op *[]){t[0], t[N - 1]}), NULL, &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+  mz_run_stats st;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+  mz_future_destroy(f);
+  cr_expect_eq(st.ops, 2);
+  cr_expect_eq(atomic_load(&runs), 2);
+  /* Then a root in the middle, and all of them: each task once. */
+  cr_assert_eq(test_run(g, t[N / 2], NULL, NULL), MZ_OK);
+  cr_expect_eq(atomic_load(&runs), 3);
+  cr_assert_eq(test_run(g, mz_join(g, N, t), NULL, NULL), MZ_OK);
+  cr_expect_eq(atomic_load(&runs), N);
+  mz_graph_destroy(g);
+  free(t);
+
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  atomic_store(&order_n, 0);
+  mz_op *a = mz_apply(g, k, mz_i32(g, 1), NULL);
+  mz_op *b = mz_apply(g, k, mz_i32(g, 2), NULL);
+  cr_assert_eq(mz_depend(g, a, b), MZ_OK); /* a, built first, after b */
+  cr_assert_eq(test_run(g, a, NULL, NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  cr_expect_eq(atomic_load(&order_n), 2, "the root's explicit predecessor ran too");
+  cr_expect_eq(atomic_load(&order_log[0]), 2);
+  cr_expect_eq(atomic_load(&order_log[1]), 1);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+/* Errors in the middle of a build: each builder's bad input is refused
+ * with its code and message, the first one sticks, later builders return
+ * the error op, and mz_schedule refuses the graph with that error. */
+Test(graph, errors_in_the_middle_of_a_build, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "stencil", "in i64[] a, in i64[] b, out i64[] o", stencil_fn, NULL);
+  mz_buffer *x = test_buffer_1d(rt, MZ_I64, 1, NULL), *y = test_buffer_1d(rt, MZ_I64, 1, NULL);
+  mz_buffer *f32 = test_buffer_1d(rt, MZ_F32, 1, NULL);
+  struct {
+    int code;
+    const char *msg;
+  } want[] = {
+      {MZ_EINVAL, "mz_zip: NULL op"},
+      {MZ_EINVAL, "another graph"},
+      {MZ_EINVAL, "unzip it first"},
+      {MZ_ESHAPE, "a scalar was given"},
+      {MZ_ESHAPE, "wants i64[], the buffer holds f32"},
+      {MZ_EINVAL, "conflicting directions"},
+  };
+  for (unsigned c = 0; c < sizeof want / sizeof want[0]; c++) {
+    mz_graph *g, *other;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &other));
+    /* A few good tasks first. */
+    mz_op *good = NULL;
+    for (int i = 0; i < 3; i++)
+      good = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){mz_value(g, x), mz_value(g, x), mz_value(g, y)}), NULL);
+    cr_assert_eq(mz_graph_status(g), MZ_OK);
+    mz_op *vx = mz_value(g, x), *vy = mz_value(g, y), *bad = NULL;
+    switch (c) {
+      case 0: bad = mz_zip(g, 3, (mz_op *[]){vx, NULL, vy}); break;
+      case 1: bad = mz_zip(g, 3, (mz_op *[]){vx, mz_value(other, x), vy}); break;
+      case 2: bad = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){vx, mz_zip(g, 1, &vx), vy}), NULL); break;
+      case 3: bad = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){vx, mz_i64(g, 3), vy}), NULL); break;
+      case 4: bad = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){vx, mz_value(g, f32), vy}), NULL); break;
+      case 5: bad = mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){vx, vy, vy}), NULL); break;
+    }
+    cr_expect_eq(mz_graph_status(g), want[c].code, "case %u: %s", c, mz_graph_message(g));
+    cr_expect(strstr(mz_graph_message(g), want[c].msg), "case %u: %s", c, mz_graph_message(g));
+    /* Sticky: later builders return the same error op, and the first
+     * message stays. */
+    cr_expect_eq(mz_apply(g, k, mz_zip(g, 3, (mz_op *[]){vx, vx, vy}), NULL), bad);
+    cr_expect_eq(mz_value(g, x), bad);
+    cr_expect_eq(mz_zip(g, 1, &good), bad);
+    cr_expect(strstr(mz_graph_message(g), want[c].msg), "case %u: %s", c, mz_graph_message(g));
+    mz_future *f = NULL;
+    cr_expect_eq(mz_schedule(g, good, NULL, &f), want[c].code);
+    cr_expect_null(f);
+    mz_graph_destroy(other);
+    mz_graph_destroy(g);
+  }
+  mz_buffer_release(x);
+  mz_buffer_release(y);
+  mz_buffer_release(f32);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}
+
+static _Atomic int64_t six_sum;
+
+static int six_fn(const mz_call *c) {
+  int64_t s = 0;
+  for (unsigned i = 0; i < c->nargs; i++) s += c->args[i].i64;
+  atomic_fetch_add(&six_sum, s);
+  return 0;
+}
+
+/* The repeat path (an apply of the last kernel on the last argument op)
+ * copies the parameter slots of a kernel with more than four. */
+Test(graph, repeated_applies_of_six_scalars, .timeout = 30) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  mz_kernel *k = test_kernel(rt, "six", "i64 a, i64 b, i64 c, i64 d, i64 e, i64 f", six_fn, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *args = mz_zip(g, 6, (mz_op *[]){mz_i64(g, 1), mz_i64(g, 2), mz_i64(g, 3), mz_i64(g, 4), mz_i64(g, 5), mz_i32(g, 6)});
+  mz_op *ops[3];
+  for (int i = 0; i < 3; i++) ops[i] = mz_apply(g, k, args, NULL);
+  atomic_store(&six_sum, 0);
+  cr_assert_eq(test_run(g, mz_join(g, 3, ops), NULL, NULL), MZ_OK, "%s", mz_runtime_last_error(rt));
+  cr_expect_eq(atomic_load(&six_sum), 3 * 21);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(k);
+  mz_runtime_destroy(rt);
+}

@@ -30,6 +30,14 @@ struct mz_graph {
    * the same arguments copies its parameter slots (graph/graph.c). */
   mz_kernel *rep_kernel;
   struct mz_op *rep_args, *rep_op;
+  /* The bytes of the last apply with buffers and their perf-model size
+   * bucket (+ 1, as a task's pm_key1; 0 until one is built). */
+  uint64_t pm_bytes;
+  uint8_t pm_key1;
+  /* Some task has an explicit edge (mz_depend), which may point to a
+   * task built after it: mz_schedule's closure then follows edges depth
+   * first, not by one sweep down the build order (graph/lower.c). */
+  bool xpreds_any;
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
@@ -43,6 +51,9 @@ struct mz_graph {
      * version need one node, not one each). */
     struct mz_op *value;
     struct mz_op *part;
+    /* The last apply that took an access of buf: an apply passed one
+     * buffer twice finds its first access without a scan per buffer. */
+    struct mz_op *acc_op;
     bool partitioned;
     uint32_t ran_writer;
   } *bmap;
