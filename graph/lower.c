@@ -407,9 +407,8 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->plan_after = false;
   /* The second line only where something may have changed it. */
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
-    /* A fresh run's record is made zeroed (xdev_set); a replay's is its
-     * frozen run's, reused. */
-    if (!fresh && t->exec.xd) t->exec.xd->policy_word = 0;
+    /* (The record's policy word: a fresh run's record is made zeroed,
+     * xdev_set; a replay clears its frozen run's, reused.) */
     if (t->cold) {
       t->cold->prev = t->cold->next = NULL;
       t->cold->policy_word = 0;
@@ -444,8 +443,10 @@ static bool replay_claim(struct mz__lowered *lw) {
 
 /* Commit run r from lw's frozen run: the same edges, counters as at its
  * start (the buffers' hazard records as at its end: their claims).
- * rt->lock is held; r->tasks holds lw->topo.  Cannot fail. */
-static void replay(struct mz__lowered *lw, struct mz__run *r) {
+ * rt->lock is held; r->tasks holds lw->topo.  Cannot fail.  Out of line:
+ * inlined into schedule_locked, its loop kept r on the stack (two loads
+ * a task more per re-run under callgrind once the exec records came). */
+static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__run *r) {
   /* The last run shared every task and this one will too: no task is
    * placed, so none needs its run gate (it keeps a task from being placed
    * before the run is committed); its start releases the sources. */
@@ -479,6 +480,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
       if (mz__succs_heap(sc)) free(sc->v);
       sc->v = sc->nrun ? lw->succv[i] : NULL;
       sc->n = sc->nrun;
+      if (t->exec.xd) t->exec.xd->policy_word = 0; /* the frozen run's record */
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
