@@ -353,20 +353,22 @@ static bool rt_device_waits(const mz_runtime *rt) {
 
 #define XD_HEAD ((sizeof(struct mz__xdev) + 15) & ~(size_t)15)
 
-/* The bytes of a task's device record (struct mz__xdev) and its argument
- * records, which only a runtime with a device of its own memory needs
- * (rt->nmem > 1): a host-memory device builds its call from the task's
- * values and buffers (devices/cpu/cpu.c). */
-static size_t xdev_bytes(const mz_runtime *rt, const struct mz__task *t) {
-  return rt->nmem > 1 ? XD_HEAD + t->nparams * sizeof(struct mz__xarg) : 0;
+/* The bytes of a task's exec record (struct mz__xdev) in run r, and its
+ * argument records, which only a runtime with a device of its own memory
+ * needs (rt->nmem > 1): a host-memory device builds its call from the
+ * task's values and buffers (devices/cpu/cpu.c).  None in a run without
+ * records (r->xrec: a lean one). */
+static size_t xdev_bytes(const struct mz__run *r, const struct mz__task *t) {
+  return !r->xrec ? 0 : XD_HEAD + (r->rt->nmem > 1 ? t->nparams * sizeof(struct mz__xarg) : 0);
 }
 
-/* Point t's exec at its device record at xd (NULL: none), with its arrays. */
-static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
+/* Point t's exec at its record at xd (NULL: none), with its arrays; its
+ * times and policy word zero. */
+static void xdev_set(const mz_runtime *rt, struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
   t->exec.args_dev1 = 0;
   t->exec.xd = (struct mz__xdev *)(void *)xd;
   if (!xd) return;
-  *t->exec.xd = (struct mz__xdev){.args = t->nparams ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
+  *t->exec.xd = (struct mz__xdev){.args = t->nparams && rt->nmem > 1 ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
                                   .xfers = xfers,
                                   .waits = waits};
 }
@@ -375,8 +377,9 @@ static void xdev_set(struct mz__task *t, char *xd, struct mz__xfer *xfers, struc
  * in-run successors, then the exec's record and arrays as schedule_locked
  * sizes them (offsets in *o: successors, device record, transfers,
  * waits). */
-static size_t frozen_block(const mz_runtime *rt, bool dwait, const struct mz__task *t, size_t o[4]) {
-  size_t pb = t->npreds * sizeof *t->preds, sb = t->succs.nrun * sizeof *t->succs.v, ab = xdev_bytes(rt, t),
+static size_t frozen_block(const struct mz__run *r, bool dwait, const struct mz__task *t, size_t o[4]) {
+  const mz_runtime *rt = r->rt;
+  size_t pb = t->npreds * sizeof *t->preds, sb = t->succs.nrun * sizeof *t->succs.v, ab = xdev_bytes(r, t),
          xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0,
          wb = dwait ? (t->npreds + t->nacc) * sizeof(struct mz__exec *) : 0;
   pb = (pb + 15) & ~(size_t)15;
@@ -400,7 +403,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   mz_runtime *rt = r->rt;
   size_t n = r->ntasks, total = 0, nrd = 0, o[4];
   bool dwait = rt_device_waits(rt);
-  for (size_t i = 0; i < n; i++) total += frozen_block(rt, dwait, mz__op_t(r->tasks[i]), o);
+  for (size_t i = 0; i < n; i++) total += frozen_block(r, dwait, mz__op_t(r->tasks[i]), o);
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->hz.nreaders;
   mz__lowered_unclaim(lw); /* its entries are in the arena replaced */
   struct mz__arena a = {.pool = &rt->chunks};
@@ -428,13 +431,13 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   }
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    size_t sz = frozen_block(rt, dwait, t, o);
+    size_t sz = frozen_block(r, dwait, t, o);
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
     if (t->succs.nrun) memcpy(mem + o[0], t->succs.v, t->succs.nrun * sizeof *t->succs.v);
     t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
     succv[i] = (mz_op **)(void *)(mem + o[0]);
-    xdev_set(t, o[2] > o[1] ? mem + o[1] : NULL, o[3] > o[2] ? (void *)(mem + o[2]) : NULL,
+    xdev_set(rt, t, o[2] > o[1] ? mem + o[1] : NULL, o[3] > o[2] ? (void *)(mem + o[2]) : NULL,
              dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
     mem += sz;
   }
@@ -459,6 +462,7 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   lw->succv = succv;
   lw->bufs = bufs;
   lw->nbufs = ntouched;
+  lw->xrec = r->xrec;
   lw->replay = true;
 }
 /* A task joins run r: the per-run state of its last run is reset (its
@@ -484,8 +488,12 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->plan_after = false;
   /* The second line only where something may have changed it. */
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
-    t->policy_word = 0;
-    if (t->cold) t->cold->prev = t->cold->next = NULL;
+    /* (The record's policy word: a fresh run's record is made zeroed,
+     * xdev_set; a replay clears its frozen run's, reused.) */
+    if (t->cold) {
+      t->cold->prev = t->cold->next = NULL;
+      t->cold->policy_word = 0;
+    }
   }
   if (fresh) {
     __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* its successors are this run's */
@@ -516,8 +524,10 @@ static bool replay_claim(struct mz__lowered *lw) {
 
 /* Commit run r from lw's frozen run: the same edges, counters as at its
  * start (the buffers' hazard records as at its end: their claims).
- * rt->lock is held; r->tasks holds lw->topo.  Cannot fail. */
-static void replay(struct mz__lowered *lw, struct mz__run *r) {
+ * rt->lock is held; r->tasks holds lw->topo.  Cannot fail.  Out of line:
+ * inlined into schedule_locked, its loop kept r on the stack (two loads
+ * a task more per re-run under callgrind once the exec records came). */
+static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__run *r) {
   /* The last run shared every task and this one will too: no task is
    * placed, so none needs its run gate (it keeps a task from being placed
    * before the run is committed); its start releases the sources. */
@@ -551,6 +561,7 @@ static void replay(struct mz__lowered *lw, struct mz__run *r) {
       if (mz__succs_heap(sc)) free(sc->v);
       sc->v = sc->nrun ? lw->succv[i] : NULL;
       sc->n = sc->nrun;
+      if (t->exec.xd) t->exec.xd->policy_word = 0; /* the frozen run's record */
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
@@ -710,7 +721,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   size_t nfail = 0;
   /* The root's last run froze its edges and no other run holds records on
    * its buffers: replay them. */
-  if (!rc && lw && lw->replay && replay_claim(lw)) {
+  if (!rc && lw && lw->replay && lw->xrec == r->xrec && replay_claim(lw)) {
     r->tasks = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
     if (r->tasks) {
       lw->claim_run = r; /* the buffers' records are the claims' */
@@ -793,14 +804,14 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* In a runtime with host memory only and no device that waits, a task
    * with no edge and no buffer has nothing to plan: no predecessor, no
    * device record. */
-  bool bare_ok = rt->nmem <= 1 && !dwait;
+  bool bare_ok = rt->nmem <= 1 && !dwait && !r->xrec;
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
     if (bare_ok && !op->u.bpreds && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       t->preds = NULL;
-      xdev_set(t, NULL, NULL, NULL);
+      xdev_set(rt, t, NULL, NULL, NULL);
       t->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
       continue;
     }
@@ -876,7 +887,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
     bool same = kept_all && preds.n == nkept;
-    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(rt, t),
+    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(r, t),
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
     pb = (pb + 15) & ~(size_t)15;
@@ -899,7 +910,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     t->preds = !preds.n ? NULL : same ? op->u.bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
-    xdev_set(t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
+    xdev_set(rt, t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
   }
 
   /* 3. With a forward edge: a topological order over in-run edges, where a

@@ -55,11 +55,20 @@ struct mz__xarg {
   bool is_buffer;
 };
 
-/* The part of an exec that only a device with memory of its own uses
- * (struct mz__exec's xd): in a run's arena beside the arrays it points
- * to, made for every task of a runtime that has such a device (rt->nmem
- * > 1), for that run; NULL in a runtime of host memory only. */
+/* An exec's record for what a lean run never needs: the node's times, the
+ * policy's word, and what a device with memory of its own uses (struct
+ * mz__exec's xd).  In a run's arena (or its frozen replay's) beside the
+ * arrays it points to, made for every task of a run that may read or
+ * write any of them (struct mz__run's xrec, set by mz__observe_init: a device
+ * with memory of its own, a device that is not a plain CPU, a timed run,
+ * a policy with plan, async kernels); NULL in any other run, whose CPU nodes keep no times
+ * (a perf-model sample is recorded where it is measured). */
 struct mz__xdev {
+  /* ns (mz__now_ns clock, or the device's own: ops->clock); 0 = the core
+   * fills them.  Read them with mz__exec_t_start and mz__exec_t_end. */
+  uint64_t t_start, t_end;
+  /* The word mz_task_policy_data hands out: zero at the run's start. */
+  uintptr_t policy_word;
   /* Filled for a device with memory of its own (memnode > 0).  A
    * host-memory device (the CPU) builds its call from the task's values
    * and buffers instead. */
@@ -86,12 +95,11 @@ struct mz__exec {
   /* Its node is not a field: the exec is in the node's task
    * (mz__exec_node, src/objects/mz_op.h), as are its kernel, its number of
    * arguments, its launch (mz__exec_kernel and the next two) and the
-   * device an earlier plan was for (args_dev1 below).  The first 40
+   * device an earlier plan was for (args_dev1 below).  Its first 16
    * bytes are all that a CPU node re-run with its plan kept reads or
    * writes, so that they share a cache line of the task (with its
    * kernel) where the task's lines allow. */
   struct mz__queue *queue;
-  uint64_t t_start, t_end;    /* ns (mz__now_ns clock); 0 = the core fills them */
   /* Set by the backend before batch completion; 0 = ok.  Once the node is
    * DONE, its final status (finish writes it: MZ_ECANCELED behind a failed
    * predecessor), which the task keeps no copy of; cleared where the node
@@ -102,10 +110,15 @@ struct mz__exec {
    * pointers and build-time scalars do not change, so a re-run on the
    * same device in a host-only runtime is not planned again. */
   uint32_t args_dev1;
-  /* Cold: device nodes.  (The detail of a failure is kept with the
-   * task's rare fields: mz__exec_message.) */
-  struct mz__xdev *xd;        /* never NULL on a device with memory of its own */
+  /* The run's record of the node's times, policy word and device
+   * arguments (struct mz__xdev); NULL in a lean run.  Never NULL on a
+   * device other than the CPU, nor in a timed run.  (The detail of a
+   * failure is kept with the task's rare fields: mz__exec_message.) */
+  struct mz__xdev *xd;
 };
+/* e's times in this run (0, 0: not measured, or no record). */
+static inline uint64_t mz__exec_t_start(const struct mz__exec *e) { return e->xd ? e->xd->t_start : 0; }
+static inline uint64_t mz__exec_t_end(const struct mz__exec *e) { return e->xd ? e->xd->t_end : 0; }
 /* The detail of e's failure (NULL: none), and its replacement: msg is
  * malloc'd (or NULL: clear it) and taken over; the core frees it when the
  * run is torn down.  Thread: the one that ends or fails e's node. */
@@ -306,7 +319,7 @@ struct mz__device_ops {
   /* --- Optional cost and clock hooks.  All may be NULL. --- */
 
   /* The device's own clock, for a device that runs on a virtual clock (the
-   * simulator): its execs' t_start/t_end are in this clock, the run's
+   * simulator): its execs' times (struct mz__xdev) are in this clock, the run's
    * statistics report a virtual makespan from it, and policies read it as
    * "now" (mz_sched_now_ns).  Thread: any.  Locks: none.  Cheap. */
   uint64_t (*clock)(const struct mz_device *dev);

@@ -799,8 +799,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   /* This run's times and copies from here on (reset here rather than when
    * the run starts, which then need not touch the exec's lines). */
   struct mz__exec *e = &t->exec;
-  e->t_start = e->t_end = 0;
-  if (e->xd) e->xd->nxfer = e->xd->nread = 0;
+  if (e->xd) e->xd->t_start = e->xd->t_end = e->xd->nxfer = e->xd->nread = 0;
   t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
@@ -1076,10 +1075,8 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
   /* Never planned in this run (canceled first, or failed to be placed):
    * no times or copies to report (observers, busy time, perf models), not
    * an earlier run's. */
-  if (__builtin_expect(!t->planned, 0)) {
-    t->exec.t_start = t->exec.t_end = 0;
-    if (t->exec.xd) t->exec.xd->nxfer = t->exec.xd->nread = 0;
-  }
+  if (__builtin_expect(!t->planned, 0) && t->exec.xd)
+    t->exec.xd->t_start = t->exec.xd->t_end = t->exec.xd->nxfer = t->exec.xd->nread = 0;
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = mz__cur_rt == rt ? worker_acct(rt, r) : NULL;
   int prev = atomic_load_explicit(&t->state, memory_order_acquire);
@@ -1098,7 +1095,10 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
       if (status != MZ_ECANCELED) atomic_fetch_add_explicit(&r->st_ops, 1, memory_order_relaxed);
       if (t->shared) atomic_fetch_add_explicit(&r->st_batches, 1, memory_order_relaxed);
     }
-    if (e->t_end > e->t_start) {
+    /* Times only in a record: a CPU node of a run without records
+     * (devices/cpu/cpu.c) gave its perf-model sample where it ran. */
+    uint64_t t_start = mz__exec_t_start(e), t_end = mz__exec_t_end(e);
+    if (t_end > t_start) {
       /* A CPU node of a run that is not timed: its queue's busy time is
        * counted per burst (mz__queue_flush), and it was timed because the
        * perf models chose it as a sample, unless its kernel is async and
@@ -1108,20 +1108,20 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
       bool chosen = burst && !(t->kernel && t->kernel->async && !t->kernel->async->ends_inline);
       if (!burst) {
         if (acct && acct->dev == dev->info.index)
-          acct->busy += e->t_end - e->t_start;
+          acct->busy += t_end - t_start;
         else
-          atomic_fetch_add_explicit(&r->busy[dev->info.index], e->t_end - e->t_start, memory_order_relaxed);
+          atomic_fetch_add_explicit(&r->busy[dev->info.index], t_end - t_start, memory_order_relaxed);
       }
       /* The perf models learn from successful runs only. */
-      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, e->t_end - e->t_start, chosen);
+      if (status == MZ_OK) mz__perfmodel_record(rt, op, dev, (unsigned)q, t_end - t_start, chosen);
       const struct mz_policy_ops *po = rt->pol[r->policy];
-      if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, e->t_end - e->t_start);
+      if (po->done) po->done(rt->pol_state[r->policy], &rt->sched, (mz_task *)op, (unsigned)q, t_end - t_start);
     }
     if (dev->ops->clock) {
       /* A virtual-clock device: the run's virtual makespan ends here. */
       uint64_t v = atomic_load_explicit(&r->v1, memory_order_relaxed);
-      while (e->t_end > v && !atomic_compare_exchange_weak_explicit(&r->v1, &v, e->t_end, memory_order_relaxed,
-                                                                    memory_order_relaxed)) {
+      while (t_end > v && !atomic_compare_exchange_weak_explicit(&r->v1, &v, t_end, memory_order_relaxed,
+                                                                 memory_order_relaxed)) {
       }
     }
     /* Copies are counted here, from the exec, with the node's end: the

@@ -306,6 +306,11 @@ static void kernel_free(mz_kernel *k) {
   free(k);
 }
 
+void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) {
+  k->async = ops;
+  if (ops) atomic_store(&k->rt->xrec_always, true);
+}
+
 void mz__kernel_unref(mz_kernel *k) {
   if (k && atomic_fetch_sub(&k->refs, 1) == 1) kernel_free(k);
 }

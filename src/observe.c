@@ -21,6 +21,10 @@ void mz__observe_init(mz_runtime *rt, struct mz__run *r) {
   if (rt->tracing) r->obs.v[r->obs.n++] = mz__trace_observer(rt);
   if (rt->user_obs_set) r->obs.v[r->obs.n++] = rt->user_obs;
   r->timed = r->obs.n > 0 || rt->timings || rt->pol[r->policy]->done != NULL;
+  /* A policy with plan sets a word on every task: in the record, not a
+   * cold record per task. */
+  r->xrec = r->timed || rt->nmem > 1 || atomic_load_explicit(&rt->xrec_always, memory_order_relaxed) ||
+            rt->pol[r->policy]->plan != NULL;
 }
 
 static int dev_of_mem(const struct mz_device *d) { return d ? (int)d->info.index : -1; }
@@ -78,8 +82,8 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
                       .device = (int)dev->info.index,
                       .queue = q,
                       .status = status,
-                      .start_ns = e->t_end ? e->t_start : 0,
-                      .end_ns = e->t_end,
+                      .start_ns = mz__exec_t_end(e) ? mz__exec_t_start(e) : 0,
+                      .end_ns = mz__exec_t_end(e),
                       .virtual_clock = dev->ops->clock != NULL,
                       .npreds = np,
                       .preds = preds,
@@ -171,10 +175,11 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
       o->status = e->status;
       o->queue = t->queue;
       o->device = t->queue >= 0 ? (int)rt->queues[t->queue]->dev->info.index : -1;
-      if (t->queue >= 0 && e->t_end && e->t_end >= e->t_start) {
+      uint64_t ts = mz__exec_t_start(e), te = mz__exec_t_end(e);
+      if (t->queue >= 0 && te && te >= ts) {
         uint64_t base = rt->queues[t->queue]->dev->ops->clock ? r->v0 : r->t0;
-        o->start_ns = e->t_start > base ? e->t_start - base : 0;
-        o->end_ns = e->t_end > base ? e->t_end - base : 0;
+        o->start_ns = ts > base ? ts - base : 0;
+        o->end_ns = te > base ? te - base : 0;
       }
       o->transfers = mz__exec_nxfer(e) + mz__exec_nread(e);
       for (unsigned k = 0; k < mz__exec_nxfer(e); k++) o->bytes += e->xd->xfers[k].bytes;

@@ -176,7 +176,13 @@ int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
 uintptr_t *mz_task_policy_data(mz_task *t) {
   struct mz__task *k = mz__task_of((mz_op *)t);
   __atomic_store_n(&k->replay_dirty, true, __ATOMIC_RELAXED); /* the next replay clears the word */
-  return &k->policy_word;
+  /* The run's exec record (a run whose policy has plan has one for every
+   * task); else, for a policy that asks only at select, the cold record,
+   * which cannot be refused here: out of memory, as the work lists do. */
+  if (k->exec.xd) return &k->exec.xd->policy_word;
+  struct mz__tcold *c = mz__task_cold(k);
+  if (!c) abort();
+  return &c->policy_word;
 }
 
 /* Only from plan: the run has not started, so nothing else reads these

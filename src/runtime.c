@@ -289,6 +289,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
         rt->mem_dev[rt->nmem++] = dev;
       }
       if (dev->ops->share && !rt->share_dev) rt->share_dev = dev;
+      if (!dev->ops->host_memory || !dev->ops->inline_submit || dev->ops->clock) atomic_store(&rt->xrec_always, true);
       dev->info.first_queue = rt->nq;
       for (unsigned i = 0; i < dev->nqueues; i++) {
         dev->queues[i].index = rt->nq;

@@ -30,7 +30,12 @@
  *   every node runs once per run;
  * - runs of overlapping roots of one graph whose futures go in turn (an
  *   ended run is kept while its tasks may name it): each node runs once
- *   per run that includes it. */
+ *   per run that includes it;
+ * - one graph re-run lean (its nodes keep no times), observed, timed,
+ *   under a policy with plan and under a select-only policy that keeps a
+ *   word per task, in turn: each run that reports times reports every
+ *   node's, a lean one after them refuses timings, and the policy's word
+ *   is zero at each run's start. */
 #include <pthread.h>
 
 #include "common.h"
@@ -1050,4 +1055,96 @@ Test(rerun, independent_replays_start_while_being_reset) {
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
   }
+}
+
+/* ---- exec records: made only for the runs that read them ---- */
+
+struct rec_seen {
+  _Atomic unsigned nodes, timed, bad;
+};
+static void rec_node(const mz_node_record *n, void *user) {
+  struct rec_seen *s = user;
+  atomic_fetch_add(&s->nodes, 1);
+  if (n->status != MZ_OK) atomic_fetch_add(&s->bad, 1);
+  if (n->end_ns && n->start_ns && n->end_ns >= n->start_ns) atomic_fetch_add(&s->timed, 1);
+}
+
+/* A select-only policy that keeps a word per task (mz_task_policy_data):
+ * in a run without exec records the word is the task's cold record's.  It
+ * must be zero the first time a run asks, and keep what was written while
+ * the run lasts. */
+static _Atomic unsigned word_bad, word_asked;
+static int word_select(void *state, const mz_sched *s, mz_task *t, bool ready) {
+  (void)state, (void)ready;
+  uintptr_t *w = mz_task_policy_data(t);
+  atomic_fetch_add(&word_asked, 1);
+  if (*w != 0 && *w != 0x5a5a) atomic_fetch_add(&word_bad, 1);
+  *w = 0x5a5a;
+  for (unsigned q = 0; q < mz_sched_queue_count(s); q++)
+    if (mz_task_can_run(s, t, q)) return (int)q;
+  return 0;
+}
+static const struct mz_policy_ops word_policy = {
+    .abi = MZ_POLICY_ABI, .name = "word", .description = "test: a word per task at select", .select = word_select};
+
+Test(rerun, records_follow_what_each_run_wants) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  MZ_OK_OR_DIE(rt, mz_policy_register(rt, &word_policy));
+  struct chains c;
+  build_chains(rt, &c);
+  static float ref[CHAINS][N], x[N], got[N];
+  memset(ref, 0, sizeof ref);
+  for (int k = 0; k < CHAINS; k++) MZ_OK_OR_DIE(rt, mz_buffer_write(c.y[k], ref[k], sizeof ref[k]));
+  /* Lean, lean, observed, lean, heft (plan: records), lean, word
+   * (select-only), observed under heft, lean, observed, lean. */
+  static const struct {
+    const char *policy;
+    bool observe;
+  } runs[] = {{"eager", false}, {"eager", false}, {"eager", true},  {"eager", false},
+              {"heft", false},  {"eager", false}, {"word", false},  {"word", false},
+              {"heft", true},   {"ws", false},    {"eager", true},  {"eager", false}};
+  for (unsigned r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    struct rec_seen seen = {0};
+    mz_observer obs = {.node = rec_node, .user = &seen};
+    MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, runs[r].observe ? &obs : NULL));
+    for (int k = 0; k < CHAINS; k++) {
+      for (int i = 0; i < N; i++) x[i] = (float)((r * 5 + (unsigned)k + (unsigned)i) % 11);
+      MZ_OK_OR_DIE(rt, mz_buffer_write(c.x[k], x, sizeof x));
+      for (int i = 0; i < N; i++) ref[k][i] += 0.5f * x[i];
+    }
+    unsigned asked0 = atomic_load(&word_asked);
+    mz_future *f = NULL;
+    MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, runs[r].policy, &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "run %u (%s): %s", r, runs[r].policy, mz_future_message(f));
+    const mz_node_timing *tm = NULL;
+    size_t n = 0;
+    int trc = mz_future_timings(f, &tm, &n);
+    if (runs[r].observe) {
+      cr_assert_eq(atomic_load(&seen.nodes), 2 * CHAINS, "run %u: %u nodes reported", r, atomic_load(&seen.nodes));
+      cr_assert_eq(atomic_load(&seen.timed), 2 * CHAINS, "run %u: %u of %d nodes reported with times", r,
+                   atomic_load(&seen.timed), 2 * CHAINS);
+      cr_assert_eq(atomic_load(&seen.bad), 0);
+      cr_assert_eq(trc, MZ_OK, "run %u: timings: %s", r, mz_err_name(trc));
+      cr_assert_eq(n, 2 * CHAINS);
+      for (size_t i = 0; i < n; i++)
+        cr_assert(tm[i].end_ns >= tm[i].start_ns && tm[i].end_ns > 0, "run %u, node %u: times %llu..%llu", r,
+                  tm[i].node, (unsigned long long)tm[i].start_ns, (unsigned long long)tm[i].end_ns);
+    } else {
+      cr_assert_eq(trc, MZ_ESTATE, "run %u (%s, not timed): timings gave %s", r, runs[r].policy, mz_err_name(trc));
+    }
+    if (!strcmp(runs[r].policy, "word"))
+      cr_assert_geq(atomic_load(&word_asked) - asked0, 2 * CHAINS, "run %u: the policy was asked %u times", r,
+                    atomic_load(&word_asked) - asked0);
+    cr_assert_eq(atomic_load(&word_bad), 0, "run %u: a policy word was not zero at the run's start", r);
+    mz_future_destroy(f);
+    for (int k = 0; k < CHAINS; k++) {
+      MZ_OK_OR_DIE(rt, mz_buffer_read(c.y[k], got, sizeof got));
+      for (int i = 0; i < N; i++)
+        cr_assert_float_eq(got[i], ref[k][i], 1e-3f, "run %u (%s), chain %d, y[%d] = %g, expected %g", r,
+                           runs[r].policy, k, i, (double)got[i], (double)ref[k][i]);
+    }
+  }
+  MZ_OK_OR_DIE(rt, mz_runtime_set_observer(rt, NULL));
+  free_chains(&c);
+  mz_runtime_destroy(rt);
 }

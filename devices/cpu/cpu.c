@@ -148,7 +148,9 @@ static inline int prepare_kept(struct mz__exec *e) {
                            !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
                            !atomic_load_explicit(&t->pred_failed, memory_order_acquire),
                        1)) {
-    e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
+    /* No copies to reset (one memory); times only where the run keeps
+     * records (exec.xd; a lean run does not). */
+    if (__builtin_expect(e->xd != NULL, 0)) e->xd->t_start = e->xd->t_end = 0;
     e->status = 0;
     t->planned = true;
     return MZ_OK;
@@ -291,7 +293,8 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
-  if (timed) e->t_start = status == MZ_OK && mz__exec_nread(e) ? mz__exec_reads(e)[mz__exec_nread(e) - 1].t_end : t0;
+  uint64_t ts = !timed ? 0 : status == MZ_OK && mz__exec_nread(e) ? mz__exec_reads(e)[mz__exec_nread(e) - 1].t_end : t0;
+  if (timed && e->xd) e->xd->t_start = ts;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -325,7 +328,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
            * the thread that ends the node reads it (and may do so at once):
            * the start's stamp, read just now (a clock read is tens of ns,
            * and an async kernel's start is a message's latency). */
-          e->t_end = e->t_start;
+          if (e->xd) e->xd->t_end = ts;
           if (!counted) { /* ended by mz__task_finish, on another thread */
             atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
             counted = true;
@@ -355,7 +358,18 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
       if (shapes != shv) free(shapes);
     }
   }
-  if (timed) e->t_end = mz__now_ns();
+  if (timed) {
+    uint64_t te = mz__now_ns();
+    if (e->xd) {
+      e->xd->t_end = te;
+    } else if (status == MZ_OK && te > ts) {
+      /* A run without records (struct mz__exec's xd) keeps no times: a
+       * perf-model sample of a CPU function that returned goes to the
+       * models here, as finish would from the record (its busy time is
+       * the burst's: the run is not timed). */
+      mz__perfmodel_record(w->q->dev->rt, op, w->q->dev, w->q->index, te - ts, !(async && !async->ends_inline));
+    }
+  }
   if (msg) mz__exec_set_message(e, msg);
   if (w->watch) atomic_store_explicit(&w->q->current, NULL, memory_order_relaxed);
   if (!timed && status == MZ_OK && t->run->lean && !w->watch) {
@@ -591,7 +605,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
                          0))
       return op;
     if (__builtin_expect((*sampled = pm_wants(w, op)), 0)) return op;
-    e->t_start = e->t_end = 0; /* no copies to reset: one memory, no device record (exec.xd) */
+    if (__builtin_expect(e->xd != NULL, 0)) e->xd->t_start = e->xd->t_end = 0; /* no copies to reset: one memory */
     e->status = 0;
     t->planned = true;
     t->exec.args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */

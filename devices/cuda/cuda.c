@@ -565,8 +565,8 @@ static void batch_times(struct cu_batch *cb) {
   atomic_store_explicit(&cb->cq->last_end, t1, memory_order_relaxed);
   struct mz__batch *b = cb->b;
   for (unsigned i = 0; i < b->n; i++) {
-    b->execs[i]->t_start = t0 + (t1 - t0) * i / b->n;
-    b->execs[i]->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
+    b->execs[i]->xd->t_start = t0 + (t1 - t0) * i / b->n;
+    b->execs[i]->xd->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
   }
 }
 

@@ -927,14 +927,14 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
           clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
           t0 && t1 >= t0) {
-        e->t_start = (uint64_t)t0 + offset;
-        e->t_end = (uint64_t)t1 + offset;
+        e->xd->t_start = (uint64_t)t0 + offset;
+        e->xd->t_end = (uint64_t)t1 + offset;
       }
     } else if (span1 > span0) {
       /* An equal share of the batch's span (the perf models, the busy
        * times and the policies' done() see it). */
-      e->t_start = span0 + (span1 - span0) * i / b->n;
-      e->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
+      e->xd->t_start = span0 + (span1 - span0) * i / b->n;
+      e->xd->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
     }
   }
   /* PoCL runs this callback before it releases the commands that wait for

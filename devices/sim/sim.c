@@ -455,7 +455,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
      * for all of them. */
     uint64_t after = 0;
     for (unsigned j = 0; j < mz__exec_nwait(x); j++)
-      if (x->xd->waits[j] && x->xd->waits[j]->t_end > after) after = x->xd->waits[j]->t_end;
+      if (x->xd->waits[j] && mz__exec_t_end(x->xd->waits[j]) > after) after = mz__exec_t_end(x->xd->waits[j]);
     if (t < after) t = after;
     double xfer = 0;
     for (unsigned j = 0; j < mz__exec_nxfer(x); j++) {
@@ -463,7 +463,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
         for (unsigned k = 0; xf->src_dev && k < mz__exec_nwait(x); k++)
-          if (x->xd->waits[k] && x->xd->waits[k]->queue->dev == xf->src_dev && x->xd->waits[k]->t_end > c) c = x->xd->waits[k]->t_end;
+          if (x->xd->waits[k] && x->xd->waits[k]->queue->dev == xf->src_dev && mz__exec_t_end(x->xd->waits[k]) > c) c = mz__exec_t_end(x->xd->waits[k]);
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
         xf->t_start = c;
@@ -477,9 +477,9 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
     } else {
       t += (uint64_t)llround(xfer);
     }
-    x->t_start = t;
+    x->xd->t_start = t;
     t += (uint64_t)llround(cost_ns(&sd->cls, mz__exec_node(x)));
-    x->t_end = t;
+    x->xd->t_end = t;
     x->status = MZ_OK;
   }
   atomic_store_explicit(&sq->free_at, t, memory_order_relaxed);

@@ -185,7 +185,10 @@ bool mz_task_finished(const mz_task *t);
 int mz_task_follow_queue(const mz_sched *s, const mz_task *t, int prefer);
 /* Fix t's queue (from plan).  Returns MZ_OK or MZ_ERANGE. */
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q);
-/* A per-task word the policy may use freely (zero at first). */
+/* A per-task word the policy may use freely: its run's, zero when the run
+ * starts (a predecessor of another run gives that run's word); the pointer
+ * is valid while t's run is in flight (ask again in a later run).  Never
+ * NULL (out of memory aborts). */
 uintptr_t *mz_task_policy_data(mz_task *t);
 /* Plan order: t is placed on its queue only once prev has been (or has
  * finished without reaching one), so that with both on one in-order queue

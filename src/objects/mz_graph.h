@@ -92,6 +92,9 @@ struct mz_graph {
     struct mz_op **tasks;
     size_t ntasks;
     bool replay;
+    /* The frozen blocks hold exec records (the frozen run's xrec): only
+     * a run that wants them as well replays them. */
+    bool xrec;
     struct mz_op **topo;
     struct mz_op ***succv;     /* per task of topo: its in-run successors */
     struct mz__lwbuf {

@@ -88,7 +88,9 @@ struct mz__async_ops {
   void (*ended)(struct mz_op *op, const mz_arg *values, int status, void *user);
 };
 #define MZ__ASYNC_ENDED 1
-static inline void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops) { k->async = ops; }
+/* Also makes every later run of k's runtime keep exec records (its
+ * xrec_always: the thread that ends an async node reads its start). */
+void mz__kernel_set_async(mz_kernel *k, const struct mz__async_ops *ops);
 
 void mz__kernel_unref(mz_kernel *k);
 /* Prepare k on dev once; returns the backend handle through *kdev. */

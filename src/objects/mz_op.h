@@ -116,6 +116,10 @@ struct mz__tcold {
   /* A host node's name (mz_host_named; copied into the graph's arena),
    * or NULL: "host". */
   const char *name;
+  /* The policy's word in a run whose tasks have no exec record
+   * (mz_task_policy_data: a policy without plan that asks for one);
+   * zeroed where the task enters a run. */
+  uintptr_t policy_word;
   /* Outside gates (src/mpi.c: messages the task reads; mz__task_ngates):
    * counted into unfin at each run's start, each released once by
    * mz__task_ungate; a gated task always waits on the host (it is never
@@ -174,10 +178,11 @@ struct mz__task {
   /* What a replay resets comes first (through plan), then what the
    * workers read as well. */
   struct mz__succs succs;
-  uintptr_t policy_word;
+  /* (Its policy word is its run's: struct mz__xdev, or the cold record's
+   * in a run without exec records: mz_task_policy_data.) */
   uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
   struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
-  /* With its exec's first 48 bytes, what a CPU re-run touches. */
+  /* With its exec's first 16 bytes, what a CPU re-run touches. */
   /* An apply's, set when its node is made (its parameter slots depend on
    * it: mz__task_buf); NULL for host work (mz__exec_kernel). */
   mz_kernel *kernel;

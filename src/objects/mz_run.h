@@ -99,6 +99,10 @@ struct mz__run {
    * sample (devices/cpu/cpu.c) and its queue's busy time is counted per
    * burst (struct mz__acct). */
   bool timed;
+  /* Every task of the run has an exec record (struct mz__xdev: times,
+   * policy word, device arguments), made where its edges are (graph/lower.c);
+   * set with timed (mz__observe_init).  A lean run has none. */
+  bool xrec;
   /* Every node is shared with the CPU workers and nothing watches or
    * bends a node's end (not timed, host memory only, no faults, no memory
    * limits, no pick): a node that succeeds and was not a perf-model

@@ -80,6 +80,12 @@ struct mz_runtime {
   unsigned nq;
   struct mz__queue **queues;
   unsigned nmem;
+  /* Every run's tasks get exec records (struct mz__run's xrec): a device
+   * that is not a plain CPU (its own memory, a submission thread or a
+   * virtual clock: its backend writes every node's times), set at
+   * discovery; or an async kernel (mz__kernel_set_async), whose end on
+   * another thread reads its start. */
+  _Atomic bool xrec_always;
   struct mz_device **mem_dev;   /* device of each memnode; [0] NULL (host) */
   pthread_mutex_t lock;         /* scheduling, hazards, object lists, runs */
   pthread_cond_t idle;
