@@ -31,8 +31,17 @@
 #endif
 
 /* Every test has a deadline: one that hangs is reported by name
- * as timed out instead of blocking the suite (a test may set its own). */
-TestSuite(faults, .timeout = 120);
+ * as timed out instead of blocking the suite (a test may set its own).
+ * Four times as long under a sanitizer: the CUDA memory-limit sweep takes
+ * about 50 s in a plain build and 260 s under ThreadSanitizer on an idle
+ * 2-core machine (meson scales the whole suite's deadline by its
+ * --timeout-multiplier; it cannot scale these). */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SAN_SLOW(s) ((s) * 4)
+#else
+#define SAN_SLOW(s) (s)
+#endif
+TestSuite(faults, .timeout = SAN_SLOW(120));
 
 #define OK(rt, call)                                                                                 \
   do {                                                                                               \
@@ -266,7 +275,7 @@ static void kind_case(mz_runtime *rt, enum mz__fault_kind kind, int want, mz_ker
 
 static const int want_code[MZ__FAULT_KINDS] = {MZ_ENOMEM, MZ_EDEVICE, MZ_EDEVICE, MZ_EKERNEL};
 
-Test(faults, each_kind_cpu, .timeout = 60) {
+Test(faults, each_kind_cpu, .timeout = SAN_SLOW(60)) {
   mz_runtime *rt = open_rt("cpu:2;sim:dev");
   mz_kernel *inc = kernel(rt, "cpu_inc", "inc", NULL), *wr = kernel(rt, "dev_wr", "wr", NULL);
   kind_case(rt, MZ__FAULT_ALLOC, MZ_ENOMEM, inc, inc, 3, true, true);
@@ -279,7 +288,7 @@ Test(faults, each_kind_cpu, .timeout = 60) {
   mz_runtime_destroy(rt);
 }
 
-Test(faults, each_kind_sim, .timeout = 60) {
+Test(faults, each_kind_sim, .timeout = SAN_SLOW(60)) {
   mz_runtime *rt = open_rt("sim:dev*2");
   mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
   for (unsigned k = 0; k < MZ__FAULT_KINDS; k++) kind_case(rt, k, want_code[k], inc, inc, 3, false, true);
@@ -287,14 +296,14 @@ Test(faults, each_kind_sim, .timeout = 60) {
 }
 
 /* The same with copy engines: a node's input copies leave its queue. */
-Test(faults, each_kind_sim_copy_engine, .timeout = 60) {
+Test(faults, each_kind_sim_copy_engine, .timeout = SAN_SLOW(60)) {
   mz_runtime *rt = open_rt("sim:dev*2@copy=1");
   mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
   for (unsigned k = 0; k < MZ__FAULT_KINDS; k++) kind_case(rt, k, want_code[k], inc, inc, 3, false, true);
   mz_runtime_destroy(rt);
 }
 
-Test(faults, each_kind_opencl, .timeout = 120) {
+Test(faults, each_kind_opencl, .timeout = SAN_SLOW(120)) {
   mz_runtime *rt = open_rt("opencl:0");
   NEED(rt, "opencl:0");
   mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
@@ -319,14 +328,14 @@ static void each_kind_cuda(enum mz__fault_kind k) {
 #endif
 }
 
-Test(faults, each_kind_cuda_alloc, .timeout = 60) { each_kind_cuda(MZ__FAULT_ALLOC); }
-Test(faults, each_kind_cuda_enqueue, .timeout = 60) { each_kind_cuda(MZ__FAULT_ENQUEUE); }
-Test(faults, each_kind_cuda_transfer, .timeout = 60) { each_kind_cuda(MZ__FAULT_TRANSFER); }
-Test(faults, each_kind_cuda_kernel, .timeout = 60) { each_kind_cuda(MZ__FAULT_KERNEL); }
+Test(faults, each_kind_cuda_alloc, .timeout = SAN_SLOW(60)) { each_kind_cuda(MZ__FAULT_ALLOC); }
+Test(faults, each_kind_cuda_enqueue, .timeout = SAN_SLOW(60)) { each_kind_cuda(MZ__FAULT_ENQUEUE); }
+Test(faults, each_kind_cuda_transfer, .timeout = SAN_SLOW(60)) { each_kind_cuda(MZ__FAULT_TRANSFER); }
+Test(faults, each_kind_cuda_kernel, .timeout = SAN_SLOW(60)) { each_kind_cuda(MZ__FAULT_KERNEL); }
 
 /* All four kinds in turn on one runtime: each run starts where the last
  * one's faults left the device, its queues and its buffers' copies. */
-Test(faults, each_kind_cuda_one_runtime, .timeout = 120) {
+Test(faults, each_kind_cuda_one_runtime, .timeout = SAN_SLOW(120)) {
   mz_runtime *rt = open_rt("cuda:0");
   NEED(rt, "cuda:0");
   mz_kernel *inc = kernel(rt, "dev_inc", "inc", NULL);
@@ -435,21 +444,21 @@ static void dead_moves(const char *devices, const char *victim_name, bool data) 
   dead_moves_with(devices, victim_name, data, "pin");
 }
 
-Test(faults, dead_sim_moves_work, .timeout = 60) { dead_moves("sim:dev*2", "sim0", false); }
+Test(faults, dead_sim_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("sim:dev*2", "sim0", false); }
 /* Under a pick policy the victim's nodes wait in its queue's pending list
  * when it dies: they move too. */
-Test(faults, dead_sim_moves_pending_work, .timeout = 60) {
+Test(faults, dead_sim_moves_pending_work, .timeout = SAN_SLOW(60)) {
   dead_moves_with("sim:dev*2", "sim0", false, "pin-picked");
   dead_moves_with("sim:dev*2@copy=1", "sim0", false, "pin-picked");
   dead_moves_with("cpu:2;sim:dev", "cpu0", false, "pin-picked");
 }
-Test(faults, dead_opencl_moves_pending_work, .timeout = 120) { dead_moves_with("opencl", "cl0", true, "pin-picked"); }
-Test(faults, dead_sim_without_copy_fails_cleanly, .timeout = 60) { dead_no_copy("sim:dev*2"); }
-Test(faults, dead_sim_copy_engine_moves_work, .timeout = 60) { dead_moves("sim:dev*2@copy=1", "sim0", false); }
-Test(faults, dead_cpu_moves_work, .timeout = 60) { dead_moves("cpu:2;sim:dev", "cpu0", false); }
-Test(faults, dead_opencl_moves_work, .timeout = 120) { dead_moves("opencl", "cl0", true); }
-Test(faults, dead_cuda_moves_work, .timeout = 120) { dead_moves("cpu,cuda", "cuda0", true); }
-Test(faults, dead_opencl_without_copy_fails_cleanly, .timeout = 120) {
+Test(faults, dead_opencl_moves_pending_work, .timeout = SAN_SLOW(120)) { dead_moves_with("opencl", "cl0", true, "pin-picked"); }
+Test(faults, dead_sim_without_copy_fails_cleanly, .timeout = SAN_SLOW(60)) { dead_no_copy("sim:dev*2"); }
+Test(faults, dead_sim_copy_engine_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("sim:dev*2@copy=1", "sim0", false); }
+Test(faults, dead_cpu_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("cpu:2;sim:dev", "cpu0", false); }
+Test(faults, dead_opencl_moves_work, .timeout = SAN_SLOW(120)) { dead_moves("opencl", "cl0", true); }
+Test(faults, dead_cuda_moves_work, .timeout = SAN_SLOW(120)) { dead_moves("cpu,cuda", "cuda0", true); }
+Test(faults, dead_opencl_without_copy_fails_cleanly, .timeout = SAN_SLOW(120)) {
   mz_runtime *rt = open_rt("opencl");
   NEED(rt, "opencl");
   mz_runtime_destroy(rt);
@@ -570,20 +579,20 @@ static void limit_sweep(const char *devices, mz_device_kind kind, size_t n, bool
   cr_expect_gt(ok, 3);
 }
 
-Test(faults, memlimit_sweep_sim, .timeout = 120) { limit_sweep("sim:dev*2", MZ_DEVICE_SIM, 1024, false); }
-Test(faults, memlimit_sweep_sim_copy_engine, .timeout = 120) {
+Test(faults, memlimit_sweep_sim, .timeout = SAN_SLOW(120)) { limit_sweep("sim:dev*2", MZ_DEVICE_SIM, 1024, false); }
+Test(faults, memlimit_sweep_sim_copy_engine, .timeout = SAN_SLOW(120)) {
   limit_sweep("sim:dev*2@copy=1", MZ_DEVICE_SIM, 1024, false);
 }
 /* OpenCL devices prefetch on their copy queue unless MZ_COPY_ENGINE=0:
  * both ways, with the data checked. */
-Test(faults, memlimit_sweep_opencl, .timeout = 300) { limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true); }
-Test(faults, memlimit_sweep_opencl_without_copy_engine, .timeout = 300) {
+Test(faults, memlimit_sweep_opencl, .timeout = SAN_SLOW(300)) { limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true); }
+Test(faults, memlimit_sweep_opencl_without_copy_engine, .timeout = SAN_SLOW(300)) {
   setenv("MZ_COPY_ENGINE", "0", 1);
   limit_sweep("opencl", MZ_DEVICE_OPENCL, 16384, true);
 }
-Test(faults, memlimit_sweep_cuda, .timeout = 300) { limit_sweep("cuda", MZ_DEVICE_CUDA, 16384, true); }
+Test(faults, memlimit_sweep_cuda, .timeout = SAN_SLOW(300)) { limit_sweep("cuda", MZ_DEVICE_CUDA, 16384, true); }
 
-Test(faults, memlimit_env, .timeout = 60) {
+Test(faults, memlimit_env, .timeout = SAN_SLOW(60)) {
   setenv("MZ_LIMIT_SIM_MEM", "16K", 1);
   mz_runtime *rt = open_rt("sim:dev*2");
   unsetenv("MZ_LIMIT_SIM_MEM");
@@ -826,7 +835,7 @@ static void env_open(struct rtenv *env, const char *devices, bool data_everywher
   if (env->rt) env->mix = kernel(env->rt, "mix", "mixk", (void *)env->ran_cpu);
 }
 
-Test(faults, random_runs, .timeout = 600) {
+Test(faults, random_runs, .timeout = SAN_SLOW(600)) {
   unsigned total = 1000;
   const char *e = getenv("MZ_FAULT_RUNS"); /* sanitizer builds may ask for fewer */
   if (e && atoi(e) > 0) total = (unsigned)atoi(e);
