@@ -335,6 +335,8 @@ static void unfreeze(struct mz__lowered *lw) {
   lw->sources = NULL;
   lw->nsources = 0;
   lw->ungated = false;
+  lw->gated = NULL;
+  lw->ngated = 0;
   lw->topo = NULL;
   lw->succv = NULL;
   lw->bufs = NULL;
@@ -401,9 +403,13 @@ static size_t frozen_block(const struct mz__run *r, bool dwait, const struct mz_
  * run replays them.  rt->lock is held and r has not started. */
 static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched) {
   mz_runtime *rt = r->rt;
-  size_t n = r->ntasks, total = 0, nrd = 0, o[4];
+  size_t n = r->ntasks, total = 0, nrd = 0, ng = 0, o[4];
   bool dwait = rt_device_waits(rt);
-  for (size_t i = 0; i < n; i++) total += frozen_block(r, dwait, mz__op_t(r->tasks[i]), o);
+  for (size_t i = 0; i < n; i++) {
+    const struct mz__task *t = mz__op_t(r->tasks[i]);
+    total += frozen_block(r, dwait, t, o);
+    ng += mz__task_ngates(t) != 0;
+  }
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->hz.nreaders;
   mz__lowered_unclaim(lw); /* its entries are in the arena replaced */
   struct mz__arena a = {.pool = &rt->chunks};
@@ -412,7 +418,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   struct mz__lwbuf *bufs = mz__arena_alloc(&a, (ntouched ? ntouched : 1) * sizeof *bufs);
   mz_op **rd = mz__arena_alloc(&a, (nrd ? nrd : 1) * sizeof *rd);
   char *mem = mz__arena_alloc(&a, total ? total : 1);
-  if (!topo || !succv || !bufs || !rd || !mem) {
+  struct mz__lwgate *gated = ng ? mz__arena_alloc(&a, ng * sizeof *gated) : NULL;
+  if (!topo || !succv || !bufs || !rd || !mem || (ng && !gated)) {
     mz__arena_free(&a);
     unfreeze(lw);
     return;
@@ -443,14 +450,15 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   }
   /* The sources, in the array of the tasks' blocks' arena. */
   size_t ns = 0;
-  bool ungated = true;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, k = 0; i < n; i++) {
     const struct mz__task *t = mz__task_of(topo[i]);
     ns += t->npreds == 0;
-    ungated &= mz__task_ngates(t) == 0;
+    uint32_t tg = mz__task_ngates(t);
+    if (tg) gated[k++] = (struct mz__lwgate){.idx = (uint32_t)i, .n = tg};
   }
+  bool ungated = ng == 0;
   mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
-  if (ns && !src) ungated = false; /* no list: the gates stay */
+  if (ns && !src) ungated = false; /* no list: the run gates stay */
   for (size_t i = 0, k = 0; src && i < n; i++)
     if (mz__task_of(topo[i])->npreds == 0) src[k++] = topo[i];
   mz__arena_free(&lw->frozen);
@@ -458,6 +466,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   lw->sources = src;
   lw->nsources = src ? ns : 0;
   lw->ungated = ungated;
+  lw->gated = gated;
+  lw->ngated = ng;
   lw->topo = topo;
   lw->succv = succv;
   lw->bufs = bufs;
@@ -546,7 +556,7 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
    * reads the run before its start (no plan, no virtual clock), and for
    * pieces worth a hand-off; run_start hands over the last piece, so the
    * run cannot end while it is being committed. */
-  size_t n = r->ntasks, piece = n / 8 > 256 ? n / 8 : 256, from = 0;
+  size_t n = r->ntasks, piece = n / 8 > 256 ? n / 8 : 256, from = 0, gk = 0;
   bool early = handed && lw->nsources == n && n >= 2 * piece && mz__run_early_ok(r);
   for (size_t i = 0; i < n; i++) {
     mz_op *op = r->tasks[i];
@@ -567,7 +577,12 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
     task_enter(op, r, false);
     __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, t->npreds + !open, memory_order_relaxed);
+    /* Its outside gates (MPI's folded receives): a run with any is never
+     * open.  The run has not started, and a replay has no edge from
+     * another run, so no other thread reads the count yet. */
+    uint32_t ng = 0;
+    if (gk < lw->ngated && lw->gated[gk].idx == i) ng = lw->gated[gk++].n;
+    atomic_store_explicit(&t->unfin, t->npreds + !open + ng, memory_order_relaxed);
     t->host_wait = open;
     if (handed && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
@@ -590,16 +605,6 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
   }
   r->src_handed = handed;
   r->src_from = from;
-  /* The outside gates (MPI's folded receives), in a pass of their own
-   * over a run that has any (then never open): they are in the tasks'
-   * cold records, which the pass above does not touch.  The run has not
-   * started, and a replay has no edge from another run, so no other
-   * thread reads the counts yet. */
-  for (size_t i = 0; !lw->ungated && i < r->ntasks; i++) {
-    struct mz__task *t = mz__task_of(r->tasks[i]);
-    uint32_t ng = mz__task_ngates(t);
-    if (ng) atomic_store_explicit(&t->unfin, atomic_load_explicit(&t->unfin, memory_order_relaxed) + ng, memory_order_relaxed);
-  }
 }
 
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,

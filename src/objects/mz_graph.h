@@ -117,6 +117,12 @@ struct mz_graph {
     struct mz_op **sources;
     size_t nsources;
     bool ungated;
+    /* The frozen run's tasks with outside gates, in topo order (index in
+     * topo and count): a replay adds them to the counters in its one pass
+     * over the tasks, without the tasks' cold records (a cache miss each,
+     * and a second pass over a graph larger than the caches). */
+    struct mz__lwgate { uint32_t idx, n; } *gated;
+    size_t ngated;
     /* The buffers' claims (src/hazard.h): every buffer of bufs is claimed
      * by its entry (claimed), and the replay in flight whose records they
      * are (claim_run; NULL when none).  Guarded by rt->lock. */
