@@ -556,7 +556,11 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
    * reads the run before its start (no plan, no virtual clock), and for
    * pieces worth a hand-off; run_start hands over the last piece, so the
    * run cannot end while it is being committed. */
-  size_t n = r->ntasks, piece = n / 8 > 256 ? n / 8 : 256, from = 0, gk = 0;
+  size_t n = r->ntasks, piece = n / 8 > 256 ? n / 8 : 256, from = 0;
+  /* The next gated task (lw->gated), in locals: the loop's atomic stores
+   * would make the compiler load lw's fields again for every task. */
+  const struct mz__lwgate *gate = lw->gated, *gend = gate + lw->ngated;
+  size_t gnext = gate < gend ? gate->idx : SIZE_MAX;
   bool early = handed && lw->nsources == n && n >= 2 * piece && mz__run_early_ok(r);
   for (size_t i = 0; i < n; i++) {
     mz_op *op = r->tasks[i];
@@ -580,9 +584,12 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
     /* Its outside gates (MPI's folded receives): a run with any is never
      * open.  The run has not started, and a replay has no edge from
      * another run, so no other thread reads the count yet. */
-    uint32_t ng = 0;
-    if (gk < lw->ngated && lw->gated[gk].idx == i) ng = lw->gated[gk++].n;
-    atomic_store_explicit(&t->unfin, t->npreds + !open + ng, memory_order_relaxed);
+    uint32_t unfin = t->npreds + !open;
+    if (__builtin_expect(i == gnext, 0)) {
+      unfin += gate++->n;
+      gnext = gate < gend ? gate->idx : SIZE_MAX;
+    }
+    atomic_store_explicit(&t->unfin, unfin, memory_order_relaxed);
     t->host_wait = open;
     if (handed && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
