@@ -1,4 +1,5 @@
 /* The hazard records of a buffer across runs (src/hazard.h). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,10 +8,19 @@
 #include "objects/mz_graph.h"
 #include "objects/mz_op.h"
 
+/* Both arrays start in the buffer (rin, pin) and move to a block of their
+ * own past MZ__HZ_INLINE entries. */
 int mz__hz_grow(struct mz__hazards *h) {
-  unsigned cap = h->cappreaders ? h->cappreaders * 2 : 8;
-  mz_op **v = realloc(h->preaders, cap * sizeof *v);
+  if (!h->cappreaders) {
+    h->preaders = h->pin;
+    h->cappreaders = MZ__HZ_INLINE;
+    return MZ_OK;
+  }
+  unsigned cap = h->cappreaders < 8 ? 8 : h->cappreaders * 2;
+  bool own = h->preaders != h->pin;
+  mz_op **v = own ? realloc(h->preaders, cap * sizeof *v) : malloc(cap * sizeof *v);
   if (!v) return MZ_ENOMEM;
+  if (!own) memcpy(v, h->pin, h->npreaders * sizeof *v);
   h->preaders = v;
   h->cappreaders = cap;
   return MZ_OK;
@@ -28,10 +38,18 @@ int mz__hz_copy(struct mz__hazards *h) {
 void mz__hz_set(struct mz__hazards *h, mz_op *writer, mz_op *const *readers, unsigned nreaders) {
   h->writer = writer;
   if (h->capreaders < nreaders) {
-    mz_op **v = realloc(h->readers, nreaders * sizeof *v);
-    if (v) {
-      h->readers = v;
-      h->capreaders = nreaders;
+    if (nreaders <= MZ__HZ_INLINE) {
+      /* (capreaders < MZ__HZ_INLINE: still none.) */
+      h->readers = h->rin;
+      h->capreaders = MZ__HZ_INLINE;
+    } else {
+      /* The old entries are not kept: all are set below. */
+      bool own = h->readers && h->readers != h->rin;
+      mz_op **v = own ? realloc(h->readers, nreaders * sizeof *v) : malloc(nreaders * sizeof *v);
+      if (v) {
+        h->readers = v;
+        h->capreaders = nreaders;
+      }
     }
   }
   unsigned n = nreaders <= h->capreaders ? nreaders : h->capreaders;
@@ -50,9 +68,10 @@ void mz__hz_drop_run(struct mz__hazards *h, const struct mz__run *r) {
 }
 
 void mz__hz_free(struct mz__hazards *h) {
-  free(h->readers);
-  free(h->preaders);
+  if (h->readers != h->rin) free(h->readers);
+  if (h->preaders != h->pin) free(h->preaders);
   h->readers = h->preaders = NULL;
+  h->capreaders = h->cappreaders = 0;
 }
 
 void mz__hz_unclaim(struct mz__hazards *h) {

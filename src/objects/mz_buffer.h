@@ -24,9 +24,14 @@ struct mz_op;
 
 /* A buffer's hazard records across runs (their rules: src/hazard.h),
  * guarded by rt->lock. */
+/* Readers a buffer's records hold without an allocation of their own: a
+ * stencil's value has three (its point and the two neighbours), and a
+ * distributed graph makes a buffer per step and point, whose two arrays
+ * were two mallocs and two frees each (src/hazard.c). */
+#define MZ__HZ_INLINE 3
 struct mz__hazards {
   struct mz_op *writer;           /* the last writer scheduled, in a run in flight */
-  struct mz_op **readers;         /* the readers scheduled since */
+  struct mz_op **readers;         /* the readers scheduled since: NULL, rin, or its own block */
   unsigned nreaders, capreaders;
   uint64_t stamp;                 /* visited in the pass with this stamp (planning, a run's end) */
   /* A frozen run's claim (src/hazard.h): while one of its replays is in
@@ -34,8 +39,9 @@ struct mz__hazards {
   const struct mz__lwbuf *claim;
   /* The planned state (src/hazard.h). */
   struct mz_op *pwriter;
-  struct mz_op **preaders;
+  struct mz_op **preaders;        /* NULL, pin, or its own block */
   unsigned npreaders, cappreaders;
+  struct mz_op *rin[MZ__HZ_INLINE], *pin[MZ__HZ_INLINE];
 };
 
 enum mz__cstate { MZ__INVALID = 0, MZ__SHARED = 1, MZ__OWNER = 2 };
