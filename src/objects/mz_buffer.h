@@ -22,13 +22,14 @@ struct mz__xfer;
 struct mz_device;
 struct mz_op;
 
-/* A buffer's hazard records across runs (their rules: src/hazard.h),
- * guarded by rt->lock. */
 /* Readers a buffer's records hold without an allocation of their own: a
  * stencil's value has three (its point and the two neighbours), and a
- * distributed graph makes a buffer per step and point, whose two arrays
- * were two mallocs and two frees each (src/hazard.c). */
+ * distributed graph makes a buffer per step and point, which would
+ * otherwise cost two mallocs and two frees each (src/hazard.c). */
 #define MZ__HZ_INLINE 3
+
+/* A buffer's hazard records across runs (their rules: src/hazard.h),
+ * guarded by rt->lock. */
 struct mz__hazards {
   struct mz_op *writer;           /* the last writer scheduled, in a run in flight */
   struct mz_op **readers;         /* the readers scheduled since: NULL, rin, or its own block */
