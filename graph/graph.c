@@ -66,7 +66,10 @@ static void graph_free(mz_graph *g) {
     free(t->cold);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);
   }
-  free(g->tasks_all);
+  for (mz_op **b = g->tasks_all ? g->tasks_all - 1 : NULL, **n; b; b = n) {
+    n = (mz_op **)(void *)b[0];
+    free(b);
+  }
   mz__lowered_free(&g->lowered);
   mz__run_parked_free(g->parked);
   for (size_t i = 0; i < g->nheld; i++) mz_buffer_release(g->held[i]);
@@ -390,12 +393,23 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   return MZ_OK;
 }
 
-/* Room for more tasks in g->tasks_all. */
+/* Room for more tasks in g->tasks_all (its block has one slot before the
+ * list: the link to earlier blocks lent to runs). */
 static __attribute__((noinline)) int tasks_all_grow(mz_graph *g) {
   size_t cap = g->captasks_all ? g->captasks_all * 2 : 64;
-  mz_op **v = realloc(g->tasks_all, cap * sizeof *v);
-  if (!v) return MZ_ENOMEM;
-  g->tasks_all = v;
+  mz_op **old = g->tasks_all ? g->tasks_all - 1 : NULL, **v;
+  if (g->tasks_lent) { /* a run reads the block: a new one, the old one kept */
+    v = malloc((cap + 1) * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    v[0] = (mz_op *)(void *)old;
+    memcpy(v + 1, g->tasks_all, g->ntasks_all * sizeof *v);
+    g->tasks_lent = false;
+  } else {
+    v = realloc(old, (cap + 1) * sizeof *v);
+    if (!v) return MZ_ENOMEM;
+    if (!old) v[0] = NULL;
+  }
+  g->tasks_all = v + 1;
   g->captasks_all = cap;
   return MZ_OK;
 }

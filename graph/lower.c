@@ -195,11 +195,13 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
 /* The one-shot closure by one sweep down the graph's unscheduled tasks
  * in build order, without a stack: a task's build-time predecessors were
  * all built before it, so going down from the root's last task, each
- * task is marked (needed) before it is reached, and is added then and
- * marks its own predecessors.  The sweep stops once no marked task is
- * left below; tasks lands in reverse build order, reversed at the end:
- * the build order that the DFS (closure) gets by picking or sorting.
- * Only where no task has an explicit edge (mz_depend may point forward).
+ * task is marked (needed) before it is reached, and marks its own
+ * predecessors then.  The sweep stops once no marked task is left below.
+ * It only marks and counts (*count tasks, all in tasks_all from *low on):
+ * the caller lists them in build order, the order the DFS (closure) gets
+ * by picking or sorting, or takes the graph's own list when they are all
+ * of its new tasks.  Only where no task has an explicit edge (mz_depend
+ * may point forward).
  *
  * Returns 1 when done, 0 when it gave up: it found the root's tasks far
  * apart, with more than about four unneeded tasks between them per
@@ -227,9 +229,10 @@ static int root_mark(mz_op *op, uint64_t stamp, size_t *pending, uint32_t *maxid
   return MZ_OK;
 }
 
-static int closure_sweep(mz_graph *g, mz_op *root, struct vec *tasks, uint64_t stamp) {
-  size_t pending = 0;
+static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count, size_t *low) {
+  size_t pending = 0, n = 0;
   uint32_t maxid = 0;
+  *count = 0;
   root_mark(root, stamp, &pending, &maxid);
   if (!pending) return 1;
   /* The root's last task in tasks_all (in id order), from the end. */
@@ -243,20 +246,20 @@ static int closure_sweep(mz_graph *g, mz_op *root, struct vec *tasks, uint64_t s
     }
     hi = a + 1;
   }
-  size_t skipped = 0;
+  size_t skipped = 0, at = hi;
   mz_op *const *all = g->tasks_all;
   for (size_t i = hi; pending && i-- > lo;) {
     mz_op *op = all[i];
     struct mz__task *t = mz__task_of(op);
     if (t->mark != stamp) {
-      if (__builtin_expect(++skipped > 4 * (tasks->n + pending) + 256, 0)) return 0;
+      if (__builtin_expect(++skipped > 4 * (n + pending) + 256, 0)) return 0;
       continue;
     }
     pending--;
+    n++;
+    at = i;
     t->color = 0;
     t->succs.nrun = 0;
-    int rc = vpush(tasks, op);
-    if (rc) return rc;
     mz_op *const *bp = op->u.bpreds;
     for (unsigned k = 0, nb = mz__task_nbpreds(t); k < nb; k++) {
       struct mz__task *pt = mz__task_of(bp[k]);
@@ -265,11 +268,8 @@ static int closure_sweep(mz_graph *g, mz_op *root, struct vec *tasks, uint64_t s
       pending++;
     }
   }
-  for (size_t a = 0, b = tasks->n; a + 1 < b; a++, b--) {
-    mz_op *x = tasks->v[a];
-    tasks->v[a] = tasks->v[b - 1];
-    tasks->v[b - 1] = x;
-  }
+  *count = n;
+  *low = at;
   return 1;
 }
 
@@ -724,6 +724,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   uint64_t stamp = ++rt->touch_stamp;
   bool in_order = false; /* the closure came in build order (closure_sweep) */
+  bool lent = false;     /* the closure is g->tasks_all from first_new: not ours to free */
   r->id = ++rt->next_run_id;
   mz__observe_init(rt, r);
   /* What decides whether the next run of this root may replay this one:
@@ -761,33 +762,48 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     tasks.n = tasks.cap = rc ? 0 : lw->ntasks;
   } else if (!rc) {
-    /* Room for every task that may be in the closure (those not scheduled
-     * yet, or all of them for mz_graph_run), so that the list is not
-     * copied as it grows; at most 64 Ki of them (a small root of a large
-     * graph scheduled again and again would map and unmap that much
-     * each time), a larger closure grows from there. */
     if (!rerun) { /* past the tasks scheduled since (the sweep starts there) */
       size_t from = g->first_new;
       while (from < g->ntasks_all && atomic_load_explicit(&mz__task_of(g->tasks_all[from])->state, memory_order_relaxed) != MZ__T_NEW)
         from++;
       g->first_new = from;
     }
-    size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
-    if (most > 65536) most = 65536;
-    tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
-    tasks.cap = tasks.v ? (most ? most : 1) : 0;
-    if (!tasks.v) rc = MZ_ENOMEM;
-    if (!rc && !rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
-      rc = closure_sweep(g, root, &tasks, stamp);
+    if (!rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
+      size_t cnt = 0, low = 0;
+      rc = closure_sweep(g, root, stamp, &cnt, &low);
       if (rc == 1) {
         rc = MZ_OK;
         in_order = true;
+        if (cnt && cnt == g->ntasks_all - g->first_new) {
+          /* Every new task, so the graph's list from first_new is the
+           * run's: lent, not copied (its block outlives the run: see
+           * tasks_lent, src/objects/mz_graph.h). */
+          tasks.v = g->tasks_all + g->first_new;
+          lent = true;
+        } else if ((tasks.v = malloc((cnt ? cnt : 1) * sizeof *tasks.v)) != NULL) {
+          for (size_t i = low, k = 0; k < cnt; i++)
+            if (mz__task_of(g->tasks_all[i])->mark == stamp) tasks.v[k++] = g->tasks_all[i];
+        } else {
+          rc = MZ_ENOMEM;
+        }
+        tasks.n = tasks.cap = rc ? 0 : cnt;
       } else if (rc == 0) { /* gave up: the DFS, under a stamp of its own */
         stamp = ++rt->touch_stamp;
-        tasks.n = 0;
       }
     }
-    if (!rc && !in_order) rc = closure(root, &stack, &tasks, rerun, stamp);
+    if (!rc && !in_order) {
+      /* Room for every task that may be in the closure (those not
+       * scheduled yet, or all of them for mz_graph_run), so that the list
+       * is not copied as it grows; at most 64 Ki of them (a small root of
+       * a large graph scheduled again and again would map and unmap that
+       * much each time), a larger closure grows from there. */
+      size_t most = g->ntasks_all - (rerun ? 0 : g->first_new);
+      if (most > 65536) most = 65536;
+      tasks.v = malloc((most ? most : 1) * sizeof *tasks.v);
+      tasks.cap = tasks.v ? (most ? most : 1) : 0;
+      if (!tasks.v) rc = MZ_ENOMEM;
+      if (!rc) rc = closure(root, &stack, &tasks, rerun, stamp);
+    }
   }
   /* Build order (ids).  The graph lists its tasks in build order: when the
    * unscheduled part of that list is not much longer than the closure,
@@ -989,12 +1005,12 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
                     stale_writer);
     else
       mz__set_error(rt, rc, "%s: out of memory", who);
-    free(tasks.v);
+    if (!lent) free(tasks.v);
     free(stack.v);
     free(preds.v);
     free(next_pred);
     free(touched.v);
-    free(topo.v);
+    if (!lent) free(topo.v);
     mz__arena_free(&r->arena);
     free(r->busy);
     free(r->devok);
@@ -1021,6 +1037,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   }
   r->tasks = topo.v;
   r->ntasks = topo.n;
+  r->tasks_lent = lent;
+  g->tasks_lent |= lent;
   atomic_init(&r->remaining, topo.n);
   topo.v = NULL;
   /* One pass in topological order: a task's in-run predecessors were set
@@ -1108,7 +1126,7 @@ linked:
   } else {
     free(touched.v);
   }
-  free(tasks.v);
+  if (!lent) free(tasks.v);
   free(stack.v);
   free(preds.v);
   free(next_pred);

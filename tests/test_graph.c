@@ -576,6 +576,56 @@ Test(graph, host_without_deps_and_edges_to_it, .timeout = 30) {
   mz_runtime_destroy(rt);
 }
 
+/* A one-shot run that takes every new task of its graph reads the graph's
+ * own task list; building on while it is in flight grows that list many
+ * times over, and a second run takes the new tasks: both runs' lists stay
+ * whole (ASan and valgrind would see a read of a moved list), every task
+ * runs once, and the graph's end frees every block of the list. */
+struct gate { _Atomic int open, count; };
+static int gate_wait(const mz_call *c) {
+  struct gate *gt = c->user;
+  while (!atomic_load(&gt->open)) nanosleep(&(struct timespec){0, 100000}, NULL);
+  return 0;
+}
+static int gate_count(const mz_call *c) {
+  atomic_fetch_add(&((struct gate *)c->user)->count, 1);
+  return 0;
+}
+Test(graph, a_run_keeps_its_task_list_while_the_graph_grows, .timeout = 60) {
+  enum { N1 = 100, N2 = 5000 };
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct gate gt = {0};
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *gate = mz_host(g, gate_wait, &gt, NULL);
+  mz_op **ops = malloc((N2 + 1) * sizeof *ops);
+  cr_assert_not_null(ops);
+  for (int i = 0; i < N1; i++) ops[i] = mz_host(g, gate_count, &gt, gate);
+  ops[N1] = gate;
+  mz_future *f1 = NULL, *f2 = NULL;
+  MZ_OK_OR_DIE(rt, mz_schedule(g, mz_join(g, N1 + 1, ops), "eager", &f1));
+  /* Run 1 waits on the gate while the list grows from 64 to 8,192. */
+  for (int i = 0; i < N2; i++) ops[i] = mz_host(g, gate_count, &gt, NULL);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  MZ_OK_OR_DIE(rt, mz_schedule(g, mz_join(g, N2, ops), "eager", &f2));
+  MZ_OK_OR_DIE(rt, mz_future_wait(f2));
+  cr_expect_eq(mz_future_poll(f1), MZ_EAGAIN, "run 1 waits on its gate");
+  atomic_store(&gt.open, 1);
+  MZ_OK_OR_DIE(rt, mz_future_wait(f1));
+  mz_run_stats s1, s2;
+  MZ_OK_OR_DIE(rt, mz_future_stats(f1, &s1));
+  MZ_OK_OR_DIE(rt, mz_future_stats(f2, &s2));
+  cr_expect_eq(s1.ops, (uint64_t)N1 + 1);
+  cr_expect_eq(s2.ops, (uint64_t)N2);
+  cr_expect_eq(atomic_load(&gt.count), N1 + N2, "every task ran once");
+  /* The graph goes first, its runs' futures after it. */
+  mz_graph_destroy(g);
+  mz_future_destroy(f1);
+  mz_future_destroy(f2);
+  free(ops);
+  mz_runtime_destroy(rt);
+}
+
 /* ---- laziness ---- */
 
 Test(graph, laziness, .timeout = 30) {

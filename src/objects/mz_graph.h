@@ -62,9 +62,17 @@ struct mz_graph {
   uint64_t bmap_gen;          /* bumped when the map grows (entries move) */
   mz_buffer **held; size_t nheld, capheld; /* references to release */
   mz_kernel **kheld; size_t nkheld, capkheld;
-  struct mz_op **tasks_all;   /* every task op, in build (id) order */
+  /* Every task op, in build (id) order.  The slot before tasks_all[0]
+   * links the list's earlier blocks that runs were lent (tasks_lent), freed
+   * with the graph; NULL: none. */
+  struct mz_op **tasks_all;
   size_t first_new;           /* tasks_all[<first_new] are all scheduled */
   size_t ntasks_all, captasks_all;
+  /* A run's task list is a piece of this block (struct mz__run,
+   * tasks_lent): when the list grows, the block is kept (linked before
+   * the new one) instead of moved, so the run's piece stays valid; the
+   * graph's end frees every block.  Guarded by lock. */
+  bool tasks_lent;
   _Atomic int refs;           /* the user + runs in flight (and runs after them) */
   /* Builders and mz_schedule/mz_graph_run of this graph hold it, so two
    * threads may build and schedule on one graph.  Taken before rt->lock;

@@ -64,6 +64,10 @@ struct mz__run {
   struct mz_op **tbufs;
   size_t ntbufs;
   bool tbufs_listed;
+  /* The run's tasks in topological order (malloc'd), or, where a one-shot
+   * run took every task its graph had not run yet (tasks_lent), a piece of
+   * the graph's own list (g->tasks_all), which lives as long as the graph. */
+  bool tasks_lent;
   struct mz_op **tasks;
   size_t ntasks;
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
@@ -131,7 +135,7 @@ struct mz_future { struct mz__run run; };
  * graph unreachable; NULL: nothing. */
 static inline void mz__run_parked_free(struct mz__run *r) {
   if (!r) return;
-  free(r->tasks);
+  if (!r->tasks_lent) free(r->tasks);
   free(r);
 }
 
