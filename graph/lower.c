@@ -69,7 +69,7 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
   if (pt->color & MZ__SEEN) return MZ_OK;
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
-  if (pt->mark != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
+  if (mz__task_mark(pt) != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
     if (pt->exec.status < 0 && mz__fail_reaches(p, op)) atomic_store(&mz__task_of(op)->pred_failed, true);
     return MZ_OK;
   }
@@ -159,16 +159,16 @@ static void reset_for_rerun(struct mz__task *t);
  * run, was scheduled before), and stack its predecessors not in yet. */
 static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
   struct mz__task *t = mz__task_of(p);
-  if (t->mark == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
-  t->mark = stamp;
+  if (mz__task_mark(t) == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
+  mz__task_set_mark(t, stamp);
   t->color = 0;
   if (rerun) reset_for_rerun(t);
   t->succs.nrun = 0;
   int rc = vpush(tasks, p);
   for (unsigned i = 0, nb = mz__task_nbpreds(t); !rc && i < nb; i++)
-    if (mz__task_of(p->u.bpreds[i])->mark != stamp) rc = vpush(stack, p->u.bpreds[i]);
+    if (mz__task_mark(mz__task_of(p->u.bpreds[i])) != stamp) rc = vpush(stack, p->u.bpreds[i]);
   for (unsigned i = 0; !rc && i < mz__task_nxpreds(t); i++)
-    if (mz__task_of(mz__task_xpreds(t)[i])->mark != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
+    if (mz__task_mark(mz__task_of(mz__task_xpreds(t)[i])) != stamp) rc = vpush(stack, mz__task_xpreds(t)[i]);
   return rc;
 }
 
@@ -221,8 +221,8 @@ static int root_mark(mz_op *op, uint64_t stamp, size_t *pending, uint32_t *maxid
     mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
     if (!first) continue;
     struct mz__task *t = mz__task_of(first);
-    if (t->mark == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;
-    t->mark = stamp;
+    if (mz__task_mark(t) == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;
+    mz__task_set_mark(t, stamp);
     ++*pending;
     if (first->id > *maxid) *maxid = first->id;
   }
@@ -251,7 +251,7 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
   for (size_t i = hi; pending && i-- > lo;) {
     mz_op *op = all[i];
     struct mz__task *t = mz__task_of(op);
-    if (t->mark != stamp) {
+    if (mz__task_mark(t) != stamp) {
       if (__builtin_expect(++skipped > 4 * (n + pending) + 256, 0)) return 0;
       continue;
     }
@@ -263,8 +263,8 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
     mz_op *const *bp = op->u.bpreds;
     for (unsigned k = 0, nb = mz__task_nbpreds(t); k < nb; k++) {
       struct mz__task *pt = mz__task_of(bp[k]);
-      if (pt->mark == stamp || atomic_load_explicit(&pt->state, memory_order_relaxed) != MZ__T_NEW) continue;
-      pt->mark = stamp;
+      if (mz__task_mark(pt) == stamp || atomic_load_explicit(&pt->state, memory_order_relaxed) != MZ__T_NEW) continue;
+      mz__task_set_mark(pt, stamp);
       pending++;
     }
   }
@@ -722,7 +722,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     free(f);
     return MZ_EAGAIN;
   }
-  uint64_t stamp = ++rt->touch_stamp;
+  uint64_t stamp = mz__stamp_next(rt);
   bool in_order = false; /* the closure came in build order (closure_sweep) */
   bool lent = false;     /* the closure is g->tasks_all from first_new: not ours to free */
   r->id = ++rt->next_run_id;
@@ -754,7 +754,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (size_t i = 0; !rc && i < lw->ntasks; i++) {
       mz_op *op = lw->tasks[i];
       struct mz__task *t = mz__task_of(op);
-      t->mark = stamp;
+      mz__task_set_mark(t, stamp);
       t->color = 0;
       reset_for_rerun(t);
       t->succs.nrun = 0;
@@ -782,13 +782,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
           lent = true;
         } else if ((tasks.v = malloc((cnt ? cnt : 1) * sizeof *tasks.v)) != NULL) {
           for (size_t i = low, k = 0; k < cnt; i++)
-            if (mz__task_of(g->tasks_all[i])->mark == stamp) tasks.v[k++] = g->tasks_all[i];
+            if (mz__task_mark(mz__task_of(g->tasks_all[i])) == stamp) tasks.v[k++] = g->tasks_all[i];
         } else {
           rc = MZ_ENOMEM;
         }
         tasks.n = tasks.cap = rc ? 0 : cnt;
       } else if (rc == 0) { /* gave up: the DFS, under a stamp of its own */
-        stamp = ++rt->touch_stamp;
+        stamp = mz__stamp_next(rt);
       }
     }
     if (!rc && !in_order) {
@@ -817,7 +817,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     if (g->ntasks_all - from <= 4 * tasks.n) {
       size_t n = 0;
       for (size_t i = from; i < g->ntasks_all && n < tasks.n; i++)
-        if (mz__task_of(g->tasks_all[i])->mark == stamp) tasks.v[n++] = g->tasks_all[i];
+        if (mz__task_mark(mz__task_of(g->tasks_all[i])) == stamp) tasks.v[n++] = g->tasks_all[i];
     } else {
       qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
     }
@@ -854,7 +854,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     unsigned nb = mz__task_nbpreds(t);
     for (unsigned k = 0; !rc && k < nb; k++) {
       mz_op *p = op->u.bpreds[k];
-      if (mz__task_of(p)->mark != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
+      if (mz__task_mark(mz__task_of(p)) != stamp && atomic_load(&mz__task_of(p)->state) == MZ__T_DONE) {
         if (mz__task_of(p)->exec.status < 0 && mz__fail_reaches(p, op)) atomic_store(&t->pred_failed, true);
         continue;
       }
@@ -931,7 +931,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
       struct mz__task *pt = mz__task_of(preds.v[k]);
       pt->color &= (uint8_t)~MZ__SEEN;
-      if (pt->mark == stamp) { /* successors in the run, and the run's edges */
+      if (mz__task_mark(pt) == stamp) { /* successors in the run, and the run's edges */
         pt->succs.nrun++;
         nedges++;
       }
@@ -960,7 +960,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       unsigned *ni = &next_pred[stack.n - 1];
       if (*ni < t->npreds) {
         mz_op *p = t->preds[(*ni)++];
-        if (mz__task_of(p)->mark != stamp) continue; /* another run's task */
+        if (mz__task_mark(mz__task_of(p)) != stamp) continue; /* another run's task */
         if (mz__task_of(p)->color == 1) cycle_at = p;
         else if (mz__task_of(p)->color == 0) {
           mz__task_of(p)->color = 1;
@@ -988,7 +988,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__succs *sc = &mz__task_of(all->v[i])->succs;
       sc->v = NULL;
       sc->n = sc->nrun = 0;
-      mz__task_of(all->v[i])->mark = 0;
+      mz__task_set_mark(mz__task_of(all->v[i]), 0);
       mz__task_of(all->v[i])->npreds = 0;
       mz__task_of(all->v[i])->preds = NULL;
       atomic_store(&mz__task_of(all->v[i])->pred_failed, false);
@@ -1028,7 +1028,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * scheduled later would read too new a value (stale_read). */
     alias_any |= b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed);
     mz_op *w = b->hz.pwriter;
-    if (w && mz__task_of(w)->mark == stamp && mz__op_graph(w) == g) {
+    if (w && mz__task_mark(mz__task_of(w)) == stamp && mz__op_graph(w) == g) {
       struct mz__bentry *be = mz__graph_bentry(g, b);
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
@@ -1057,7 +1057,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
       mz_op *p = t->preds[k];
-      if (mz__task_of(p)->mark != stamp) {
+      if (mz__task_mark(mz__task_of(p)) != stamp) {
         cross = true;
         continue;
       }
@@ -1075,7 +1075,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
-      if (mz__task_of(p)->mark == stamp) continue;
+      if (mz__task_mark(mz__task_of(p)) == stamp) continue;
       mz_graph *pg = mz__op_graph(p);
       if (pg != g && pg->hold_stamp != stamp && !hold_graph(r, pg, stamp)) nfail++;
       mz__spin_lock(&mz__task_of(p)->lock);

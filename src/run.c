@@ -138,7 +138,7 @@ void mz__run_complete(struct mz__run *r) {
    * stamps, which never repeat. */
   bool listed = r->replayed || r->tbufs_listed;
   bool walk = !(cpu_only && listed && atomic_load_explicit(&r->st_failed, memory_order_relaxed) == 0);
-  uint64_t stamp = listed ? 0 : ++rt->touch_stamp;
+  uint64_t stamp = listed ? 0 : mz__stamp_next(rt);
   for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {

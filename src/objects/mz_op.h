@@ -171,16 +171,25 @@ struct mz__task {
   unsigned npreds;
   unsigned nacc;
   unsigned nparams;
-  /* The link of the queue or list the task waits in (a device's inbox, the
-   * CPU workers' shared list: never two at once); mz__op_next. */
-  _Atomic(struct mz_op *) next;
+  /* While the task waits in a queue or list (a device's inbox, the CPU
+   * workers' shared list: never two at once), the link (mz__op_next);
+   * else the stamp of the last lowering that took the task into a run
+   * (mz__task_mark: mz_schedule's scratch, rt->lock held).  The two never
+   * meet: a lowering stamps only tasks in no run in flight (new ones, or
+   * a re-run's once its graph is quiet), a popped task's link is never
+   * written again, and a link left behind never reads as a stamp (stamps
+   * are odd, links 8-byte aligned or NULL).  Both are atomic: a lowering
+   * reads the stamps of other runs' tasks, which may be linked meanwhile. */
+  union {
+    _Atomic(struct mz_op *) next;
+    uint64_t mark;
+  };
   struct mz__run *run;
   /* What a replay resets comes first (through plan), then what the
    * workers read as well. */
   struct mz__succs succs;
   /* (Its policy word is its run's: struct mz__xdev, or the cold record's
    * in a run without exec records: mz_task_policy_data.) */
-  uint64_t mark;              /* scratch for mz_schedule (rt->lock is held) */
   struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
   /* With its exec's first 16 bytes, what a CPU re-run touches. */
   /* An apply's, set when its node is made (its parameter slots depend on
@@ -190,6 +199,10 @@ struct mz__task {
   struct mz_op **preds;
   /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
+
+/* t's lowering stamp (see its union with the link), and its setting. */
+static inline uint64_t mz__task_mark(const struct mz__task *t) { return __atomic_load_n(&t->mark, __ATOMIC_RELAXED); }
+static inline void mz__task_set_mark(struct mz__task *t, uint64_t stamp) { __atomic_store_n(&t->mark, stamp, __ATOMIC_RELAXED); }
 
 /* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
  * make it (a builder, a policy's plan or select, the thread that fails

@@ -112,6 +112,8 @@ struct mz_runtime {
   bool timings;               /* every node timed (mz_runtime_config.timings, MZ_TIMINGS) */
   struct mz_sched sched;
   uint64_t next_run_id;
+  /* The last stamp handed out (mz__stamp_next), odd: tasks keep theirs
+   * where their queue link is (struct mz__task). */
   uint64_t touch_stamp;
   struct mz__run *runs;         /* in flight */
   struct mz__run *futures;      /* every run not yet freed */
@@ -166,5 +168,10 @@ static inline const struct mz__idle_ops *mz__idle_get(mz_runtime *rt, void **ctx
   return io;
 }
 static inline void mz__idle_put(mz_runtime *rt) { atomic_fetch_sub_explicit(&rt->idle_users, 1, memory_order_release); }
+
+/* A new stamp, never handed out before and odd (touch_stamp starts at 1):
+ * a task's stamp shares its word with its queue link, which is even.
+ * rt->lock is held. */
+static inline uint64_t mz__stamp_next(mz_runtime *rt) { return rt->touch_stamp += 2; }
 
 #endif
