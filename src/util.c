@@ -50,11 +50,7 @@ double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0) {
 /* A standard chunk: one aligned window, header included. */
 enum { MZ__CHUNK = MZ__CHUNK_ALIGN - (int)sizeof(struct mz__chunk) };
 /* Standard chunks mapped at once for a pool: one system call (and two to
- * trim the mapping to the alignment) per 2 MiB of graph memory.  The slab
- * is aligned to its size and asked to be backed by huge pages, where the
- * kernel allows them: a graph's first touch of its memory then faults once
- * per slab, not once per 4 KiB page (a million-task graph built on this
- * machine: 600 -> 130 ns a plain task, bench/README.md). */
+ * trim the mapping to the alignment) per 2 MiB of graph memory. */
 enum { MZ__CHUNK_SLAB = 32 };
 
 /* The piece of a chunk zeroed at a time ahead of its blocks: small enough
@@ -63,14 +59,14 @@ enum { MZ__CHUNK_SLAB = 32 };
  * call is shared by several nodes' blocks. */
 enum { MZ__ZERO_PIECE = 1024 };
 
-/* len bytes (a multiple of the page) at an align boundary (a power of
- * two), fresh from the kernel (zero); NULL on failure. */
-static void *map_aligned(size_t len, size_t align) {
-  size_t extra = align;
+/* len bytes (a multiple of the page) at an MZ__CHUNK_ALIGN boundary, fresh
+ * from the kernel (zero); NULL on failure. */
+static void *map_aligned(size_t len) {
+  size_t extra = MZ__CHUNK_ALIGN;
   if (len > SIZE_MAX - extra) return NULL;
   unsigned char *m = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return NULL;
-  uintptr_t at = ((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1);
+  uintptr_t at = ((uintptr_t)m + MZ__CHUNK_ALIGN - 1) & ~(uintptr_t)(MZ__CHUNK_ALIGN - 1);
   size_t head = at - (uintptr_t)m, tail = extra - head;
   if (head) munmap(m, head);
   if (tail) munmap((unsigned char *)at + len, tail);
@@ -93,9 +89,8 @@ static struct mz__chunk *pool_take(struct mz__chunk_pool *p) {
   }
   mz__spin_unlock(&p->lock);
   if (c) return c;
-  unsigned char *m = map_aligned((size_t)MZ__CHUNK_SLAB * MZ__CHUNK_ALIGN, (size_t)MZ__CHUNK_SLAB * MZ__CHUNK_ALIGN);
+  unsigned char *m = map_aligned((size_t)MZ__CHUNK_SLAB * MZ__CHUNK_ALIGN);
   if (!m) return NULL;
-  madvise(m, (size_t)MZ__CHUNK_SLAB * MZ__CHUNK_ALIGN, MADV_HUGEPAGE);
   /* The first for the caller, the rest to the pool (untouched pages cost
    * no memory until used). */
   struct mz__chunk *first = NULL, *last = NULL;
@@ -138,7 +133,7 @@ void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
     /* A large block, alone in its chunk, starts at an aligned boundary
      * (mz__arena_owner).  Fresh from the kernel: zero already. */
     size_t len = mapped_len(cap);
-    c = map_aligned(len, MZ__CHUNK_ALIGN);
+    c = map_aligned(len);
     if (c) c->cap = len - sizeof *c;
   }
   if (!c) return NULL;
