@@ -27,7 +27,7 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->tag = MZ__TAG_GRAPH;
   g->rt = rt;
   g->arena.pool = &rt->chunks;
-  g->arena.owner = g; /* what names a node's graph: mz__op_graph */
+  g->error_op.g = g;
   g->error_op.kind = MZ__K_ERROR;
   atomic_init(&g->refs, 1);
   pthread_mutex_lock(&rt->lock);
@@ -133,11 +133,11 @@ mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) {
 static __attribute__((noinline, cold)) mz_op *check_op_fail(mz_graph *g, const char *who, mz_op *op) {
   if (g->status) return &g->error_op;
   if (!op) return fail(g, MZ_EINVAL, "%s: NULL op", who);
-  if (mz__op_graph(op) != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
+  if (op->g != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
   return &g->error_op; /* the error op */
 }
 static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
-  if (__builtin_expect(!g->status && op && op->kind != MZ__K_ERROR && mz__arena_owner(op) == g, 1)) return NULL;
+  if (__builtin_expect(!g->status && op && op->g == g && op->kind != MZ__K_ERROR, 1)) return NULL;
   return check_op_fail(g, who, op);
 }
 
@@ -146,6 +146,7 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
 static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) {
   mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
   if (!op) return NULL;
+  op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   return op;
@@ -275,9 +276,10 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
     /* check_op's test without its status load (checked above; the
      * stores into el could alias it). */
     mz_op *e = ops[i];
-    if (__builtin_expect(!e || e->kind == MZ__K_ERROR || mz__arena_owner(e) != g, 0)) return check_op_fail(g, who, e);
+    if (__builtin_expect(!e || e->g != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
     el[i] = e;
   }
+  op->g = g;
   op->kind = MZ__K_TUPLE;
   op->id = ++g->nops;
   op->u.tuple.n = n;
@@ -378,14 +380,14 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
   unsigned cnt = tup ? op->u.tuple.n : task_nres(op);
-  mz_op **el = tup ? mz__tuple_elems(op) : task_results(mz__op_graph(op), op);
+  mz_op **el = tup ? mz__tuple_elems(op) : task_results(op->g, op);
   if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
     /* A task's result made already, or a tuple's element, that is a leaf
      * (most are: a join of tasks is flattened one task at a time) is
      * pushed here, without a call. */
     mz_op *e = el[i];
-    if (!e && !tup) e = task_result(mz__op_graph(op), op, i);
+    if (!e && !tup) e = task_result(op->g, op, i);
     if (!e) return MZ_ENOMEM;
     int rc = e->kind == MZ__K_VALUE || e->kind == MZ__K_SCALAR ? ops_push(v, n, cap, e) : mz__flatten(e, v, n, cap);
     if (rc) return rc;
@@ -435,6 +437,7 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
   char *blk = mz__arena_alloc(&g->arena, ob + pb + ab + rb);
   if (!blk) return NULL;
   mz_op *op = (mz_op *)(void *)blk;
+  op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */

@@ -352,7 +352,7 @@ static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
     mz__graph_fail(g, MZ_EINVAL, "%s: NULL op", who);
     return NULL;
   }
-  if (op->kind != MZ__K_VALUE || mz__op_graph(op) != g || !op->u.value.buf) {
+  if (op->g != g || op->kind != MZ__K_VALUE || !op->u.value.buf) {
     mz__graph_fail(g, MZ_EINVAL, "%s: an argument is not a buffer of this graph", who);
     return NULL;
   }

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,69 +46,19 @@ double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0) {
 
 /* ---- arena ---- */
 
-/* A standard chunk: one aligned window, header included. */
-enum { MZ__CHUNK = MZ__CHUNK_ALIGN - (int)sizeof(struct mz__chunk) };
-/* Standard chunks mapped at once for a pool: one system call (and two to
- * trim the mapping to the alignment) per 2 MiB of graph memory. */
-enum { MZ__CHUNK_SLAB = 32 };
+struct mz__chunk {
+  struct mz__chunk *next;
+  size_t cap;
+  _Alignas(16) unsigned char data[];
+};
+
+enum { MZ__CHUNK = 65536 };
 
 /* The piece of a chunk zeroed at a time ahead of its blocks: small enough
  * that a memset of it stays in vector stores (no string instruction) and
  * that a small graph zeroes little of its chunk, large enough that its
  * call is shared by several nodes' blocks. */
 enum { MZ__ZERO_PIECE = 1024 };
-
-/* len bytes (a multiple of the page) at an MZ__CHUNK_ALIGN boundary, fresh
- * from the kernel (zero); NULL on failure. */
-static void *map_aligned(size_t len) {
-  size_t extra = MZ__CHUNK_ALIGN;
-  if (len > SIZE_MAX - extra) return NULL;
-  unsigned char *m = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return NULL;
-  uintptr_t at = ((uintptr_t)m + MZ__CHUNK_ALIGN - 1) & ~(uintptr_t)(MZ__CHUNK_ALIGN - 1);
-  size_t head = at - (uintptr_t)m, tail = extra - head;
-  if (head) munmap(m, head);
-  if (tail) munmap((unsigned char *)at + len, tail);
-  return (void *)at;
-}
-
-/* The bytes mapped for a pooled arena's chunk of cap data bytes. */
-static size_t mapped_len(size_t cap) {
-  size_t pg = (size_t)sysconf(_SC_PAGESIZE), len = sizeof(struct mz__chunk) + cap;
-  return (len + pg - 1) / pg * pg;
-}
-
-/* A standard chunk from p, mapping a slab when it has none. */
-static struct mz__chunk *pool_take(struct mz__chunk_pool *p) {
-  mz__spin_lock(&p->lock);
-  struct mz__chunk *c = p->free;
-  if (c) {
-    p->free = c->next;
-    p->n--;
-  }
-  mz__spin_unlock(&p->lock);
-  if (c) return c;
-  unsigned char *m = map_aligned((size_t)MZ__CHUNK_SLAB * MZ__CHUNK_ALIGN);
-  if (!m) return NULL;
-  /* The first for the caller, the rest to the pool (untouched pages cost
-   * no memory until used). */
-  struct mz__chunk *first = NULL, *last = NULL;
-  for (unsigned i = 1; i < MZ__CHUNK_SLAB; i++) {
-    struct mz__chunk *k = (struct mz__chunk *)(void *)(m + (size_t)i * MZ__CHUNK_ALIGN);
-    k->cap = MZ__CHUNK;
-    k->next = first;
-    if (!last) last = k;
-    first = k;
-  }
-  mz__spin_lock(&p->lock);
-  last->next = p->free;
-  p->free = first;
-  p->n += MZ__CHUNK_SLAB - 1;
-  mz__spin_unlock(&p->lock);
-  c = (struct mz__chunk *)(void *)m;
-  c->cap = MZ__CHUNK;
-  return c;
-}
 
 void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
   if ((size_t)(a->cend - a->ptr) >= bytes) { /* the chunk has room: zero the next piece */
@@ -124,80 +73,45 @@ void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
   }
   size_t cap = bytes > MZ__CHUNK ? bytes : MZ__CHUNK;
   struct mz__chunk *c = NULL;
-  if (!a->pool) {
-    c = malloc(sizeof *c + cap);
-    if (c) c->cap = cap;
-  } else if (cap == MZ__CHUNK) {
-    c = pool_take(a->pool);
-  } else {
-    /* A large block, alone in its chunk, starts at an aligned boundary
-     * (mz__arena_owner).  Fresh from the kernel: zero already. */
-    size_t len = mapped_len(cap);
-    c = map_aligned(len);
-    if (c) c->cap = len - sizeof *c;
+  if (cap == MZ__CHUNK && a->pool) {
+    mz__spin_lock(&a->pool->lock);
+    c = a->pool->free;
+    if (c) {
+      a->pool->free = c->next;
+      a->pool->n--;
+    }
+    mz__spin_unlock(&a->pool->lock);
   }
+  if (!c) c = malloc(sizeof *c + cap);
   if (!c) return NULL;
   c->next = a->head;
-  c->owner = a->owner;
+  c->cap = cap;
   a->head = c;
   /* Zeroed ahead: the block, and the rest of the first piece. */
   size_t z = bytes > MZ__ZERO_PIECE ? bytes : MZ__ZERO_PIECE;
-  if (z > c->cap) z = c->cap;
-  if (!a->pool || cap == MZ__CHUNK) memset(c->data, 0, z);
+  if (z > cap) z = cap;
+  memset(c->data, 0, z);
   a->ptr = c->data + bytes;
   a->end = c->data + z;
-  /* A large block's chunk takes nothing after it: a block past its first
-   * aligned window would not find the header. */
-  a->cend = c->data + (cap == MZ__CHUNK ? c->cap : bytes);
+  a->cend = c->data + cap;
   return c->data;
-}
-
-/* Unmaps a list of a pooled arena's chunks, neighbours in one call (a
- * list from one arena comes mostly in runs of adjacent chunks). */
-static void unmap_chunks(struct mz__chunk *c) {
-  unsigned char *lo = NULL, *hi = NULL;
-  while (c) {
-    struct mz__chunk *n = c->next;
-    unsigned char *s = (unsigned char *)c, *e = s + mapped_len(c->cap);
-    if (lo && e == lo) {
-      lo = s;
-    } else if (lo && s == hi) {
-      hi = e;
-    } else {
-      if (lo) munmap(lo, (size_t)(hi - lo));
-      lo = s;
-      hi = e;
-    }
-    c = n;
-  }
-  if (lo) munmap(lo, (size_t)(hi - lo));
 }
 
 void mz__arena_free(struct mz__arena *a) {
   struct mz__chunk_pool *p = a->pool;
-  if (!p) {
-    for (struct mz__chunk *c = a->head, *n; c; c = n) {
-      n = c->next;
-      free(c);
-    }
-    a->head = NULL;
-    a->ptr = a->end = a->cend = NULL;
-    return;
-  }
   /* Outside the lock: the chunks to keep (at most max of them), the rest
-   * unmapped; under it, only a splice (and a cut of at most max steps). */
-  struct mz__chunk *keep = NULL, *tail = NULL, *drop = NULL, *c = a->head;
+   * freed; under it, only a splice (and a cut of at most max steps). */
+  struct mz__chunk *keep = NULL, *tail = NULL, *c = a->head;
   size_t k = 0;
   while (c) {
     struct mz__chunk *n = c->next;
-    if (c->cap == MZ__CHUNK && k < p->max) {
+    if (p && c->cap == MZ__CHUNK && k < p->max) {
       c->next = keep;
       keep = c;
       if (!tail) tail = c;
       k++;
     } else {
-      c->next = drop;
-      drop = c;
+      free(c);
     }
     c = n;
   }
@@ -224,15 +138,21 @@ void mz__arena_free(struct mz__arena *a) {
     }
     mz__spin_unlock(&p->lock);
   }
-  unmap_chunks(drop);
-  unmap_chunks(extra);
+  while (extra) {
+    struct mz__chunk *n = extra->next;
+    free(extra);
+    extra = n;
+  }
   a->head = NULL;
   a->ptr = a->end = a->cend = NULL;
 }
 
 void mz__chunk_pool_fini(struct mz__chunk_pool *p) {
-  unmap_chunks(p->free);
-  p->free = NULL;
+  while (p->free) {
+    struct mz__chunk *n = p->free->next;
+    free(p->free);
+    p->free = n;
+  }
   p->n = 0;
 }
 

@@ -90,38 +90,20 @@ static inline void mz__ylock_lock(mz__ylock *l) {
 }
 static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
 
-/* A bump allocator: many small blocks, freed together.
- *
- * An arena with a pool (a runtime's graphs and runs) takes its chunks from
- * mappings aligned to MZ__CHUNK_ALIGN: a standard chunk is exactly one
- * aligned window, and a larger one starts at such a boundary with its only
- * block, so a block's chunk, and the owner the arena stamped on it, are
- * found from the block's address alone (mz__arena_owner).  That is how a
- * graph's node knows its graph without a pointer of its own.  An arena
- * without a pool uses malloc and has no owner. */
-enum { MZ__CHUNK_ALIGN = 65536 };
-struct mz__chunk {
-  struct mz__chunk *next;
-  size_t cap;                 /* bytes of data */
-  const void *owner;          /* the arena's owner (a pooled arena's only) */
-  _Alignas(16) unsigned char data[];
-};
+/* A bump allocator: many small blocks, freed together. */
 /* Chunks of the standard size that arenas gave back, kept for the next
  * arenas of the same owner (a runtime), so that a graph built after
  * another reuses its memory instead of faulting fresh pages in.  Up to max
- * chunks that were used are kept; the rest go back to the kernel.  New
- * chunks are mapped several at a time (the rest wait here, untouched).
- * Thread: any (its lock). */
+ * chunks are kept; the rest go back to malloc.  Thread: any (its lock). */
 struct mz__chunk_pool {
   mz__spin lock;
   struct mz__chunk *free;
   size_t n, max;
 };
-void mz__chunk_pool_fini(struct mz__chunk_pool *p); /* unmaps the kept chunks */
+void mz__chunk_pool_fini(struct mz__chunk_pool *p); /* frees the kept chunks */
 
 /* Bump allocation, freed all at once.  pool: where chunks come from and go
- * back to (NULL: malloc and free).  owner: stamped on each chunk taken
- * (pooled arenas only; set before the first block). */
+ * back to (NULL: malloc and free). */
 struct mz__arena {
   struct mz__chunk *head;
   /* The free part of head's chunk that is zeroed already [ptr, end), and
@@ -130,13 +112,7 @@ struct mz__arena {
    * costs no memset call (a graph makes several per node). */
   unsigned char *ptr, *end, *cend;
   struct mz__chunk_pool *pool;
-  const void *owner;
 };
-/* The owner of the pooled arena that made block p (from its address: no
- * load but the chunk's header). */
-static inline const void *mz__arena_owner(const void *p) {
-  return ((const struct mz__chunk *)((uintptr_t)p & ~(uintptr_t)(MZ__CHUNK_ALIGN - 1)))->owner;
-}
 /* Zeroes the next piece of head's chunk, or takes a new chunk, for bytes
  * (rounded already); NULL on ENOMEM. */
 void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes);

@@ -148,13 +148,6 @@ struct mz_graph {
   struct mz_graph *prev, *next;
 };
 void mz__graph_unref(mz_graph *g);
-/* The graph op belongs to: its arena chunk's owner (src/util.h), or, for a
- * graph's error op (the one op outside the arena), that graph. */
-static inline mz_graph *mz__op_graph(const struct mz_op *op) {
-  if (__builtin_expect(op->kind == MZ__K_ERROR, 0))
-    return (mz_graph *)(void *)((char *)(uintptr_t)op - offsetof(struct mz_graph, error_op));
-  return (mz_graph *)(uintptr_t)mz__arena_owner(op);
-}
 /* Record a builder error on g as its sticky error (the first one wins) and
  * return its error op; NULL for a graph that is not live.  Takes g->lock:
  * for builders outside graph/graph.c (canned ops). */

@@ -276,9 +276,8 @@ static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
   return c ? c->xpreds : NULL;
 }
 
-/* An op stores no pointer to its graph: a graph's ops are in its arena,
- * whose chunks name their owner (mz__op_graph, src/objects/mz_graph.h). */
 struct mz_op {
+  mz_graph *g;
   uint32_t id;
   uint8_t kind;
   /* A tuple made by mz_join rather than mz_zip (only its name differs).
@@ -308,15 +307,15 @@ struct mz_op {
   } u;
 };
 
-_Static_assert(sizeof(struct mz_op) == 24, "an op is three words");
+_Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
 /* A tuple's bytes before its elements: the whole op.  (The elements could
  * start in the union's unused second word, 8 bytes less per tuple; with
- * a 32-byte op, that layout's one-shot mz_schedule of the Task Bench shape
- * measured 15-20% slower at a million tasks: see bench/README.md, "Memory
- * per task, session 17".) */
+ * the Task Bench shape's 56-byte zips its one-shot mz_schedule measured
+ * 15-20% slower at a million tasks, 64-byte ones as before: see
+ * bench/README.md, "Memory per task, session 17".) */
 #define MZ__TUPLE_HEAD sizeof(struct mz_op)
 /* A tuple's elements (u.tuple.n of them). */
 static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
