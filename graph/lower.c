@@ -273,6 +273,13 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
   return 1;
 }
 
+/* The n tasks of g marked with stamp, in build order, into v: picked from
+ * the graph's list from index from on (every one of them is there). */
+static void pick_marked(const mz_graph *g, size_t from, uint64_t stamp, mz_op **v, size_t n) {
+  for (size_t i = from, k = 0; i < g->ntasks_all && k < n; i++)
+    if (mz__task_mark(mz__task_of(g->tasks_all[i])) == stamp) v[k++] = g->tasks_all[i];
+}
+
 /* A reader that a one-shot run would give a newer value than the one at
  * its build point: a writer of the buffer built after it has run already.
  * Returns that writer's id, or 0. */
@@ -781,8 +788,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
           tasks.v = g->tasks_all + g->first_new;
           lent = true;
         } else if ((tasks.v = malloc((cnt ? cnt : 1) * sizeof *tasks.v)) != NULL) {
-          for (size_t i = low, k = 0; k < cnt; i++)
-            if (mz__task_mark(mz__task_of(g->tasks_all[i])) == stamp) tasks.v[k++] = g->tasks_all[i];
+          pick_marked(g, low, stamp, tasks.v, cnt);
         } else {
           rc = MZ_ENOMEM;
         }
@@ -815,9 +821,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     g->first_new = from;
     if (rerun) from = 0;
     if (g->ntasks_all - from <= 4 * tasks.n) {
-      size_t n = 0;
-      for (size_t i = from; i < g->ntasks_all && n < tasks.n; i++)
-        if (mz__task_mark(mz__task_of(g->tasks_all[i])) == stamp) tasks.v[n++] = g->tasks_all[i];
+      pick_marked(g, from, stamp, tasks.v, tasks.n);
     } else {
       qsort(tasks.v, tasks.n, sizeof *tasks.v, by_id);
     }
