@@ -3,8 +3,9 @@
 # stencil_1d, width 2, 2 ranks x 1 CPU worker, empty kernels: a step is
 # one task, one send and one receive per rank), counted by callgrind with
 # its cache model inside the runtime's own work: the tasks and their ends
-# (run_task), the run's start (mz_dgraph_run), the requests' completions
-# (complete, where not inlined) and the release of a task a message gates
+# (run_taken, with the lean way and run_task below it), the run's start
+# (mz_dgraph_run), the requests' completions (complete, where not
+# inlined) and the release of a task a message gates
 # (mz__task_ungate, mz__task_ungate_take).  The idle workers' polls, which
 # wait, are left out (as the peer's MPI_Waitall would be); they also post
 # the receives a graph keeps ahead (MPI_Irecv, about 350 instructions a
@@ -30,7 +31,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MZ_QUIET=1 MZ_P
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 for n in 3 13; do
   mpirun --oversubscribe -np 2 valgrind --tool=callgrind --cache-sim=yes --D1=32768,8,64 --LL=524288,8,64 \
-    --toggle-collect=run_task --toggle-collect=complete --toggle-collect=mz_dgraph_run \
+    --toggle-collect=run_taken --toggle-collect=complete --toggle-collect=mz_dgraph_run \
     --toggle-collect=mz__task_ungate --toggle-collect=mz__task_ungate_take \
     --callgrind-out-file="$tmp/cg$n.%q{OMPI_COMM_WORLD_RANK}" \
     "$B/bench/maize-bench/maize-bench" taskbench --system "$SYS" -r $n -steps $S -width 2 \

@@ -569,10 +569,12 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 /* A node of a lean run (struct mz__run.lean: host memory only, no faults,
  * memory limits, observers or timing) taken from the pool, on its common
  * path: no failed predecessor, not a perf-model sample, a synchronous
- * function of at most 16 parameters.  What run_task, prepare_kept and
- * plan_exec test for the general case is known here: with host memory
- * only, a node's call is built from its task's values and buffers, and a
- * CPU kernel needs no build, so planning would only note the device.
+ * function of at most 16 parameters, or the start of an async kernel
+ * that mostly ends in it (struct mz__async_ops.ends_inline: MPI's wrapped
+ * tasks).  What run_task, prepare_kept and plan_exec test for the general
+ * case is known here: with host memory only, a node's call is built from
+ * its task's values and buffers, and a CPU kernel needs no build, so
+ * planning would only note the device.
  *
  * The successor it makes ready runs next, here, as take() would give it
  * from the run-next slot: of the same run, shared and lean (the lean end
@@ -589,8 +591,9 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     struct mz__exec *e = &t->exec;
     mz_cpu_fn fn = NULL;
     void *user = NULL;
+    const struct mz__async_ops *async = NULL;
     if (kern) {
-      if (kern->async) return op;
+      if ((async = kern->async) && !async->ends_inline) return op;
       fn = kern->spec.cpu.fn;
       user = kern->spec.cpu.user;
     } else {
@@ -609,6 +612,7 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     e->status = 0;
     t->planned = true;
     t->exec.args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
+    bool counted = false;
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];
@@ -624,15 +628,26 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       } else {
         fill_args_any(t, args, shapes);
       }
-      int ret = fn(&call);
+      int ret;
+      if (__builtin_expect(async != NULL, 0)) {
+        /* As run_task: counted first, since another thread may end it
+         * (mz__task_finish) before start returns. */
+        atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
+        counted = true;
+        ret = async->start(op, &call);
+        if (ret == 0) return NULL; /* started: another thread ends the node */
+        if (ret == MZ__ASYNC_ENDED) ret = 0;
+      } else {
+        ret = fn(&call);
+      }
       if (__builtin_expect(ret != 0, 0)) {
         mz__exec_set_message(e, failed_message(kern, ret));
-        finish_counted(w, op, MZ_EKERNEL, false);
+        finish_counted(w, op, MZ_EKERNEL, counted);
         return NULL;
       }
     }
     mz_op *rd[8];
-    unsigned n = mz__task_finish_lean(w->q, op, false, rd, 8);
+    unsigned n = mz__task_finish_lean(w->q, op, counted, rd, 8);
     const struct mz__acct *acct = &w->q->acct;
     if (w->next) {
       if (n) push_ready(w, rd, n);
