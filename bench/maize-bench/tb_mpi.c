@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <maize.h>
 #include <maize/mpi.h>
@@ -523,9 +524,16 @@ static int parse_long(const char *cmd, const char *name, const char *v, long lo,
   return 0;
 }
 
-/* The median of reps timed runs of sys on app. */
+/* The median of reps timed runs of sys on app.  Each system starts on
+ * quiet cores: a maize runtime's workers spin for up to $MZ_SPIN_US after
+ * its run and its communication thread may poll for up to
+ * $MZ_MPI_SPIN_US, which on a machine with a core per rank would take
+ * part of the core from the next system's first run (a fine run of the
+ * peer is a few hundred microseconds). */
 static int timed(const tb_system *sys, void *st, int reps, double *median, char *err, size_t errsz) {
   double t[101];
+  struct timespec settle = {0, 5 * 1000 * 1000};
+  nanosleep(&settle, NULL);
   for (int r = 0; r < reps; r++)
     if (sys->run(st, &t[r], err, errsz)) return -1;
   qsort(t, (size_t)reps, sizeof t[0], cmp_double);
