@@ -591,9 +591,8 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     struct mz__exec *e = &t->exec;
     mz_cpu_fn fn = NULL;
     void *user = NULL;
-    const struct mz__async_ops *async = NULL;
     if (kern) {
-      if ((async = kern->async) && !async->ends_inline) return op;
+      if (__builtin_expect(kern->async != NULL, 0) && !kern->async->ends_inline) return op;
       fn = kern->spec.cpu.fn;
       user = kern->spec.cpu.user;
     } else {
@@ -612,7 +611,8 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     e->status = 0;
     t->planned = true;
     t->exec.args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */
-    bool counted = false;
+    mz_op *rd[8];
+    unsigned n;
     if (fn) {
       mz_arg args[16];
       mz_shape shapes[16];
@@ -628,26 +628,32 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       } else {
         fill_args_any(t, args, shapes);
       }
-      int ret;
+      const struct mz__async_ops *async = kern ? kern->async : NULL;
       if (__builtin_expect(async != NULL, 0)) {
         /* As run_task: counted first, since another thread may end it
-         * (mz__task_finish) before start returns. */
+         * (mz__task_finish) before start returns.  A lean end of its own
+         * (counted): a function's keeps its constant arguments, a few
+         * instructions a node. */
         atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
-        counted = true;
-        ret = async->start(op, &call);
+        int ret = async->start(op, &call);
         if (ret == 0) return NULL; /* started: another thread ends the node */
-        if (ret == MZ__ASYNC_ENDED) ret = 0;
-      } else {
-        ret = fn(&call);
+        if (__builtin_expect(ret != MZ__ASYNC_ENDED, 0)) {
+          mz__exec_set_message(e, failed_message(kern, ret));
+          finish_counted(w, op, MZ_EKERNEL, true);
+          return NULL;
+        }
+        n = mz__task_finish_lean(w->q, op, true, rd, 8);
+        goto ended;
       }
+      int ret = fn(&call);
       if (__builtin_expect(ret != 0, 0)) {
         mz__exec_set_message(e, failed_message(kern, ret));
-        finish_counted(w, op, MZ_EKERNEL, counted);
+        finish_counted(w, op, MZ_EKERNEL, false);
         return NULL;
       }
     }
-    mz_op *rd[8];
-    unsigned n = mz__task_finish_lean(w->q, op, counted, rd, 8);
+    n = mz__task_finish_lean(w->q, op, false, rd, 8);
+  ended:;
     const struct mz__acct *acct = &w->q->acct;
     if (w->next) {
       if (n) push_ready(w, rd, n);
