@@ -742,7 +742,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* The root's last run froze its edges and no other run holds records on
    * its buffers: replay them. */
   if (!rc && lw && lw->replay && lw->xrec == r->xrec && replay_claim(lw)) {
-    r->tasks = malloc((lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
+    /* From the runtime's kept blocks: a list this large, malloc'd and
+     * freed each run, was mapped and faulted in again each time. */
+    r->tasks = mz__chunk_pool_get(&rt->chunks, (lw->ntasks ? lw->ntasks : 1) * sizeof *r->tasks);
+    r->tasks_pool = r->tasks ? &rt->chunks : NULL;
     if (r->tasks) {
       lw->claim_run = r; /* the buffers' records are the claims' */
       if (lw->ntasks) memcpy(r->tasks, lw->topo, lw->ntasks * sizeof *r->tasks);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -59,6 +60,60 @@ enum { MZ__CHUNK = 65536 };
  * that a small graph zeroes little of its chunk, large enough that its
  * call is shared by several nodes' blocks. */
 enum { MZ__ZERO_PIECE = 1024 };
+
+/* A kept larger chunk of p with room for cap bytes and at most twice
+ * that (the smallest such), or NULL. */
+static struct mz__chunk *big_take(struct mz__chunk_pool *p, size_t cap) {
+  mz__spin_lock(&p->lock);
+  struct mz__chunk **best = NULL;
+  for (struct mz__chunk **pc = &p->big; *pc; pc = &(*pc)->next)
+    if ((*pc)->cap >= cap && (*pc)->cap / 2 <= cap && (!best || (*pc)->cap < (*best)->cap)) best = pc;
+  struct mz__chunk *c = NULL;
+  if (best) {
+    c = *best;
+    *best = c->next;
+    p->bigbytes -= c->cap;
+  }
+  mz__spin_unlock(&p->lock);
+  return c;
+}
+
+/* Keep the larger chunks of list big while the pool's stay within max
+ * standard chunks' bytes; free the rest. */
+static void big_give(struct mz__chunk_pool *p, struct mz__chunk *big) {
+  mz__spin_lock(&p->lock);
+  size_t budget = p->max * (size_t)MZ__CHUNK;
+  while (big && p->bigbytes + big->cap <= budget) {
+    struct mz__chunk *n = big->next;
+    big->next = p->big;
+    p->big = big;
+    p->bigbytes += big->cap;
+    big = n;
+  }
+  mz__spin_unlock(&p->lock);
+  while (big) {
+    struct mz__chunk *n = big->next;
+    free(big);
+    big = n;
+  }
+}
+
+void *mz__chunk_pool_get(struct mz__chunk_pool *p, size_t bytes) {
+  struct mz__chunk *c = bytes > MZ__CHUNK ? big_take(p, bytes) : NULL;
+  if (!c && (c = malloc(sizeof *c + bytes))) c->cap = bytes;
+  return c ? c->data : NULL;
+}
+
+void mz__chunk_pool_put(struct mz__chunk_pool *p, void *block) {
+  if (!block) return;
+  struct mz__chunk *c = (struct mz__chunk *)(void *)((unsigned char *)block - offsetof(struct mz__chunk, data));
+  if (c->cap <= MZ__CHUNK) {
+    free(c);
+    return;
+  }
+  c->next = NULL;
+  big_give(p, c);
+}
 
 void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
   if ((size_t)(a->cend - a->ptr) >= bytes) { /* the chunk has room: zero the next piece */
@@ -154,6 +209,12 @@ void mz__chunk_pool_fini(struct mz__chunk_pool *p) {
     p->free = n;
   }
   p->n = 0;
+  while (p->big) {
+    struct mz__chunk *n = p->big->next;
+    free(p->big);
+    p->big = n;
+  }
+  p->bigbytes = 0;
 }
 
 /* ---- MPSC queue (Dmitry Vyukov's intrusive design) ---- */

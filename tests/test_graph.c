@@ -938,6 +938,39 @@ Test(graph, arena_chunks_come_back_up_to_the_pool_size, .timeout = 30) {
   cr_assert_null(pool.free);
 }
 
+/* Blocks apart from arenas (a replay's task list): a large one given back
+ * is the next one of a size it fits, up to twice as large; a small one
+ * is malloc's; the pool frees what it kept at its end (ASan and valgrind
+ * see no leak). */
+Test(graph, pool_blocks_are_kept_for_the_next_of_their_size, .timeout = 30) {
+  struct mz__chunk_pool pool = {.max = 64};
+  unsigned char *a = mz__chunk_pool_get(&pool, 100000);
+  cr_assert_not_null(a);
+  memset(a, 0x5A, 100000);
+  mz__chunk_pool_put(&pool, a);
+  unsigned char *b = mz__chunk_pool_get(&pool, 300000); /* the kept one is too small: a new one */
+  cr_assert_not_null(b);
+  cr_assert_neq(b, a);
+  unsigned char *c = mz__chunk_pool_get(&pool, 90000);
+  cr_assert_eq(c, a, "the kept block is taken again");
+  cr_assert_eq(c[89999], 0x5A, "and is not cleared (its user fills it)");
+  mz__chunk_pool_put(&pool, b);
+  unsigned char *e = mz__chunk_pool_get(&pool, 120000);
+  cr_assert_not_null(e);
+  cr_assert_neq(e, b, "a kept block more than twice as large is left");
+  unsigned char *d = mz__chunk_pool_get(&pool, 16);
+  cr_assert_not_null(d);
+  d[15] = 1;
+  mz__chunk_pool_put(&pool, d);
+  mz__chunk_pool_put(&pool, e);
+  mz__chunk_pool_put(&pool, c);
+  mz__chunk_pool_put(&pool, NULL);
+  cr_assert_eq(pool.bigbytes, 300000 + 120000 + 100000);
+  mz__chunk_pool_fini(&pool);
+  cr_assert_eq(pool.bigbytes, 0);
+  cr_assert_null(pool.big);
+}
+
 /* ---- one-shot closures (mz_schedule's sweep down the build order) ---- */
 
 static _Atomic int stencil_runs;

@@ -68,6 +68,7 @@ struct mz__run {
    * run took every task its graph had not run yet (tasks_lent), a piece of
    * the graph's own list (g->tasks_all), which lives as long as the graph. */
   bool tasks_lent;
+  struct mz__chunk_pool *tasks_pool; /* where tasks came from (a replay's: mz__chunk_pool_get), or NULL */
   struct mz_op **tasks;
   size_t ntasks;
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
@@ -135,7 +136,8 @@ struct mz_future { struct mz__run run; };
  * graph unreachable; NULL: nothing. */
 static inline void mz__run_parked_free(struct mz__run *r) {
   if (!r) return;
-  if (!r->tasks_lent) free(r->tasks);
+  if (r->tasks_pool) mz__chunk_pool_put(r->tasks_pool, r->tasks);
+  else if (!r->tasks_lent) free(r->tasks);
   free(r);
 }
 
