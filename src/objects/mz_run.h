@@ -64,7 +64,8 @@ struct mz__run {
   struct mz_op **tbufs;
   size_t ntbufs;
   bool tbufs_listed;
-  /* The run's tasks in topological order (malloc'd), or, where a one-shot
+  /* The run's tasks in topological order (malloc'd, or a replay's from
+   * the runtime's kept blocks: tasks_pool), or, where a one-shot
    * run took every task its graph had not run yet (tasks_lent), a piece of
    * the graph's own list (g->tasks_all), which lives as long as the graph. */
   bool tasks_lent;
