@@ -49,11 +49,13 @@
  * requests while they spin, before parking (the oldest with MPI_Test at
  * each poll, the next few with MPI_Testsome every fourth): a receive that
  * completes ends its node there, and the successor runs on that worker.
- * A worker spins past the runtime's spin time (MZ_SPIN_US) while a node
- * of this rank waits on a message, messages come and go less than
- * $MZ_MPI_SPIN_US microseconds apart on average, and the last one is
- * younger than that: closely spaced messages (a stencil's fine steps) then
- * find it awake, where long tasks' workers park as before.
+ * A worker polls on past the runtime's spin time (MZ_SPIN_US) while a
+ * node of this rank waits on a message, messages come and go less than
+ * ten times $MZ_MPI_SPIN_US apart on average, and the last one is younger
+ * than twice that mean gap (at least $MZ_MPI_SPIN_US), yielding the CPU
+ * between polls once past $MZ_MPI_SPIN_US: the next message of a stencil's
+ * fine or medium steps then finds it awake, where long tasks' workers
+ * park as before.
  * One communication thread per context makes the collectives (those of
  * mz_dgraph_wait only with MZ_MPI_SELF=0 or without MPI_THREAD_MULTIPLE:
  * see "Self-driven waits") and tests the requests only when a node waits on one
