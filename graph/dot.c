@@ -51,7 +51,7 @@ struct hzmap {
 };
 
 static struct hz *hz_get(struct hzmap *m, mz_buffer *b) {
-  size_t i = ((uintptr_t)b >> 4) * 0x9e3779b97f4a7c15ull & (m->cap - 1);
+  size_t i = mz__ptr_slot(b, m->cap);
   while (m->v[i].buf && m->v[i].buf != b) i = (i + 1) & (m->cap - 1);
   m->v[i].buf = b;
   return &m->v[i];

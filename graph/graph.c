@@ -166,7 +166,7 @@ static int hold_buffer(mz_graph *g, mz_buffer *b) {
 
 /* The graph's per-buffer record: last writer in build order, partition. */
 static inline struct mz__bentry *bmap_find(mz_graph *g, mz_buffer *b) {
-  size_t h = ((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull & (g->bmap_cap - 1);
+  size_t h = mz__ptr_slot_shift(b, g->bmap_shift);
   while (g->bmap[h].buf && g->bmap[h].buf != b) h = (h + 1) & (g->bmap_cap - 1);
   return &g->bmap[h];
 }
@@ -180,13 +180,14 @@ static __attribute__((noinline)) struct mz__bentry *bmap_insert(mz_graph *g, mz_
     if (!nm) return NULL;
     for (size_t i = 0; i < g->bmap_cap; i++) {
       if (!g->bmap[i].buf) continue;
-      size_t h = ((uintptr_t)g->bmap[i].buf >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+      size_t h = mz__ptr_slot(g->bmap[i].buf, cap);
       while (nm[h].buf) h = (h + 1) & (cap - 1);
       nm[h] = g->bmap[i];
     }
     free(g->bmap);
     g->bmap = nm;
     g->bmap_cap = cap;
+    g->bmap_shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
     g->bmap_gen++;
   }
   struct mz__bentry *e = bmap_find(g, b);

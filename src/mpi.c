@@ -1534,15 +1534,10 @@ void mz_mpi_destroy(mz_mpi *m) {
 int mz_mpi_rank(const mz_mpi *m) { return m ? m->rank : -1; }
 int mz_mpi_size(const mz_mpi *m) { return m ? m->size : 0; }
 
-static size_t ptr_hash(const void *p, size_t cap) {
-  uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
-  return (size_t)(h >> 17) & (cap - 1);
-}
-
 /* id + 1 of b, 0 when not registered.  m->lock held. */
 static size_t map_get(const mz_mpi *m, const mz_buffer *b) {
   if (!m->mapcap) return 0;
-  for (size_t i = ptr_hash(b, m->mapcap);; i = (i + 1) & (m->mapcap - 1)) {
+  for (size_t i = mz__ptr_slot(b, m->mapcap);; i = (i + 1) & (m->mapcap - 1)) {
     if (!m->map[i].b) return 0;
     if (m->map[i].b == b) return m->map[i].id1;
   }
@@ -1560,13 +1555,13 @@ static bool map_put(mz_mpi *m, const mz_buffer *b, size_t id1) {
     for (size_t i = 0; i < oc; i++) {
       const mz_buffer *ob = ((__typeof__(m->map))old)[i].b;
       if (!ob) continue;
-      size_t j = ptr_hash(ob, nc);
+      size_t j = mz__ptr_slot(ob, nc);
       while (m->map[j].b) j = (j + 1) & (nc - 1);
       m->map[j] = ((__typeof__(m->map))old)[i];
     }
     free(old);
   }
-  size_t j = ptr_hash(b, m->mapcap);
+  size_t j = mz__ptr_slot(b, m->mapcap);
   while (m->map[j].b) j = (j + 1) & (m->mapcap - 1);
   m->map[j].b = b;
   m->map[j].id1 = id1;

@@ -58,6 +58,7 @@ struct mz_graph {
     uint32_t ran_writer;
   } *bmap;
   size_t bmap_cap, bmap_n;
+  unsigned bmap_shift;        /* 64 - log2(bmap_cap): see mz__ptr_slot */
   size_t npartitioned;        /* entries with partitioned set */
   uint64_t bmap_gen;          /* bumped when the map grows (entries move) */
   mz_buffer **held; size_t nheld, capheld; /* references to release */
