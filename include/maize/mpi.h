@@ -64,7 +64,8 @@
  * (default 200) after the last completion, then every 50 us; otherwise it
  * sleeps, but for a test every 1 ms while a node waits (the workers
  * may all be busy; none while a worker spins, which tests) and every 2 ms
- * while only requests nobody waits on are in flight.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
+ * while only requests nobody waits on are in flight, each up to 8 times
+ * as far apart while idle workers test the requests in between.  Without MPI_THREAD_MULTIPLE (MPI_THREAD_SERIALIZED at
  * least), or with MZ_MPI_THREAD=serialized, the thread makes every MPI
  * call and polls while requests are in flight.  No worker blocks in MPI.
  *
