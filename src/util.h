@@ -36,7 +36,6 @@
 struct mz_op;
 struct mz_runtime;
 
-
 /* The home slot of pointer p in an open-addressed table of cap slots (a
  * power of two, 2 to 2^63): the top bits of the product with 2^64 / phi
  * (Fibonacci hashing), which spread pointers at any fixed stride.  The
@@ -51,7 +50,6 @@ static inline size_t mz__ptr_slot(const void *p, size_t cap) {
   return mz__ptr_slot_shift(p, 64u - (unsigned)__builtin_ctzll((unsigned long long)cap));
 }
 
-/* A test-and-test-and-set spinlock: one byte, for short critical sections. */
 /* A monotonic clock in nanoseconds. */
 uint64_t mz__now_ns(void);
 
@@ -73,6 +71,7 @@ static inline uint64_t mz__ticks(void) {
  * else 0: use mz__now_ns. */
 double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0);
 
+/* A test-and-set spinlock: one flag, for short critical sections. */
 typedef struct { atomic_flag f; } mz__spin;
 static inline void mz__spin_lock(mz__spin *s) {
   while (atomic_flag_test_and_set_explicit(&s->f, memory_order_acquire)) {
