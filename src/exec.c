@@ -1731,6 +1731,7 @@ int mz__proxy_start(struct mz_device *dev) {
     free(p);
     return MZ_ENOMEM;
   }
+  mz__thread_name(p->thread, "submit%u", dev->info.index);
   dev->proxy = p;
   return MZ_OK;
 }

@@ -1505,6 +1505,7 @@ int mz_mpi_create(mz_runtime *rt, mz_mpi **out) {
       goto fail;
     }
     m->thread_on = true;
+    mz__thread_name(m->thread, "mpi");
     /* Transfers fold into the tasks where only the CPU runs them (another
      * device could hold a copy of a buffer that a folded receive bypasses). */
     m->fold = fold && rt->ndev == 1 && rt->share_dev == rt->devs[0];

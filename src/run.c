@@ -75,6 +75,7 @@ int mz__reaper_start(mz_runtime *rt) {
     free(rp);
     return MZ_ENOMEM;
   }
+  mz__thread_name(rp->thread, "reaper");
   return MZ_OK;
 }
 

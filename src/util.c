@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,15 @@ void mz__parker_park(struct mz__parker *p) {
 }
 
 /* ---- errors ---- */
+
+void mz__thread_name(pthread_t t, const char *fmt, ...) {
+  char name[16] = "mz-";
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(name + 3, sizeof name - 3, fmt, ap);
+  va_end(ap);
+  (void)pthread_setname_np(t, name);
+}
 
 char *mz__strdupf(const char *fmt, ...) {
   char buf[512];

@@ -202,4 +202,10 @@ extern _Thread_local const struct mz_runtime *mz__cur_rt MZ__TLS;
 /* A malloc'd printf-formatted message (NULL when out of memory). */
 char *mz__strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Name thread t (as top -H, ps -L, gdb and /proc/PID/task/TID/comm show
+ * it) "mz-" followed by the formatted text, cut to the kernel's 15
+ * characters, so that a user can tell maize's threads (and what each
+ * costs) from the program's own.  Best effort: a failure changes nothing. */
+void mz__thread_name(pthread_t t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

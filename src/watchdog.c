@@ -232,6 +232,7 @@ int mz__watchdog_start(mz_runtime *rt, double seconds) {
     free(wd);
     return mz__set_error(rt, MZ_ENOMEM, "watchdog: cannot start its thread");
   }
+  mz__thread_name(wd->thread, "watchdog");
   rt->watchdog = wd;
   return MZ_OK;
 }

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "threads.h"
+
 /* Assert that a maize call returned MZ_OK; on failure show the code's name
  * and the runtime's last message. */
 #define MZ_OK_OR_DIE(rt, call)                                                                      \

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "maize.h"
+#include "threads.h"
 #include "maize/mpi.h"
 
 static int failures;
@@ -748,6 +749,9 @@ static bool case_api(mz_runtime *rt, mz_mpi *m) {
   int f0 = failures;
   mz_kernel *kf = kern(rt, "maybe_fail2", "in f64[] a, out f64[] o, i32 fail", k_maybe_fail);
   mz_buffer *x = vec(rt, 4, NULL), *y = vec(rt, 4, NULL);
+  /* The communication thread, where there is one (under a launcher). */
+  int want = getenv("OMPI_COMM_WORLD_SIZE") ? 1 : 0;
+  CHECK(test_threads_named("mz-mpi") == want, "%d threads named mz-mpi, not %d", test_threads_named("mz-mpi"), want);
   CHECK(mz_mpi_register(NULL, x, 0) == MZ_EINVAL, "NULL context");
   CHECK(mz_mpi_register(m, NULL, 0) == MZ_EINVAL, "NULL buffer");
   CHECK(mz_mpi_register(m, x, mz_mpi_size(m)) == MZ_ERANGE, "owner past the ranks");

@@ -18,6 +18,7 @@
 
 #include "maize.h"
 #include "maize/policy.h"
+#include "common.h"
 
 /* Every test has a deadline: one that hangs is reported by name
  * as timed out instead of blocking the suite (a test may set its own). */
@@ -268,6 +269,9 @@ Test(opencl, discovery)
     if (strstr(info.vendor, "PoCL") || strstr(info.name, "pthread"))
       cr_assert(info.unified_memory, "PoCL's CPU device shares host memory");
     cr_assert(!mz_device_is_dead(mz_runtime_device(rt, i)));
+    char thread[32];
+    snprintf(thread, sizeof thread, "mz-submit%u", i);
+    cr_assert_eq(test_threads_named(thread), 1, "device %u's submission thread is %s", i, thread);
   }
   cr_assert_eq(found, total, "maize found %u OpenCL devices, the loader %u", found, total);
   cr_assert_eq(mz_runtime_queue_count(rt), queues);

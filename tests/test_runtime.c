@@ -6,8 +6,10 @@
  * config, the default policy, the trace (MZ_TRACE or the config writes
  * Chrome trace-event JSON with one "X" slice per task and flow arrows),
  * mz_runtime_wait_idle, 50 runtimes created and destroyed in a loop with
- * work on each, and two runtimes running at once (sharing nothing:
- * buffers and kernels of one are refused by the other's graphs). */
+ * work on each, two runtimes running at once (sharing nothing:
+ * buffers and kernels of one are refused by the other's graphs), and the
+ * names of the runtime's threads as /proc shows them (gone once it is
+ * destroyed). */
 #include <unistd.h>
 
 #include "common.h"
@@ -63,6 +65,22 @@ Test(runtime, device_inspection, .timeout = 30) {
   rt = test_runtime("cpu:5");
   cr_expect_eq(mz_runtime_queue_count(rt), 5);
   mz_runtime_destroy(rt);
+}
+
+Test(runtime, threads_are_named, .timeout = 30) {
+  mz_runtime *rt = NULL;
+  MZ_OK_OR_DIE(NULL, mz_runtime_create(&(mz_runtime_config){.devices = "cpu:2;sim:gpu*2", .quiet = true,
+                                                            .watchdog_s = 5},
+                                       &rt));
+  cr_expect_eq(test_threads_named("mz-cpu0"), 1, "the first CPU worker is mz-cpu0");
+  cr_expect_eq(test_threads_named("mz-cpu1"), 1, "the second CPU worker is mz-cpu1");
+  cr_expect_eq(test_threads_named("mz-reaper"), 1);
+  cr_expect_eq(test_threads_named("mz-watchdog"), 1);
+  cr_expect_eq(test_threads_named("mz-sim"), 1, "one engine thread drives the simulated devices");
+  mz_runtime_destroy(rt);
+  const char *names[] = {"mz-cpu0", "mz-cpu1", "mz-reaper", "mz-watchdog", "mz-sim"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    cr_expect_eq(test_threads_named(names[i]), 0, "%s outlives its runtime", names[i]);
 }
 
 Test(runtime, devices_and_policy_from_environment, .timeout = 30) {

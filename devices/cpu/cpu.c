@@ -1025,6 +1025,7 @@ static int cpu_queue_init(struct mz__queue *q) {
     q->priv = NULL;
     return MZ_ENOMEM;
   }
+  mz__thread_name(w->thread, "cpu%u", q->local);
   atomic_store_explicit(&cd->workers[q->local], w, memory_order_release);
   return MZ_OK;
 }

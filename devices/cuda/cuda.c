@@ -912,7 +912,7 @@ static int cuda_discover(mz_runtime *rt, const struct mz__devtype *type,
     struct cu_dev *d = found[k];
     if (pthread_create(&d->monitor, NULL, monitor_main, d) == 0) {
       d->monitor_started = true;
-      pthread_setname_np(d->monitor, "mz-cuda-mon");
+      mz__thread_name(d->monitor, "cuda-mon");
     } else {
       mz__warn(rt, "cuda: device %d: cannot start its monitor thread; a kernel fault will not be "
                    "noticed until the next call", d->ordinal);

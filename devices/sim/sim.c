@@ -762,6 +762,7 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     if (pthread_create(&e->thread, NULL, engine_main, e))
       return mz__set_error(rt, MZ_ENOMEM, "sim: cannot start the engine thread");
     e->started = true;
+    mz__thread_name(e->thread, "sim");
   }
   return rc ? rc : (int)added;
 }
