@@ -56,7 +56,8 @@
  * between polls once past $MZ_MPI_SPIN_US: the next message of a stencil's
  * fine or medium steps then finds it awake, where long tasks' workers
  * park as before.
- * One communication thread per context makes the collectives (those of
+ * One communication thread per context (named mz-mpi, as top -H shows
+ * it) makes the collectives (those of
  * mz_dgraph_wait only with MZ_MPI_SELF=0 or without MPI_THREAD_MULTIPLE:
  * see "Self-driven waits") and tests the requests only when a node waits on one
  * and no worker tests (a worker parked): it then polls without pausing

@@ -2,7 +2,11 @@
  *
  * A runtime owns the devices it found, one worker thread per CPU queue, the
  * registered policies and the trace.  More than one runtime may exist in a
- * process; they share nothing. */
+ * process; they share nothing.  Its threads carry names that top -H, ps -L
+ * and gdb show: mz-cpuN (the CPU worker of queue N of the CPU device),
+ * mz-submitN (the submission thread of device N), mz-sim (simulated
+ * devices' clock), mz-reaper (frees ended runs), mz-watchdog and
+ * mz-cuda-mon; a distributed context adds mz-mpi (maize/mpi.h). */
 #ifndef MAIZE_RUNTIME_H
 #define MAIZE_RUNTIME_H
 
