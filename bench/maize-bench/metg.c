@@ -224,32 +224,8 @@ static int parse_args(int argc, char **argv) {
   return -1; /* go on */
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Beyond this relative change of calibrate() across a sweep, metg warns. */
+/* Beyond this relative change of tb_compute_ns_per_iter() across a sweep, metg warns. */
 #define MZB_DRIFT_WARN 0.20
-
-/* Nanoseconds per compute_bound iteration on this core, from one task. */
-static double calibrate(void) {
-  tb_graph g;
-  tb_graph_default(&g, 0);
-  g.kernel.type = TB_K_COMPUTE_BOUND;
-  g.kernel.iterations = 1 << 14;
-  int64_t out[2];
-  char err[256];
-  double best = 1e30;
-  for (int r = 0; r < 5; r++) {
-    uint64_t t0 = now_ns();
-    if (tb_execute_point(&g, 0, 0, out, sizeof out, NULL, NULL, 0, NULL, 0, err, sizeof err)) return 1;
-    double ns = (double)(now_ns() - t0) / (double)g.kernel.iterations;
-    if (ns < best) best = ns;
-  }
-  return best > 0 ? best : 1;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -408,7 +384,7 @@ int mzb_metg_main(int argc, char **argv) {
   }
   if (!o_npatterns) add_patterns("stencil_1d,nearest,spread,fft,tree");
   long width = o_width ? o_width : o_workers;
-  double ns_per_iter = calibrate(), cal_last = ns_per_iter;
+  double ns_per_iter = tb_compute_ns_per_iter(), cal_last = ns_per_iter;
   int kmax;
   if (o_max_iter > 0) {
     kmax = 0;
@@ -457,7 +433,7 @@ int mzb_metg_main(int argc, char **argv) {
     /* Efficiencies are against the best point of the sweep: if the core
      * itself got faster or slower meanwhile (a shared or throttled
      * machine), they mix two speeds.  Measure it again and say so. */
-    cal_last = calibrate();
+    cal_last = tb_compute_ns_per_iter();
     double drift = (cal_last - cal_before) / cal_before;
 
     /* Peak: the best FLOP/s of the sweep, over every system. */

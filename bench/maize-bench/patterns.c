@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *const dep_names[TB_DEP_COUNT] = {
     "trivial", "no_comm", "stencil_1d", "stencil_1d_periodic", "dom",           "tree",
@@ -785,6 +786,25 @@ int tb_app_parse(tb_app *app, int argc, char **argv, char **rest, int *nrest, ch
 static int cmp_gran_desc(const void *a, const void *b) {
   const double *x = a, *y = b;
   return (x[0] < y[0]) - (x[0] > y[0]);
+}
+
+double tb_compute_ns_per_iter(void) {
+  tb_graph g;
+  tb_graph_default(&g, 0);
+  g.kernel.type = TB_K_COMPUTE_BOUND;
+  g.kernel.iterations = 1 << 14;
+  int64_t out[2];
+  char err[256];
+  double best = 1e30;
+  for (int r = 0; r < 5; r++) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    if (tb_execute_point(&g, 0, 0, out, sizeof out, NULL, NULL, 0, NULL, 0, err, sizeof err)) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)g.kernel.iterations;
+    if (ns < best) best = ns;
+  }
+  return best > 0 ? best : 1;
 }
 
 double tb_metg(const double *gran, const double *eff, size_t n, double threshold) {

@@ -149,6 +149,11 @@ int tb_execute_point(const tb_graph *g, long t, long point, void *output, size_t
                      const void *const *inputs, const size_t *input_bytes, size_t ninputs, void *scratch,
                      size_t scratch_bytes, char *err, size_t errsz);
 
+/* Nanoseconds per compute_bound iteration on this core now: the best of
+ * five tasks of 2^14 iterations (about a millisecond in all).  The METG
+ * sweeps read it to see how far the machine's speed moved meanwhile. */
+double tb_compute_ns_per_iter(void);
+
 /* Totals over all graphs, as Task Bench's report_timing() counts them. */
 typedef struct tb_totals {
   long long tasks, deps, flops, bytes;

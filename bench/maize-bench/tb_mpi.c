@@ -512,6 +512,18 @@ static int cmp_double(const void *a, const void *b) {
 #define MPI_NSYS 4
 #define MPI_MAXPTS 40
 
+/* A METG for a BENCH line: "na" where none was found (tb_metg < 0). */
+static void fmt_metg(char *out, size_t n, double metg) {
+  if (metg >= 0) snprintf(out, n, "%.2f", metg);
+  else snprintf(out, n, "na");
+}
+
+/* The ratio of two METGs, or "na". */
+static void fmt_ratio(char *out, size_t n, double a, double b) {
+  if (a > 0 && b > 0) snprintf(out, n, "%.2f", a / b);
+  else snprintf(out, n, "na");
+}
+
 static int parse_long(const char *cmd, const char *name, const char *v, long lo, long hi, long *out) {
   char *end;
   errno = 0;
@@ -529,11 +541,14 @@ static int parse_long(const char *cmd, const char *name, const char *v, long lo,
  * its run and its communication thread may poll for up to
  * $MZ_MPI_SPIN_US, which on a machine with a core per rank would take
  * part of the core from the next system's first run (a fine run of the
- * peer is a few hundred microseconds). */
-static int timed(const tb_system *sys, void *st, int reps, double *median, char *err, size_t errsz) {
+ * peer is a few hundred microseconds).  ns: when not NULL, the kernel's
+ * nanoseconds per iteration just before the runs, the slowest rank's
+ * (tb_compute_ns_per_iter). */
+static int timed(const tb_system *sys, void *st, int reps, double *median, double *ns, char *err, size_t errsz) {
   double t[101];
   struct timespec settle = {0, 5 * 1000 * 1000};
   nanosleep(&settle, NULL);
+  if (ns) *ns = max_all(tb_compute_ns_per_iter());
   for (int r = 0; r < reps; r++)
     if (sys->run(st, &t[r], err, errsz)) return -1;
   qsort(t, (size_t)reps, sizeof t[0], cmp_double);
@@ -622,7 +637,7 @@ int mzb_mpi_metg_main(int argc, char **argv) {
   if (maxk < 0) {
     g->kernel.iterations = 1 << 12;
     double e;
-    if (timed(sys[2], st[2], 1, &e, err, sizeof err)) goto fail;
+    if (timed(sys[2], st[2], 1, &e, NULL, err, sizeof err)) goto fail;
     double per_iter_us = e * 1e6 * (double)(size * workers) / (double)(steps * g->max_width) / (double)(1 << 12);
     maxk = (long)ceil(log2(coarse_us / (per_iter_us > 0 ? per_iter_us : 1e-3)));
     if (maxk > 26) maxk = 26;
@@ -632,45 +647,65 @@ int mzb_mpi_metg_main(int argc, char **argv) {
   tb_totals tot;
   int npts = (int)maxk + 1;
   double el[MPI_NSYS][MPI_MAXPTS], fl[MPI_NSYS][MPI_MAXPTS], gr[MPI_NSYS][MPI_MAXPTS], ef[MPI_NSYS][MPI_MAXPTS];
+  /* Efficiency two ways.  Task Bench's: FLOP/s over the sweep's best
+   * (peak, below).  And against the kernel's speed read just before each
+   * system's runs (ec): this machine's speed moves by 2x for seconds at a
+   * time, and a sweep's peak read in a fast spell puts every point read in
+   * a slow one under 50% (a sweep of several minutes then gave "na"
+   * for all but one system), while a system's runs and the reading just
+   * before them nearly always fall in one spell.  ec is the time the
+   * ranks' tasks take alone at that speed (a core's share of the tasks, of
+   * iterations x ns each) over the elapsed time.  drift: the slowest
+   * reading of the sweep over the fastest. */
+  double ec[MPI_NSYS][MPI_MAXPTS], ns_lo = 1e30, ns_hi = 0;
   double peak = 0;
   for (int k = (int)maxk, i = 0; k >= 0 && i < MPI_MAXPTS; k--, i++) {
     g->kernel.iterations = 1L << k;
     tb_app_totals(&app, &tot);
     for (int s = 0; s < MPI_NSYS; s++) {
-      if (timed(sys[s], st[s], (int)reps, &el[s][i], err, sizeof err)) goto fail;
+      double ns = 0;
+      if (timed(sys[s], st[s], (int)reps, &el[s][i], &ns, err, sizeof err)) goto fail;
       fl[s][i] = (double)tot.flops / el[s][i];
       gr[s][i] = el[s][i] * 1e6 * (double)(size * workers) / (double)tot.tasks;
+      ec[s][i] = (double)tot.tasks / (double)(size * workers) * (double)g->kernel.iterations * ns * 1e-9 / el[s][i];
+      if (ns < ns_lo) ns_lo = ns;
+      if (ns > ns_hi) ns_hi = ns;
       if (fl[s][i] > peak) peak = fl[s][i];
     }
   }
-  double metg[MPI_NSYS];
+  double metg[MPI_NSYS], metgc[MPI_NSYS];
   for (int s = 0; s < MPI_NSYS; s++) {
     for (int i = 0; i < npts; i++) ef[s][i] = fl[s][i] / peak;
     metg[s] = tb_metg(gr[s], ef[s], (size_t)npts, 0.5);
+    metgc[s] = tb_metg(gr[s], ec[s], (size_t)npts, 0.5);
   }
   if (rank == 0) {
     printf("mpi-metg: %s, %ld steps, width %ld, %d ranks x %ld workers, compute_bound, median of %ld\n", pattern, steps,
            g->max_width, size, workers, reps);
     printf("%10s", "iter");
-    for (int s = 0; s < MPI_NSYS; s++) printf(" %16s %6s", sys[s]->name, "eff");
+    for (int s = 0; s < MPI_NSYS; s++) printf(" %16s %6s %6s", sys[s]->name, "eff", "ceff");
     printf("\n");
     for (int i = 0; i < npts; i++) {
       printf("%10ld", 1L << (maxk - i));
-      for (int s = 0; s < MPI_NSYS; s++) printf(" %13.2f us %6.3f", gr[s][i], ef[s][i]);
+      for (int s = 0; s < MPI_NSYS; s++) printf(" %13.2f us %6.3f %6.3f", gr[s][i], ef[s][i], ec[s][i]);
       printf("\n");
     }
-    char b[MPI_NSYS][32];
+    printf("(eff: FLOP/s over the sweep's best; ceff: against the kernel's speed read before each system's runs, "
+           "which moved %.2fx over the sweep)\n", ns_hi / ns_lo);
+    char b[MPI_NSYS][32], bc[MPI_NSYS][32];
     for (int s = 0; s < MPI_NSYS; s++) {
-      if (metg[s] >= 0) snprintf(b[s], sizeof b[s], "%.2f", metg[s]);
-      else snprintf(b[s], sizeof b[s], "na");
+      fmt_metg(b[s], sizeof b[s], metg[s]);
+      fmt_metg(bc[s], sizeof bc[s], metgc[s]);
     }
-    char r1[32] = "na", r2[32] = "na", r3[32] = "na";
-    if (metg[0] > 0 && metg[2] > 0) snprintf(r1, sizeof r1, "%.2f", metg[0] / metg[2]);
-    if (metg[1] > 0 && metg[2] > 0) snprintf(r2, sizeof r2, "%.2f", metg[1] / metg[2]);
-    if (metg[3] > 0 && metg[2] > 0) snprintf(r3, sizeof r3, "%.2f", metg[3] / metg[2]);
+    char r1[32], r2[32], r3[32], rc2[32];
+    fmt_ratio(r1, sizeof r1, metg[0], metg[2]);
+    fmt_ratio(r2, sizeof r2, metg[1], metg[2]);
+    fmt_ratio(r3, sizeof r3, metg[3], metg[2]);
+    fmt_ratio(rc2, sizeof rc2, metgc[1], metgc[2]);
     printf("BENCH mpi.taskbench pattern=%s ranks=%d workers=%ld maize_us=%s maize_rerun_us=%s mpi_us=%s "
-           "ratio=%s rerun_ratio=%s maize_pair_us=%s pair_ratio=%s\n",
-           pattern, size, workers, b[0], b[1], b[2], r1, r2, b[3], r3);
+           "ratio=%s rerun_ratio=%s maize_pair_us=%s pair_ratio=%s maize_rerun_cal_us=%s mpi_cal_us=%s "
+           "rerun_ratio_cal=%s drift=%.2f\n",
+           pattern, size, workers, b[0], b[1], b[2], r1, r2, b[3], r3, bc[1], bc[2], rc2, ns_hi / ns_lo);
   }
   for (int s = 0; s < MPI_NSYS; s++) sys[s]->destroy(st[s]);
   return 0;
