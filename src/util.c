@@ -293,7 +293,7 @@ void mz__parker_park(struct mz__parker *p) {
   pthread_mutex_unlock(&p->m);
 }
 
-/* ---- errors ---- */
+/* ---- threads ---- */
 
 void mz__thread_name(pthread_t t, const char *fmt, ...) {
   char name[16] = "mz-";
@@ -303,6 +303,8 @@ void mz__thread_name(pthread_t t, const char *fmt, ...) {
   va_end(ap);
   (void)pthread_setname_np(t, name);
 }
+
+/* ---- errors ---- */
 
 char *mz__strdupf(const char *fmt, ...) {
   char buf[512];

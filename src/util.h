@@ -1,7 +1,7 @@
 /* maize internals: small pieces the core shares (src/util.c): locks, a
- * bump allocator, an MPSC queue, a parking spot for one thread, and the
- * thread-local markers of runtime threads.  Nothing here knows a graph, a
- * run or a device.
+ * bump allocator, an MPSC queue, a parking spot for one thread, thread
+ * names, and the thread-local markers of runtime threads.  Nothing here
+ * knows a graph, a run or a device.
  *
  * Threads and locks: each lock is for short sections and never held
  * across a blocking call; the queue and the parker say who may call what. */

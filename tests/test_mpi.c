@@ -38,8 +38,8 @@
 #include <string.h>
 
 #include "maize.h"
-#include "threads.h"
 #include "maize/mpi.h"
+#include "threads.h"
 
 static int failures;
 static int myrank;
