@@ -149,6 +149,15 @@ int tb_execute_point(const tb_graph *g, long t, long point, void *output, size_t
                      const void *const *inputs, const size_t *input_bytes, size_t ninputs, void *scratch,
                      size_t scratch_bytes, char *err, size_t errsz);
 
+/* Busy time: while on, every tb_execute_point adds its own duration to a
+ * process-wide count (two time-stamp counter reads and an atomic add a
+ * task: a few nanoseconds), whichever system calls it, so a sweep can
+ * read how much of a run the ranks spent in the tasks themselves.
+ * tb_busy_on converts the counter's ticks to nanoseconds (a 20 ms
+ * reading, the first time); tb_busy_ns is the count so far. */
+void tb_busy_on(void);
+double tb_busy_ns(void);
+
 /* Nanoseconds per compute_bound iteration on this core now: the best of
  * five tasks of 2^14 iterations (about a millisecond in all).  The METG
  * sweeps read it to see how far the machine's speed moved meanwhile. */
