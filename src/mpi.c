@@ -315,6 +315,9 @@ struct xfer {
  * those in it; a message that finds it closed releases its gates itself. */
 #define EARLY_CLOSED ((struct xfer *)(uintptr_t)1)
 
+/* Lines a wrapped task asks the cache for ahead of the next (struct dtask). */
+#define MZ__MPI_AHEAD 16
+
 /* A task built with its kernel's wrapper: the user's kernel, the inputs it
  * reads from folded receives (parameter index, transfer), the outputs its
  * completion sends.  Its address travels as the wrapper's last argument. */
@@ -335,6 +338,14 @@ struct dtask {
    * task's own share): whoever takes it to 0 ends the node. */
   mz_op *op;
   _Atomic unsigned pend;
+  /* The look-ahead (plan_ahead): the first wrapped task here that reads
+   * what this one writes (a stencil's next step), the node of this one,
+   * and the lines that next one's start and end touch, asked of the cache
+   * before this task's function runs. */
+  struct dtask *next;
+  mz_op *node;
+  unsigned nahead;
+  const void *ahead[MZ__MPI_AHEAD];
 };
 
 struct mz_dgraph {
@@ -1233,6 +1244,7 @@ static int task_start(mz_op *op, const mz_call *call) {
     uc.nargs = n;
     uc.args = args;
     uc.user = dt->fn_user;
+    for (unsigned i = 0; i < dt->nahead; i++) __builtin_prefetch(dt->ahead[i]);
     int ret = dt->fn(&uc);
     /* Timed (the run or the perf models want it: t_start is set): the
      * function's end, before any send may end the node elsewhere. */
@@ -2129,6 +2141,15 @@ mz_op *mz_dgraph_apply(mz_dgraph *dg, mz_kernel *k, unsigned n, const mz_darg ar
       gc->ngates++;
     }
   }
+  if (dt) {
+    dt->node = res;
+    /* The look-ahead's link: this task follows the wrapped one here that
+     * wrote a value it reads (the first such reader only). */
+    for (unsigned i = 0; i < n; i++) {
+      struct dtask *w = ids[i] && dirs[i] != MZ__OUT ? dg->wtask[ids[i] - 1] : NULL;
+      if (w && w != dt && !w->next && dg->latest[ids[i] - 1] == m->rank) w->next = dt;
+    }
+  }
   for (unsigned i = 0; i < n; i++)
     if (ids[i] && dirs[i] != MZ__IN) {
       set_written(dg, ids[i] - 1, exec);
@@ -2165,6 +2186,47 @@ static int freeze(mz_dgraph *dg) {
   dg->root = mz_join(dg->g, (unsigned)dg->ntasks, dg->tasks);
   if (mz_graph_status(dg->g) != MZ_OK) return dg_fail(dg, mz_graph_status(dg->g), "mz_dgraph_run: %s", mz_graph_message(dg->g));
   return MZ_OK;
+}
+
+/* The lines dt's next task (dt->next) touches first, for task_start to
+ * ask of the cache while dt's function runs: a step of a fine distributed
+ * stencil touches some 25 lines of its own (each step's task and records
+ * are its own), and those of its records missed between the message's
+ * arrival and its kernel (the next task cannot start before the message,
+ * but its lines need not wait for it).  Its wrapper record and lists, the
+ * staging memory its inputs land in, the transfers its outputs go out by,
+ * its node's op and task lines and parameter slots, its buffers' records.
+ * Computed once the plan is fixed (plan_receives: the lists have their
+ * last place); all of it stays where it is while the graph lives (a hint
+ * to a freed buffer's record would be harmless: a prefetch never faults). */
+static void plan_ahead(struct dtask *dt) {
+  const struct dtask *nx = dt->next;
+  unsigned k = 0;
+  if (!nx) return;
+#define AHEAD(p)                                           \
+  do {                                                     \
+    if ((p) && k < MZ__MPI_AHEAD) dt->ahead[k++] = (p);    \
+  } while (0)
+  /* The record itself spans two or three lines (this list is in it). */
+  for (size_t o = 0; o < sizeof *nx; o += 64) AHEAD((const char *)nx + o);
+  AHEAD((const char *)nx + sizeof *nx - 1);
+  AHEAD(nx->in);
+  AHEAD(nx->out);
+  for (unsigned i = 0; i < nx->nin && i < 2; i++) AHEAD(nx->in[i].stage);
+  for (unsigned i = 0; i < nx->nout && i < 2; i++) AHEAD(nx->out[i].x);
+  if (nx->node) {
+    const struct mz__task *t = mz__task_of(nx->node);
+    AHEAD((const void *)nx->node);
+    AHEAD((const char *)t + 64);
+    AHEAD(mz__task_values(t) + t->nparams - 1);
+    const mz_kernel *kern = t->kernel;
+    for (uint64_t mk = kern && t->nparams <= 64 ? kern->bufmask : 0; mk; mk &= mk - 1) {
+      const mz_buffer *b = mz__task_values(t)[__builtin_ctzll(mk)].p;
+      if (b) AHEAD(&b->shape);
+    }
+  }
+#undef AHEAD
+  dt->nahead = k;
 }
 
 /* At the first run: the staged receives' persistent requests (in plan
@@ -2216,6 +2278,7 @@ static bool plan_receives(mz_dgraph *dg) {
     dg->rreq[x->rk] = MPI_REQUEST_NULL;
     dg->rcmd[x->rk] = &x->c;
   }
+  for (size_t i = 0; i < dg->ndts; i++) plan_ahead(dg->dts[i]);
   return ok;
 }
 
