@@ -2198,7 +2198,12 @@ static int freeze(mz_dgraph *dg) {
  * its node's op and task lines and parameter slots, its buffers' records.
  * Computed once the plan is fixed (plan_receives: the lists have their
  * last place); all of it stays where it is while the graph lives (a hint
- * to a freed buffer's record would be harmless: a prefetch never faults). */
+ * to a freed buffer's record would be harmless: a prefetch never faults).
+ * The list costs a wrapped task 128 bytes; finding the same lines from
+ * the next record at each step (two pointers a task) read its fields
+ * before the kernel, and a fine step (1 iteration) came out slower than
+ * without any look-ahead (1.50 against 1.37 times plain MPI, medians of
+ * 15 alternating rounds), the list's 1.19. */
 static void plan_ahead(struct dtask *dt) {
   const struct dtask *nx = dt->next;
   unsigned k = 0;
