@@ -2212,7 +2212,7 @@ static void plan_ahead(struct dtask *dt) {
   do {                                                     \
     if ((p) && k < MZ__MPI_AHEAD) dt->ahead[k++] = (p);    \
   } while (0)
-  /* The record itself spans two or three lines (this list is in it). */
+  /* The record itself spans three or four lines (this list is in it). */
   for (size_t o = 0; o < sizeof *nx; o += 64) AHEAD((const char *)nx + o);
   AHEAD((const char *)nx + sizeof *nx - 1);
   AHEAD(nx->in);
