@@ -149,12 +149,12 @@ int tb_execute_point(const tb_graph *g, long t, long point, void *output, size_t
                      const void *const *inputs, const size_t *input_bytes, size_t ninputs, void *scratch,
                      size_t scratch_bytes, char *err, size_t errsz);
 
-/* Busy time: while on, every tb_execute_point adds its own duration to a
- * process-wide count (two time-stamp counter reads and an atomic add a
- * task: about 25 ns on a 2-core virtual machine), whichever system calls it, so a sweep can
- * read how much of a run the ranks spent in the tasks themselves.
- * tb_busy_on converts the counter's ticks to nanoseconds (a 20 ms
- * reading, the first time); tb_busy_ns is the count so far. */
+/* Busy time: while on, every tb_execute_point adds its own duration to
+ * its thread's count (two time-stamp counter reads and an add a task:
+ * about 25 ns on a 2-core virtual machine), whichever system calls it, so
+ * a sweep can read how much of a run the ranks spent in the tasks
+ * themselves.  tb_busy_on converts the counter's ticks to nanoseconds (a
+ * 20 ms reading, the first time); tb_busy_ns is the process's sum so far. */
 void tb_busy_on(void);
 double tb_busy_ns(void);
 
