@@ -509,6 +509,12 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Sort v (n values, n >= 1) and return its median. */
+static double sort_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 #define MPI_NSYS 4
 #define MPI_MAXPTS 40
 
@@ -559,10 +565,8 @@ static int timed(const tb_system *sys, void *st, int reps, double *median, doubl
     MPI_Allreduce(&mine, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     b[r] = t[r] > 0 ? all * 1e-9 / (t[r] * (double)cores) : 0;
   }
-  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-  qsort(b, (size_t)reps, sizeof b[0], cmp_double);
-  *median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  if (busy) *busy = reps % 2 ? b[reps / 2] : 0.5 * (b[reps / 2 - 1] + b[reps / 2]);
+  *median = sort_median(t, reps);
+  if (busy) *busy = sort_median(b, reps);
   return 0;
 }
 
@@ -862,18 +866,9 @@ int mzb_mpi_weak_main(int argc, char **argv) {
   tb_system_maize_mpi_rerun.destroy(st);
   tb_system_maize_rerun.destroy(st1);
   if (anybad) return 1;
-  qsort(tr, (size_t)reps, sizeof tr[0], cmp_double);
-  qsort(tn, (size_t)reps, sizeof tn[0], cmp_double);
-  qsort(ratio, (size_t)reps, sizeof ratio[0], cmp_double);
-  double t1 = reps % 2 ? tr[reps / 2] : 0.5 * (tr[reps / 2 - 1] + tr[reps / 2]);
-  double tnm = reps % 2 ? tn[reps / 2] : 0.5 * (tn[reps / 2 - 1] + tn[reps / 2]);
-  qsort(tp, (size_t)reps, sizeof tp[0], cmp_double);
-  qsort(pratio, (size_t)reps, sizeof pratio[0], cmp_double);
-  qsort(mratio, (size_t)reps, sizeof mratio[0], cmp_double);
-  double rm = reps % 2 ? ratio[reps / 2] : 0.5 * (ratio[reps / 2 - 1] + ratio[reps / 2]);
-  double tpm = reps % 2 ? tp[reps / 2] : 0.5 * (tp[reps / 2 - 1] + tp[reps / 2]);
-  double prm = reps % 2 ? pratio[reps / 2] : 0.5 * (pratio[reps / 2 - 1] + pratio[reps / 2]);
-  double mrm = reps % 2 ? mratio[reps / 2] : 0.5 * (mratio[reps / 2 - 1] + mratio[reps / 2]);
+  /* Each sorted in place: the ranges below are its ends. */
+  double t1 = sort_median(tr, (int)reps), tnm = sort_median(tn, (int)reps), rm = sort_median(ratio, (int)reps);
+  double tpm = sort_median(tp, (int)reps), prm = sort_median(pratio, (int)reps), mrm = sort_median(mratio, (int)reps);
   if (rank == 0) {
     printf("mpi-weak: stencil_1d, %ld steps, compute_bound %ld iterations, one point per rank, median of %ld\n", steps,
            iter, reps);
