@@ -569,7 +569,30 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
   const struct mz__lwgate *gate = lw->gated, *gend = gate + lw->ngated;
   size_t gnext = gate < gend ? gate->idx : SIZE_MAX;
   bool early = handed && lw->nsources == n && n >= 2 * piece && mz__run_early_ok(r);
+  /* Other work (chains, stencils, trees): the sources this pass has reset
+   * go to the workers after its first 256 tasks, then after each piece, so
+   * that this pass runs beside the workers rather than before them (it
+   * takes a quarter to a half of a chain's re-run on its own).  They may
+   * then end a task whose successor is not reset yet: struct mz__run's
+   * resetting makes them wait for it, and its src_hold keeps the run from
+   * ending before run_start.  nsrc: the sources reset so far (lw->sources
+   * is in task order); from counts those handed over. */
+  bool lag = handed && !early && lw->nsources < n && n >= 2 * piece && mz__run_early_ok(r);
+  size_t nsrc = 0, hand_at = 256;
   for (size_t i = 0; i < n; i++) {
+    if (__builtin_expect(lag && i == hand_at, 0)) {
+      if (nsrc > from) {
+        if (!r->src_hold) {
+          /* Before the first hand-off, which publishes both. */
+          r->src_hold = r->src_list = true;
+          atomic_store_explicit(&r->remaining, n + 1, memory_order_relaxed);
+          atomic_store_explicit(&r->resetting, true, memory_order_relaxed);
+        }
+        mz__run_share_early(r, lw->sources + from, nsrc - from);
+        from = nsrc;
+      }
+      hand_at = i + piece;
+    }
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     /* The task's second line (successors, policy word, plan links) only
@@ -603,20 +626,29 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
        * ready_shared); a source with one leaves it all to run_start. */
       if (__builtin_expect(!mz__task_has_plan_next(t), 1)) {
         atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
+        nsrc++;
         /* Once handed over, a task may run and end: not touched again. */
         if (early && i + 1 - from == piece && i + 1 < n) {
-          mz__run_share_early(r, from, piece);
+          mz__run_share_early(r, r->tasks + from, piece);
           from = i + 1;
         }
         continue;
       }
-      /* From here on run_start walks the rest (ready_shared). */
-      if (early && i > from) mz__run_share_early(r, from, i - from);
+      /* From here on run_start walks the rest (ready_shared): the sources
+       * reset so far are handed over now, this one and the next are not. */
+      if (early && i > from) mz__run_share_early(r, r->tasks + from, i - from);
       if (early) from = i;
-      handed = false;
+      if (lag && nsrc > from && r->src_hold) {
+        mz__run_share_early(r, lw->sources + from, nsrc - from);
+        from = nsrc;
+      }
+      handed = lag = false;
     }
     atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   }
+  /* Every task is reset: the workers need not look (release: a worker that
+   * reads false sees every reset). */
+  if (r->src_hold) atomic_store_explicit(&r->resetting, false, memory_order_release);
   r->src_handed = handed;
   r->src_from = from;
 }

@@ -1170,6 +1170,10 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
           mz__alias_clear_tiles_poison(b);
       }
   mz__spin_lock(&t->lock);
+  /* A successor the replay has not reset yet still shows its last run:
+   * waited for before it is marked or its count dropped. */
+  if (__builtin_expect(atomic_load_explicit(&r->resetting, memory_order_acquire), 0))
+    mz__run_wait_reset(t->succs.v, t->succs.n);
   t->exec.status = status; /* its final status: see struct mz__exec */
   /* A failure marks the successors before DONE is published: a thread that
    * sees this task done (placing a successor behind it on the device, say)
@@ -1395,14 +1399,32 @@ bool mz__run_early_ok(const struct mz__run *r) {
   return lean_if_shared(r) && !rt->pol[r->policy]->plan && !rt->nhold_types;
 }
 
-void mz__run_share_early(struct mz__run *r, size_t from, size_t n) {
+void mz__run_share_early(struct mz__run *r, struct mz_op *const *v, size_t n) {
   if (!r->src_early) {
     r->src_early = true;
     r->share = r->all_shared = true;
     set_lean(r);
   }
   mz_runtime *rt = r->rt;
-  rt->share_dev->ops->share_array(rt->share_dev, r->tasks + from, n);
+  rt->share_dev->ops->share_array(rt->share_dev, v, n);
+}
+
+void mz__run_wait_reset(struct mz_op *const *v, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    const struct mz__task *s = mz__task_of(v[i]);
+    /* The replay runs ahead of the workers, several times faster than
+     * they end tasks: a wait is rare and short, unless its thread was
+     * preempted, which a yield lets it get back from. */
+    for (unsigned spins = 0; atomic_load_explicit(&s->state, memory_order_acquire) == MZ__T_DONE; spins++) {
+      if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        sched_yield();
+      }
+    }
+  }
 }
 
 bool mz__run_may_share(const struct mz__run *r) {
@@ -1473,19 +1495,23 @@ static void run_start(struct mz__run *r) {
     mz_op **src = lw->sources;
     size_t ns = lw->nsources;
     if (r->src_early) {
-      /* Every task a source, the first ones handed over by the replay
-       * (mz__run_share_early): the rest of the task list. */
-      src = r->tasks + r->src_from;
-      ns = r->ntasks - r->src_from;
+      /* The first sources were handed over by the replay
+       * (mz__run_share_early): the rest of the task list when every task
+       * is a source, else the rest of lw's array of them. */
+      src = r->src_list ? lw->sources + r->src_from : r->tasks + r->src_from;
+      ns = (r->src_list ? lw->nsources : r->ntasks) - r->src_from;
     }
     if (__builtin_expect(st >= 0 && r->src_handed && ns, 1)) {
       /* QUEUED by the replay: one hand-off, after which the run may end
        * at once (the array is the graph's, which lives on). */
       rt->share_dev->ops->share_array(rt->share_dev, src, ns);
-      return;
+    } else {
+      for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
+      work_drain(&w);
     }
-    for (size_t i = 0; i < ns; i++) ready_shared(src[i], &w, rt, st);
-    work_drain(&w);
+    /* The replay's count on the run (struct mz__run's src_hold): the run
+     * is committed, it may end. */
+    if (r->src_hold && atomic_fetch_sub_explicit(&r->remaining, 1, memory_order_acq_rel) == 1) mz__run_complete(r);
     return;
   }
   r->share = mz__run_may_share(r);

@@ -50,13 +50,20 @@ void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU wo
 /* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
  * live CPU device, no fault injection, a policy that shares. */
 bool mz__run_may_share(const struct mz__run *r);
-/* A replay of a run whose tasks are all sources (graph/lower.c, replay):
- * hand r->tasks[from, from + n), QUEUED, to the CPU workers before the run
- * starts, so that they run while the replay resets the rest.  Called with
- * rt->lock held, from the thread committing r, on a run that cannot end
- * before run_start (it hands the last piece); the first call sets what the
- * workers read of r (share, all_shared, lean). */
-void mz__run_share_early(struct mz__run *r, size_t from, size_t n);
+/* A replay (graph/lower.c, replay): hand v[0, n), sources of r already
+ * reset and QUEUED, to the CPU workers before the run starts, so that
+ * they run while the replay resets the rest.  Called with rt->lock held,
+ * from the thread committing r, on a run that cannot end before run_start
+ * (it hands the last piece, or r holds a count: struct mz__run's
+ * src_hold); the first call sets what the workers read of r (share,
+ * all_shared, lean). */
+void mz__run_share_early(struct mz__run *r, struct mz_op *const *v, size_t n);
+/* A task of a run whose replay may still be resetting its tasks (struct
+ * mz__run's resetting, read with acquire) ends: wait until each of its n
+ * successors v[] is reset (its state is no longer the DONE of its last
+ * run), before its count is dropped.  Thread: the one ending the task;
+ * the replay, on another thread, holds no lock this one may hold. */
+void mz__run_wait_reset(struct mz_op *const *v, unsigned n);
 /* Whether r, all of whose nodes are shared, may be handed over early: it
  * will be lean (struct mz__run.lean), its policy has no plan and no
  * backend runs on a virtual clock.  rt->lock is held. */

@@ -78,6 +78,10 @@ static inline __attribute__((always_inline)) unsigned mz__lean_end(struct mz__qu
   struct mz__task *t = mz__task_of(op);
   mz__lean_done(Q, acct, op, counted);
   unsigned n = 0;
+  /* A successor the replay has not reset yet (struct mz__run's resetting):
+   * waited for before its count is dropped. */
+  if (__builtin_expect(atomic_load_explicit(&t->run->resetting, memory_order_acquire), 0))
+    mz__run_wait_reset(t->succs.v, t->succs.n);
   for (unsigned i = 0; i < t->succs.n; i++)
     if (mz__task_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
   acct->done++;

@@ -28,6 +28,9 @@
  * - many replayed graphs of independent nodes in flight at once (more than
  *   the CPU device holds as arrays), and a replay started from a worker:
  *   every node runs once per run;
+ * - replays of chains and stencils, whose sources run while the rest are
+ *   reset: every node runs once per run, after the nodes it reads from,
+ *   and a failure mid-graph cancels its descendants only;
  * - runs of overlapping roots of one graph whose futures go in turn (an
  *   ended run is kept while its tasks may name it): each node runs once
  *   per run that includes it;
@@ -1052,6 +1055,109 @@ Test(rerun, independent_replays_start_while_being_reset) {
     for (int i = 0; i < EN; i++)
       cr_assert_eq(atomic_load(&early_count[0][i]), 7, "node %d of graph 0 ran %d times", i, atomic_load(&early_count[0][i]));
     for (int j = 0; j < EG; j++) mz_graph_destroy(g[j]);
+    mz_kernel_destroy(k);
+    mz_runtime_destroy(rt);
+  }
+}
+
+/* ---- replays of dependent work run while they are reset ---- */
+
+enum { LG = 6, LT = 600, LW = 4 }; /* graphs in flight; a stencil's steps and widest row */
+static _Atomic int lag_ran[LG][LT * LW]; /* the run each task last ran in */
+static _Atomic int lag_bad;              /* tasks that found a predecessor not run yet in their run */
+static _Atomic int lag_run, lag_fail_at; /* the run number; task t * LW + j of graph 1 fails in run 3 */
+/* "i32 g, i32 i, i32 w, in u8[] a, inout u8[] b, in u8[] c": task i of a
+ * stencil of width w (a chain when w is 1) checks that the tasks of the
+ * step before whose columns it reads ran in this run, and notes its own. */
+static int lag_fn(const mz_call *c) {
+  int g = c->args[0].i32, i = c->args[1].i32, w = c->args[2].i32;
+  int t = i / w, j = i % w, r = atomic_load(&lag_run);
+  for (int d = -1; t > 0 && d <= 1; d++)
+    if (j + d >= 0 && j + d < w && atomic_load(&lag_ran[g][(t - 1) * w + j + d]) != r) atomic_fetch_add(&lag_bad, 1);
+  atomic_store(&lag_ran[g][i], r);
+  ((unsigned char *)c->args[4].p)[0]++;
+  return g == 1 && r == 3 && i == atomic_load(&lag_fail_at) ? 7 : 0;
+}
+
+/* A replay of work that is not all sources (chains, stencils) hands its
+ * sources to the workers while it resets the rest, and a task's end waits
+ * for a successor not reset yet: every task runs once per run and after
+ * the tasks it reads from, with 1 and 2 workers, many such replays in
+ * flight at once, the last run's future alive when the next starts, a
+ * task failing mid-graph in one run (its run fails, its descendants are
+ * canceled, the next run is whole), and a replay started from a worker. */
+Test(rerun, dependent_replays_run_while_being_reset) {
+  for (int nw = 1; nw <= 2; nw++) {
+    memset(lag_ran, 0, sizeof lag_ran);
+    atomic_store(&lag_bad, 0);
+    mz_runtime *rt = test_runtime(nw == 1 ? "cpu:1" : "cpu:2");
+    mz_kernel *k = test_kernel(rt, "lag", "i32 g, i32 i, i32 w, in u8[] a, inout u8[] b, in u8[] c", lag_fn, NULL);
+    mz_graph *g[LG];
+    mz_op *root[LG];
+    int width[LG];
+    mz_buffer *col[LG][LW], *edge[LG];
+    for (int m = 0; m < LG; m++) {
+      width[m] = m % 2 ? LW : 1; /* chains and stencils in turn */
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g[m]));
+      edge[m] = test_buffer_1d(rt, MZ_U8, 1, NULL);
+      for (int j = 0; j < width[m]; j++) col[m][j] = test_buffer_1d(rt, MZ_U8, 1, NULL);
+      mz_op *last[LW];
+      for (int t = 0; t < LT; t++)
+        for (int j = 0; j < width[m]; j++) {
+          mz_buffer *a = j > 0 ? col[m][j - 1] : edge[m], *c = j + 1 < width[m] ? col[m][j + 1] : edge[m];
+          mz_op *args[6] = {mz_i32(g[m], m), mz_i32(g[m], t * width[m] + j), mz_i32(g[m], width[m]), mz_value(g[m], a),
+                            mz_value(g[m], col[m][j]), mz_value(g[m], c)};
+          last[j] = mz_apply(g[m], k, mz_zip(g[m], 6, args), NULL);
+        }
+      root[m] = mz_join(g[m], (unsigned)width[m], last);
+      cr_assert_eq(mz_graph_status(g[m]), MZ_OK, "%s", mz_graph_message(g[m]));
+    }
+    /* Graph 1 (a stencil) fails at step 5, column 2 in run 3. */
+    atomic_store(&lag_fail_at, 5 * LW + 2);
+    mz_future *prev[LG] = {0};
+    for (int r = 1; r <= 6; r++) {
+      atomic_store(&lag_run, r);
+      mz_future *f[LG];
+      for (int m = 0; m < LG; m++) MZ_OK_OR_DIE(rt, mz_graph_run(g[m], root[m], "eager", &f[m]));
+      for (int m = 0; m < LG; m++) {
+        int st = mz_future_wait(f[m]);
+        bool fails = r == 3 && m == 1;
+        cr_assert_eq(st, fails ? MZ_EKERNEL : MZ_OK, "%d worker(s), graph %d, run %d: %s: %s", nw, m, r, mz_err_name(st),
+                     mz_future_message(f[m]));
+        if (prev[m]) mz_future_destroy(prev[m]);
+        prev[m] = NULL;
+        if (r % 2) prev[m] = f[m];
+        else mz_future_destroy(f[m]);
+        /* The failure poisoned what its task wrote: written again, so that
+         * the next run's readers are not canceled. */
+        for (int j = 0; fails && j < width[m]; j++) MZ_OK_OR_DIE(rt, mz_buffer_write(col[m][j], &(unsigned char){0}, 1));
+        int n = LT * width[m];
+        for (int i = 0; i < n; i++) {
+          int ran = atomic_load(&lag_ran[m][i]), t = i / width[m];
+          if (!fails) cr_assert_eq(ran, r, "%d worker(s), run %d: task %d of graph %d last ran in run %d", nw, r, i, m, ran);
+          else if (t < 5 || i == 5 * LW + 2) cr_assert_eq(ran, r, "run %d: task %d, before or at the failure, last ran in run %d", r, i, ran);
+          else if (t >= 8) cr_assert_lt(ran, r, "run %d: task %d, after the failure, ran", r, i);
+        }
+      }
+      cr_assert_eq(atomic_load(&lag_bad), 0, "%d worker(s), run %d: %d tasks ran before a task they read from", nw, r,
+                   atomic_load(&lag_bad));
+    }
+    for (int m = 0; m < LG; m++)
+      if (prev[m]) mz_future_destroy(prev[m]);
+    /* Graph 0's replay (a chain), started by a host node of another graph. */
+    atomic_store(&lag_run, 7);
+    replay_from_worker(rt, g[0], root[0]);
+    for (int i = 0; i < LT; i++) cr_assert_eq(atomic_load(&lag_ran[0][i]), 7, "task %d of graph 0: run %d", i, atomic_load(&lag_ran[0][i]));
+    cr_assert_eq(atomic_load(&lag_bad), 0);
+    /* Each chain's buffer counts its tasks' runs: 7 runs of LT. */
+    unsigned char v = 0;
+    MZ_OK_OR_DIE(rt, mz_buffer_read(col[0][0], &v, 1));
+    cr_assert_eq(v, (unsigned char)(7 * LT), "graph 0's chain counted %u, not %u", v, (unsigned char)(7 * LT));
+    for (int m = 0; m < LG; m++) {
+      mz_graph_destroy(g[m]);
+      mz_buffer_release(edge[m]);
+      for (int j = 0; j < width[m]; j++) mz_buffer_release(col[m][j]);
+    }
     mz_kernel_destroy(k);
     mz_runtime_destroy(rt);
   }

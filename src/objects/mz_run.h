@@ -44,10 +44,18 @@ struct mz__run {
    * device whole (share_array); false when the replay could not (a source
    * with a plan link, or no share_array): run_start then walks the array. */
   bool gates_open, src_handed;
-  /* A replay whose tasks are all sources hands the first of them over in
-   * pieces as it resets them (src_early: mz__run_share_early), and
-   * run_start the rest, from r->tasks[src_from] on. */
-  bool src_early;
+  /* A replay hands the first sources over as it resets the tasks
+   * (src_early: mz__run_share_early), so that the workers run while it
+   * resets the rest, and run_start hands over the others: from
+   * r->tasks[src_from] on when every task is a source, else from
+   * lw->sources[src_from] on (src_list).  In the second case the workers
+   * may end a task whose successor the replay has not reset yet: while
+   * resetting is true, a task's end waits for each successor's reset
+   * (mz__run_wait_reset, src/exec.h) before it drops its count, and the
+   * run holds one count of remaining (src_hold) that run_start drops, so
+   * that the run cannot end before it is committed. */
+  bool src_early, src_list, src_hold;
+  _Atomic bool resetting;
   size_t src_from;
   struct mz__arena arena;     /* preds, exec arrays */
   /* A replayed run (graph/lower.c): its graph's lowered root, which
