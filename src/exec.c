@@ -1415,15 +1415,8 @@ void mz__run_wait_reset(struct mz_op *const *v, unsigned n) {
     /* The replay runs ahead of the workers, several times faster than
      * they end tasks: a wait is rare and short, unless its thread was
      * preempted, which a yield lets it get back from. */
-    for (unsigned spins = 0; atomic_load_explicit(&s->state, memory_order_acquire) == MZ__T_DONE; spins++) {
-      if (spins < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        sched_yield();
-      }
-    }
+    unsigned spins = 0;
+    while (atomic_load_explicit(&s->state, memory_order_acquire) == MZ__T_DONE) mz__spin_or_yield(&spins, 256);
   }
 }
 

@@ -86,19 +86,24 @@ static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s-
  * and then be long (a graph's builders against the scheduling of a large
  * graph): one atomic exchange to take it; a waiter spins briefly, then
  * yields the CPU until the holder is done. */
+/* One round of a wait for something another thread is about to do: the
+ * first `pauses` rounds (counted in *spins) a pause, then a yield of the
+ * CPU, in case that thread was preempted on it. */
+static inline void mz__spin_or_yield(unsigned *spins, unsigned pauses) {
+  if (++*spins < pauses) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    sched_yield();
+  }
+}
+
 typedef struct { _Atomic bool held; } mz__ylock;
 static inline void mz__ylock_lock(mz__ylock *l) {
   unsigned spins = 0;
   while (atomic_exchange_explicit(&l->held, true, memory_order_acquire)) {
-    while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
-      if (++spins < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      } else {
-        sched_yield();
-      }
-    }
+    while (atomic_load_explicit(&l->held, memory_order_relaxed)) mz__spin_or_yield(&spins, 128);
   }
 }
 static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->held, false, memory_order_release); }
