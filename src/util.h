@@ -82,10 +82,6 @@ static inline void mz__spin_lock(mz__spin *s) {
 }
 static inline void mz__spin_unlock(mz__spin *s) { atomic_flag_clear_explicit(&s->f, memory_order_release); }
 
-/* A lock for sections that are short and rarely contended, but may now
- * and then be long (a graph's builders against the scheduling of a large
- * graph): one atomic exchange to take it; a waiter spins briefly, then
- * yields the CPU until the holder is done. */
 /* One round of a wait for something another thread is about to do: the
  * first `pauses` rounds (counted in *spins) a pause, then a yield of the
  * CPU, in case that thread was preempted on it. */
@@ -99,6 +95,10 @@ static inline void mz__spin_or_yield(unsigned *spins, unsigned pauses) {
   }
 }
 
+/* A lock for sections that are short and rarely contended, but may now
+ * and then be long (a graph's builders against the scheduling of a large
+ * graph): one atomic exchange to take it; a waiter spins briefly, then
+ * yields the CPU until the holder is done. */
 typedef struct { _Atomic bool held; } mz__ylock;
 static inline void mz__ylock_lock(mz__ylock *l) {
   unsigned spins = 0;
