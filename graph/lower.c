@@ -653,6 +653,26 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
   r->src_from = from;
 }
 
+/* The run whose first n tasks were committed with their gates open
+ * (schedule_locked's commit pass) starts the usual way after all: those
+ * tasks take their run gate back, as if committed gated.  Nothing of the
+ * run has been released, so only an edge from a run in flight may drop a
+ * count meanwhile, and never a source's last: a source with such an edge
+ * kept its gate, and a task that is not a source waits for its in-run
+ * predecessors.  rt->lock is held. */
+static void close_gates(mz_op *const *tasks, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    struct mz__task *t = mz__task_of(tasks[i]);
+    t->host_wait = false;
+    if (atomic_load_explicit(&t->unsub, memory_order_relaxed) != 0) {
+      atomic_fetch_add_explicit(&t->unfin, 1, memory_order_relaxed);
+    } else if (atomic_load_explicit(&t->state, memory_order_relaxed) == MZ__T_QUEUED) {
+      atomic_store_explicit(&t->unfin, 1, memory_order_relaxed);
+      atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+    }
+  }
+}
+
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
                            mz_future **out);
 
@@ -1083,11 +1103,47 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   /* One pass in topological order: a task's in-run predecessors were set
    * up before it, so its edge can be appended to their successor lists;
    * edges from tasks of runs in flight are registered under their locks,
-   * after the task's counters are set. */
+   * after the task's counters are set.
+   *
+   * Where every task will go to the CPU workers' pool (a policy that
+   * shares and has no plan), the run is lowered with its gates open
+   * (struct mz__run's src_v): nothing is placed, so the run gate, which
+   * keeps a task from being placed before the run is committed, is needed
+   * only where a task could become ready before run_start releases the
+   * sources: on a source with an edge from a run in flight or a failure
+   * that reached it.  Every other source is QUEUED here, while its line is
+   * at hand, and run_start walks the sources alone, not every task twice
+   * (deciding what is shared, then dropping each gate).  A task that
+   * cannot be shared, or waits on outside gates (MPI), closes the gates
+   * of those before it (close_gates) and the run starts the usual way. */
+  bool open = r->ntasks && !rt->pol[pol]->plan && mz__run_may_share(r) && rt->share_dev->ops->share_array;
+  const mz_kernel *pk = NULL;
+  bool psh = false, asked = false, src_gated = false;
+  /* The sources: while every task so far is one (prefix), the first nsrc
+   * of r->tasks; from the first that is not, listed in srcs. */
+  bool prefix = true;
+  size_t nsrc = 0;
+  struct vec srcs = {0};
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     task_enter(op, r, true);
+    uint32_t ngates = mz__task_ngates(t);
+    if (open) {
+      /* (The answer depends on the kernel alone: asked once per run of
+       * equal kernels.) */
+      if (!asked || t->kernel != pk) {
+        psh = mz__run_shareable(r, t);
+        pk = t->kernel;
+        asked = true;
+      }
+      if (psh && !ngates) {
+        t->shared = t->host_wait = true;
+      } else {
+        close_gates(r->tasks, i);
+        open = false;
+      }
+    }
     if (t->succs.nrun) { /* (reset or new: no array yet) */
       t->succs.v = succ_room;
       succ_room += t->succs.nrun;
@@ -1109,8 +1165,27 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       s->v[s->n++] = op;
     }
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, inrun + 1 + mz__task_ngates(t), memory_order_relaxed);
-    atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
+    bool src = open && inrun == 0;
+    bool queued = src && !cross && !atomic_load_explicit(&t->pred_failed, memory_order_relaxed);
+    atomic_store_explicit(&t->unfin, inrun + ngates + (open ? src && !queued : 1), memory_order_relaxed);
+    atomic_store_explicit(&t->state, queued ? MZ__T_QUEUED : MZ__T_WAIT, memory_order_release);
+    if (open) {
+      bool ok = true;
+      if (prefix && !src) {
+        prefix = false;
+        for (size_t k = 0; k < nsrc && ok; k++) ok = !vpush(&srcs, r->tasks[k]);
+      }
+      if (ok && src) {
+        if (prefix) nsrc++;
+        else ok = !vpush(&srcs, op);
+      }
+      if (ok) {
+        src_gated |= src && !queued;
+      } else { /* no memory for the list: the usual start */
+        close_gates(r->tasks, i + 1);
+        open = false;
+      }
+    }
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = t->preds[k];
@@ -1133,6 +1208,18 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       mz__spin_unlock(&mz__task_of(p)->lock);
     }
   }
+  if (open) {
+    r->src_v = prefix ? r->tasks : mz__arena_alloc(&r->arena, srcs.n * sizeof *r->src_v);
+    if (r->src_v) {
+      if (!prefix) memcpy(r->src_v, srcs.v, srcs.n * sizeof *r->src_v);
+      r->src_n = prefix ? nsrc : srcs.n;
+      r->src_gated = src_gated;
+      r->gates_open = true;
+    } else {
+      close_gates(r->tasks, r->ntasks);
+    }
+  }
+  free(srcs.v);
   if (rerun) {
     if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks);
     if (g->lowered.root == root) {

@@ -1360,9 +1360,8 @@ void mz__batch_done(struct mz__batch *b) {
 
 static void run_start(struct mz__run *r);
 
-/* Whether only the CPU device (rt->share_dev) can run t in run r: host
- * work, or a kernel that no other enabled, live device can run. */
-static bool shareable(const mz_runtime *rt, const struct mz__run *r, const struct mz__task *t) {
+bool mz__run_shareable(const struct mz__run *r, const struct mz__task *t) {
+  const mz_runtime *rt = r->rt;
   const mz_kernel *k = t->kernel;
   if (!k) return true; /* host work runs where host memory is: the CPU */
   const struct mz_device *sd = rt->share_dev;
@@ -1474,6 +1473,30 @@ static void run_start(struct mz__run *r) {
    * (no select call, no queue chosen ahead).  Not with injected faults,
    * which can kill the CPU device (a node is then placed again). */
   mz_runtime *rt = r->rt;
+  if (r->gates_open && !r->replayed) {
+    /* Lowered with its gates open (struct mz__run's src_v): release the
+     * sources.  Once a task is handed over the run may end, but its
+     * memory (the arena holding src_v) lives while this thread holds the
+     * future, which mz_schedule returns only after this call. */
+    if (r->lw) r->lw->all_shared = !r->devok;
+    r->lw = NULL;
+    r->share = r->all_shared = true;
+    set_lean(r);
+    void (*arr)(struct mz_device *, struct mz_op *const *, size_t) = rt->share_dev->ops->share_array;
+    mz_op **src = r->src_v;
+    size_t ns = r->src_n, from = 0;
+    for (size_t i = 0; r->src_gated && i < ns; i++) {
+      struct mz__task *t = mz__task_of(src[i]);
+      if (atomic_load_explicit(&t->state, memory_order_relaxed) == MZ__T_QUEUED) continue;
+      /* One that kept its gate: the QUEUED ones before it go first. */
+      if (i > from) arr(rt->share_dev, src + from, i - from);
+      from = i + 1;
+      if (mz__task_drop(t, 1)) ready_shared(src[i], &w, rt, st);
+    }
+    if (ns > from) arr(rt->share_dev, src + from, ns - from);
+    work_drain(&w);
+    return;
+  }
   if (r->gates_open) {
     /* Replayed with every task shared and its gate open (graph/lower.c,
      * replay): release the sources.  The first may end the run; the list
@@ -1520,7 +1543,7 @@ static void run_start(struct mz__run *r) {
   for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (!asked || t->kernel != pk) {
-      psh = shareable(rt, r, t);
+      psh = mz__run_shareable(r, t);
       pk = t->kernel;
       asked = true;
     }

@@ -11,6 +11,7 @@
 
 struct mz__run;
 struct mz_op;
+struct mz__task;
 struct mz_device;
 struct mz__queue;
 struct mz__acct;
@@ -50,6 +51,11 @@ void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU wo
 /* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
  * live CPU device, no fault injection, a policy that shares. */
 bool mz__run_may_share(const struct mz__run *r);
+/* Whether only the CPU device (rt->share_dev) can run t in run r: host
+ * work, or a kernel that no other enabled, live device can run; then a
+ * run that may share hands t to the CPU workers' pool.  The answer
+ * depends on t's kernel alone.  rt->lock is held. */
+bool mz__run_shareable(const struct mz__run *r, const struct mz__task *t);
 /* A replay (graph/lower.c, replay): hand v[0, n), sources of r already
  * reset and QUEUED, to the CPU workers before the run starts, so that
  * they run while the replay resets the rest.  Called with rt->lock held,

@@ -293,3 +293,109 @@ Test(share, sum_tree_and_host_node) {
     mz_runtime_destroy(rt);
   }
 }
+
+/* A one-shot run of shared work is committed with its gates open: only a
+ * source that could become ready before the run starts keeps its gate.
+ * Here, scheduled while another graph's slow writer of x is in flight:
+ * independent sources (no gate), a source reading x and one reading a
+ * buffer whose last writer failed (both gated), and a chain one of whose
+ * later tasks also reads x (an edge from the run in flight on a task that
+ * is not a source).  Every value is the serial one, the reader of the
+ * failed buffer and its successor are canceled, nothing else is. */
+static int set_fn(const mz_call *c) {
+  int64_t *o = c->args[0].p;
+  o[0] = c->args[1].i64;
+  return 0;
+}
+static int addx_fn(const mz_call *c) {
+  const int64_t *x = c->args[0].p;
+  uint32_t *v = c->args[1].p;
+  v[0] += (uint32_t)x[0];
+  return 0;
+}
+
+Test(share, one_shot_sources_with_edges_from_runs_in_flight) {
+  enum { N = 600, CHAIN = 300, X_AT = 150 };
+  static _Atomic int armed = 1;
+  for (int workers = 1; workers <= 2; workers++) {
+    mz_runtime *rt = test_runtime(workers == 1 ? "cpu:1" : "cpu:2");
+    mz_kernel *ks = test_kernel(rt, "slow_set", "inout i64[] v", slow_set_fn, NULL);
+    mz_kernel *kset = test_kernel(rt, "set", "out i64[] o, i64 val", set_fn, NULL);
+    mz_kernel *kr = test_kernel(rt, "read", "in i64[] v, out i64[] out, i64 r", read_fn, NULL);
+    mz_kernel *kstep = test_kernel(rt, "step", "inout u32[] v", step_fn, NULL);
+    mz_kernel *kaddx = test_kernel(rt, "addx", "in i64[] x, inout u32[] v", addx_fn, NULL);
+    mz_kernel *kf = test_kernel(rt, "fail_at", "inout u32[] v", fail_at_fn, (void *)&armed);
+    for (unsigned p = 0; p < 2; p++) {
+      int64_t zero = 0;
+      uint32_t one = 1;
+      mz_buffer *x = test_buffer_1d(rt, MZ_I64, 1, &zero), *xr = test_buffer_1d(rt, MZ_I64, 1, &zero);
+      mz_buffer *c = test_buffer_1d(rt, MZ_U32, 1, &one), *bad = test_buffer_1d(rt, MZ_U32, 1, &one);
+      mz_buffer **outs = malloc(N * sizeof *outs);
+      mz_op **ops = malloc((N + 3) * sizeof *ops);
+      cr_assert(outs && ops);
+      /* bad's last writer fails: a later reader is canceled. */
+      mz_graph *g0, *g1, *g2;
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g0));
+      atomic_store(&armed, 1);
+      cr_assert_eq(test_run(g0, mz_apply(g0, kf, mz_value(g0, bad), NULL), policies[p], NULL), MZ_EKERNEL);
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g1));
+      mz_future *f1, *f2;
+      MZ_OK_OR_DIE(rt, mz_schedule(g1, mz_apply(g1, ks, mz_value(g1, x), NULL), policies[p], &f1));
+      MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g2));
+      for (size_t i = 0; i < N; i++) {
+        outs[i] = test_buffer_1d(rt, MZ_I64, 1, NULL);
+        ops[i] = mz_apply(g2, kset, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, outs[i]), mz_i64(g2, (int64_t)i * 7)}), NULL);
+      }
+      ops[N] = mz_apply(g2, kr, mz_zip(g2, 3, (mz_op *[]){mz_value(g2, x), mz_value(g2, xr), mz_i64(g2, 5)}), NULL);
+      mz_op *cv = mz_value(g2, c);
+      for (int i = 0; i < CHAIN; i++) {
+        cv = i == X_AT ? mz_unzip(g2, mz_apply(g2, kaddx, mz_zip(g2, 2, (mz_op *[]){mz_value(g2, x), cv}), NULL), 1)
+                       : mz_unzip(g2, mz_apply(g2, kstep, cv, NULL), 0);
+      }
+      ops[N + 1] = cv;
+      mz_op *bv = mz_unzip(g2, mz_apply(g2, kstep, mz_value(g2, bad), NULL), 0);
+      ops[N + 2] = mz_apply(g2, kstep, bv, NULL);
+      MZ_OK_OR_DIE(rt, mz_schedule(g2, mz_join(g2, N + 3, ops), policies[p], &f2));
+      int st = mz_future_wait(f2);
+      cr_assert_eq(st, MZ_ECANCELED, "cpu:%d %s: %s (%s)", workers, policies[p], mz_err_name(st), mz_future_message(f2));
+      cr_assert_eq(mz_future_wait(f1), MZ_OK);
+      mz_run_stats stats;
+      MZ_OK_OR_DIE(rt, mz_future_stats(f2, &stats));
+      cr_assert_eq(stats.ops, N + 1 + CHAIN, "cpu:%d %s: %llu nodes ran", workers, policies[p],
+                   (unsigned long long)stats.ops);
+      cr_assert_eq(stats.failed, 2, "cpu:%d %s: %llu failed or canceled", workers, policies[p],
+                   (unsigned long long)stats.failed);
+      for (size_t i = 0; i < N; i++) {
+        int64_t got = -1;
+        MZ_OK_OR_DIE(rt, mz_buffer_read(outs[i], &got, sizeof got));
+        cr_assert_eq(got, (int64_t)i * 7, "cpu:%d %s: source %zu wrote %lld", workers, policies[p], i, (long long)got);
+        mz_buffer_release(outs[i]);
+      }
+      int64_t gotx = -1;
+      MZ_OK_OR_DIE(rt, mz_buffer_read(xr, &gotx, sizeof gotx));
+      cr_assert_eq(gotx, 4242 * 2 + 5, "cpu:%d %s: the reader of x saw %lld", workers, policies[p], (long long)gotx);
+      uint32_t want = 1, got = 0;
+      for (int i = 0; i < CHAIN; i++) want = i == X_AT ? want + 4242u : want * 3u + 1u;
+      MZ_OK_OR_DIE(rt, mz_buffer_read(c, &got, sizeof got));
+      cr_assert_eq(got, want, "cpu:%d %s: the chain ended at %u, serial %u", workers, policies[p], got, want);
+      free(outs);
+      free(ops);
+      mz_future_destroy(f1);
+      mz_future_destroy(f2);
+      mz_graph_destroy(g0);
+      mz_graph_destroy(g1);
+      mz_graph_destroy(g2);
+      mz_buffer_release(x);
+      mz_buffer_release(xr);
+      mz_buffer_release(c);
+      mz_buffer_release(bad);
+    }
+    mz_kernel_destroy(ks);
+    mz_kernel_destroy(kset);
+    mz_kernel_destroy(kr);
+    mz_kernel_destroy(kstep);
+    mz_kernel_destroy(kaddx);
+    mz_kernel_destroy(kf);
+    mz_runtime_destroy(rt);
+  }
+}

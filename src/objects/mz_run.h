@@ -37,12 +37,14 @@ struct mz__run {
   /* The graph's lowered root when this run is one of its (mz_graph_run),
    * else NULL; read by run_start only, under the graph's lock. */
   struct mz__lowered *lw;
-  /* Replayed with every task shared and its gate open (graph/lower.c):
-   * run_start releases lw's sources only.  src_handed: those sources are
-   * already QUEUED by the replay (in the pass that reset them, while their
-   * lines were at hand), and lw's array of them goes to the sharing
-   * device whole (share_array); false when the replay could not (a source
-   * with a plan link, or no share_array): run_start then walks the array. */
+  /* Committed with every task shared and its gate open (graph/lower.c:
+   * a replay, whose sources are lw's, or a one-shot run, whose sources
+   * are src_v below): run_start releases the sources only.  For a
+   * replay, src_handed: those sources are already QUEUED by the replay (in
+   * the pass that reset them, while their lines were at hand), and lw's
+   * array of them goes to the sharing device whole (share_array); false
+   * when the replay could not (a source with a plan link, or no
+   * share_array): run_start then walks the array. */
   bool gates_open, src_handed;
   /* A replay hands the first sources over as it resets the tasks
    * (src_early: mz__run_share_early), so that the workers run while it
@@ -57,6 +59,18 @@ struct mz__run {
   bool src_early, src_list, src_hold;
   _Atomic bool resetting;
   size_t src_from;
+  /* A one-shot run lowered with its gates open (graph/lower.c, the commit
+   * pass: every task shared, no plan): its sources, which run_start
+   * releases (r->tasks when every task is one, else an array of the run's
+   * arena).  Those without a run gate are already QUEUED, and go to the
+   * sharing device in pieces of the array; a source that keeps its gate
+   * (an edge from a run in flight, or a failure that reached it) is left
+   * WAIT, and released there one by one (src_gated: there is one).  A
+   * task that is not a source has no gate at all: it cannot become ready
+   * before a source has run. */
+  struct mz_op **src_v;
+  size_t src_n;
+  bool src_gated;
   struct mz__arena arena;     /* preds, exec arrays */
   /* A replayed run (graph/lower.c): its graph's lowered root, which
    * cannot change while the run is in flight (a re-run waits for it); its
