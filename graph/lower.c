@@ -1117,8 +1117,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * cannot be shared, or waits on outside gates (MPI), closes the gates
    * of those before it (close_gates) and the run starts the usual way. */
   bool open = r->ntasks && !rt->pol[pol]->plan && mz__run_may_share(r) && rt->share_dev->ops->share_array;
-  const mz_kernel *pk = NULL;
-  bool psh = false, asked = false, src_gated = false;
+  /* (Whether a task is shared depends on its kernel alone: asked once
+   * per run of equal kernels; pk starts as no kernel's address.) */
+  const mz_kernel *pk = (const mz_kernel *)(const void *)&pk;
+  bool psh = false, src_gated = false;
   /* The sources: while every task so far is one (prefix), the first nsrc
    * of r->tasks; from the first that is not, listed in srcs. */
   bool prefix = true;
@@ -1130,12 +1132,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     task_enter(op, r, true);
     uint32_t ngates = mz__task_ngates(t);
     if (open) {
-      /* (The answer depends on the kernel alone: asked once per run of
-       * equal kernels.) */
-      if (!asked || t->kernel != pk) {
+      if (t->kernel != pk) {
         psh = mz__run_shareable(r, t);
         pk = t->kernel;
-        asked = true;
       }
       if (psh && !ngates) {
         t->shared = t->host_wait = true;
@@ -1165,26 +1164,29 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       s->v[s->n++] = op;
     }
     atomic_store_explicit(&t->unsub, inrun, memory_order_relaxed);
-    bool src = open && inrun == 0;
-    bool queued = src && !cross && !atomic_load_explicit(&t->pred_failed, memory_order_relaxed);
-    atomic_store_explicit(&t->unfin, inrun + ngates + (open ? src && !queued : 1), memory_order_relaxed);
-    atomic_store_explicit(&t->state, queued ? MZ__T_QUEUED : MZ__T_WAIT, memory_order_release);
-    if (open) {
-      bool ok = true;
-      if (prefix && !src) {
-        prefix = false;
-        for (size_t k = 0; k < nsrc && ok; k++) ok = !vpush(&srcs, r->tasks[k]);
+    uint32_t unfin = inrun + ngates;
+    uint8_t state = MZ__T_WAIT;
+    bool oom = false;
+    if (!open) {
+      unfin++; /* its run gate */
+    } else if (inrun == 0) {
+      if (cross || atomic_load_explicit(&t->pred_failed, memory_order_relaxed)) {
+        unfin++;
+        src_gated = true;
+      } else {
+        state = MZ__T_QUEUED;
       }
-      if (ok && src) {
-        if (prefix) nsrc++;
-        else ok = !vpush(&srcs, op);
-      }
-      if (ok) {
-        src_gated |= src && !queued;
-      } else { /* no memory for the list: the usual start */
-        close_gates(r->tasks, i + 1);
-        open = false;
-      }
+      if (prefix) nsrc++;
+      else oom = vpush(&srcs, op) != MZ_OK;
+    } else if (prefix) {
+      prefix = false;
+      for (size_t k = 0; k < nsrc && !oom; k++) oom = vpush(&srcs, r->tasks[k]) != MZ_OK;
+    }
+    atomic_store_explicit(&t->unfin, unfin, memory_order_relaxed);
+    atomic_store_explicit(&t->state, state, memory_order_release);
+    if (oom) { /* no memory for the list: the usual start */
+      close_gates(r->tasks, i + 1);
+      open = false;
     }
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
