@@ -126,15 +126,17 @@ bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
 void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail) {
   mz__spin_lock(&r->msg_lock);
   int expected = 0;
-  if (atomic_compare_exchange_strong(&r->status, &expected, code)) {
+  char *m;
+  if (atomic_compare_exchange_strong(&r->status, &expected, code) && (m = malloc(MZ__ERRLEN)) != NULL) {
     if (op) {
       int q = mz__task_of(op)->queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
-      snprintf(r->message, sizeof r->message, "node %u (%s) on %s queue %d: %s%s%s", op->id, mz__op_name(op), dn, q,
+      snprintf(m, MZ__ERRLEN, "node %u (%s) on %s queue %d: %s%s%s", op->id, mz__op_name(op), dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
     } else {
-      snprintf(r->message, sizeof r->message, "%s%s%s", mz_strerror(code), detail ? ": " : "", detail ? detail : "");
+      snprintf(m, MZ__ERRLEN, "%s%s%s", mz_strerror(code), detail ? ": " : "", detail ? detail : "");
     }
+    r->message = m;
   }
   mz__spin_unlock(&r->msg_lock);
 }

@@ -73,7 +73,10 @@ int mz_future_status(const mz_future *f) { return mz_future_poll(f); }
 
 const char *mz_future_message(const mz_future *f) {
   if (!live(f)) return f ? "not a live future (NULL, destroyed, or another kind of handle)" : "NULL future";
-  return atomic_load(&f->run.done) ? f->run.message : "";
+  if (!atomic_load(&f->run.done)) return "";
+  /* (No message with a failure: there was no memory for it.) */
+  int st = atomic_load(&f->run.status);
+  return f->run.message ? f->run.message : st < 0 ? mz_strerror(st) : "";
 }
 
 int mz_future_then(mz_future *f, mz_future_fn fn, void *user) {

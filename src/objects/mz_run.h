@@ -97,7 +97,11 @@ struct mz__run {
   size_t ntaken;              /* tasks a later run has taken over (rt->lock) */
   _Atomic size_t remaining;
   _Atomic int status;
-  char message[MZ__ERRLEN];
+  /* The first failure's message (mz__fail_message: MZ__ERRLEN bytes,
+   * malloc'd then, under msg_lock), or NULL: none, or no memory for it.
+   * Not in the run itself, whose allocation, a calloc per run, it would
+   * more than double.  Freed with the run. */
+  char *message;
   mz__spin msg_lock;
   /* The root's leaves (values and scalars), flattened from root when
    * first asked for (mz__run_results): a run needs none of them, and a
@@ -161,6 +165,7 @@ static inline void mz__run_parked_free(struct mz__run *r) {
   if (!r) return;
   if (r->tasks_pool) mz__chunk_pool_put(r->tasks_pool, r->tasks);
   else if (!r->tasks_lent) free(r->tasks);
+  free(r->message);
   free(r);
 }
 
