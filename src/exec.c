@@ -1487,13 +1487,17 @@ static void run_start(struct mz__run *r) {
     void (*arr)(struct mz_device *, struct mz_op *const *, size_t) = rt->share_dev->ops->share_array;
     mz_op **src = r->src_v;
     size_t ns = r->src_n, from = 0;
-    for (size_t i = 0; r->src_gated && i < ns; i++) {
+    /* (A run failed before its start, which only a plan does and such a
+     * run has none, hands nothing over whole: each source is canceled.) */
+    bool gated = r->src_gated || st < 0;
+    for (size_t i = 0; gated && i < ns; i++) {
       struct mz__task *t = mz__task_of(src[i]);
-      if (atomic_load_explicit(&t->state, memory_order_relaxed) == MZ__T_QUEUED) continue;
+      bool queued = atomic_load_explicit(&t->state, memory_order_relaxed) == MZ__T_QUEUED;
+      if (queued && st >= 0) continue;
       /* One that kept its gate: the QUEUED ones before it go first. */
       if (i > from) arr(rt->share_dev, src + from, i - from);
       from = i + 1;
-      if (mz__task_drop(t, 1)) ready_shared(src[i], &w, rt, st);
+      if (queued || mz__task_drop(t, 1)) ready_shared(src[i], &w, rt, st);
     }
     if (ns > from) arr(rt->share_dev, src + from, ns - from);
     work_drain(&w);
