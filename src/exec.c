@@ -1487,8 +1487,8 @@ static void run_start(struct mz__run *r) {
     void (*arr)(struct mz_device *, struct mz_op *const *, size_t) = rt->share_dev->ops->share_array;
     mz_op **src = r->src_v;
     size_t ns = r->src_n, from = 0;
-    /* (A run failed before its start, which only a plan does and such a
-     * run has none, hands nothing over whole: each source is canceled.) */
+    /* A run that failed before its start (only a plan fails one, and such
+     * a run has none) hands nothing over whole: each source is canceled. */
     bool gated = r->src_gated || st < 0;
     for (size_t i = 0; gated && i < ns; i++) {
       struct mz__task *t = mz__task_of(src[i]);
