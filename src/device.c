@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "handle.h"
+#include "objects/mz_graph.h"
 #include "objects/mz_op.h"
 #include "objects/mz_run.h"
 #include "objects/mz_runtime.h"
@@ -97,6 +98,12 @@ void mz__device_fail(struct mz_device *dev, int code, const char *why) {
 
 /* Whether queue q can run op now: its device lives, takes kernels like
  * op's, and is among the run's devices. */
+struct mz__queue *mz__exec_queue(const struct mz__exec *e) {
+  const mz_op *op = mz__exec_node(e);
+  int q = __atomic_load_n(&mz__task_of(op)->queue, __ATOMIC_RELAXED);
+  return q < 0 ? NULL : op->g->rt->queues[q];
+}
+
 bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   if (q >= rt->nq) return false;
   struct mz_device *dev = rt->queues[q]->dev;

@@ -98,8 +98,8 @@ struct mz__exec {
    * device an earlier plan was for (args_dev1 below).  Its first 16
    * bytes are all that a CPU node re-run with its plan kept reads or
    * writes, so that they share a cache line of the task (with its
-   * kernel) where the task's lines allow. */
-  struct mz__queue *queue;
+   * kernel) where the task's lines allow.  Its queue is not a field
+   * either: it is its task's (mz__exec_queue). */
   /* Set by the backend before batch completion; 0 = ok.  Once the node is
    * DONE, its final status (finish writes it: MZ_ECANCELED behind a failed
    * predecessor), which the task keeps no copy of; cleared where the node
@@ -269,7 +269,7 @@ struct mz__device_ops {
    * policy picked.  The core hands over only nodes no other device could
    * run, under a policy that would have picked any idle queue (eager, ws);
    * their state is MZ__T_QUEUED and their queue -1.  The queue that takes
-   * a node sets its queue (t->queue, exec.queue) and counts it in its
+   * a node sets its queue (t->queue) and counts it in its
    * backlog before running it like a submitted one.  From one of dev's own
    * queue threads the nodes stay with that queue unless another steals
    * them.  Thread: any.  Locks: none held.  Never fails: a node that cannot
@@ -489,6 +489,11 @@ void mz__batch_done_callback(struct mz__batch *b);
  * receives execs that are not planned yet.  Thread: a worker (never a
  * completion callback).  Locks: none held. */
 int mz__exec_prepare(struct mz__exec *e);
+
+/* The queue e's node is placed on (its task's queue: placing a node and
+ * planning its exec name one queue), or NULL before it is placed.
+ * Thread: any that may read the node's exec. */
+struct mz__queue *mz__exec_queue(const struct mz__exec *e);
 
 /* Mark a device dead (a sticky error): later placements skip it.  Thread: any. */
 void mz__device_fail(struct mz_device *dev, int code, const char *why);

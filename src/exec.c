@@ -171,7 +171,6 @@ static int fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
     }
   }
   if (rt->faults) mz__fault_device_op(rt, dev);
-  t->exec.queue = Q;
   if (rt->ml && dev->memnode) mz__mem_pin_exec(&t->exec, dev);
   if (rt->faults && t->kernel && mz__fault_hit(rt, MZ__FAULT_KERNEL)) {
     *why = "injected fault: the kernel failed";
@@ -182,9 +181,8 @@ static int fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
 
 /* Undo what a failed or refused plan promised: read copies whose transfer
  * will now never run become invalid again.  Thread: the planning thread. */
-static void exec_unplan(struct mz__exec *e) {
-  struct mz__queue *Q = e->queue;
-  if (!Q || !Q->dev->memnode) return;
+static void exec_unplan(struct mz__exec *e, const struct mz__queue *Q) {
+  if (!Q->dev->memnode) return;
   unsigned m = Q->dev->memnode;
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
@@ -541,7 +539,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   }
   if (c->state != MZ__INVALID) {
     struct mz__exec *f = c->fetcher;
-    if (!f || f->queue == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
+    if (!f || mz__exec_queue(f) == Q) return MZ_OK; /* valid, or made valid earlier on this queue */
     struct mz__task *ft = mz__task_of(mz__exec_node(f));
     if (atomic_load_explicit(&ft->state, memory_order_acquire) == MZ__T_DONE) {
       c->fetcher = NULL;
@@ -550,7 +548,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     /* The transfer may not have run yet.  Wait for it on the device when the
      * device can (same run: its event lives until the run ends), else copy
      * again: the same bytes, from a copy that stays valid until we finish. */
-    if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, f->queue)) {
+    if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, mz__exec_queue(f))) {
       bool have = false;
       for (unsigned i = 0; i < e->xd->nwait && !have; i++) have = e->xd->waits[i] == f;
       if (!have) e->xd->waits[e->xd->nwait++] = f;
@@ -618,7 +616,6 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   struct mz_device *dev = Q->dev;
   unsigned m = dev->memnode;
   struct mz__exec *e = &t->exec;
-  e->queue = Q;
   e->status = 0; /* times and copies: reset by plan_exec */
   /* A predecessor failed before this node reached its device (found
    * with faults injected at planning): do not run it on garbage.
@@ -812,7 +809,7 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
     if (rc) return rc;
   }
   int rc = plan_exec_body(op, Q, why, log);
-  if (__builtin_expect(rc != MZ_OK, 0)) exec_unplan(&mz__task_of(op)->exec);
+  if (__builtin_expect(rc != MZ_OK, 0)) exec_unplan(&mz__task_of(op)->exec, Q);
   return rc;
 }
 
@@ -862,7 +859,7 @@ const mz_launch *mz__exec_launch(const struct mz__exec *e) {
 int mz__exec_prepare(struct mz__exec *e) {
   const char *why = NULL;
   char *log = NULL;
-  int rc = plan_exec(mz__exec_node(e), e->queue, &why, &log);
+  int rc = plan_exec(mz__exec_node(e), mz__exec_queue(e), &why, &log);
   if (rc) {
     mz__exec_set_message(e, log ? log : strdup(why ? why : mz_strerror(rc)));
   }
@@ -913,7 +910,6 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
   mz_op *plan_next = take_plan_next(t);
   if (!counted) atomic_fetch_add_explicit(&Q->backlog, 1, memory_order_relaxed);
   atomic_store_explicit(&t->state, MZ__T_QUEUED, memory_order_release);
-  t->exec.queue = Q;
   if (dev->ops->inline_submit) {
     const char *why = NULL;
     char *log = NULL;
@@ -952,7 +948,7 @@ static void submit(mz_op *op, unsigned q, struct work *w, bool counted) {
         free(b->execs);
         free(b);
       }
-      if (rc) exec_unplan(&t->exec);
+      if (rc) exec_unplan(&t->exec, Q);
     }
     if (rc) {
       /* Successors are released below; the failure cancels them. */
@@ -1632,7 +1628,7 @@ static void proxy_flush(struct mz__proxy *p, struct mz__batch **bp, struct work 
   bool injected = __builtin_expect(rt->faults != NULL, 0) && mz__fault_hit(rt, MZ__FAULT_ENQUEUE);
   int rc = injected ? MZ_EDEVICE : Q->dev->ops->submit(Q, b);
   if (rc) {
-    for (unsigned i = 0; i < n; i++) exec_unplan(b->execs[i]);
+    for (unsigned i = 0; i < n; i++) exec_unplan(b->execs[i], Q);
     for (unsigned i = 0; i < n; i++)
       finish(ops[i], rc,
              injected ? "injected fault: the device refused the submission" : "the device refused the submission", w);

@@ -96,7 +96,7 @@ static mz_op **unpin_execs(struct mz__exec *const *ex, unsigned n, bool ended_on
   size_t cap = 0;
   *nw = 0;
   if (!n) return NULL;
-  struct mz_device *dev = ex[0]->queue->dev;
+  struct mz_device *dev = mz__exec_queue(ex[0])->dev;
   struct mz__memlimit *ml = dev->rt->ml;
   unsigned m = dev->memnode;
   for (unsigned i = 0; i < n; i++)
@@ -129,7 +129,7 @@ static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own
 }
 
 bool mz__mem_park(struct mz__exec *e, mz_op ***woken, size_t *nwoken) {
-  struct mz_device *dev = e->queue->dev;
+  struct mz_device *dev = mz__exec_queue(e)->dev;
   struct memdev *md = &dev->rt->ml->md[dev->info.index];
   size_t cap = 0;
   *woken = NULL;

@@ -140,9 +140,9 @@ static bool cpu_can_run(const struct mz_device *dev, const mz_kernel *k) {
  * this device, in a runtime with host memory only, no faults injected, a
  * live device and no failed predecessor.  The plan then only resets the
  * exec's times and status, as plan_exec would (src/exec.c). */
-static inline int prepare_kept(struct mz__exec *e) {
+static inline int prepare_kept(struct mz__exec *e, const struct mz__queue *q) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
-  const struct mz_device *dev = e->queue->dev;
+  const struct mz_device *dev = q->dev;
   const mz_runtime *rt = dev->rt;
   if (__builtin_expect(t->exec.args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults && !(rt->ml && dev->memnode) &&
                            !atomic_load_explicit(&dev->dead, memory_order_relaxed) &&
@@ -288,7 +288,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
   bool timed = t->run->timed || (async && !async->ends_inline) ||
                (sampled >= 0 ? sampled : pm_wants(w, op));
   uint64_t t0 = timed ? mz__now_ns() : 0;
-  status = prepare_kept(e); /* resets the exec's times: stamp after */
+  status = prepare_kept(e, w->q); /* resets the exec's times: stamp after */
   /* The node starts where the reads of its stale inputs back into host
    * memory that planning made end (they are timed apart, as copies:
    * exec->reads), so its time, its queue's busy time and its perf model
@@ -680,7 +680,6 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
     }
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
     e = &t->exec;
-    e->queue = w->q;
   }
 }
 
@@ -696,7 +695,6 @@ static void run_taken(struct worker *w, mz_op *op) {
   bool counted = true;
   if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
     __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
-    t->exec.queue = w->q;
     /* A lean run's node is not counted (finish_counted). */
     counted = !t->run->lean || w->watch;
     if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);

@@ -1194,8 +1194,9 @@ static bool cuda_can_copy_peer(const struct mz_device *dst, const struct mz_devi
  * wants the event and the stream in one context) and the waiter's context
  * is made current again afterwards. */
 static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *out) {
-  struct cu_dev *wd = cu_of(w->queue->dev);
-  struct cu_queue *wq = w->queue->priv;
+  struct mz__queue *wQ = mz__exec_queue(w);
+  struct cu_dev *wd = cu_of(wQ->dev);
+  struct cu_queue *wq = wQ->priv;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&wd->event_lock);
   if (!w->xd->event) {
@@ -1256,15 +1257,16 @@ static int wait_preds(struct cu_dev *d, struct mz__queue *q, struct mz__exec *e,
   *sticky = CUDA_SUCCESS;
   for (unsigned i = 0; i < mz__exec_nwait(e); i++) {
     struct mz__exec *w = e->xd->waits[i];
-    if (!w || w->queue == q) continue; /* the stream orders its own work */
-    if (w->queue->dev->ops != &cuda_ops) {
+    struct mz__queue *wQ = w ? mz__exec_queue(w) : NULL;
+    if (!w || wQ == q) continue; /* the stream orders its own work */
+    if (wQ->dev->ops != &cuda_ops) {
       cu_exec_fail(e, MZ_EINVAL, cu_msg("cuda: cannot wait on the device for a %s node",
-                                        w->queue->dev->type->name));
+                                        wQ->dev->type->name));
       return 1;
     }
     CUevent ev;
     CUresult r = waited_event(d, w, &ev);
-    bool theirs = r != CUDA_SUCCESS && cu_of(w->queue->dev) != d;
+    bool theirs = r != CUDA_SUCCESS && cu_of(wQ->dev) != d;
     if (r == CUDA_SUCCESS) r = api->StreamWaitEvent(ws, ev, 0);
     if (r != CUDA_SUCCESS) {
       if (cu_sticky(r) && !theirs) {
@@ -1307,7 +1309,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
   /* Most nodes wait only for nodes on their own stream, which orders them:
    * then there is nothing for wait_preds to do. */
   bool other = false;
-  for (unsigned i = 0; i < mz__exec_nwait(e) && !other; i++) other = e->xd->waits[i] && e->xd->waits[i]->queue != q;
+  for (unsigned i = 0; i < mz__exec_nwait(e) && !other; i++) other = e->xd->waits[i] && mz__exec_queue(e->xd->waits[i]) != q;
   if (!split && other && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
@@ -1511,7 +1513,7 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
 
 static void cuda_release_exec(struct mz__exec *e) {
   if (!e->xd->event) return;
-  struct cu_dev *d = cu_of(e->queue->dev);
+  struct cu_dev *d = cu_of(mz__exec_queue(e)->dev);
   if (cu_in_host_fn) {
     struct cu_grave *g = malloc(sizeof *g);
     if (!g) return; /* an event leaks rather than a forbidden call */

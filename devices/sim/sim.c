@@ -463,7 +463,7 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
         for (unsigned k = 0; xf->src_dev && k < mz__exec_nwait(x); k++)
-          if (x->xd->waits[k] && x->xd->waits[k]->queue->dev == xf->src_dev && mz__exec_t_end(x->xd->waits[k]) > c) c = mz__exec_t_end(x->xd->waits[k]);
+          if (x->xd->waits[k] && mz__exec_queue(x->xd->waits[k])->dev == xf->src_dev && mz__exec_t_end(x->xd->waits[k]) > c) c = mz__exec_t_end(x->xd->waits[k]);
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
         xf->t_start = c;
