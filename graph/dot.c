@@ -125,8 +125,8 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
     fprintf(f, " #%u", (unsigned)op->id);
     uint8_t st = atomic_load_explicit(&t->state, memory_order_relaxed);
     bool ran = placed && st == MZ__T_DONE;
-    if (ran && t->queue >= 0 && (unsigned)t->queue < rt->nq) {
-      const struct mz__queue *q = rt->queues[t->queue];
+    if (ran && t->exec.queue >= 0 && (unsigned)t->exec.queue < rt->nq) {
+      const struct mz__queue *q = rt->queues[t->exec.queue];
       /* The device's index too: two PoCL devices share one name. */
       fprintf(f, "\\ndev %u %s: ", q->dev->info.index, mz_device_kind_name(q->dev->info.kind));
       put_escaped(f, q->dev->info.name);

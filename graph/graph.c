@@ -444,7 +444,7 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
   t->nparams = np;
   t->kernel = k;
-  t->queue = -1;
+  t->exec.queue = -1;
   /* The parameter slots and the accesses follow the task: mz__task_values,
    * mz__task_hbufs, mz__task_acc. */
   op->u.res = nres ? (mz_op **)(void *)(blk + ob + pb + ab) : NULL;
@@ -835,6 +835,10 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
   mz_op **leaves = NULL;
   size_t n = 0, cap = 0;
   if (deps && mz__flatten(deps, &leaves, &n, &cap)) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
+  if (n > MZ__TASK_MAX_PARAMS - xacc) {
+    free(leaves);
+    return fail(g, MZ_ERANGE, "%s: %zu buffers and scalars; a task takes at most %u", who, n, MZ__TASK_MAX_PARAMS - xacc);
+  }
   mz_op *op = new_task(g, kind, NULL, (unsigned)n, (unsigned)n + xacc, (unsigned)n);
   if (!op) {
     free(leaves);
@@ -912,6 +916,8 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   size_t rows = b->shape.dims[b->shape.ndim - 1];
   if (n == 0 || n > rows)
     return fail(g, MZ_ERANGE, "mz_partition: %u tiles asked; the slowest dimension has %zu rows", n, rows);
+  if (n >= MZ__TASK_MAX_PARAMS)
+    return fail(g, MZ_ERANGE, "mz_partition: %u tiles asked; a partition makes at most %u", n, MZ__TASK_MAX_PARAMS - 1);
   struct mz__bentry *be = bmap_get(g, b);
   if (!be) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   if (be->partitioned) return fail(g, MZ_ESTATE, "mz_partition: the buffer is already partitioned");

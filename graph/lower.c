@@ -493,7 +493,7 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
    * old run, under rt->lock, as its end reads it. */
   if (t->run && t->run != r) t->run->ntaken++;
   t->run = r;
-  t->queue = -1;
+  t->exec.queue = -1;
   /* (Its status, in the exec, is the last run's until it is planned,
    * which clears it, or ends: read only once it is DONE.) */
   t->deferred = t->fixed = t->host_wait = t->planned = false;

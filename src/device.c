@@ -17,7 +17,10 @@
 #define MZ__MAX_DEVICES 1024
 
 struct mz_device *mz__device_add(mz_runtime *rt, const struct mz__devtype *type, unsigned nqueues, void *priv) {
-  if (rt->ndev == MZ__MAX_DEVICES || nqueues == 0) return NULL;
+  /* A node names its queue in 16 bits (struct mz__exec). */
+  unsigned nq = 0;
+  for (unsigned i = 0; i < rt->ndev; i++) nq += rt->devs[i]->nqueues;
+  if (rt->ndev == MZ__MAX_DEVICES || nqueues == 0 || nqueues > (unsigned)INT16_MAX - nq) return NULL;
   if (rt->ndev == rt->capdev) {
     unsigned cap = rt->capdev ? rt->capdev * 2 : 8;
     struct mz_device **v = realloc(rt->devs, cap * sizeof *v);
@@ -99,9 +102,8 @@ void mz__device_fail(struct mz_device *dev, int code, const char *why) {
 /* Whether queue q can run op now: its device lives, takes kernels like
  * op's, and is among the run's devices. */
 struct mz__queue *mz__exec_queue(const struct mz__exec *e) {
-  const mz_op *op = mz__exec_node(e);
-  int q = __atomic_load_n(&mz__task_of(op)->queue, __ATOMIC_RELAXED);
-  return q < 0 ? NULL : op->g->rt->queues[q];
+  int q = __atomic_load_n(&e->queue, __ATOMIC_RELAXED);
+  return q < 0 ? NULL : mz__exec_node(e)->g->rt->queues[q];
 }
 
 bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {

@@ -98,18 +98,23 @@ struct mz__exec {
    * device an earlier plan was for (args_dev1 below).  Its first 16
    * bytes are all that a CPU node re-run with its plan kept reads or
    * writes, so that they share a cache line of the task (with its
-   * kernel) where the task's lines allow.  Its queue is not a field
-   * either: it is its task's (mz__exec_queue). */
+   * kernel) where the task's lines allow. */
   /* Set by the backend before batch completion; 0 = ok.  Once the node is
    * DONE, its final status (finish writes it: MZ_ECANCELED behind a failed
    * predecessor), which the task keeps no copy of; cleared where the node
    * is planned again. */
   int status;
   /* The core's, in what was padding: the index + 1 of the host-memory
-   * device an earlier plan of this node was for (0: plan it).  Host
-   * pointers and build-time scalars do not change, so a re-run on the
-   * same device in a host-only runtime is not planned again. */
-  uint32_t args_dev1;
+   * device an earlier plan of this node was for (0: plan it; at most
+   * MZ__MAX_DEVICES).  Host pointers and build-time scalars do not
+   * change, so a re-run on the same device in a host-only runtime is not
+   * planned again. */
+  uint16_t args_dev1;
+  /* The index of the queue the node is placed on (rt->queues), -1 until
+   * it is; written atomically (policies read a predecessor's queue while
+   * it is placed: mz_task_queue), read with mz__exec_queue for the queue
+   * itself.  A runtime has at most INT16_MAX queues (src/device.c). */
+  int16_t queue;
   /* The run's record of the node's times, policy word and device
    * arguments (struct mz__xdev); NULL in a lean run.  Never NULL on a
    * device other than the CPU, nor in a timed run.  (The detail of a
@@ -490,9 +495,9 @@ void mz__batch_done_callback(struct mz__batch *b);
  * completion callback).  Locks: none held. */
 int mz__exec_prepare(struct mz__exec *e);
 
-/* The queue e's node is placed on (its task's queue: placing a node and
- * planning its exec name one queue), or NULL before it is placed.
- * Thread: any that may read the node's exec. */
+/* The queue e's node is placed on (e->queue: placing a node and planning
+ * its exec name one queue), or NULL before it is placed.  Thread: any
+ * that may read the node's exec. */
 struct mz__queue *mz__exec_queue(const struct mz__exec *e);
 
 /* Mark a device dead (a sticky error): later placements skip it.  Thread: any. */

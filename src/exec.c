@@ -129,7 +129,7 @@ void mz__fail_message(struct mz__run *r, mz_op *op, int code, const char *detail
   char *m;
   if (atomic_compare_exchange_strong(&r->status, &expected, code) && (m = malloc(MZ__ERRLEN)) != NULL) {
     if (op) {
-      int q = mz__task_of(op)->queue;
+      int q = mz__task_of(op)->exec.queue;
       const char *dn = q >= 0 ? r->rt->queues[q]->dev->info.name : "no device";
       snprintf(m, MZ__ERRLEN, "node %u (%s) on %s queue %d: %s%s%s", op->id, mz__op_name(op), dn, q,
                mz_strerror(code), detail ? ": " : "", detail ? detail : "");
@@ -226,12 +226,12 @@ static int choose(mz_op *op, bool ready, const char **why) {
   struct mz__run *r = t->run;
   mz_runtime *rt = r->rt;
   if (t->fixed) {
-    if (!mz__can_run(rt, op, (unsigned)t->queue)) {
-      if (queue_dead(rt, t->queue)) return fallback(rt, op, why);
+    if (!mz__can_run(rt, op, (unsigned)t->exec.queue)) {
+      if (queue_dead(rt, t->exec.queue)) return fallback(rt, op, why);
       *why = "the plan put the node on a queue that cannot run it";
       return MZ_EPOLICY;
     }
-    return t->queue;
+    return t->exec.queue;
   }
   const struct mz_policy_ops *po = rt->pol[r->policy];
   if (!po->select) {
@@ -344,7 +344,7 @@ static void place(mz_op *op, struct work *w) {
   }
   /* Atomic: policies read the queues of predecessors (mz_task_queue), also
    * of one in an earlier run that is being placed right now. */
-  __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED);
+  __atomic_store_n(&t->exec.queue, q, __ATOMIC_RELAXED);
   struct mz__queue *Q = rt->queues[q];
   unsigned nw = 0;
   /* An outside gate is released on the host; a queue a policy orders
@@ -358,7 +358,7 @@ static void place(mz_op *op, struct work *w) {
       device_side = false;
       break;
     }
-    int pq = __atomic_load_n(&mz__task_of(p)->queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
+    int pq = __atomic_load_n(&mz__task_of(p)->exec.queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     /* In-order queue, unless p ends after its function returns. */
     if (pq == q && !(mz__task_of(p)->kernel && mz__task_of(p)->kernel->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
@@ -513,11 +513,11 @@ static void ready(mz_op *op, struct work *w) {
       finish(op, q, why, w);
       return;
     }
-    __atomic_store_n(&t->queue, q, __ATOMIC_RELAXED); /* successors may read it */
+    __atomic_store_n(&t->exec.queue, q, __ATOMIC_RELAXED); /* successors may read it */
   }
   if (t->exec.xd) t->exec.xd->nwait = 0;
-  if (t->run->rt->pol_pick[t->run->policy]) pend(op, (unsigned)t->queue, w);
-  else submit(op, (unsigned)t->queue, w, false);
+  if (t->run->rt->pol_pick[t->run->policy]) pend(op, (unsigned)t->exec.queue, w);
+  else submit(op, (unsigned)t->exec.queue, w, false);
 }
 
 /* ---- coherence planning ---- */
@@ -1014,8 +1014,8 @@ static void resume(mz_op *op, struct work *w) {
 static void demote(mz_op *op, int why, struct work *w) {
   struct mz__task *t = mz__task_of(op);
   mz_runtime *rt = t->run->rt;
-  atomic_fetch_sub(&rt->queues[t->queue]->backlog, 1);
-  pick_after_drop(rt, rt->queues[t->queue], w);
+  atomic_fetch_sub(&rt->queues[t->exec.queue]->backlog, 1);
+  pick_after_drop(rt, rt->queues[t->exec.queue], w);
   mz__task_set_message(t, NULL);
   if (t->exec.xd) t->exec.xd->nwait = 0;
   atomic_store_explicit(&t->rerouted, true, memory_order_release);
@@ -1079,7 +1079,7 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
   struct mz__acct *acct = mz__cur_rt == rt ? worker_acct(rt, r) : NULL;
   int prev = atomic_load_explicit(&t->state, memory_order_acquire);
   bool was_queued = prev >= MZ__T_QUEUED;
-  int q = t->queue;
+  int q = t->exec.queue;
   if (was_queued && q >= 0) {
     struct mz__exec *e = &t->exec;
     struct mz_device *dev = rt->queues[q]->dev;
@@ -1252,7 +1252,7 @@ static void work_drain(struct work *w) {
       switch (w->v[w->n].what) {
       case W_PLACE: place(op, w); break;
       case W_READY: ready(op, w); break;
-      case W_SUBMIT: submit(op, (unsigned)mz__task_of(op)->queue, w, true); break;
+      case W_SUBMIT: submit(op, (unsigned)mz__task_of(op)->exec.queue, w, true); break;
       default: finish(op, MZ_EPOLICY, "the policy's pick returned no pending node", w); break;
       }
     }
@@ -1721,7 +1721,7 @@ static void *proxy_main(void *arg) {
     }
     if (atomic_load_explicit(&p->idle, memory_order_relaxed)) atomic_store_explicit(&p->idle, false, memory_order_relaxed);
     struct mz__task *t = mz__task_of(op);
-    struct mz__queue *Q = p->dev->rt->queues[t->queue];
+    struct mz__queue *Q = p->dev->rt->queues[t->exec.queue];
     struct work w;
     work_init(&w);
     const char *why = NULL;

@@ -56,6 +56,11 @@ static int parse_params(const char *text, struct mz__param **out, unsigned *nout
   const char *s = text;
   int rc = MZ_OK;
   while (*(s = skip_ws(s))) {
+    if (n == MZ__TASK_MAX_PARAMS) {
+      snprintf(err, errlen, "more than %u parameters; a kernel takes at most %u", n, n);
+      rc = MZ_ERANGE;
+      break;
+    }
     if (n == cap) {
       cap *= 2;
       struct mz__param *np = realloc(ps, cap * sizeof *ps);

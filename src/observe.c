@@ -33,7 +33,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   mz_runtime *rt = r->rt;
   struct mz__task *t = mz__op_t(op);
   const struct mz__exec *e = &t->exec;
-  int q = t->queue;
+  int q = t->exec.queue;
   const struct mz_device *dev = rt->queues[q]->dev;
   mz_transfer_record x = {.run = r->id, .node = op->id, .queue = q};
   unsigned nx = 0;
@@ -173,11 +173,11 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
       o->node = op->id;
       o->name = mz__op_name(op);
       o->status = e->status;
-      o->queue = t->queue;
-      o->device = t->queue >= 0 ? (int)rt->queues[t->queue]->dev->info.index : -1;
+      o->queue = t->exec.queue;
+      o->device = t->exec.queue >= 0 ? (int)rt->queues[t->exec.queue]->dev->info.index : -1;
       uint64_t ts = mz__exec_t_start(e), te = mz__exec_t_end(e);
-      if (t->queue >= 0 && te && te >= ts) {
-        uint64_t base = rt->queues[t->queue]->dev->ops->clock ? r->v0 : r->t0;
+      if (t->exec.queue >= 0 && te && te >= ts) {
+        uint64_t base = rt->queues[t->exec.queue]->dev->ops->clock ? r->v0 : r->t0;
         o->start_ns = ts > base ? ts - base : 0;
         o->end_ns = te > base ? te - base : 0;
       }

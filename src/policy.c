@@ -163,12 +163,12 @@ mz_task *mz_task_pred(const mz_task *t, unsigned i) {
 }
 
 /* Atomic: a node taken back from a dead device is placed again. */
-int mz_task_queue(const mz_task *t) { return __atomic_load_n(&mz__task_of((const mz_op *)t)->queue, __ATOMIC_RELAXED); }
+int mz_task_queue(const mz_task *t) { return __atomic_load_n(&mz__task_of((const mz_op *)t)->exec.queue, __ATOMIC_RELAXED); }
 
 int mz_task_set_queue(const mz_sched *s, mz_task *t, unsigned q) {
   if (q >= s->rt->nq) return MZ_ERANGE;
   struct mz__task *k = mz__task_of((mz_op *)t);
-  k->queue = (int)q;
+  k->exec.queue = (int)q;
   k->fixed = true;
   return MZ_OK;
 }

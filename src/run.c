@@ -29,8 +29,8 @@ static void release_execs(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   for (size_t i = 0; i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    if (t->queue < 0) continue;
-    struct mz_device *dev = rt->queues[t->queue]->dev;
+    if (t->exec.queue < 0) continue;
+    struct mz_device *dev = rt->queues[t->exec.queue]->dev;
     if (dev->ops->release_exec) dev->ops->release_exec(&t->exec);
     mz__task_set_message(t, NULL);
   }
@@ -144,7 +144,7 @@ void mz__run_complete(struct mz__run *r) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {
       if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
-    } else if (t->queue >= 0 && rt->queues[t->queue]->dev->ops->release_exec) {
+    } else if (t->exec.queue >= 0 && rt->queues[t->exec.queue]->dev->ops->release_exec) {
       device_work = true;
     }
     for (unsigned a = 0; !listed && a < t->nacc; a++) {
@@ -314,7 +314,7 @@ static bool off_host(const struct mz__run *r) {
   for (size_t i = 0; i < r->ntasks; i++) {
     const struct mz__task *t = mz__task_of(r->tasks[i]);
     if (atomic_load_explicit(&t->state, memory_order_acquire) == MZ__T_DONE) continue;
-    int q = __atomic_load_n(&t->queue, __ATOMIC_RELAXED);
+    int q = __atomic_load_n(&t->exec.queue, __ATOMIC_RELAXED);
     if (q < 0 || rt->queues[q]->dev->info.unified_memory) return false;
   }
   return true;

@@ -121,7 +121,7 @@ static const char *task_state(mz_runtime *rt, mz_op *op, int *queue) {
     return "gated on host";
   }
   /* QUEUED or FLUSHED: t->queue was written before the state's release. */
-  *queue = t->queue;
+  *queue = t->exec.queue;
   if (*queue < 0 || (unsigned)*queue >= rt->nq) return "submitted to device";
   struct mz__queue *Q = rt->queues[*queue];
   if (atomic_load_explicit(&Q->current, memory_order_relaxed) == op) return "running";

@@ -583,6 +583,61 @@ Test(badinput, argument_count_mismatch, .timeout = 60) {
   mz_runtime_destroy(rt);
 }
 
+/* A host node that counts the scalars it gets, each 1. */
+static int count_args_fn(const mz_call *c) {
+  unsigned *seen = c->user;
+  for (unsigned i = 0; i < c->nargs; i++) *seen += c->args[i].i32 == 1;
+  return 0;
+}
+
+/* A task names at most 65,535 parameters and buffers (its counts are 16
+ * bits): a kernel, a host node and a partition beyond that are refused
+ * with MZ_ERANGE, and a graph of tasks within it still runs. */
+Test(badinput, task_with_more_parameters_than_a_task_holds, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  const unsigned over = 65536;
+  size_t cap = (size_t)over * 12 + 16, len = 0;
+  char *params = malloc(cap);
+  cr_assert_not_null(params);
+  for (unsigned i = 0; i < over; i++) len += (size_t)snprintf(params + len, cap - len, "%si32 a%u", i ? ", " : "", i);
+  mz_kernel *k = (mz_kernel *)1;
+  cr_expect_eq(TRIED(mz_kernel_create(rt, &(mz_kernel_spec){.name = "wide", .params = params, .cpu = {.fn = nop_fn}}, &k)),
+               MZ_ERANGE);
+  cr_expect_null(k);
+  expect_msg(mz_runtime_last_error(rt), "at most 65535", "a kernel of 65,536 parameters");
+  free(params);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op **sc = malloc(over * sizeof *sc);
+  cr_assert_not_null(sc);
+  mz_op *one = mz_i32(g, 1);
+  for (unsigned i = 0; i < over; i++) sc[i] = one;
+  mz_host(g, nop_fn, NULL, mz_zip(g, over, sc));
+  cr_expect_eq(TRIED(mz_graph_status(g)), MZ_ERANGE);
+  expect_msg(mz_graph_message(g), "at most 65535", "a host node on 65,536 scalars");
+  mz_graph_destroy(g);
+  mz_buffer *b = test_buffer_1d(rt, MZ_U8, over, NULL);
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_partition(g, mz_value(g, b), over - 1);
+  cr_expect_eq(TRIED(mz_graph_status(g)), MZ_ERANGE);
+  expect_msg(mz_graph_message(g), "at most 65534", "a partition into 65,535 tiles");
+  mz_graph_destroy(g);
+  /* Just within: a host node on 65,535 scalars runs, and sees them all. */
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  unsigned seen = 0;
+  one = mz_i32(g, 1);
+  for (unsigned i = 0; i < over - 1; i++) sc[i] = one;
+  mz_op *h = mz_host(g, count_args_fn, &seen, mz_zip(g, over - 1, sc));
+  cr_expect_eq(mz_graph_status(g), MZ_OK);
+  char msg[256];
+  cr_expect_eq(run_bounded(rt, g, h, NULL, msg, sizeof msg), MZ_OK, "%s", msg);
+  cr_expect_eq(seen, over - 1);
+  mz_graph_destroy(g);
+  free(sc);
+  mz_buffer_release(b);
+  mz_runtime_destroy(rt);
+}
+
 Test(badinput, buffer_larger_than_every_device, .timeout = 60) {
   /* Refused at creation, before any allocation is tried. */
   mz_runtime *rt = test_runtime("cpu:1");
@@ -957,6 +1012,11 @@ Test(badinput, env_devices_cpu_zero, .timeout = 60) { env_case("MZ_DEVICES", "cp
 Test(badinput, env_devices_bad_sim, .timeout = 60) {
   env_case("MZ_DEVICES", "sim:gpu@mem=lots", NULL, MZ_EINVAL, "mem");
 }
+/* More queues than a node can name: 600 simulated devices of 64 queues. */
+Test(badinput, env_devices_sim_more_queues_than_a_node_names, .timeout = 60) {
+  env_case("MZ_DEVICES", "sim:gpu*600@queues=64", NULL, MZ_ENOMEM, "32767 queues");
+}
+
 Test(badinput, env_policy_nope, .timeout = 60) { env_case("MZ_POLICY", "nope", "cpu:1", MZ_ENOENT, "nope"); }
 Test(badinput, env_opencl_queues_abc, .timeout = 60) {
   env_case("MZ_OPENCL_QUEUES", "abc", "cpu:1", MZ_EINVAL, "MZ_OPENCL_QUEUES");

@@ -674,11 +674,11 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
       w->nlocal--;
     }
     /* As run_taken does for a node from the pool. */
-    if (__builtin_expect(t->queue >= 0, 0)) {
+    if (__builtin_expect(t->exec.queue >= 0, 0)) {
       w->next = op;
       return NULL;
     }
-    __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->exec.queue, (int)w->q->index, __ATOMIC_RELAXED);
     e = &t->exec;
   }
 }
@@ -693,8 +693,8 @@ static void run_taken(struct worker *w, mz_op *op) {
    * queue's busy time (published by mz__queue_flush). */
   if (!w->q->acct.t0 && !t->run->timed) w->q->acct.t0 = mz__acct_now(&w->q->acct);
   bool counted = true;
-  if (t->shared && t->queue < 0) { /* from the pool: it runs on this queue */
-    __atomic_store_n(&t->queue, (int)w->q->index, __ATOMIC_RELAXED);
+  if (t->shared && t->exec.queue < 0) { /* from the pool: it runs on this queue */
+    __atomic_store_n(&t->exec.queue, (int)w->q->index, __ATOMIC_RELAXED);
     /* A lean run's node is not counted (finish_counted). */
     counted = !t->run->lean || w->watch;
     if (counted) atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);

@@ -726,7 +726,7 @@ static int sim_discover(mz_runtime *rt, const struct mz__devtype *type, const st
     struct mz_device *dev = sd ? mz__device_add(rt, type, c.queues, sd) : NULL;
     if (!dev) {
       free(sd);
-      rc = mz__set_error(rt, MZ_ENOMEM, "MZ_DEVICES: cannot add sim device %u of class '%s' (at most 1024 devices)", i,
+      rc = mz__set_error(rt, MZ_ENOMEM, "MZ_DEVICES: cannot add sim device %u of class '%s' (at most 1024 devices and 32767 queues)", i,
                          c.name);
       break;
     }

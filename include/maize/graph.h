@@ -116,6 +116,8 @@ mz_op *mz_join(mz_graph *g, unsigned n, mz_op *const ops[]);
  * The result is deps as they are after the call (an empty tuple when deps
  * is NULL), so further ops can depend on it. */
 mz_op *mz_host(mz_graph *g, mz_cpu_fn fn, void *user, mz_op *deps);
+/* (A task takes at most 65,535 buffers and scalars: more in deps is
+ * MZ_ERANGE on the graph.) */
 
 /* mz_host() with a name (copied; at most 255 bytes, else MZ_EINVAL on the
  * graph): the node's label in traces, timings and DOT, and the key of its
@@ -134,6 +136,8 @@ mz_op *mz_host_named(mz_graph *g, const char *name, mz_cpu_fn fn, void *user, mz
  * the buffer waits for the runs that write its tiles and sees their
  * latest data, wherever it is (also tiles never put back with
  * mz_unpartition), and tiles used after the buffer was written see that. */
+/* n is 1 to the rows of that dimension, and at most 65,534 (else
+ * MZ_ERANGE on the graph). */
 mz_op *mz_partition(mz_graph *g, mz_op *v, unsigned n);
 
 /* Put tiles back: tiles is a tuple whose elements are the tiles (or ops

@@ -103,7 +103,7 @@ typedef struct mz_kernel_spec {
 
 /* Create a kernel.  The parameter list is parsed here; an error in it gives
  * MZ_EINVAL with a message naming the parameter (see mz_kernel_last_error
- * via mz_runtime_last_error()).  Device code is built lazily, once per
+ * via mz_runtime_last_error()), and more than 65,535 parameters MZ_ERANGE.  Device code is built lazily, once per
  * device, the first time a node runs there.  On success the kernel is
  * freed by mz_kernel_destroy() (or by the runtime at its destruction). */
 int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out) MZ_WUR;

@@ -24,6 +24,11 @@ enum mz__dir {
  * or computed). */
 static inline bool mz__dir_is_buffer(enum mz__dir d) { return d >= MZ__IN && d <= MZ__OUTLIKE; }
 
+/* The most parameters (and buffers) a task holds: its counts are 16 bits
+ * (struct mz__task).  mz_kernel_create, mz_host and mz_partition refuse
+ * more. */
+#define MZ__TASK_MAX_PARAMS 65535u
+
 struct mz__param {
   enum mz__dir dir;
   mz_dtype dtype;

@@ -164,13 +164,14 @@ struct mz__task {
    * runtime thread). */
   bool replay_dirty;
   mz__spin lock;              /* guards state transitions to DONE and succs */
-  int queue;                  /* -1 until placed */
-  /* (Its status is its exec's: struct mz__exec.) */
+  /* (Its status and its queue, -1 until placed, are its exec's: struct
+   * mz__exec.) */
   /* The counts sit together, each array's beside the others', so that no
-   * pointer after a count is padded. */
+   * pointer after a count is padded.  A task has at most MZ__TASK_MAX_PARAMS
+   * parameters and accesses (graph/graph.c refuses more). */
   unsigned npreds;
-  unsigned nacc;
-  unsigned nparams;
+  uint16_t nacc;
+  uint16_t nparams;
   /* While the task waits in a queue or list (a device's inbox, the CPU
    * workers' shared list: never two at once), the link (mz__op_next);
    * else the stamp of the last lowering that took the task into a run
