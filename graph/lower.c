@@ -371,15 +371,17 @@ static size_t xdev_bytes(const struct mz__run *r, const struct mz__task *t) {
   return !r->xrec ? 0 : XD_HEAD + (r->rt->nmem > 1 ? t->nparams * sizeof(struct mz__xarg) : 0);
 }
 
-/* Point t's exec at its record at xd (NULL: none), with its arrays; its
- * times and policy word zero. */
-static void xdev_set(const mz_runtime *rt, struct mz__task *t, char *xd, struct mz__xfer *xfers, struct mz__exec **waits) {
+/* Point t at its predecessors preds and its exec at its record at xd
+ * (NULL: none), with its arrays; its times and policy word zero. */
+static void xdev_set(const mz_runtime *rt, struct mz__task *t, mz_op **preds, char *xd, struct mz__xfer *xfers,
+                     struct mz__exec **waits) {
   t->exec.args_dev1 = 0;
-  t->exec.xd = (struct mz__xdev *)(void *)xd;
-  if (!xd) return;
-  *t->exec.xd = (struct mz__xdev){.args = t->nparams && rt->nmem > 1 ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
-                                  .xfers = xfers,
-                                  .waits = waits};
+  struct mz__xdev *x = (struct mz__xdev *)(void *)xd;
+  if (x)
+    *x = (struct mz__xdev){.args = t->nparams && rt->nmem > 1 ? (struct mz__xarg *)(void *)(xd + XD_HEAD) : NULL,
+                           .xfers = xfers,
+                           .waits = waits};
+  mz__task_set_preds(t, preds, x);
 }
 
 /* The bytes of a task's block in a frozen run: its predecessors, its
@@ -388,7 +390,7 @@ static void xdev_set(const mz_runtime *rt, struct mz__task *t, char *xd, struct 
  * waits). */
 static size_t frozen_block(const struct mz__run *r, bool dwait, const struct mz__task *t, size_t o[4]) {
   const mz_runtime *rt = r->rt;
-  size_t pb = t->npreds * sizeof *t->preds, sb = t->succs.nrun * sizeof *t->succs.v, ab = xdev_bytes(r, t),
+  size_t pb = t->npreds * sizeof(mz_op *), sb = t->succs.nrun * sizeof *t->succs.v, ab = xdev_bytes(r, t),
          xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0,
          wb = dwait ? (t->npreds + t->nacc) * sizeof(struct mz__exec *) : 0;
   pb = (pb + 15) & ~(size_t)15;
@@ -447,12 +449,11 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     struct mz__task *t = mz__task_of(r->tasks[i]);
     size_t sz = frozen_block(r, dwait, t, o);
     topo[i] = r->tasks[i];
-    if (t->npreds) memcpy(mem, t->preds, t->npreds * sizeof *t->preds);
+    if (t->npreds) memcpy(mem, mz__task_preds(t), t->npreds * sizeof(mz_op *));
     if (t->succs.nrun) memcpy(mem + o[0], t->succs.v, t->succs.nrun * sizeof *t->succs.v);
-    t->preds = t->npreds ? (mz_op **)(void *)mem : NULL;
     succv[i] = (mz_op **)(void *)(mem + o[0]);
-    xdev_set(rt, t, o[2] > o[1] ? mem + o[1] : NULL, o[3] > o[2] ? (void *)(mem + o[2]) : NULL,
-             dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
+    xdev_set(rt, t, t->npreds ? (mz_op **)(void *)mem : NULL, o[2] > o[1] ? mem + o[1] : NULL,
+             o[3] > o[2] ? (void *)(mem + o[2]) : NULL, dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
     mem += sz;
   }
   /* The sources, in the array of the tasks' blocks' arena. */
@@ -605,7 +606,7 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
       if (mz__succs_heap(sc)) free(sc->v);
       sc->v = sc->nrun ? lw->succv[i] : NULL;
       sc->n = sc->nrun;
-      if (t->exec.xd) t->exec.xd->policy_word = 0; /* the frozen run's record */
+      if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->policy_word = 0; /* the frozen run's record */
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
     task_enter(op, r, false);
@@ -897,8 +898,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     struct mz__task *t = mz__task_of(op);
     if (bare_ok && !op->u.bpreds && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
-      t->preds = NULL;
-      xdev_set(rt, t, NULL, NULL, NULL);
+      xdev_set(rt, t, NULL, NULL, NULL, NULL);
       t->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
       continue;
     }
@@ -965,7 +965,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * access at most, a wait per predecessor and per pending transfer) in
      * one block. */
     t->npreds = 0;
-    t->preds = NULL;
+    mz__task_set_preds(t, NULL, NULL);
     if (rc) {
       unflag(&preds);
       break;
@@ -974,7 +974,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * hazards repeat the argument edges): then the task points at those
      * and the run stores none. */
     bool same = kept_all && preds.n == nkept;
-    size_t pb = same ? 0 : preds.n * sizeof *t->preds, ab = xdev_bytes(r, t),
+    size_t pb = same ? 0 : preds.n * sizeof(mz_op *), ab = xdev_bytes(r, t),
            xb = rt->nmem > 1 ? 2 * t->nacc * sizeof(struct mz__xfer) : 0, /* host memory only: no transfer */
         wb = dwait ? (preds.n + t->nacc) * sizeof(struct mz__exec *) : 0;
     pb = (pb + 15) & ~(size_t)15;
@@ -986,7 +986,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       rc = MZ_ENOMEM;
       break;
     }
-    if (pb) memcpy(blk, preds.v, preds.n * sizeof *t->preds);
+    if (pb) memcpy(blk, preds.v, preds.n * sizeof(mz_op *));
     for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
       struct mz__task *pt = mz__task_of(preds.v[k]);
       pt->color &= (uint8_t)~MZ__SEEN;
@@ -995,9 +995,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         nedges++;
       }
     }
-    t->preds = !preds.n ? NULL : same ? op->u.bpreds : (mz_op **)(void *)blk;
     t->npreds = (unsigned)preds.n;
-    xdev_set(rt, t, ab ? blk + pb : NULL, xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
+    xdev_set(rt, t, !preds.n ? NULL : same ? op->u.bpreds : (mz_op **)(void *)blk, ab ? blk + pb : NULL,
+             xb ? (void *)(blk + pb + ab) : NULL, wb ? (void *)(blk + pb + ab + xb) : NULL);
   }
 
   /* 3. With a forward edge: a topological order over in-run edges, where a
@@ -1018,7 +1018,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       struct mz__task *t = mz__task_of(op);
       unsigned *ni = &next_pred[stack.n - 1];
       if (*ni < t->npreds) {
-        mz_op *p = t->preds[(*ni)++];
+        mz_op *p = mz__task_preds(t)[(*ni)++];
         if (mz__task_mark(mz__task_of(p)) != stamp) continue; /* another run's task */
         if (mz__task_of(p)->color == 1) cycle_at = p;
         else if (mz__task_of(p)->color == 0) {
@@ -1049,7 +1049,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       sc->n = sc->nrun = 0;
       mz__task_set_mark(mz__task_of(all->v[i]), 0);
       mz__task_of(all->v[i])->npreds = 0;
-      mz__task_of(all->v[i])->preds = NULL;
+      mz__task_set_preds(mz__task_of(all->v[i]), NULL, NULL);
       atomic_store(&mz__task_of(all->v[i])->pred_failed, false);
     }
     pthread_mutex_unlock(&rt->lock);
@@ -1150,7 +1150,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     unsigned inrun = 0;
     bool cross = false;
     for (unsigned k = 0; k < t->npreds; k++) {
-      mz_op *p = t->preds[k];
+      mz_op *p = mz__task_preds(t)[k];
       if (mz__task_mark(mz__task_of(p)) != stamp) {
         cross = true;
         continue;
@@ -1190,7 +1190,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     cross_any |= cross;
     for (unsigned k = 0; cross && k < t->npreds; k++) {
-      mz_op *p = t->preds[k];
+      mz_op *p = mz__task_preds(t)[k];
       if (mz__task_mark(mz__task_of(p)) == stamp) continue;
       if (p->g != g && p->g->hold_stamp != stamp && !hold_graph(r, p->g, stamp)) nfail++;
       mz__spin_lock(&mz__task_of(p)->lock);

@@ -64,6 +64,10 @@ struct mz__xarg {
  * a policy with plan, async kernels); NULL in any other run, whose CPU nodes keep no times
  * (a perf-model sample is recorded where it is measured). */
 struct mz__xdev {
+  /* The task's predecessors in the run (mz__task_preds): where the record
+   * exists, the task's word for them is the record's (struct mz__exec's
+   * rec). */
+  struct mz_op **preds;
   /* ns (mz__now_ns clock, or the device's own: ops->clock); 0 = the core
    * fills them.  Read them with mz__exec_t_start and mz__exec_t_end. */
   uint64_t t_start, t_end;
@@ -116,14 +120,29 @@ struct mz__exec {
    * itself.  A runtime has at most INT16_MAX queues (src/device.c). */
   int16_t queue;
   /* The run's record of the node's times, policy word and device
-   * arguments (struct mz__xdev); NULL in a lean run.  Never NULL on a
-   * device other than the CPU, nor in a timed run.  (The detail of a
-   * failure is kept with the task's rare fields: mz__exec_message.) */
-  struct mz__xdev *xd;
+   * arguments (struct mz__xdev; read with mz__exec_xd), NULL in a lean
+   * run: never NULL on a device other than the CPU, nor in a timed run.
+   * One word for two lists that go together: with its low bit set, the
+   * record's address (the record holds the task's predecessors); clear,
+   * the task's predecessor list itself (mz__task_preds), in a run without
+   * records.  Both are set together where the task is lowered, into the
+   * same run's memory (mz__task_set_preds).  (The detail of a failure is
+   * kept with the task's rare fields: mz__exec_message.) */
+  uintptr_t rec;
 };
+/* e's record in this run, or NULL (struct mz__exec's rec). */
+static inline struct mz__xdev *mz__exec_xd(const struct mz__exec *e) {
+  return e->rec & 1 ? (struct mz__xdev *)(e->rec - 1) : NULL;
+}
 /* e's times in this run (0, 0: not measured, or no record). */
-static inline uint64_t mz__exec_t_start(const struct mz__exec *e) { return e->xd ? e->xd->t_start : 0; }
-static inline uint64_t mz__exec_t_end(const struct mz__exec *e) { return e->xd ? e->xd->t_end : 0; }
+static inline uint64_t mz__exec_t_start(const struct mz__exec *e) {
+  struct mz__xdev *x = mz__exec_xd(e);
+  return x ? x->t_start : 0;
+}
+static inline uint64_t mz__exec_t_end(const struct mz__exec *e) {
+  struct mz__xdev *x = mz__exec_xd(e);
+  return x ? x->t_end : 0;
+}
 /* The detail of e's failure (NULL: none), and its replacement: msg is
  * malloc'd (or NULL: clear it) and taken over; the core frees it when the
  * run is torn down.  Thread: the one that ends or fails e's node. */
@@ -131,9 +150,18 @@ const char *mz__exec_message(const struct mz__exec *e);
 void mz__exec_set_message(struct mz__exec *e, char *msg);
 /* e's transfers, its reads back into host memory and its waits: all in
  * its device record, so none without one (a runtime of host memory only). */
-static inline unsigned mz__exec_nxfer(const struct mz__exec *e) { return e->xd ? e->xd->nxfer : 0; }
-static inline unsigned mz__exec_nread(const struct mz__exec *e) { return e->xd ? e->xd->nread : 0; }
-static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return e->xd ? e->xd->nwait : 0; }
+static inline unsigned mz__exec_nxfer(const struct mz__exec *e) {
+  struct mz__xdev *x = mz__exec_xd(e);
+  return x ? x->nxfer : 0;
+}
+static inline unsigned mz__exec_nread(const struct mz__exec *e) {
+  struct mz__xdev *x = mz__exec_xd(e);
+  return x ? x->nread : 0;
+}
+static inline unsigned mz__exec_nwait(const struct mz__exec *e) {
+  struct mz__xdev *x = mz__exec_xd(e);
+  return x ? x->nwait : 0;
+}
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);

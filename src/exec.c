@@ -162,7 +162,7 @@ static int fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
      * or waited for on the device) was taken back to wait for memory: the
      * device order the node relied on is gone, so wait on the host. */
     for (unsigned i = 0; i < t->npreds; i++) {
-      struct mz__task *p = mz__op_t(t->preds[i]);
+      struct mz__task *p = mz__op_t(mz__task_preds(t)[i]);
       if (atomic_load_explicit(&p->rerouted, memory_order_acquire) &&
           atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE) {
         *why = "a predecessor was taken off its queue";
@@ -296,7 +296,7 @@ static bool alias_wait(const struct mz__task *t) {
   for (unsigned a = 0; a < t->nacc && !alias; a++)
     alias = mz__acc_buf(mz__task_acc(t)[a])->parent || atomic_load_explicit(&mz__acc_buf(mz__task_acc(t)[a])->has_tiles, memory_order_relaxed);
   for (unsigned i = 0; alias && i < t->npreds; i++) {
-    const struct mz__task *p = mz__op_t(t->preds[i]);
+    const struct mz__task *p = mz__op_t(mz__task_preds(t)[i]);
     if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
   }
   return false;
@@ -351,7 +351,7 @@ static void place(mz_op *op, struct work *w) {
    * takes ready nodes only (pend). */
   bool device_side = mz__task_ngates(t) == 0 && !rt->pol_pick[r->policy];
   for (unsigned i = 0; i < t->npreds && device_side; i++) {
-    mz_op *p = t->preds[i];
+    mz_op *p = mz__task_preds(t)[i];
     int s = atomic_load_explicit(&mz__task_of(p)->state, memory_order_acquire);
     if (s == MZ__T_DONE) continue;
     if (mz__task_of(p)->run != r) {
@@ -378,16 +378,16 @@ static void place(mz_op *op, struct work *w) {
     bool planned = s >= MZ__T_FLUSHED || (P->dev->ops->inline_submit && !P->dev->ops->host_memory);
     if (P->dev->ops == Q->dev->ops && Q->dev->ops->can_wait && Q->dev->ops->can_wait(Q, P) &&
         (same_dev || (planned && Q->dev->ops->can_copy_peer && Q->dev->ops->can_copy_peer(Q->dev, P->dev)))) {
-      t->exec.xd->waits[nw++] = &mz__task_of(p)->exec;
+      mz__exec_xd(&t->exec)->waits[nw++] = &mz__task_of(p)->exec;
       continue;
     }
     device_side = false;
   }
   if (device_side) {
-    if (t->exec.xd) t->exec.xd->nwait = nw; /* nw > 0 only with a device record */
+    if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->nwait = nw; /* nw > 0 only with a device record */
     submit(op, (unsigned)q, w, false);
   } else {
-    if (t->exec.xd) t->exec.xd->nwait = 0;
+    if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->nwait = 0;
     t->host_wait = true;
     release_gate(op, w);
   }
@@ -515,7 +515,7 @@ static void ready(mz_op *op, struct work *w) {
     }
     __atomic_store_n(&t->exec.queue, q, __ATOMIC_RELAXED); /* successors may read it */
   }
-  if (t->exec.xd) t->exec.xd->nwait = 0;
+  if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->nwait = 0;
   if (t->run->rt->pol_pick[t->run->policy]) pend(op, (unsigned)t->exec.queue, w);
   else submit(op, (unsigned)t->exec.queue, w, false);
 }
@@ -532,9 +532,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   struct mz__copy *c = &b->copies[m];
   if (c->alias) {
     /* A read back into the host copy on the way is recorded like any. */
-    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
+    struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[mz__exec_xd(e)->nread] : NULL;
     int rc = mz__plan_alias_read(rt, b, m, dev, moved, why, rec);
-    if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
+    if (rec && rec->bytes) mz__exec_xd(e)->nread++; /* rec: e has a device record */
     return rc;
   }
   if (c->state != MZ__INVALID) {
@@ -550,8 +550,8 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
      * again: the same bytes, from a copy that stays valid until we finish. */
     if (ft->run == mz__task_of(mz__exec_node(e))->run && dev->ops->can_wait && dev->ops->can_wait(Q, mz__exec_queue(f))) {
       bool have = false;
-      for (unsigned i = 0; i < e->xd->nwait && !have; i++) have = e->xd->waits[i] == f;
-      if (!have) e->xd->waits[e->xd->nwait++] = f;
+      for (unsigned i = 0; i < mz__exec_xd(e)->nwait && !have; i++) have = mz__exec_xd(e)->waits[i] == f;
+      if (!have) mz__exec_xd(e)->waits[mz__exec_xd(e)->nwait++] = f;
       return MZ_OK;
     }
   }
@@ -559,7 +559,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
     *why = "injected fault: a transfer into the device failed";
     return MZ_EDEVICE;
   }
-  struct mz__xfer *x = &e->xd->xfers[e->xd->nxfer];
+  struct mz__xfer *x = &mz__exec_xd(e)->xfers[mz__exec_xd(e)->nxfer];
   memset(x, 0, sizeof *x);
   x->dst = c->mem;
   x->bytes = b->bytes;
@@ -584,9 +584,9 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
        * memory.  The producer has finished, since such edges are released
        * on the host (place()). */
       mz__spin_unlock(&b->lock);
-      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
+      struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[mz__exec_xd(e)->nread] : NULL;
       int rc = mz__buffer_fetch_host(b, moved, rec);
-      if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
+      if (rec && rec->bytes) mz__exec_xd(e)->nread++; /* rec: e has a device record */
       mz__spin_lock(&b->lock);
       if (rc) {
         *why = "cannot read a buffer back from its device";
@@ -598,7 +598,7 @@ static int plan_device_read(mz_runtime *rt, mz_buffer *b, unsigned m, struct mz_
   mz__copy_read_from(b, 0);
   c->state = MZ__SHARED;
   c->fetcher = e;
-  e->xd->nxfer++;
+  mz__exec_xd(e)->nxfer++;
   *moved += b->bytes;
   return MZ_OK;
 }
@@ -636,7 +636,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
   if (kern && dev->ops->prepare && di < kern->rt->ndev && kern->rt->devs[di] == dev &&
       __atomic_load_n(&kern->prep_status[di], __ATOMIC_ACQUIRE) == 1) {
-    e->xd->kernel_dev = kern->prepared[di]; /* a device with prepare has memory of its own */
+    mz__exec_xd(e)->kernel_dev = kern->prepared[di]; /* a device with prepare has memory of its own */
     if (log) *log = NULL;
   } else if (kern) {
     void *kdev = NULL; /* a host-memory device's (none kept: no record) */
@@ -645,7 +645,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
       *why = "cannot build the kernel for this device";
       return rc;
     }
-    if (e->xd) e->xd->kernel_dev = kdev;
+    if (mz__exec_xd(e)) mz__exec_xd(e)->kernel_dev = kdev;
   }
   uint64_t moved = 0;
   /* Device memory first, for every buffer, before any copy state changes:
@@ -713,9 +713,9 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
         }
       }
       if (mode & 1) {
-        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[e->xd->nread] : NULL;
+        struct mz__xfer *rec = mz__exec_reads(e) ? &mz__exec_reads(e)[mz__exec_xd(e)->nread] : NULL;
         int rc = mz__buffer_fetch_host(b, &moved, rec);
-        if (rec && rec->bytes) e->xd->nread++; /* rec: e has a device record */
+        if (rec && rec->bytes) mz__exec_xd(e)->nread++; /* rec: e has a device record */
         if (rc) {
           *why = "cannot read an input back from its device";
           return rc;
@@ -769,7 +769,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
    * builds its call from the task's values and buffers). */
   const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
   for (unsigned i = 0; m && i < t->nparams; i++) {
-    struct mz__xarg *x = &e->xd->args[i];
+    struct mz__xarg *x = &mz__exec_xd(e)->args[i];
     mz_buffer *b = mz__task_buf(t, i);
     if (b) {
       x->is_buffer = true;
@@ -798,7 +798,8 @@ static int plan_exec(mz_op *op, struct mz__queue *Q, const char **why, char **lo
   /* This run's times and copies from here on (reset here rather than when
    * the run starts, which then need not touch the exec's lines). */
   struct mz__exec *e = &t->exec;
-  if (e->xd) e->xd->t_start = e->xd->t_end = e->xd->nxfer = e->xd->nread = 0;
+  struct mz__xdev *xd = mz__exec_xd(e);
+  if (xd) xd->t_start = xd->t_end = xd->nxfer = xd->nread = 0;
   t->planned = true;
   /* Memory limits concern device memory: a node in host memory is never
    * taken back to wait for memory, nor waits on the device for one that
@@ -829,7 +830,7 @@ bool mz__exec_waited_apart(const struct mz__exec *e, const struct mz__exec *next
   if (!next) return true;
   const struct mz__task *nt = mz__task_of(mz__exec_node(next));
   for (unsigned i = 0; i < nt->npreds; i++)
-    if (nt->preds[i] == op) return false;
+    if (mz__task_preds(nt)[i] == op) return false;
   return true;
 }
 
@@ -1017,7 +1018,7 @@ static void demote(mz_op *op, int why, struct work *w) {
   atomic_fetch_sub(&rt->queues[t->exec.queue]->backlog, 1);
   pick_after_drop(rt, rt->queues[t->exec.queue], w);
   mz__task_set_message(t, NULL);
-  if (t->exec.xd) t->exec.xd->nwait = 0;
+  if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->nwait = 0;
   atomic_store_explicit(&t->rerouted, true, memory_order_release);
   atomic_store_explicit(&t->state, MZ__T_WAIT, memory_order_release);
   if (why == MZ__ERETRY) {
@@ -1073,8 +1074,8 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
   /* Never planned in this run (canceled first, or failed to be placed):
    * no times or copies to report (observers, busy time, perf models), not
    * an earlier run's. */
-  if (__builtin_expect(!t->planned, 0) && t->exec.xd)
-    t->exec.xd->t_start = t->exec.xd->t_end = t->exec.xd->nxfer = t->exec.xd->nread = 0;
+  struct mz__xdev *xd = mz__exec_xd(&t->exec);
+  if (__builtin_expect(!t->planned, 0) && xd) xd->t_start = xd->t_end = xd->nxfer = xd->nread = 0;
   /* On a CPU worker of this runtime: count locally (see struct mz__acct). */
   struct mz__acct *acct = mz__cur_rt == rt ? worker_acct(rt, r) : NULL;
   int prev = atomic_load_explicit(&t->state, memory_order_acquire);
@@ -1127,7 +1128,7 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
      * per node however often it was planned. */
     if (mz__exec_nxfer(e) | mz__exec_nread(e)) {
       uint64_t bytes = 0;
-      for (unsigned i = 0; i < mz__exec_nxfer(e); i++) bytes += e->xd->xfers[i].bytes;
+      for (unsigned i = 0; i < mz__exec_nxfer(e); i++) bytes += mz__exec_xd(e)->xfers[i].bytes;
       for (unsigned i = 0; i < mz__exec_nread(e); i++) bytes += mz__exec_reads(e)[i].bytes;
       atomic_fetch_add_explicit(&r->st_transfers, mz__exec_nxfer(e) + mz__exec_nread(e), memory_order_relaxed);
       atomic_fetch_add_explicit(&r->st_bytes, bytes, memory_order_relaxed);

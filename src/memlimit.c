@@ -65,7 +65,7 @@ static void take_parked(struct memdev *md, mz_op ***v, size_t *n, size_t *cap) {
 static void unpin_sources(struct mz__exec *e, struct mz__memlimit *ml, unsigned m, mz_op ***v, size_t *n, size_t *cap) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned i = 0; i < mz__exec_nxfer(e); i++) {
-    struct mz__xfer *x = &e->xd->xfers[i];
+    struct mz__xfer *x = &mz__exec_xd(e)->xfers[i];
     if (!x->src_dev) continue;
     struct memdev *ms = &ml->md[x->src_dev->info.index];
     pthread_mutex_lock(&ms->m);

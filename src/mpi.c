@@ -1248,7 +1248,7 @@ static int task_start(mz_op *op, const mz_call *call) {
     int ret = dt->fn(&uc);
     /* Timed (the run or the perf models want it: t_start is set): the
      * function's end, before any send may end the node elsewhere. */
-    if (mz__exec_t_start(e)) e->xd->t_end = mz__now_ns();
+    if (mz__exec_t_start(e)) mz__exec_xd(e)->t_end = mz__now_ns();
     if (ret != 0) {
       /* As a CPU function's failure (devices/cpu/cpu.c). */
       char buf[200];

@@ -55,7 +55,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
     bytes += c->bytes;
   }
   for (unsigned i = 0; i < mz__exec_nxfer(e); i++) {
-    const struct mz__xfer *c = &e->xd->xfers[i];
+    const struct mz__xfer *c = &mz__exec_xd(e)->xfers[i];
     x.src_device = dev_of_mem(c->src_dev);
     x.dst_device = (int)dev->info.index;
     x.bytes = c->bytes;
@@ -75,7 +75,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   if (t->npreds > 32) preds = malloc(t->npreds * sizeof *preds);
   unsigned np = 0;
   for (unsigned i = 0; preds && i < t->npreds; i++)
-    if (mz__op_t(t->preds[i])->run == r) preds[np++] = t->preds[i]->id;
+    if (mz__op_t(mz__task_preds(t)[i])->run == r) preds[np++] = mz__task_preds(t)[i]->id;
   mz_node_record n = {.run = r->id,
                       .node = op->id,
                       .name = mz__op_name(op),
@@ -182,7 +182,7 @@ int mz_future_timings(mz_future *f, const mz_node_timing **out, size_t *n) {
         o->end_ns = te > base ? te - base : 0;
       }
       o->transfers = mz__exec_nxfer(e) + mz__exec_nread(e);
-      for (unsigned k = 0; k < mz__exec_nxfer(e); k++) o->bytes += e->xd->xfers[k].bytes;
+      for (unsigned k = 0; k < mz__exec_nxfer(e); k++) o->bytes += mz__exec_xd(e)->xfers[k].bytes;
       for (unsigned k = 0; k < mz__exec_nread(e); k++) o->bytes += mz__exec_reads(e)[k].bytes;
     }
     if (!rc) {

@@ -1127,7 +1127,7 @@ size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
 size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
   const struct mz__task *k = mz__task_of((const mz_op *)t);
   if (i >= k->npreds) return 0;
-  const struct mz__task *p = mz__op_t(k->preds[i]);
+  const struct mz__task *p = mz__op_t(mz__task_preds(k)[i]);
   size_t n = 0;
   for (unsigned a = 0; a < k->nacc; a++) {
     if (!(mz__acc_mode(mz__task_acc(k)[a]) & 1)) continue;

@@ -159,7 +159,7 @@ unsigned mz_task_pred_count(const mz_task *t) { return mz__task_of((const mz_op 
 
 mz_task *mz_task_pred(const mz_task *t, unsigned i) {
   const struct mz__task *k = mz__task_of((const mz_op *)t);
-  return i < k->npreds ? (mz_task *)k->preds[i] : NULL;
+  return i < k->npreds ? (mz_task *)mz__task_preds(k)[i] : NULL;
 }
 
 /* Atomic: a node taken back from a dead device is placed again. */
@@ -179,7 +179,7 @@ uintptr_t *mz_task_policy_data(mz_task *t) {
   /* The run's exec record (a run whose policy has plan has one for every
    * task); else, for a policy that asks only at select, the cold record,
    * which cannot be refused here: out of memory, as the work lists do. */
-  if (k->exec.xd) return &k->exec.xd->policy_word;
+  if (mz__exec_xd(&k->exec)) return &mz__exec_xd(&k->exec)->policy_word;
   struct mz__tcold *c = mz__task_cold(k);
   if (!c) abort();
   return &c->policy_word;
@@ -239,7 +239,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->cold ? t->cold->prev : NULL;
+      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : t->cold ? t->cold->prev : NULL;
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi == n) continue;
       off[pi + 1]++;
@@ -258,7 +258,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? t->preds[k] : t->cold ? t->cold->prev : NULL;
+      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : t->cold ? t->cold->prev : NULL;
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi != n) adj[fill[pi]++] = j;
     }

@@ -150,7 +150,8 @@ static inline int prepare_kept(struct mz__exec *e, const struct mz__queue *q) {
                        1)) {
     /* No copies to reset (one memory); times only where the run keeps
      * records (exec.xd; a lean run does not). */
-    if (__builtin_expect(e->xd != NULL, 0)) e->xd->t_start = e->xd->t_end = 0;
+    struct mz__xdev *xd = mz__exec_xd(e);
+    if (__builtin_expect(xd != NULL, 0)) xd->t_start = xd->t_end = 0;
     e->status = 0;
     t->planned = true;
     return MZ_OK;
@@ -294,7 +295,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
    * exec->reads), so its time, its queue's busy time and its perf model
    * are the function's alone; no second clock read on the common path. */
   uint64_t ts = !timed ? 0 : status == MZ_OK && mz__exec_nread(e) ? mz__exec_reads(e)[mz__exec_nread(e) - 1].t_end : t0;
-  if (timed && e->xd) e->xd->t_start = ts;
+  if (timed && mz__exec_xd(e)) mz__exec_xd(e)->t_start = ts;
   if (status == MZ_OK) {
     mz_cpu_fn fn = NULL;
     void *user = NULL;
@@ -328,7 +329,7 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
            * the thread that ends the node reads it (and may do so at once):
            * the start's stamp, read just now (a clock read is tens of ns,
            * and an async kernel's start is a message's latency). */
-          if (e->xd) e->xd->t_end = ts;
+          if (mz__exec_xd(e)) mz__exec_xd(e)->t_end = ts;
           if (!counted) { /* ended by mz__task_finish, on another thread */
             atomic_fetch_add_explicit(&w->q->backlog, 1, memory_order_relaxed);
             counted = true;
@@ -360,8 +361,8 @@ static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sam
   }
   if (timed) {
     uint64_t te = mz__now_ns();
-    if (e->xd) {
-      e->xd->t_end = te;
+    if (mz__exec_xd(e)) {
+      mz__exec_xd(e)->t_end = te;
     } else if (status == MZ_OK && te > ts) {
       /* A run without records (struct mz__exec's xd) keeps no times: a
        * perf-model sample of a CPU function that returned goes to the
@@ -607,7 +608,8 @@ static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sam
                          0))
       return op;
     if (__builtin_expect((*sampled = pm_wants(w, op)), 0)) return op;
-    if (__builtin_expect(e->xd != NULL, 0)) e->xd->t_start = e->xd->t_end = 0; /* no copies to reset: one memory */
+    struct mz__xdev *xd = mz__exec_xd(e);
+    if (__builtin_expect(xd != NULL, 0)) xd->t_start = xd->t_end = 0; /* no copies to reset: one memory */
     e->status = 0;
     t->planned = true;
     t->exec.args_dev1 = w->dev1; /* what plan_exec would note (src/exec.c) */

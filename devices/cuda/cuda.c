@@ -565,8 +565,8 @@ static void batch_times(struct cu_batch *cb) {
   atomic_store_explicit(&cb->cq->last_end, t1, memory_order_relaxed);
   struct mz__batch *b = cb->b;
   for (unsigned i = 0; i < b->n; i++) {
-    b->execs[i]->xd->t_start = t0 + (t1 - t0) * i / b->n;
-    b->execs[i]->xd->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
+    mz__exec_xd(b->execs[i])->t_start = t0 + (t1 - t0) * i / b->n;
+    mz__exec_xd(b->execs[i])->t_end = t0 + (t1 - t0) * (i + 1) / b->n;
   }
 }
 
@@ -1199,20 +1199,20 @@ static CUresult waited_event(struct cu_dev *cur, struct mz__exec *w, CUevent *ou
   struct cu_queue *wq = wQ->priv;
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&wd->event_lock);
-  if (!w->xd->event) {
+  if (!mz__exec_xd(w)->event) {
     if (wd != cur) cu_current(wd);
     CUevent ev = NULL;
     r = wd->api->EventCreate(&ev, CU_EVENT_DISABLE_TIMING);
     if (r == CUDA_SUCCESS) {
       r = wd->api->EventRecord(ev, wq->stream);
       if (r != CUDA_SUCCESS) wd->api->EventDestroy(ev);
-      else w->xd->event = ev;
+      else mz__exec_xd(w)->event = ev;
     }
     if (wd != cur) cu_current(cur);
     /* A sticky error here is the waited device's, not the waiter's. */
     cu_check(wd, r, "cuEventRecord");
   }
-  *out = w->xd->event;
+  *out = mz__exec_xd(w)->event;
   pthread_mutex_unlock(&wd->event_lock);
   return r;
 }
@@ -1256,7 +1256,7 @@ static int wait_preds(struct cu_dev *d, struct mz__queue *q, struct mz__exec *e,
   char ebuf[160];
   *sticky = CUDA_SUCCESS;
   for (unsigned i = 0; i < mz__exec_nwait(e); i++) {
-    struct mz__exec *w = e->xd->waits[i];
+    struct mz__exec *w = mz__exec_xd(e)->waits[i];
     struct mz__queue *wQ = w ? mz__exec_queue(w) : NULL;
     if (!w || wQ == q) continue; /* the stream orders its own work */
     if (wQ->dev->ops != &cuda_ops) {
@@ -1303,13 +1303,13 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
    * node whose predecessors are late holds back the copy stream only when
    * it reads their output. */
   unsigned npeer = 0;
-  for (unsigned i = 0; ce && i < mz__exec_nxfer(e); i++) npeer += e->xd->xfers[i].src_host == NULL;
+  for (unsigned i = 0; ce && i < mz__exec_nxfer(e); i++) npeer += mz__exec_xd(e)->xfers[i].src_host == NULL;
   bool split = ce && npeer;
   CUresult sr = CUDA_SUCCESS;
   /* Most nodes wait only for nodes on their own stream, which orders them:
    * then there is nothing for wait_preds to do. */
   bool other = false;
-  for (unsigned i = 0; i < mz__exec_nwait(e) && !other; i++) other = e->xd->waits[i] && mz__exec_queue(e->xd->waits[i]) != q;
+  for (unsigned i = 0; i < mz__exec_nwait(e) && !other; i++) other = mz__exec_xd(e)->waits[i] && mz__exec_queue(mz__exec_xd(e)->waits[i]) != q;
   if (!split && other && wait_preds(d, q, e, st, &sr)) return sr;
 
   r = CUDA_SUCCESS;
@@ -1323,7 +1323,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
       break;
     }
     for (unsigned i = 0; i < mz__exec_nxfer(e) && r == CUDA_SUCCESS && !xfail; i++) {
-      const struct mz__xfer *x = &e->xd->xfers[i];
+      const struct mz__xfer *x = &mz__exec_xd(e)->xfers[i];
       CUdeviceptr dst = dptr_of(x->dst);
       const char *what;
       if (x->bytes == 0) continue;
@@ -1398,7 +1398,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
 
   /* Host work (host nodes, partition bookkeeping) has no kernel: on a
    * device it is only its transfers. */
-  const struct cu_kernel *ck = e->xd->kernel_dev;
+  const struct cu_kernel *ck = mz__exec_xd(e)->kernel_dev;
   if (!mz__exec_kernel(e)) return CUDA_SUCCESS;
   if (!ck) {
     cu_exec_fail(e, MZ_EBUILD, cu_msg("cuda: kernel '%s' was not prepared", mz_kernel_name(mz__exec_kernel(e))));
@@ -1409,7 +1409,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
      * sticky error in there shows at the next call or to the monitor. */
     struct mz__cu_env env = cu_env(d, q->priv);
     char *why = NULL;
-    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, e->xd->args, mz__exec_nargs(e), &why);
+    int rc = ck->native->enqueue(&env, &((struct cu_kernel *)ck)->state, mz__exec_xd(e)->args, mz__exec_nargs(e), &why);
     if (rc < 0)
       cu_exec_fail(e, rc, cu_msg("cuda device %d: %s (%s): %s", d->ordinal, mz_kernel_name(mz__exec_kernel(e)),
                                  ck->native->library, why ? why : "failed"));
@@ -1438,7 +1438,7 @@ static CUresult submit_exec(struct cu_dev *d, struct mz__queue *q, struct cu_bat
     }
   }
   for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
-    struct mz__xarg *a = &e->xd->args[i];
+    struct mz__xarg *a = &mz__exec_xd(e)->args[i];
     if (a->is_buffer) {
       ptrs[i] = dptr_of(a->mem);
       params[i] = &ptrs[i];
@@ -1512,13 +1512,13 @@ static int cuda_submit(struct mz__queue *q, struct mz__batch *b) {
 }
 
 static void cuda_release_exec(struct mz__exec *e) {
-  if (!e->xd->event) return;
+  if (!mz__exec_xd(e)->event) return;
   struct cu_dev *d = cu_of(mz__exec_queue(e)->dev);
   if (cu_in_host_fn) {
     struct cu_grave *g = malloc(sizeof *g);
     if (!g) return; /* an event leaks rather than a forbidden call */
-    g->ev = (CUevent)e->xd->event;
-    e->xd->event = NULL;
+    g->ev = (CUevent)mz__exec_xd(e)->event;
+    mz__exec_xd(e)->event = NULL;
     pthread_mutex_lock(&d->lock);
     g->next = d->graves;
     d->graves = g;
@@ -1527,8 +1527,8 @@ static void cuda_release_exec(struct mz__exec *e) {
     return;
   }
   cu_current(d);
-  d->api->EventDestroy((CUevent)e->xd->event);
-  e->xd->event = NULL;
+  d->api->EventDestroy((CUevent)mz__exec_xd(e)->event);
+  mz__exec_xd(e)->event = NULL;
 }
 
 static const struct mz__device_ops cuda_ops = {

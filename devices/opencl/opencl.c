@@ -146,7 +146,7 @@ struct ocl_queue {
 
 static inline cl_event ev_of(const struct mz__exec *e)
 {
-  return (cl_event)((uintptr_t)e->xd->event & ~EV_BORROWED);
+  return (cl_event)((uintptr_t)mz__exec_xd(e)->event & ~EV_BORROWED);
 }
 
 /* The name of an OpenCL error code, for messages; never NULL. */
@@ -878,7 +878,7 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
     struct mz__exec *e = b->execs[i];
     /* The copies' times (see enqueue_exec), then their events go. */
     for (unsigned k = 0; k < mz__exec_nxfer(e); k++) {
-      struct mz__xfer *x = &e->xd->xfers[k];
+      struct mz__xfer *x = &mz__exec_xd(e)->xfers[k];
       if (!x->event)
         continue;
       cl_ulong t0 = 0, t1 = 0;
@@ -927,14 +927,14 @@ static void CL_CALLBACK batch_complete(cl_event last, cl_int last_status, void *
       if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
           clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS &&
           t0 && t1 >= t0) {
-        e->xd->t_start = (uint64_t)t0 + offset;
-        e->xd->t_end = (uint64_t)t1 + offset;
+        mz__exec_xd(e)->t_start = (uint64_t)t0 + offset;
+        mz__exec_xd(e)->t_end = (uint64_t)t1 + offset;
       }
     } else if (span1 > span0) {
       /* An equal share of the batch's span (the perf models, the busy
        * times and the policies' done() see it). */
-      e->xd->t_start = span0 + (span1 - span0) * i / b->n;
-      e->xd->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
+      mz__exec_xd(e)->t_start = span0 + (span1 - span0) * i / b->n;
+      mz__exec_xd(e)->t_end = span0 + (span1 - span0) * (i + 1) / b->n;
     }
   }
   /* PoCL runs this callback before it releases the commands that wait for
@@ -957,7 +957,7 @@ static cl_int set_args(struct ocl_kernel *ok, uint64_t freed, const struct mz__e
     ok->args_freed = freed;
   }
   for (unsigned i = 0; i < mz__exec_nargs(e); i++) {
-    const struct mz__xarg *a = &e->xd->args[i];
+    const struct mz__xarg *a = &mz__exec_xd(e)->args[i];
     const void *val;
     size_t size;
     cl_mem m = a->mem;
@@ -1009,8 +1009,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     }
   }
   for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-    if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
-      waits[nw++] = ev_of(e->xd->waits[i]);
+    if (mz__exec_xd(e)->waits[i] && ev_of(mz__exec_xd(e)->waits[i]))
+      waits[nw++] = ev_of(mz__exec_xd(e)->waits[i]);
 
   cl_command_queue copyq = od->copy;
   bool profiling = od->profiling;
@@ -1031,13 +1031,13 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   bool ce = xq != cq;
   unsigned last = mz__exec_nxfer(e), npeer = 0;
   for (unsigned i = 0; ce && i < mz__exec_nxfer(e); i++)
-    if (!e->xd->xfers[i].src_host)
+    if (!mz__exec_xd(e)->xfers[i].src_host)
       npeer++, last = i;
   for (unsigned i = 0; ce && !npeer && i < mz__exec_nxfer(e); i++)
     last = i;
   for (unsigned pass = 0; pass < (ce ? 2u : 1u); pass++)
     for (unsigned i = 0; i < mz__exec_nxfer(e) && err == CL_SUCCESS; i++) {
-      struct mz__xfer *x = &e->xd->xfers[i];
+      struct mz__xfer *x = &mz__exec_xd(e)->xfers[i];
       if (ce && (pass == 0) != (x->src_host != NULL))
         continue;
       bool free_wait = ce && pass == 0; /* from host memory, on the copy engine */
@@ -1066,8 +1066,8 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     if (err != CL_SUCCESS) {
       nw = 0;
       for (unsigned i = 0; i < mz__exec_nwait(e); i++)
-        if (e->xd->waits[i] && ev_of(e->xd->waits[i]))
-          waits[nw++] = ev_of(e->xd->waits[i]);
+        if (mz__exec_xd(e)->waits[i] && ev_of(mz__exec_xd(e)->waits[i]))
+          waits[nw++] = ev_of(mz__exec_xd(e)->waits[i]);
       if (clEnqueueMarkerWithWaitList(xq, 0, NULL, &refused) == CL_SUCCESS)
         waits[nw++] = refused;
       else
@@ -1081,10 +1081,10 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
   }
 
   cl_event ev = NULL;
-  if (err == CL_SUCCESS && mz__exec_kernel(e) && ((struct ocl_kernel *)e->xd->kernel_dev)->native) {
+  if (err == CL_SUCCESS && mz__exec_kernel(e) && ((struct ocl_kernel *)mz__exec_xd(e)->kernel_dev)->native) {
     /* A canned op: order the queue after the wait list, then the library
      * enqueues its own commands (ops/native.h). */
-    struct ocl_kernel *nk = e->xd->kernel_dev;
+    struct ocl_kernel *nk = mz__exec_xd(e)->kernel_dev;
     const struct mz__ocl_native *nat = nk->native;
     if (nw)
       err = clEnqueueBarrierWithWaitList(cq, nw, waits, NULL);
@@ -1094,7 +1094,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       nw = 0;
       void *nev = NULL;
       char *nwhy = NULL;
-      if (nat->enqueue(cq, &nk->native_state, e->xd->args, mz__exec_nargs(e), &nev, &nwhy) != MZ_OK) {
+      if (nat->enqueue(cq, &nk->native_state, mz__exec_xd(e)->args, mz__exec_nargs(e), &nev, &nwhy) != MZ_OK) {
         err = CL_INVALID_OPERATION;
         *why = nwhy ? nwhy : str_printf("%s refused the call", nat->library);
       } else if (nev) {
@@ -1104,7 +1104,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
       }
     }
   } else if (err == CL_SUCCESS && mz__exec_kernel(e)) {
-    struct ocl_kernel *ok = e->xd->kernel_dev;
+    struct ocl_kernel *ok = mz__exec_xd(e)->kernel_dev;
     unsigned bad = 0;
     err = set_args(ok, atomic_load_explicit(&od->freed, memory_order_acquire), e, &bad);
     if (err != CL_SUCCESS) {
@@ -1138,7 +1138,7 @@ static cl_int enqueue_exec(struct ocl_dev *od, cl_command_queue cq, struct mz__e
     clReleaseEvent(refused);
   if (waits != stack_waits)
     free(waits);
-  e->xd->event = ev;
+  mz__exec_xd(e)->event = ev;
   return err;
 }
 
@@ -1189,8 +1189,8 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
                                          why ? why : cl_err_name(err)));
       free(why);
     }
-    if (e->xd->event) {
-      last = e->xd->event;
+    if (mz__exec_xd(e)->event) {
+      last = mz__exec_xd(e)->event;
       tail = false;
     } else if (err == CL_SUCCESS) {
       tail = true;
@@ -1204,9 +1204,9 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
       mz__exec_set_message(e, NULL);
       e->status = 0;
       for (unsigned k = 0; k < mz__exec_nxfer(e); k++)
-        if (e->xd->xfers[k].event) {
-          clReleaseEvent(e->xd->xfers[k].event);
-          e->xd->xfers[k].event = NULL;
+        if (mz__exec_xd(e)->xfers[k].event) {
+          clReleaseEvent(mz__exec_xd(e)->xfers[k].event);
+          mz__exec_xd(e)->xfers[k].event = NULL;
         }
     }
     return first_err < 0 ? first_err : MZ_EDEVICE;
@@ -1216,14 +1216,14 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
   const struct mz__exec *owner = NULL;
   for (unsigned i = b->n; i-- > 0;) {
     struct mz__exec *e = b->execs[i];
-    if (e->xd->event) {
-      next = e->xd->event;
+    if (mz__exec_xd(e)->event) {
+      next = mz__exec_xd(e)->event;
       owner = e;
     } else if (next && e->status >= 0) {
       if (mz__exec_same_run(e, owner))
-        e->xd->event = (void *)((uintptr_t)next | EV_BORROWED);
+        mz__exec_xd(e)->event = (void *)((uintptr_t)next | EV_BORROWED);
       else if (clRetainEvent(next) == CL_SUCCESS)
-        e->xd->event = next;
+        mz__exec_xd(e)->event = next;
     }
   }
   if (tail) {
@@ -1253,9 +1253,9 @@ static int ocl_submit(struct mz__queue *q, struct mz__batch *b)
 /* Release the exec's event. */
 static void ocl_release_exec(struct mz__exec *e)
 {
-  if (e->xd->event && !((uintptr_t)e->xd->event & EV_BORROWED))
-    clReleaseEvent(e->xd->event);
-  e->xd->event = NULL;
+  if (mz__exec_xd(e)->event && !((uintptr_t)mz__exec_xd(e)->event & EV_BORROWED))
+    clReleaseEvent(mz__exec_xd(e)->event);
+  mz__exec_xd(e)->event = NULL;
 }
 
 /* Open q's in-order command queues (struct ocl_queue). */

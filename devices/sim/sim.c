@@ -454,16 +454,18 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
      * nodes on its source's device (it reads what they wrote), the node
      * for all of them. */
     uint64_t after = 0;
+    struct mz__xdev *xd = mz__exec_xd(x);
     for (unsigned j = 0; j < mz__exec_nwait(x); j++)
-      if (x->xd->waits[j] && mz__exec_t_end(x->xd->waits[j]) > after) after = mz__exec_t_end(x->xd->waits[j]);
+      if (xd->waits[j] && mz__exec_t_end(xd->waits[j]) > after) after = mz__exec_t_end(xd->waits[j]);
     if (t < after) t = after;
     double xfer = 0;
     for (unsigned j = 0; j < mz__exec_nxfer(x); j++) {
-      struct mz__xfer *xf = &x->xd->xfers[j];
+      struct mz__xfer *xf = &xd->xfers[j];
       double l = link_ns_dev(sd, xf->src_dev ? sim_of(xf->src_dev) : NULL, xf->bytes);
       if (sd->cls.copy) {
         for (unsigned k = 0; xf->src_dev && k < mz__exec_nwait(x); k++)
-          if (x->xd->waits[k] && mz__exec_queue(x->xd->waits[k])->dev == xf->src_dev && mz__exec_t_end(x->xd->waits[k]) > c) c = mz__exec_t_end(x->xd->waits[k]);
+          if (xd->waits[k] && mz__exec_queue(xd->waits[k])->dev == xf->src_dev && mz__exec_t_end(xd->waits[k]) > c)
+            c = mz__exec_t_end(xd->waits[k]);
         /* Stamped in the virtual clock, as the nodes are: the trace draws
          * them on the device's copy engine track. */
         xf->t_start = c;
@@ -477,9 +479,9 @@ static int sim_submit(struct mz__queue *q, struct mz__batch *b) {
     } else {
       t += (uint64_t)llround(xfer);
     }
-    x->xd->t_start = t;
+    mz__exec_xd(x)->t_start = t;
     t += (uint64_t)llround(cost_ns(&sd->cls, mz__exec_node(x)));
-    x->xd->t_end = t;
+    mz__exec_xd(x)->t_end = t;
     x->status = MZ_OK;
   }
   atomic_store_explicit(&sq->free_at, t, memory_order_relaxed);

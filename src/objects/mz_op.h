@@ -196,10 +196,24 @@ struct mz__task {
   /* An apply's, set when its node is made (its parameter slots depend on
    * it: mz__task_buf); NULL for host work (mz__exec_kernel). */
   mz_kernel *kernel;
+  /* (Its predecessors in the run share a word with its exec's record:
+   * mz__task_preds.) */
   struct mz__exec exec;
-  struct mz_op **preds;
   /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
+
+/* t's predecessors in its run (npreds of them; NULL when none): its own
+ * word, or its exec's record's (struct mz__exec's rec). */
+static inline struct mz_op **mz__task_preds(const struct mz__task *t) {
+  uintptr_t w = t->exec.rec;
+  return w & 1 ? ((const struct mz__xdev *)(w - 1))->preds : (struct mz_op **)w;
+}
+/* Set t's predecessors and its exec's record (NULL: none) together, as a
+ * lowering makes them: the record, when there is one, takes the list. */
+static inline void mz__task_set_preds(struct mz__task *t, struct mz_op **preds, struct mz__xdev *xd) {
+  if (xd) xd->preds = preds;
+  t->exec.rec = xd ? (uintptr_t)xd | 1 : (uintptr_t)preds;
+}
 
 /* t's lowering stamp (see its union with the link), and its setting. */
 static inline uint64_t mz__task_mark(const struct mz__task *t) { return __atomic_load_n(&t->mark, __ATOMIC_RELAXED); }
@@ -397,7 +411,8 @@ static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
 /* e's reads back into host memory (struct mz__exec): after its transfers,
  * one slot per access; NULL when the runtime has host memory only. */
 static inline struct mz__xfer *mz__exec_reads(const struct mz__exec *e) {
-  return e->xd && e->xd->xfers ? e->xd->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
+  const struct mz__xdev *xd = mz__exec_xd(e);
+  return xd && xd->xfers ? xd->xfers + mz__task_of(mz__exec_node(e))->nacc : NULL;
 }
 
 /* The link of task op: queues and lists of tasks are linked through the
