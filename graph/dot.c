@@ -153,8 +153,8 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
     /* Hazards in build order, as mz_schedule derives them when every
      * task runs (a run of part of the graph orders only what it runs). */
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      struct hz *h = hz_get(&m, mz__acc_buf(mz__task_acc(t)[a]));
-      uint8_t mode = mz__acc_mode(mz__task_acc(t)[a]);
+      struct hz *h = hz_get(&m, mz__acc_buf(mz__task_access(t, a)));
+      uint8_t mode = mz__acc_mode(mz__task_access(t, a));
       if (mode & 1) hazard(&e, h->writer, op, "RAW");
       if (mode & 2) {
         if (!(mode & 1)) hazard(&e, h->writer, op, "WAW");

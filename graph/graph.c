@@ -456,7 +456,7 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
  * false when the directions conflict (read and write through two
  * parameters, or two writes). */
 static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
-  struct mz__access *acc = mz__task_acc(t);
+  struct mz__access *acc = mz__task_acc_array(t); /* (t has no kernel) */
   for (unsigned i = 0; i < t->nacc; i++) {
     if (mz__acc_buf(acc[i]) != b) continue;
     if ((mz__acc_mode(acc[i]) | mode) != 1) return false;
@@ -496,7 +496,7 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
   for (size_t i = 0; i < nleaves; i++)
     if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
   unsigned ndata = n;
-  const struct mz__access *acc = mz__task_acc(t);
+  const struct mz__access *acc = mz__task_acc_array(t); /* (t has no kernel) */
   for (unsigned i = 0; i < t->nacc; i++) {
     /* (An insert may move the entries: e is used before the next one.) */
     struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
@@ -525,8 +525,8 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
 
 /* After the task is built: it is now the last writer of what it writes. */
 static int note_writes(mz_graph *g, mz_op *op) {
-  const struct mz__task *t = mz__task_of(op); /* op is a task's */
-  const struct mz__access *acc = mz__task_acc(t);
+  const struct mz__task *t = mz__task_of(op); /* op is a task's, without a kernel */
+  const struct mz__access *acc = mz__task_acc_array(t);
   for (unsigned i = 0; i < t->nacc; i++) {
     if (!(mz__acc_mode(acc[i]) & 2)) continue;
     struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
@@ -658,7 +658,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
   }
   /* At most one access per buffer parameter. */
   /* Its results array is made when first asked for (task_results). */
-  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, k->nbufs, 0);
+  mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, 0, 0); /* (no access array: mz__task_access) */
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);
   /* The same kernel on the same arguments as the last apply that took this
@@ -692,7 +692,12 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
    * them could alias the kernel's and the task's fields, which the
    * compiler would then read again on every parameter. */
   mz_arg *const vals = mz__task_values(t);
-  struct mz__access *const acc = mz__task_acc(t);
+  /* The accesses are gathered here (conflicts are found against them)
+   * and kept only where two parameters share a buffer (mz__task_access);
+   * the task's count is set once they are complete. */
+  struct mz__access acc_inl[16];
+  struct mz__access *const acc = k->nbufs <= 16 ? acc_inl : mz__arena_alloc(&g->arena, k->nbufs * sizeof *acc);
+  if (!acc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   unsigned nacc = 0;
   uint64_t bytes = 0; /* of the accesses: the perf models' size bucket (below) */
   for (unsigned i = 0; i < np; i++) {
@@ -759,7 +764,6 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       return fail(g, MZ_ESTATE, "mz_apply(%s): the buffer for '%s' is partitioned; use its tiles or unpartition it",
                   k->spec.name, p->name);
     acc[nacc++] = mz__acc_make(b, mode);
-    t->nacc = nacc;
     bytes += b->bytes;
     mz_op *pw = be->writer; /* read-after-write (read before this task writes it) */
     if ((mode & 1) && pw && pw != pd) { /* (the argument's own producer is in dv) */
@@ -785,7 +789,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       mz_buffer_release(nb);
       if (rc) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       mz__task_values(t)[i].p = nb;
-      mz__task_acc(t)[t->nacc++] = mz__acc_make(nb, 2); /* a new buffer: no access has it */
+      acc[nacc++] = mz__acc_make(nb, 2); /* a new buffer: no access has it */
       bytes += nb->bytes;
       struct mz__bentry *be = bmap_get(g, nb);
       if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
@@ -800,6 +804,14 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,
                   (unsigned long long)v, mz_dtype_name(p->dtype));
   }
+  if (nacc < k->nbufs) { /* a buffer named twice: the accesses are kept */
+    struct mz__access *kept = acc != acc_inl ? acc : mz__arena_alloc(&g->arena, nacc * sizeof *kept);
+    struct mz__tcold *c = kept ? mz__task_cold(t) : NULL;
+    if (!c) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
+    if (kept != acc) memcpy(kept, acc, nacc * sizeof *kept);
+    c->acc = kept;
+  }
+  t->nacc = (uint16_t)nacc;
   if ((nd || nr) && keep_bpreds(g, op, dv, nd, rv, nr)) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   /* The perf models' size bucket (mz_task_bytes' sum; buffers never
    * change size), noted while the buffers are at hand, so that lowering
@@ -991,7 +1003,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
   if (!res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   /* host_like left room for this access. */
-  mz__task_acc(t)[t->nacc] = mz__acc_make(parent, 2);
+  mz__task_acc_array(t)[t->nacc] = mz__acc_make(parent, 2);
   t->nacc++;
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");

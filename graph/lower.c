@@ -285,12 +285,12 @@ static void pick_marked(const mz_graph *g, size_t from, uint64_t stamp, mz_op **
  * Returns that writer's id, or 0. */
 static uint32_t stale_read(mz_graph *g, const mz_op *op, mz_buffer **buf) {
   const struct mz__task *t = mz__task_of(op);
-  const struct mz__access *acc = mz__task_acc(t);
   for (unsigned a = 0; a < t->nacc; a++) {
-    if (!(mz__acc_mode(acc[a]) & 1)) continue;
-    const struct mz__bentry *be = mz__graph_bentry(g, mz__acc_buf(acc[a]));
+    struct mz__access acc = mz__task_access(t, a);
+    if (!(mz__acc_mode(acc) & 1)) continue;
+    const struct mz__bentry *be = mz__graph_bentry(g, mz__acc_buf(acc));
     if (be && be->ran_writer > op->id) {
-      *buf = mz__acc_buf(acc[a]);
+      *buf = mz__acc_buf(acc);
       return be->ran_writer;
     }
   }
@@ -930,20 +930,21 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
       rc = add_pred(op, mz__task_xpreds(t)[k], &preds, stamp);
     }
-    const struct mz__access *acc = mz__task_acc(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      mz_buffer *b = mz__acc_buf(acc[a]);
+      const struct mz__access acc = mz__task_access(t, a);
+      mz_buffer *b = mz__acc_buf(acc);
+      const uint8_t mode = mz__acc_mode(acc);
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
-        rc = alias_hazards(op, b, mz__acc_mode(acc[a]), &preds, stamp, &touched);
+        rc = alias_hazards(op, b, mode, &preds, stamp, &touched);
       if (rc) break;
       /* No writer of b in flight or earlier in this run, and the last one
        * failed: b holds no valid data (a writer in flight, done or not, is
        * an edge, and its failure cancels this node the usual way). */
-      if ((mz__acc_mode(acc[a]) & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
+      if ((mode & 1) && !b->hz.pwriter && atomic_load_explicit(&b->poison, memory_order_relaxed))
         atomic_store_explicit(&t->pred_failed, true, memory_order_relaxed);
       rc = add_pred(op, b->hz.pwriter, &preds, stamp);
-      if (mz__acc_mode(acc[a]) & 2) {
+      if (mode & 2) {
         for (unsigned k = 0; !rc && k < b->hz.npreaders; k++) rc = add_pred(op, b->hz.preaders[k], &preds, stamp);
         mz__hz_plan_write(&b->hz, op);
       } else if (!rc) {
@@ -956,7 +957,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * runs, without a call (perfmodel_tick.h). */
     if (!rc && !t->pm_key1) {
       uint64_t bytes = 0;
-      for (unsigned a = 0; a < t->nacc; a++) bytes += mz__acc_buf(acc[a])->bytes;
+      for (unsigned a = 0; a < t->nacc; a++) bytes += mz__acc_buf(mz__task_access(t, a))->bytes;
       int key = mz__pm_bucket_of(bytes);
       t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
     }

@@ -116,9 +116,9 @@ bool mz__fail_reaches(const mz_op *p, const mz_op *s) {
   for (unsigned i = 0; i < mz__task_nxpreds(st); i++)
     if (mz__task_xpreds(st)[i] == p) return true;
   for (unsigned i = 0; i < st->nacc; i++) {
-    if (!(mz__acc_mode(mz__task_acc(st)[i]) & 1)) continue;
+    if (!(mz__acc_mode(mz__task_access(st, i)) & 1)) continue;
     for (unsigned j = 0; j < pt->nacc; j++)
-      if ((mz__acc_mode(mz__task_acc(pt)[j]) & 2) && mz__acc_buf(mz__task_acc(pt)[j]) == mz__acc_buf(mz__task_acc(st)[i])) return true;
+      if ((mz__acc_mode(mz__task_access(pt, j)) & 2) && mz__acc_buf(mz__task_access(pt, j)) == mz__acc_buf(mz__task_access(st, i))) return true;
   }
   return false;
 }
@@ -186,12 +186,12 @@ static void exec_unplan(struct mz__exec *e, const struct mz__queue *Q) {
   unsigned m = Q->dev->memnode;
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
     mz__spin_lock(&b->lock);
     struct mz__copy *c = &b->copies[m];
     if (c->fetcher == e) {
       c->fetcher = NULL;
-      if (mz__acc_mode(mz__task_acc(t)[a]) == 1) c->state = MZ__INVALID;
+      if (mz__acc_mode(mz__task_access(t, a)) == 1) c->state = MZ__INVALID;
     }
     mz__spin_unlock(&b->lock);
   }
@@ -280,9 +280,9 @@ static void plan_release(mz_op *op, struct work *w) { plan_release_to(take_plan_
  * uses. */
 static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
   for (unsigned a = 0; a < t->nacc; a++) {
-    const mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    const mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
     for (unsigned j = 0; j < p->nacc; j++) {
-      const mz_buffer *c = mz__acc_buf(mz__task_acc(p)[j]);
+      const mz_buffer *c = mz__acc_buf(mz__task_access(p, j));
       if ((b->parent && c == b->parent) || (c->parent && c->parent == b)) return true;
     }
   }
@@ -294,7 +294,7 @@ static bool alias_related(const struct mz__task *t, const struct mz__task *p) {
 static bool alias_wait(const struct mz__task *t) {
   bool alias = false;
   for (unsigned a = 0; a < t->nacc && !alias; a++)
-    alias = mz__acc_buf(mz__task_acc(t)[a])->parent || atomic_load_explicit(&mz__acc_buf(mz__task_acc(t)[a])->has_tiles, memory_order_relaxed);
+    alias = mz__acc_buf(mz__task_access(t, a))->parent || atomic_load_explicit(&mz__acc_buf(mz__task_access(t, a))->has_tiles, memory_order_relaxed);
   for (unsigned i = 0; alias && i < t->npreds; i++) {
     const struct mz__task *p = mz__op_t(mz__task_preds(t)[i]);
     if (atomic_load_explicit(&p->state, memory_order_acquire) != MZ__T_DONE && alias_related(t, p)) return true;
@@ -651,7 +651,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* Device memory first, for every buffer, before any copy state changes:
    * a node that must wait for memory retries with nothing to undo. */
   for (unsigned a = 0; m && a < t->nacc; a++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
     struct mz__copy *c = &b->copies[m];
     mz__spin_lock(&b->lock);
     bool have = c->mem != NULL;
@@ -690,8 +690,8 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   /* With host memory only (and no fault injection), the host copy is the
    * only one: nothing to plan. */
   for (unsigned a = 0; (rt->nmem > 1 || rt->faults) && a < t->nacc; a++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
-    uint8_t mode = mz__acc_mode(mz__task_acc(t)[a]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
+    uint8_t mode = mz__acc_mode(mz__task_access(t, a));
     /* A tile, or a buffer a tile was written into: the other side's latest
      * copy first (one relaxed load for other buffers). */
     if (__builtin_expect(b->parent != NULL || atomic_load_explicit(&b->tiles_dirty, memory_order_relaxed), 0)) {
@@ -1156,8 +1156,8 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
     atomic_store_explicit(&rt->poisoned, true, memory_order_relaxed);
   if (__builtin_expect(status < 0 || atomic_load_explicit(&rt->poisoned, memory_order_relaxed), 0))
     for (unsigned a = 0; a < t->nacc; a++)
-      if (mz__acc_mode(mz__task_acc(t)[a]) & 2) {
-        mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+      if (mz__acc_mode(mz__task_access(t, a)) & 2) {
+        mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
         /* Stored only when it changes: a buffer many nodes write would else
          * have its line moved between the workers on every node. */
         int poison = status < 0 ? status : 0;

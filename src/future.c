@@ -25,8 +25,8 @@ static int sync_wrapped(struct mz__run *r) {
   for (size_t i = 0; i < r->ntasks && rc == MZ_OK; i++) {
     const struct mz__task *t = mz__op_t(r->tasks[i]);
     for (unsigned a = 0; a < t->nacc && rc == MZ_OK; a++) {
-      mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
-      if (!(mz__acc_mode(mz__task_acc(t)[a]) & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;
+      mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
+      if (!(mz__acc_mode(mz__task_access(t, a)) & 2) || !(b->mem_flags & MZ_BUFFER_WRAPPED)) continue;
       /* Not while a later run writes it: that run's own wait reads it back,
        * and fetching now could read a copy its writer is still filling. */
       pthread_mutex_lock(&r->rt->lock);

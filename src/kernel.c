@@ -249,11 +249,13 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
   size_t nslots = rt->ndev ? rt->ndev : 1;
   void **prep = calloc(nslots, sizeof *prep);
   int *pst = calloc(nslots, sizeof *pst);
-  if (!k || !strs || !prep || !pst) {
+  uint32_t *accs = malloc(n * sizeof *accs); /* (n >= 1: the list is never empty) */
+  if (!k || !strs || !prep || !pst || !accs) {
     free(k);
     free(strs);
     free(prep);
     free(pst);
+    free(accs);
     free(ps);
     return mz__set_error(rt, MZ_ENOMEM, "mz_kernel_create: out of memory");
   }
@@ -272,12 +274,19 @@ int mz_kernel_create(mz_runtime *rt, const mz_kernel_spec *spec, mz_kernel **out
   k->spec.cuda.entry = scopy(&w, spec->cuda.entry);
   k->params = ps;
   k->nparams = n;
+  k->accs = accs;
   for (unsigned i = 0; i < n; i++) {
     if (ps[i].dir <= MZ__INOUT) k->nuser++;
     if (ps[i].dir != MZ__SCALAR && ps[i].dir <= MZ__OUTLIKE) k->nbufs++;
     if (i < 64 && mz__dir_is_buffer(ps[i].dir)) k->bufmask |= (uint64_t)1 << i;
     else if (i < 64) k->scalmask |= (uint64_t)1 << i;
   }
+  /* The order mz_apply adds them in: the caller's, then the outlike ones. */
+  unsigned na = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (ps[i].dir >= MZ__IN && ps[i].dir <= MZ__INOUT) accs[na++] = i << 2 | (ps[i].dir == MZ__IN ? 1u : ps[i].dir == MZ__OUT ? 2u : 3u);
+  for (unsigned i = 0; i < n; i++)
+    if (ps[i].dir == MZ__OUTLIKE) accs[na++] = i << 2 | 2u;
   k->prepared = prep;
   k->prep_status = pst;
   atomic_init(&k->refs, 1);
@@ -306,6 +315,7 @@ static void kernel_free(mz_kernel *k) {
   free(k->prepared);
   free(k->prep_status);
   free(k->params);
+  free(k->accs);
   free(k->strs);
   k->tag = MZ__TAG_DEAD;
   free(k);

@@ -157,7 +157,7 @@ void mz__mem_pin_exec(struct mz__exec *e, struct mz_device *dev) {
   unsigned m = dev->memnode;
   uint64_t stamp = atomic_fetch_add_explicit(&dev->rt->ml->clock, 1, memory_order_relaxed) + 1;
   for (unsigned a = 0; a < t->nacc; a++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
     mz__spin_lock(&b->lock);
     b->copies[m].pins++;
     b->copies[m].uses++;

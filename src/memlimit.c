@@ -37,7 +37,7 @@
 static void unpin_own(struct mz__exec *e, unsigned m) {
   struct mz__task *t = mz__task_of(mz__exec_node(e));
   for (unsigned a = 0; a < t->nacc; a++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
     mz__spin_lock(&b->lock);
     if (b->copies[m].pins) b->copies[m].pins--;
     mz__spin_unlock(&b->lock);
@@ -70,7 +70,7 @@ static void unpin_sources(struct mz__exec *e, struct mz__memlimit *ml, unsigned 
     struct memdev *ms = &ml->md[x->src_dev->info.index];
     pthread_mutex_lock(&ms->m);
     for (unsigned a = 0; a < t->nacc; a++) {
-      mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+      mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
       mz__spin_lock(&b->lock);
       bool hit = b->copies[m].mem == x->dst;
       if (hit && b->copies[x->src_dev->memnode].pins) b->copies[x->src_dev->memnode].pins--;
@@ -119,7 +119,7 @@ static bool any_pinned(struct memdev *md, unsigned m, const struct mz__exec *own
     mz_buffer *b = md->res[i].b;
     unsigned mine = 0;
     if (own)
-      for (unsigned a = 0; a < mz__task_of(mz__exec_node(own))->nacc; a++) mine += mz__acc_buf(mz__task_acc(mz__task_of(mz__exec_node(own)))[a]) == b;
+      for (unsigned a = 0; a < mz__task_of(mz__exec_node(own))->nacc; a++) mine += mz__acc_buf(mz__task_access(mz__task_of(mz__exec_node(own)), a)) == b;
     mz__spin_lock(&b->lock);
     bool held = b->copies[m].pins > mine;
     mz__spin_unlock(&b->lock);

@@ -1048,8 +1048,8 @@ static void transfer_by_mem(const mz_runtime *rt, const mz_op *op, double *cost)
   uint8_t *valid = nmem <= sizeof stack ? stack : malloc(nmem);
   if (!valid || !row) goto out;
   for (unsigned a = 0; a < k->nacc; a++) {
-    if (!(mz__acc_mode(mz__task_acc(k)[a]) & 1)) continue;
-    mz_buffer *b = mz__acc_buf(mz__task_acc(k)[a]);
+    if (!(mz__acc_mode(mz__task_access(k, a)) & 1)) continue;
+    mz_buffer *b = mz__acc_buf(mz__task_access(k, a));
     mz__spin_lock(&b->lock);
     for (unsigned m = 0; m < nmem; m++) valid[m] = b->copies[m].state != MZ__INVALID;
     mz__spin_unlock(&b->lock);
@@ -1088,8 +1088,8 @@ double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
   unsigned m = rt->queues[q]->dev->memnode;
   double ns = 0;
   for (unsigned a = 0; a < mz__op_t(op)->nacc; a++) {
-    if (!(mz__acc_mode(mz__task_acc(mz__op_t(op))[a]) & 1)) continue;
-    mz_buffer *b = mz__acc_buf(mz__task_acc(mz__op_t(op))[a]);
+    if (!(mz__acc_mode(mz__task_access(mz__op_t(op), a)) & 1)) continue;
+    mz_buffer *b = mz__acc_buf(mz__task_access(mz__op_t(op), a));
     mz__spin_lock(&b->lock);
     bool here = b->copies[m].state != MZ__INVALID;
     unsigned src = 0;
@@ -1106,7 +1106,7 @@ double mz_task_transfer_ns(const mz_sched *s, const mz_task *t, unsigned q) {
 size_t mz_task_bytes(const mz_task *t) {
   const struct mz__task *k = mz__task_of((const mz_op *)t);
   size_t n = 0;
-  for (unsigned i = 0; i < k->nacc; i++) n += mz__acc_buf(mz__task_acc(k)[i])->bytes;
+  for (unsigned i = 0; i < k->nacc; i++) n += mz__acc_buf(mz__task_access(k, i))->bytes;
   return n;
 }
 
@@ -1116,7 +1116,7 @@ size_t mz_task_bytes_on(const mz_sched *s, const mz_task *t, unsigned q) {
   const struct mz__task *k = mz__task_of((const mz_op *)t);
   size_t n = 0;
   for (unsigned i = 0; i < k->nacc; i++) {
-    mz_buffer *b = mz__acc_buf(mz__task_acc(k)[i]);
+    mz_buffer *b = mz__acc_buf(mz__task_access(k, i));
     mz__spin_lock(&b->lock);
     if (b->copies[m].state != MZ__INVALID) n += b->bytes;
     mz__spin_unlock(&b->lock);
@@ -1130,10 +1130,10 @@ size_t mz_task_edge_bytes(const mz_task *t, unsigned i) {
   const struct mz__task *p = mz__op_t(mz__task_preds(k)[i]);
   size_t n = 0;
   for (unsigned a = 0; a < k->nacc; a++) {
-    if (!(mz__acc_mode(mz__task_acc(k)[a]) & 1)) continue;
+    if (!(mz__acc_mode(mz__task_access(k, a)) & 1)) continue;
     for (unsigned b = 0; b < p->nacc; b++)
-      if (mz__acc_buf(mz__task_acc(p)[b]) == mz__acc_buf(mz__task_acc(k)[a]) && (mz__acc_mode(mz__task_acc(p)[b]) & 2)) {
-        n += mz__acc_buf(mz__task_acc(k)[a])->bytes;
+      if (mz__acc_buf(mz__task_access(p, b)) == mz__acc_buf(mz__task_access(k, a)) && (mz__acc_mode(mz__task_access(p, b)) & 2)) {
+        n += mz__acc_buf(mz__task_access(k, a))->bytes;
         break;
       }
   }

@@ -148,7 +148,7 @@ void mz__run_complete(struct mz__run *r) {
       device_work = true;
     }
     for (unsigned a = 0; !listed && a < t->nacc; a++) {
-      mz_buffer *b = mz__acc_buf(mz__task_acc(t)[a]);
+      mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
       if (b->hz.stamp == stamp) continue;
       b->hz.stamp = stamp;
       clear_records(rt, r, b);

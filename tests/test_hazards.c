@@ -144,6 +144,62 @@ Test(hazards, raw_war_waw_in_build_order, .timeout = 30) {
   teardown(&fx);
 }
 
+/* "in i32[] a, in i32[] b, out i32[] r, i32 id, u32 ms, u64 n = sizeof(a)":
+ * r = a + b, with a pause between the halves (a concurrent writer of a
+ * or b would tear the sum). */
+static int sum2_fn(const mz_call *c) {
+  int id = c->args[3].i32;
+  atomic_store(&start_[id], atomic_fetch_add(&seq, 1));
+  const int32_t *a = c->args[0].p, *b = c->args[1].p;
+  int32_t *r = c->args[2].p;
+  uint64_t n = c->args[5].u64;
+  for (uint64_t i = 0; i < n / 2; i++) r[i] = a[i] + b[i];
+  test_sleep_ms(c->args[4].u32);
+  for (uint64_t i = n / 2; i < n; i++) r[i] = a[i] + b[i];
+  atomic_store(&end_[id], atomic_fetch_add(&seq, 1));
+  return 0;
+}
+
+/* One buffer read through two parameters of one apply: the task keeps a
+ * single read access (its accesses then are kept apart from its buffer
+ * slots), which still orders it after the writer before it and before the
+ * writer after it, in a one-shot run and in re-runs of the built graph,
+ * under a policy that shares the work and one that places each task. */
+Test(hazards, one_buffer_read_through_two_parameters, .timeout = 60) {
+  for (unsigned p = 0; p < 2; p++) {
+    struct fixture fx = setup("cpu:2");
+    mz_kernel *sum = test_kernel(fx.rt, "sum2", "in i32[] a, in i32[] b, out i32[] r, i32 id, u32 ms, u64 n = sizeof(a)",
+                                 sum2_fn, NULL);
+    const char *policy = policies[p];
+    mz_buffer *y = test_buffer_1d(fx.rt, MZ_I32, N, NULL), *r = test_buffer_1d(fx.rt, MZ_I32, N, NULL);
+    mz_graph *g;
+    MZ_OK_OR_DIE(fx.rt, mz_graph_create(fx.rt, &g));
+    mz_op *w1 = writer(g, &fx, y, 0, 3, 20);
+    mz_op *s = mz_apply(g, sum, mz_zip(g, 5, (mz_op *[]){mz_value(g, y), mz_value(g, y), mz_value(g, r), mz_i32(g, 1),
+                                                       mz_u32(g, 20)}), NULL);
+    mz_op *w2 = writer(g, &fx, y, 2, 5, 1);
+    mz_op *root = mz_join(g, 3, (mz_op *[]){w2, s, w1});
+    cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+    for (int run = 0; run < 3; run++) {
+      reset_seq();
+      mz_future *f;
+      int rc = run ? mz_graph_run(g, root, policy, &f) : test_run(g, root, policy, &f);
+      cr_assert_eq(rc, MZ_OK, "%s: run %d: %s", policy, run, mz_runtime_last_error(fx.rt));
+      cr_assert_eq(mz_future_wait(f), MZ_OK, "%s: run %d: %s", policy, run, mz_future_message(f));
+      EXPECT_BEFORE(0, 1, run ? "RAW through both parameters, re-run" : "RAW through both parameters");
+      EXPECT_BEFORE(1, 2, "WAR through both parameters");
+      expect_all(fx.rt, r, 6, "the sum read W1's data twice", policy);
+      expect_all(fx.rt, y, 5, "y is W2's", policy);
+      mz_future_destroy(f);
+    }
+    mz_graph_destroy(g);
+    mz_buffer_release(y);
+    mz_buffer_release(r);
+    mz_kernel_destroy(sum);
+    teardown(&fx);
+  }
+}
+
 Test(hazards, waw_only, .timeout = 30) {
   struct fixture fx = setup("cpu:2");
   for (unsigned p = 0; p < 2; p++) {

@@ -54,6 +54,12 @@ struct mz_kernel {
    * scalmask: the other parameters among the first 64. */
   uint64_t bufmask, scalmask;
   struct mz__param *params;
+  /* An apply's accesses in order (nbufs: the caller's buffers in
+   * parameter order, then the outlike ones), each the parameter's index
+   * << 2 | its mode (1 read, 2 write, 3 both): an apply of distinct
+   * buffers keeps no access array, its accesses are read through these
+   * (mz__task_access). */
+  uint32_t *accs;
   pthread_mutex_t lock;     /* guards prepared[] */
   void **prepared;          /* per device: the backend's handle, or NULL */
   int *prep_status;         /* per device: 0 not tried, 1 ok, <0 failure */

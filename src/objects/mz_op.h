@@ -113,6 +113,9 @@ struct mz__tcold {
     const mz_launch *launch;
     struct mz__host_call host;
   };
+  /* An apply's accesses when two of its parameters name one buffer
+   * (mz__task_access; in the graph's arena). */
+  struct mz__access *acc;
   /* A host node's name (mz_host_named; copied into the graph's arena),
    * or NULL: "host". */
   const char *name;
@@ -397,10 +400,27 @@ static inline size_t mz__task_param_bytes(unsigned nparams, bool kernel) {
   return (size_t)nparams * (kernel ? sizeof(mz_arg) : sizeof(mz_arg) + sizeof(mz_buffer *));
 }
 /* The buffers t reads or writes, nacc long (one per buffer: two
- * parameters naming one buffer share an access), after its parameter
- * arrays. */
-static inline struct mz__access *mz__task_acc(const struct mz__task *t) {
-  return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, t->kernel != NULL));
+ * parameters naming one buffer share an access).  A task without a
+ * kernel keeps them in an array after its parameter arrays; an apply
+ * keeps none while its buffers are distinct (nacc == its kernel's nbufs):
+ * they are its buffer slots in its kernel's order (mz_kernel's accs).  An
+ * apply that names a buffer twice keeps its array in its cold record.
+ * Read access a with mz__task_access. */
+static inline struct mz__access *mz__task_acc_array(const struct mz__task *t);
+static inline struct mz__access mz__task_access(const struct mz__task *t, unsigned a) {
+  const struct mz_kernel *k = t->kernel;
+  if (k && t->nacc == k->nbufs) {
+    uint32_t w = k->accs[a];
+    return mz__acc_make((mz_buffer *)mz__task_values(t)[w >> 2].p, (uint8_t)(w & 3));
+  }
+  return mz__task_acc_array(t)[a];
+}
+
+/* t's explicit access array (see mz__task_access): a task without a
+ * kernel's, after its parameter arrays, or an apply's in its cold record. */
+static inline struct mz__access *mz__task_acc_array(const struct mz__task *t) {
+  if (t->kernel) return __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE)->acc;
+  return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, false));
 }
 
 /* The node whose task holds exec e (every exec is a task's). */
