@@ -930,10 +930,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (mz__task_xpreds(t)[k]->id > op->id) forward = true;
       rc = add_pred(op, mz__task_xpreds(t)[k], &preds, stamp);
     }
+    const struct mz__acc_view av = mz__task_acc_view(t);
     for (unsigned a = 0; !rc && a < t->nacc; a++) {
-      const struct mz__access acc = mz__task_access(t, a);
-      mz_buffer *b = mz__acc_buf(acc);
-      const uint8_t mode = mz__acc_mode(acc);
+      uint8_t mode;
+      mz_buffer *b = mz__acc_get(&av, a, &mode);
       rc = hz_touch(b, stamp, &touched);
       if (!rc && __builtin_expect(b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed), 0))
         rc = alias_hazards(op, b, mode, &preds, stamp, &touched);

@@ -147,8 +147,9 @@ void mz__run_complete(struct mz__run *r) {
     } else if (t->exec.queue >= 0 && rt->queues[t->exec.queue]->dev->ops->release_exec) {
       device_work = true;
     }
+    const struct mz__acc_view av = mz__task_acc_view(t);
     for (unsigned a = 0; !listed && a < t->nacc; a++) {
-      mz_buffer *b = mz__acc_buf(mz__task_access(t, a));
+      mz_buffer *b = mz__acc_buf(mz__acc_at(&av, a));
       if (b->hz.stamp == stamp) continue;
       b->hz.stamp = stamp;
       clear_records(rt, r, b);

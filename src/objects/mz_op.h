@@ -423,6 +423,34 @@ static inline struct mz__access *mz__task_acc_array(const struct mz__task *t) {
   return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, false));
 }
 
+/* t's accesses for a loop over them: what mz__task_access reads, taken
+ * once (held in registers, where the loop's stores could make the
+ * compiler read the task and its kernel again per access). */
+struct mz__acc_view {
+  const uint32_t *ka;               /* an apply of distinct buffers: its kernel's order */
+  const mz_arg *vals;               /* and its buffer slots */
+  const struct mz__access *arr;     /* else the explicit array */
+};
+static inline struct mz__acc_view mz__task_acc_view(const struct mz__task *t) {
+  const struct mz_kernel *k = t->kernel;
+  if (k && t->nacc == k->nbufs) return (struct mz__acc_view){.ka = k->accs, .vals = mz__task_values(t)};
+  return (struct mz__acc_view){.arr = t->nacc ? mz__task_acc_array(t) : NULL};
+}
+static inline struct mz__access mz__acc_at(const struct mz__acc_view *v, unsigned a) {
+  if (v->ka) return mz__acc_make((mz_buffer *)v->vals[v->ka[a] >> 2].p, (uint8_t)(v->ka[a] & 3));
+  return v->arr[a];
+}
+/* Access a's buffer and mode, without packing them into one word. */
+static inline mz_buffer *mz__acc_get(const struct mz__acc_view *v, unsigned a, uint8_t *mode) {
+  if (v->ka) {
+    uint32_t w = v->ka[a];
+    *mode = (uint8_t)(w & 3);
+    return (mz_buffer *)v->vals[w >> 2].p;
+  }
+  *mode = mz__acc_mode(v->arr[a]);
+  return mz__acc_buf(v->arr[a]);
+}
+
 /* The node whose task holds exec e (every exec is a task's). */
 static inline struct mz_op *mz__exec_node(const struct mz__exec *e) {
   return (struct mz_op *)(void *)((char *)(uintptr_t)e - offsetof(struct mz__task, exec) - sizeof(struct mz_op));
