@@ -27,8 +27,14 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->tag = MZ__TAG_GRAPH;
   g->rt = rt;
   g->arena.pool = &rt->chunks;
-  g->error_op.g = g;
-  g->error_op.kind = MZ__K_ERROR;
+  g->arena.owner = g; /* its nodes' graph (mz__op_graph) */
+  g->error_op = mz__arena_alloc(&g->arena, sizeof *g->error_op);
+  if (!g->error_op) {
+    mz__arena_free(&g->arena);
+    free(g);
+    return mz__set_error(rt, MZ_ENOMEM, "mz_graph_create: out of memory");
+  }
+  g->error_op->kind = MZ__K_ERROR;
   atomic_init(&g->refs, 1);
   pthread_mutex_lock(&rt->lock);
   g->next = rt->graphs;
@@ -106,7 +112,7 @@ static mz_op *vfail(mz_graph *g, int code, const char *fmt, va_list ap) {
     vsnprintf(g->message, sizeof g->message, fmt, ap);
     g->status = code;
   }
-  return &g->error_op;
+  return g->error_op;
 }
 
 __attribute__((format(printf, 3, 4))) static mz_op *fail(mz_graph *g, int code, const char *fmt, ...) {
@@ -131,13 +137,13 @@ mz_op *mz__graph_fail(mz_graph *g, int code, const char *fmt, ...) {
 /* A builder's common entry check: a usable graph, and ops of this graph.
  * Returns the error op to hand back, or NULL when all is well. */
 static __attribute__((noinline, cold)) mz_op *check_op_fail(mz_graph *g, const char *who, mz_op *op) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   if (!op) return fail(g, MZ_EINVAL, "%s: NULL op", who);
-  if (op->g != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
-  return &g->error_op; /* the error op */
+  if (mz__op_graph(op) != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
+  return g->error_op; /* the error op */
 }
 static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
-  if (__builtin_expect(!g->status && op && op->g == g && op->kind != MZ__K_ERROR, 1)) return NULL;
+  if (__builtin_expect(!g->status && op && mz__op_graph(op) == g && op->kind != MZ__K_ERROR, 1)) return NULL;
   return check_op_fail(g, who, op);
 }
 
@@ -146,7 +152,6 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
 static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) {
   mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
   if (!op) return NULL;
-  op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   return op;
@@ -209,7 +214,7 @@ static inline struct mz__bentry *bmap_get(mz_graph *g, mz_buffer *b) {
 }
 
 static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   if (!b) return fail(g, MZ_EINVAL, "mz_value: NULL buffer");
   if (!MZ__LIVE(b, MZ__TAG_BUFFER))
     return fail(g, MZ_EINVAL, "mz_value: not a live buffer (released, or another kind of handle)");
@@ -233,7 +238,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
  * value to a row of tasks (a time step, a coefficient), and a scalar is
  * only its type and bits. */
 static inline __attribute__((always_inline)) mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   mz_op *last = g->last_scalar;
   if (last && last->u.scalar.dtype == t && last->u.scalar.v.u64 == v.u64) return last;
   mz_op *op = new_op(g, MZ__K_SCALAR);
@@ -245,7 +250,7 @@ static inline __attribute__((always_inline)) mz_op *scalar_bits(mz_graph *g, mz_
 }
 
 static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   size_t es = mz_dtype_size(t);
   if (!es) return fail(g, MZ_EINVAL, "mz_scalar: unknown type %d", (int)t);
   if (!value) return fail(g, MZ_EINVAL, "mz_scalar: NULL value");
@@ -265,7 +270,7 @@ static mz_op *scalar_locked(mz_graph *g, mz_dtype t, const void *value) {
 /* Inlined into mz_zip and mz_join (who is then a constant). */
 static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const char *who, unsigned n,
                                                            mz_op *const ops[]) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   if (n == 0 || !ops) return fail(g, MZ_EINVAL, "%s: needs at least one op", who);
   /* The node and its elements in one block (mz__tuple_elems), made
    * first so that each element is checked and stored in one pass (a
@@ -277,10 +282,9 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
     /* check_op's test without its status load (checked above; the
      * stores into el could alias it). */
     mz_op *e = ops[i];
-    if (__builtin_expect(!e || e->g != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
+    if (__builtin_expect(!e || mz__op_graph(e) != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
     el[i] = e;
   }
-  op->g = g;
   op->kind = MZ__K_TUPLE;
   op->id = ++g->nops;
   op->u.tuple.n = n;
@@ -381,14 +385,14 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
   unsigned cnt = tup ? op->u.tuple.n : task_nres(op);
-  mz_op **el = tup ? mz__tuple_elems(op) : task_results(op->g, op);
+  mz_op **el = tup ? mz__tuple_elems(op) : task_results(mz__op_graph(op), op);
   if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
     /* A task's result made already, or a tuple's element, that is a leaf
      * (most are: a join of tasks is flattened one task at a time) is
      * pushed here, without a call. */
     mz_op *e = el[i];
-    if (!e && !tup) e = task_result(op->g, op, i);
+    if (!e && !tup) e = task_result(mz__op_graph(op), op, i);
     if (!e) return MZ_ENOMEM;
     int rc = e->kind == MZ__K_VALUE || e->kind == MZ__K_SCALAR ? ops_push(v, n, cap, e) : mz__flatten(e, v, n, cap);
     if (rc) return rc;
@@ -438,7 +442,6 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
   char *blk = mz__arena_alloc(&g->arena, ob + pb + ab + rb);
   if (!blk) return NULL;
   mz_op *op = (mz_op *)(void *)blk;
-  op->g = g;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
@@ -895,7 +898,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
 #define MZ__HOST_NAME_MAX 255
 
 static mz_op *host_locked(mz_graph *g, const char *who, const char *name, mz_cpu_fn fn, void *user, mz_op *deps) {
-  if (g->status) return &g->error_op;
+  if (g->status) return g->error_op;
   if (deps) {
     mz_op *e = check_op(g, who, deps);
     if (e) return e;

@@ -717,7 +717,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   mz_runtime *rt = g->rt;
   const char *policy = opts->policy;
   if (g->status) return mz__set_error(rt, g->status, "%s", g->message);
-  if (root->g != g) return mz__set_error(rt, MZ_EINVAL, "%s: the root belongs to another graph", who);
+  if (mz__op_graph(root) != g) return mz__set_error(rt, MZ_EINVAL, "%s: the root belongs to another graph", who);
   if (opts->devices && !opts->ndevices)
     return mz__set_error(rt, MZ_EINVAL, "%s: an empty device list (give NULL for every device)", who);
   for (unsigned i = 0; opts->devices && i < opts->ndevices; i++)
@@ -1088,7 +1088,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * scheduled later would read too new a value (stale_read). */
     alias_any |= b->parent || atomic_load_explicit(&b->has_tiles, memory_order_relaxed);
     mz_op *w = b->hz.pwriter;
-    if (w && mz__task_mark(mz__task_of(w)) == stamp && w->g == g) {
+    if (w && mz__task_mark(mz__task_of(w)) == stamp && mz__op_graph(w) == g) {
       struct mz__bentry *be = mz__graph_bentry(g, b);
       if (be && be->ran_writer < w->id) be->ran_writer = w->id;
       if (g->ran_max < w->id) g->ran_max = w->id;
@@ -1193,7 +1193,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     for (unsigned k = 0; cross && k < t->npreds; k++) {
       mz_op *p = mz__task_preds(t)[k];
       if (mz__task_mark(mz__task_of(p)) == stamp) continue;
-      if (p->g != g && p->g->hold_stamp != stamp && !hold_graph(r, p->g, stamp)) nfail++;
+      if (mz__op_graph(p) != g && mz__op_graph(p)->hold_stamp != stamp && !hold_graph(r, mz__op_graph(p), stamp)) nfail++;
       mz__spin_lock(&mz__task_of(p)->lock);
       if (atomic_load(&mz__task_of(p)->state) != MZ__T_DONE) {
         struct mz__succs *s = &mz__task_of(p)->succs;

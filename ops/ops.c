@@ -352,7 +352,7 @@ static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
     mz__graph_fail(g, MZ_EINVAL, "%s: NULL op", who);
     return NULL;
   }
-  if (op->g != g || op->kind != MZ__K_VALUE || !op->u.value.buf) {
+  if (mz__op_graph(op) != g || op->kind != MZ__K_VALUE || !op->u.value.buf) {
     mz__graph_fail(g, MZ_EINVAL, "%s: an argument is not a buffer of this graph", who);
     return NULL;
   }
@@ -473,7 +473,7 @@ static mz_kernel *make_kernel(mz_graph *g, const char *who, enum op_id id, mz_dt
  * launch would follow a 2-D shape). */
 static mz_op *apply(mz_graph *g, const char *who, enum op_id id, mz_dtype t, unsigned n, mz_op *const args[]) {
   mz_kernel *k = make_kernel(g, who, id, t);
-  if (!k) return MZ__LIVE(g, MZ__TAG_GRAPH) ? &g->error_op : NULL;
+  if (!k) return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->error_op : NULL;
   mz_op *z = mz_zip(g, n, args);
   const mz_buffer *w = args[ops[id].result]->u.value.buf;
   mz_launch launch = {.ndim = 1, .global = {w->shape.count, 1, 1}};
@@ -504,7 +504,7 @@ static bool same(mz_graph *g, const char *who, const mz_buffer *a, const mz_buff
   return true;
 }
 
-#define ERR (MZ__LIVE(g, MZ__TAG_GRAPH) ? &g->error_op : NULL)
+#define ERR (MZ__LIVE(g, MZ__TAG_GRAPH) ? g->error_op : NULL)
 
 mz_op *mz_op_fill(mz_graph *g, mz_op *x, double value) {
   mz_buffer *b = buffer_of(g, "mz_op_fill", x);

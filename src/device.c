@@ -103,7 +103,7 @@ void mz__device_fail(struct mz_device *dev, int code, const char *why) {
  * op's, and is among the run's devices. */
 struct mz__queue *mz__exec_queue(const struct mz__exec *e) {
   int q = __atomic_load_n(&e->queue, __ATOMIC_RELAXED);
-  return q < 0 ? NULL : mz__exec_node(e)->g->rt->queues[q];
+  return q < 0 ? NULL : mz__op_graph(mz__exec_node(e))->rt->queues[q];
 }
 
 bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {

@@ -210,7 +210,7 @@ int mz_runtime_create(const mz_runtime_config *cfg, mz_runtime **out) {
   if (!rt) return MZ_ENOMEM;
   rt->tag = MZ__TAG_RUNTIME;
   rt->touch_stamp = 1; /* stamps are odd: mz__stamp_next */
-  rt->chunks.max = 1024; /* up to 64 MiB of graph and run memory kept for reuse, and as much in task lists */
+  rt->chunks.max = 64; /* up to 64 MiB of graph and run memory kept for reuse (chunks of a span, MZ__SPAN), and as much in task lists */
   if (cfg) rt->cfg = *cfg;
   pthread_mutex_init(&rt->lock, NULL);
   pthread_cond_init(&rt->idle, NULL);

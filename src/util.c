@@ -48,13 +48,19 @@ double mz__tick_ns_per_tick(uint64_t ns0, uint64_t t0) {
 
 /* ---- arena ---- */
 
-struct mz__chunk {
-  struct mz__chunk *next;
-  size_t cap;
-  _Alignas(16) unsigned char data[];
-};
+/* A standard chunk's bytes for blocks: its header and they fill one span. */
+enum { MZ__CHUNK = MZ__SPAN - (int)sizeof(struct mz__chunk) };
 
-enum { MZ__CHUNK = 65536 };
+_Static_assert(sizeof(struct mz__chunk) % 16 == 0, "a chunk's blocks are 16-byte aligned");
+
+/* A chunk with room for cap bytes, at a span boundary (mz__span_owner),
+ * not zeroed; NULL on ENOMEM. */
+static struct mz__chunk *chunk_new(size_t cap) {
+  size_t bytes = (sizeof(struct mz__chunk) + cap + MZ__SPAN - 1) & ~(size_t)(MZ__SPAN - 1);
+  struct mz__chunk *c = aligned_alloc(MZ__SPAN, bytes);
+  if (c) c->cap = cap;
+  return c;
+}
 
 /* The piece of a chunk zeroed at a time ahead of its blocks: small enough
  * that a memset of it stays in vector stores (no string instruction) and
@@ -101,7 +107,7 @@ static void big_give(struct mz__chunk_pool *p, struct mz__chunk *big) {
 
 void *mz__chunk_pool_get(struct mz__chunk_pool *p, size_t bytes) {
   struct mz__chunk *c = bytes > MZ__CHUNK ? big_take(p, bytes) : NULL;
-  if (!c && (c = malloc(sizeof *c + bytes))) c->cap = bytes;
+  if (!c && (c = malloc(sizeof *c + bytes))) c->cap = bytes; /* (no span: not an arena's) */
   return c ? c->data : NULL;
 }
 
@@ -138,10 +144,10 @@ void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
     }
     mz__spin_unlock(&a->pool->lock);
   }
-  if (!c) c = malloc(sizeof *c + cap);
+  if (!c) c = chunk_new(cap);
   if (!c) return NULL;
   c->next = a->head;
-  c->cap = cap;
+  c->owner = a->owner;
   a->head = c;
   /* Zeroed ahead: the block, and the rest of the first piece. */
   size_t z = bytes > MZ__ZERO_PIECE ? bytes : MZ__ZERO_PIECE;

@@ -23,7 +23,7 @@ struct mz_graph {
   int status;
   char message[MZ__ERRLEN];
   uint32_t nops;
-  struct mz_op error_op;      /* returned by failing builders */
+  struct mz_op *error_op;     /* returned by failing builders (in the arena: its graph is found as any node's) */
   struct mz_op *last_scalar;  /* the last scalar built: an equal one is that node */
   /* The last apply of a kernel without buffer parameters, with the default
    * launch, and its kernel and arguments: an apply of the same kernel on

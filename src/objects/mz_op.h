@@ -294,8 +294,9 @@ static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
   return c ? c->xpreds : NULL;
 }
 
+/* A node does not store its graph: it lies in its graph's arena, whose
+ * chunks name their owner (mz__op_graph). */
 struct mz_op {
-  mz_graph *g;
   uint32_t id;
   uint8_t kind;
   /* A tuple made by mz_join rather than mz_zip (only its name differs).
@@ -325,7 +326,11 @@ struct mz_op {
   } u;
 };
 
-_Static_assert(sizeof(struct mz_op) == 32, "an op is half a cache line");
+_Static_assert(sizeof(struct mz_op) == 24, "an op is three words");
+
+/* op's graph: the owner of the arena chunk it lies in (every node,
+ * the error op included, is made in its graph's arena). */
+static inline mz_graph *mz__op_graph(const struct mz_op *op) { return (mz_graph *)mz__span_owner(op); }
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
