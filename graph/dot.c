@@ -113,10 +113,10 @@ static int write_dot(mz_graph *g, FILE *f, bool placed) {
     mz_op *op = g->tasks_all[i];
     struct mz__task *t = mz__op_t(op);
     const char *fill = "#ffffff";
-    if (op->kind == MZ__K_APPLY && t->kernel) {
+    if (op->kind == MZ__K_APPLY && mz__task_kernel(t)) {
       /* g->kheld lists the kernels in the order of their first use. */
       for (size_t k = 0; k < g->nkheld; k++)
-        if (g->kheld[k] == t->kernel) fill = palette[k % NPALETTE];
+        if (g->kheld[k] == mz__task_kernel(t)) fill = palette[k % NPALETTE];
     } else if (op->kind == MZ__K_HOST) {
       fill = "#eeeeee";
     }

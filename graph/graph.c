@@ -300,23 +300,40 @@ static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
 static unsigned task_nres(const mz_op *t) {
   const struct mz__task *k = mz__task_of(t);
   switch (t->kind) {
-    case MZ__K_APPLY: return k->kernel->nparams;
+    case MZ__K_APPLY: return mz__task_kernel(k)->nparams;
     case MZ__K_HOST: return k->nparams;
     case MZ__K_PARTITION: return k->nacc - 1;
     default: return 1; /* unpartition */
   }
 }
 
-/* Task t's results array, made on first use for an apply (g->lock held):
+/* The results array of a task without a kernel: in its block, after the
+ * room new_task made for its accesses (host: one per leaf; unpartition:
+ * one more; partition: the buffer's and one per tile, its accesses). */
+static mz_op **host_res(const mz_op *t) {
+  const struct mz__task *k = mz__task_of(t);
+  unsigned na = t->kind == MZ__K_HOST ? k->nparams : t->kind == MZ__K_UNPARTITION ? k->nparams + 1u : k->nacc;
+  return (mz_op **)(void *)(mz__task_acc_array(k) + na);
+}
+
+/* Task t's results array (g->lock held), made on first use for an apply:
  * most applies are never unzipped nor joined for their results, and the
- * array costs a pointer per parameter.  Its elements are made on first
- * use too (task_result).  NULL on ENOMEM. */
+ * array costs a pointer per parameter.  An apply keeps it in the word
+ * before its predecessor counts (struct mz_op's bpreds), in a block of
+ * no predecessors when it has none.  Its elements are made on first use
+ * too (task_result).  NULL on ENOMEM. */
 static mz_op **task_results(mz_graph *g, mz_op *t) {
-  unsigned n;
-  if (__builtin_expect(t->u.res != NULL, 1) || !(n = task_nres(t))) return t->u.res;
-  /* Only an apply's is made late. */
-  t->u.res = mz__arena_alloc(&g->arena, n * sizeof *t->u.res);
-  return t->u.res;
+  if (t->kind != MZ__K_APPLY) return host_res(t);
+  mz_op **b = t->u.bpreds;
+  if (!b) {
+    uint64_t *blk = mz__arena_alloc(&g->arena, 2 * sizeof(uint64_t)); /* the slot, then two zero counts */
+    if (!blk) return NULL;
+    t->u.bpreds = b = (mz_op **)(void *)(blk + 2);
+  }
+  mz_op ***slot = (mz_op ***)(void *)(b - 2);
+  unsigned n = task_nres(t);
+  if (__builtin_expect(*slot == NULL, 0) && n) *slot = mz__arena_alloc(&g->arena, n * sizeof **slot);
+  return *slot;
 }
 
 /* Result i of task t (NULL on ENOMEM), made on first use: a buffer's is
@@ -330,11 +347,11 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   mz_buffer *b = i < k->nparams ? mz__task_buf(k, i) : NULL;
   if (b) {
     res[i] = value_result(g, b, t);
-  } else if (k->kernel && i < k->nparams) {
+  } else if (mz__task_kernel(k) && i < k->nparams) {
     /* The graph's last scalar when it is this one (mz_scalar's rule: most
      * often the leaf the apply was given), so that flattening a join of
      * applies of one scalar makes no node per apply. */
-    mz_dtype dt = k->kernel->params[i].dtype;
+    mz_dtype dt = mz__task_kernel(k)->params[i].dtype;
     mz_arg v = mz__task_values(k)[i];
     mz_op *sc = g->last_scalar;
     if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
@@ -446,11 +463,10 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
   op->id = ++g->nops;
   struct mz__task *t = mz__task_of(op); /* right after the op: see mz__task_of */
   t->nparams = np;
-  t->kernel = k;
+  op->u.kernel = k;
   t->exec.queue = -1;
   /* The parameter slots and the accesses follow the task: mz__task_values,
    * mz__task_hbufs, mz__task_acc. */
-  op->u.res = nres ? (mz_op **)(void *)(blk + ob + pb + ab) : NULL;
   if (remember_task(g, op)) return NULL;
   return op; /* (no successors: v NULL, cap 0, as the arena zeroed them) */
 }
@@ -604,8 +620,10 @@ static int keep_bpreds(mz_graph *g, mz_op *op, mz_op *const *dv, unsigned nd, mz
     if (j == nd) rv[n++] = rv[i];
   }
   nr = n;
-  uint32_t *head = mz__arena_alloc(&g->arena, 2 * sizeof(uint32_t) + (nd + nr) * sizeof(mz_op *));
+  /* An apply's block: its results slot (task_results), the counts, the list. */
+  uint32_t *head = mz__arena_alloc(&g->arena, sizeof(mz_op **) + 2 * sizeof(uint32_t) + (nd + nr) * sizeof(mz_op *));
   if (!head) return MZ_ENOMEM;
+  head += 2; /* past the slot, NULL (the arena zeroes) */
   head[0] = nd + nr;
   head[1] = nd;
   mz_op **kept = (mz_op **)(void *)(head + 2);
@@ -860,11 +878,12 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
     return fail(g, MZ_ENOMEM, "%s: out of memory", who);
   }
   struct mz__task *t = mz__op_t(op);
+  mz_op **res = host_res(op); /* (its room, after the n + xacc accesses') */
   for (size_t i = 0; i < n; i++) {
     mz_op *a = leaves[i];
     if (a->kind == MZ__K_SCALAR) {
       mz__task_values(t)[i] = a->u.scalar.v;
-      op->u.res[i] = a;
+      res[i] = a;
       continue;
     }
     mz_buffer *b = a->u.value.buf;
@@ -882,8 +901,8 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
     }
-    op->u.res[i] = value_result(g, b, op);
-    if (!op->u.res[i]) {
+    res[i] = value_result(g, b, op);
+    if (!res[i]) {
       free(leaves);
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
     }
@@ -942,6 +961,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   struct mz__task *t = mz__op_t(op);
   mz__task_hbufs(t)[0] = b;
   add_access(t, b, 3);
+  mz_op **res = (mz_op **)(void *)(mz__task_acc_array(t) + n + 1); /* (host_res once the accesses are in) */
   size_t row_elems = b->shape.count / rows, es = mz_dtype_size(b->shape.dtype), off = 0;
   for (unsigned i = 0; i < n; i++) {
     size_t r = rows / n + (i < rows % n ? 1 : 0);
@@ -955,8 +975,8 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     if (rc) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
     off += r * row_elems * es;
     add_access(t, tile, 2);
-    op->u.res[i] = value_result(g, tile, op);
-    if (!op->u.res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
+    res[i] = value_result(g, tile, op);
+    if (!res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
   if (set_bpreds(g, op, leaf, 1, true)) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
@@ -990,7 +1010,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
     if (n != nres) why = "every tile must be given exactly once";
     for (unsigned j = 0; j < nres && !why; j++) {
       unsigned seen = 0;
-      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == part->u.res[j]->u.value.buf;
+      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == host_res(part)[j]->u.value.buf;
       if (seen != 1) why = "every tile must be given exactly once";
     }
   }
@@ -1003,14 +1023,14 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   if (op->kind == MZ__K_ERROR) return op;
   /* The result is the whole buffer, written by this task. */
   struct mz__task *t = mz__op_t(op);
-  mz_op **res = mz__arena_alloc(&g->arena, sizeof *res);
-  if (!res) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   /* host_like left room for this access. */
   mz__task_acc_array(t)[t->nacc] = mz__acc_make(parent, 2);
   t->nacc++;
+  /* Its one result, in the first of the slots host_like filled with the
+   * tiles' (task_nres: 1). */
+  mz_op **res = host_res(op);
   res[0] = value_result(g, parent, op);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
-  op->u.res = res;
   if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
   be->partitioned = false;

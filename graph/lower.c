@@ -896,7 +896,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; !rc && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
-    if (bare_ok && !op->u.bpreds && !t->nacc && !mz__task_nxpreds(t)) {
+    if (bare_ok && !mz__task_nbpreds(t) && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       xdev_set(rt, t, NULL, NULL, NULL, NULL);
       t->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
@@ -1133,9 +1133,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     task_enter(op, r, true);
     uint32_t ngates = mz__task_ngates(t);
     if (open) {
-      if (t->kernel != pk) {
+      if (mz__task_kernel(t) != pk) {
         psh = mz__run_shareable(r, t);
-        pk = t->kernel;
+        pk = mz__task_kernel(t);
       }
       if (psh && !ngates) {
         t->shared = t->host_wait = true;

@@ -110,7 +110,7 @@ bool mz__can_run(const mz_runtime *rt, const mz_op *op, unsigned q) {
   if (q >= rt->nq) return false;
   struct mz_device *dev = rt->queues[q]->dev;
   if (atomic_load_explicit(&dev->dead, memory_order_relaxed)) return false;
-  const mz_kernel *k = mz__task_of(op)->kernel;
+  const mz_kernel *k = mz__task_kernel(mz__task_of(op));
   /* Host work (host nodes, partition, unpartition) runs where host memory
    * is the device's memory and a worker runs it: capabilities, not kinds. */
   if (!k) return dev->ops->host_memory && dev->ops->inline_submit;

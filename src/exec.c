@@ -172,7 +172,7 @@ static int fault_plan(mz_op *op, struct mz__queue *Q, const char **why) {
   }
   if (rt->faults) mz__fault_device_op(rt, dev);
   if (rt->ml && dev->memnode) mz__mem_pin_exec(&t->exec, dev);
-  if (rt->faults && t->kernel && mz__fault_hit(rt, MZ__FAULT_KERNEL)) {
+  if (rt->faults && mz__task_kernel(t) && mz__fault_hit(rt, MZ__FAULT_KERNEL)) {
     *why = "injected fault: the kernel failed";
     return MZ_EKERNEL;
   }
@@ -360,7 +360,7 @@ static void place(mz_op *op, struct work *w) {
     }
     int pq = __atomic_load_n(&mz__task_of(p)->exec.queue, __ATOMIC_RELAXED); /* a rerouted one's may change */
     /* In-order queue, unless p ends after its function returns. */
-    if (pq == q && !(mz__task_of(p)->kernel && mz__task_of(p)->kernel->async)) continue;
+    if (pq == q && !(mz__task_kernel(mz__task_of(p)) && mz__task_kernel(mz__task_of(p))->async)) continue;
     if (pq < 0) { /* shared and not yet taken by a worker */
       device_side = false;
       break;
@@ -631,7 +631,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
    * change them (no copy to plan, no fault to inject). */
   if (t->exec.args_dev1 == dev->info.index + 1 && rt->nmem == 1 && !rt->faults) return MZ_OK;
   t->exec.args_dev1 = 0;
-  mz_kernel *kern = t->kernel;
+  mz_kernel *kern = mz__task_kernel(t);
   unsigned di = dev->info.index;
   /* Built for this device already: mz__kernel_prepare's first check, inline. */
   if (kern && dev->ops->prepare && di < kern->rt->ndev && kern->rt->devs[di] == dev &&
@@ -767,7 +767,7 @@ static int plan_exec_body(mz_op *op, struct mz__queue *Q, const char **why, char
   (void)moved; /* counted when the node finishes (see finish) */
   /* Arguments, for a device with memory of its own (a host-memory device
    * builds its call from the task's values and buffers). */
-  const struct mz__param *ps = t->kernel ? t->kernel->params : NULL;
+  const struct mz__param *ps = mz__task_kernel(t) ? mz__task_kernel(t)->params : NULL;
   for (unsigned i = 0; m && i < t->nparams; i++) {
     struct mz__xarg *x = &mz__exec_xd(e)->args[i];
     mz_buffer *b = mz__task_buf(t, i);
@@ -837,13 +837,13 @@ bool mz__exec_waited_apart(const struct mz__exec *e, const struct mz__exec *next
 const char *mz__exec_message(const struct mz__exec *e) { return mz__task_message(mz__task_of(mz__exec_node(e))); }
 void mz__exec_set_message(struct mz__exec *e, char *msg) { mz__task_set_message(mz__task_of(mz__exec_node(e)), msg); }
 
-const mz_kernel *mz__exec_kernel(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->kernel; }
+const mz_kernel *mz__exec_kernel(const struct mz__exec *e) { return mz__task_kernel(mz__task_of(mz__exec_node(e))); }
 unsigned mz__exec_nargs(const struct mz__exec *e) { return mz__task_of(mz__exec_node(e))->nparams; }
 const mz_launch *mz__exec_launch(const struct mz__exec *e) {
   static const mz_launch none = {0, {0, 0, 0}, {0, 0, 0}}; /* host work: never read */
   static const mz_launch one = {1, {1, 1, 1}, {0, 0, 0}};
   const struct mz__task *t = mz__task_of(mz__exec_node(e));
-  const mz_kernel *k = t->kernel;
+  const mz_kernel *k = mz__task_kernel(t);
   if (!k) return &none;
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
   if (c && c->launch) return c->launch;
@@ -1104,7 +1104,7 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
        * not ends_inline (timed always: the models then decide here, as for
        * other devices). */
       bool burst = dev->ops->host_memory && !r->timed;
-      bool chosen = burst && !(t->kernel && t->kernel->async && !t->kernel->async->ends_inline);
+      bool chosen = burst && !(mz__task_kernel(t) && mz__task_kernel(t)->async && !mz__task_kernel(t)->async->ends_inline);
       if (!burst) {
         if (acct && acct->dev == dev->info.index)
           acct->busy += t_end - t_start;
@@ -1141,8 +1141,8 @@ static void finish_pins(mz_op *op, int status, const char *detail, struct work *
       free(woken);
     }
   }
-  if (__builtin_expect(status < 0 && t->kernel && t->kernel->async, 0))
-    t->kernel->async->ended(op, mz__task_values(t), status, t->kernel->spec.cpu.user);
+  if (__builtin_expect(status < 0 && mz__task_kernel(t) && mz__task_kernel(t)->async, 0))
+    mz__task_kernel(t)->async->ended(op, mz__task_values(t), status, mz__task_kernel(t)->spec.cpu.user);
   if (status < 0) {
     atomic_fetch_add_explicit(&r->st_failed, 1, memory_order_relaxed);
     if (status != MZ_ECANCELED) {
@@ -1361,7 +1361,7 @@ static void run_start(struct mz__run *r);
 
 bool mz__run_shareable(const struct mz__run *r, const struct mz__task *t) {
   const mz_runtime *rt = r->rt;
-  const mz_kernel *k = t->kernel;
+  const mz_kernel *k = mz__task_kernel(t);
   if (!k) return true; /* host work runs where host memory is: the CPU */
   const struct mz_device *sd = rt->share_dev;
   if (!sd->kernels || (r->devok && !r->devok[sd->info.index]) || !sd->ops->can_run(sd, k)) return false;
@@ -1545,9 +1545,9 @@ static void run_start(struct mz__run *r) {
   if (known) nshared = r->ntasks;
   for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
-    if (!asked || t->kernel != pk) {
+    if (!asked || mz__task_kernel(t) != pk) {
       psh = mz__run_shareable(r, t);
-      pk = t->kernel;
+      pk = mz__task_kernel(t);
       asked = true;
     }
     t->shared = psh;

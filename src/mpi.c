@@ -2224,7 +2224,7 @@ static void plan_ahead(struct dtask *dt) {
     AHEAD((const void *)nx->node);
     AHEAD((const char *)t + 64);
     AHEAD(mz__task_values(t) + t->nparams - 1);
-    const mz_kernel *kern = t->kernel;
+    const mz_kernel *kern = mz__task_kernel(t);
     for (uint64_t mk = kern && t->nparams <= 64 ? kern->bufmask : 0; mk; mk &= mk - 1) {
       const mz_buffer *b = mz__task_values(t)[__builtin_ctzll(mk)].p;
       if (b) AHEAD(&b->shape);

@@ -539,7 +539,7 @@ static const char *task_model_name(const mz_op *op) {
   /* The task's, on the line a CPU node's run touches anyway; a named host
    * node's cold record only for host work. */
   const struct mz__task *t = mz__task_of(op);
-  const mz_kernel *k = t->kernel;
+  const mz_kernel *k = mz__task_kernel(t);
   return k ? k->spec.name : mz__op_name(op);
 }
 
@@ -628,7 +628,7 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, 
     atomic_store_explicit(&pq->sat_key, key, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_dev, dev, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_mask, t->pm_mask, memory_order_relaxed);
-    atomic_store_explicit(&pq->sat_kernel, t->pm_sat1 && key < 255 ? (const void *)t->kernel : NULL, memory_order_relaxed);
+    atomic_store_explicit(&pq->sat_kernel, t->pm_sat1 && key < 255 ? (const void *)mz__task_kernel(t) : NULL, memory_order_relaxed);
     atomic_store_explicit(&pq->sat_key1, (uint8_t)(key < 255 ? key + 1 : 0), memory_order_relaxed);
     atomic_store_explicit(&pq->sat_dev1, t->pm_sat1, memory_order_relaxed);
   }

@@ -521,10 +521,11 @@ Test(perfmodel, a_node_due_by_its_period_takes_its_settled_buckets_longer_one) {
   static const int kern_a = 1, kern_b = 2; /* stand-ins: the rule compares kernel addresses only */
   struct mz__pm_queue pq;
   memset(&pq, 0, sizeof pq);
-  unsigned char tb[sizeof(struct mz__task)] __attribute__((aligned(64)));
+  unsigned char tb[sizeof(mz_op) + sizeof(struct mz__task)] __attribute__((aligned(64)));
   memset(tb, 0, sizeof tb);
-  struct mz__task *t = (struct mz__task *)(void *)tb;
-  t->kernel = (mz_kernel *)(uintptr_t)&kern_a;
+  mz_op *op = (mz_op *)(void *)tb;
+  struct mz__task *t = mz__task_of(op); /* (a task follows its op, which holds its kernel) */
+  op->u.kernel = (mz_kernel *)(uintptr_t)&kern_a;
   t->pm_key1 = 3;
   t->pm_sat1 = 1;   /* a verdict on the device of index 0 ... */
   t->pm_mask = 15;  /* ... of one run in 16 */

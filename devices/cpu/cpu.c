@@ -255,8 +255,8 @@ static inline __attribute__((always_inline)) void fill_apply_args(const mz_kerne
   }
 }
 static inline __attribute__((always_inline)) void fill_args(const struct mz__task *t, mz_arg *args, mz_shape *shapes) {
-  if (__builtin_expect(!t->kernel || t->nparams > 64, 0)) fill_args_any(t, args, shapes);
-  else fill_apply_args(t->kernel, t, args, shapes);
+  if (__builtin_expect(!mz__task_kernel(t) || t->nparams > 64, 0)) fill_args_any(t, args, shapes);
+  else fill_apply_args(mz__task_kernel(t), t, args, shapes);
 }
 
 /* The message of a node whose function returned ret != 0. */
@@ -274,7 +274,7 @@ static char *failed_message(const mz_kernel *kern, int ret) {
 static void run_task(struct worker *w, struct mz__exec *e, bool counted, int sampled) {
   mz_op *op = mz__exec_node(e);
   const struct mz__task *t = mz__task_of(op);
-  const mz_kernel *kern = t->kernel;
+  const mz_kernel *kern = mz__task_kernel(t);
   int status = MZ_OK;
   char *msg = NULL;
   if (atomic_load_explicit(&t->pred_failed, memory_order_acquire)) {
@@ -588,7 +588,7 @@ static mz_op *spin_take(struct worker *w, bool (*done)(void *), void *arg, bool 
 static mz_op *run_lean(struct worker *w, mz_op *op, struct mz__task *t, int *sampled) {
   const struct mz_device *dev = w->q->dev;
   for (;;) {
-    const mz_kernel *kern = t->kernel;
+    const mz_kernel *kern = mz__task_kernel(t);
     struct mz__exec *e = &t->exec;
     mz_cpu_fn fn = NULL;
     void *user = NULL;

@@ -237,7 +237,7 @@ static bool has_cost(const mz_kernel *k) {
 /* The modelled time of op on a device of class c. */
 static double cost_ns(const struct sim_class *c, const mz_op *op) {
   const struct mz__task *t = mz__op_t(op);
-  const mz_kernel *k = t->kernel;
+  const mz_kernel *k = mz__task_kernel(t);
   if (!k) return 0;
   const mz_cost_spec *cs = &mz__kernel_spec(k)->cost;
   /* Elements of the first written buffer, else of the first buffer. */
@@ -318,7 +318,7 @@ static double link_ns_dev(const struct sim_dev *dst, const struct sim_dev *src, 
 }
 
 static double sim_estimate_ns(const struct mz_device *dev, const mz_op *op) {
-  if (!mz__op_t(op)->kernel || !has_cost(mz__op_t(op)->kernel)) return -1;
+  if (!mz__task_kernel(mz__op_t(op)) || !has_cost(mz__task_kernel(mz__op_t(op)))) return -1;
   return cost_ns(cls_of(dev), op);
 }
 

@@ -195,15 +195,15 @@ struct mz__task {
   /* (Its policy word is its run's: struct mz__xdev, or the cold record's
    * in a run without exec records: mz_task_policy_data.) */
   struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
-  /* With its exec's first 16 bytes, what a CPU re-run touches. */
-  /* An apply's, set when its node is made (its parameter slots depend on
-   * it: mz__task_buf); NULL for host work (mz__exec_kernel). */
-  mz_kernel *kernel;
+  /* (Its kernel is in its op, right before it: mz__task_kernel.) */
   /* (Its predecessors in the run share a word with its exec's record:
    * mz__task_preds.) */
   struct mz__exec exec;
   /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
+
+/* t's kernel, NULL for host work (defined after struct mz_op, which holds it). */
+static inline mz_kernel *mz__task_kernel(const struct mz__task *t);
 
 /* t's predecessors in its run (npreds of them; NULL when none): its own
  * word, or its exec's record's (struct mz__exec's rec). */
@@ -256,7 +256,7 @@ static inline void mz__task_set_message(struct mz__task *t, char *msg) {
  * NULL (nothing to run). */
 static inline const struct mz__host_call *mz__task_host(const struct mz__task *t) {
   const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c && !t->kernel ? &c->host : NULL;
+  return c && !mz__task_kernel(t) ? &c->host : NULL;
 }
 /* Whether t holds a node planned after it (mz_task_set_after), whose
  * release is left to mz__task_finish: never while t is as a replay left it
@@ -313,16 +313,21 @@ struct mz_op {
    *   apart).  NULL when there is none; else an arena block whose two
    *   32-bit words before bpreds[0] hold the count and the data edges'
    *   count (mz__task_nbpreds, mz__task_nbdata), so that a task without
-   *   any stores no count.  Read with mz__task_bpreds.
-   * - res: its result tuple (graph/graph.c; its length follows from the
-   *   kind and the task, so none is stored). */
+   *   any stores no count.  Read with mz__task_bpreds.  An apply's block
+   *   has one more word before them: its result tuple (see mz__task_res),
+   *   NULL until asked for; an apply without predecessors gets a block of
+   *   no predecessors when its results are first asked for.
+   * - kernel: an apply's, set when its node is made (its parameter slots
+   *   depend on it: mz__task_buf); NULL for host work (mz__exec_kernel).
+   *   Read with mz__task_kernel: here rather than in the task, whose
+   *   first line it is right before. */
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     /* n elements, in the op's block right after the op (mz__tuple_elems):
      * no pointer to them. */
     struct { unsigned n; } tuple;
-    struct { struct mz_op **bpreds; struct mz_op **res; };
+    struct { struct mz_op **bpreds; mz_kernel *kernel; };
   } u;
 };
 
@@ -361,6 +366,9 @@ static inline struct mz_op *mz__task_op(const struct mz__task *t) {
   return (struct mz_op *)(void *)((char *)(uintptr_t)t - sizeof(struct mz_op));
 }
 
+/* t's kernel (struct mz_op's kernel): NULL for host work. */
+static inline mz_kernel *mz__task_kernel(const struct mz__task *t) { return mz__task_op(t)->u.kernel; }
+
 /* t's build-time predecessors (struct mz_op's bpreds), their count and
  * the data edges' count (the first ones). */
 static inline struct mz_op **mz__task_bpreds(const struct mz__task *t) { return mz__task_op(t)->u.bpreds; }
@@ -397,7 +405,7 @@ static inline mz_buffer **mz__task_hbufs(const struct mz__task *t) {
 /* Parameter i's buffer, or NULL for a scalar (or a buffer not set yet
  * while an apply is built). */
 static inline mz_buffer *mz__task_buf(const struct mz__task *t, unsigned i) {
-  if (t->kernel) return mz__kernel_is_buffer(t->kernel, i) ? (mz_buffer *)mz__task_values(t)[i].p : NULL;
+  if (mz__task_kernel(t)) return mz__kernel_is_buffer(mz__task_kernel(t), i) ? (mz_buffer *)mz__task_values(t)[i].p : NULL;
   return mz__task_hbufs(t)[i];
 }
 /* The bytes of a task's parameter slots (both arrays without a kernel). */
@@ -413,7 +421,7 @@ static inline size_t mz__task_param_bytes(unsigned nparams, bool kernel) {
  * Read access a with mz__task_access. */
 static inline struct mz__access *mz__task_acc_array(const struct mz__task *t);
 static inline struct mz__access mz__task_access(const struct mz__task *t, unsigned a) {
-  const struct mz_kernel *k = t->kernel;
+  const struct mz_kernel *k = mz__task_kernel(t);
   if (k && t->nacc == k->nbufs) {
     uint32_t w = k->accs[a];
     return mz__acc_make((mz_buffer *)mz__task_values(t)[w >> 2].p, (uint8_t)(w & 3));
@@ -424,7 +432,7 @@ static inline struct mz__access mz__task_access(const struct mz__task *t, unsign
 /* t's explicit access array (see mz__task_access): a task without a
  * kernel's, after its parameter arrays, or an apply's in its cold record. */
 static inline struct mz__access *mz__task_acc_array(const struct mz__task *t) {
-  if (t->kernel) return __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE)->acc;
+  if (mz__task_kernel(t)) return __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE)->acc;
   return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, false));
 }
 
@@ -437,7 +445,7 @@ struct mz__acc_view {
   const struct mz__access *arr;     /* else the explicit array */
 };
 static inline struct mz__acc_view mz__task_acc_view(const struct mz__task *t) {
-  const struct mz_kernel *k = t->kernel;
+  const struct mz_kernel *k = mz__task_kernel(t);
   if (k && t->nacc == k->nbufs) return (struct mz__acc_view){.ka = k->accs, .vals = mz__task_values(t)};
   return (struct mz__acc_view){.arr = t->nacc ? mz__task_acc_array(t) : NULL};
 }
@@ -480,7 +488,7 @@ static inline const char *mz__op_name(const struct mz_op *op) {
     case MZ__K_VALUE: return "value";
     case MZ__K_SCALAR: return "scalar";
     case MZ__K_TUPLE: return op->join ? "join" : "zip";
-    case MZ__K_APPLY: return mz__task_of(op)->kernel->spec.name;
+    case MZ__K_APPLY: return mz__task_kernel(mz__task_of(op))->spec.name;
     case MZ__K_HOST: {
       const struct mz__tcold *c = __atomic_load_n(&mz__task_of(op)->cold, __ATOMIC_ACQUIRE);
       return c && c->name ? c->name : "host";
