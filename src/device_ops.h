@@ -135,14 +135,8 @@ static inline struct mz__xdev *mz__exec_xd(const struct mz__exec *e) {
   return e->rec & 1 ? (struct mz__xdev *)(e->rec - 1) : NULL;
 }
 /* e's times in this run (0, 0: not measured, or no record). */
-static inline uint64_t mz__exec_t_start(const struct mz__exec *e) {
-  struct mz__xdev *x = mz__exec_xd(e);
-  return x ? x->t_start : 0;
-}
-static inline uint64_t mz__exec_t_end(const struct mz__exec *e) {
-  struct mz__xdev *x = mz__exec_xd(e);
-  return x ? x->t_end : 0;
-}
+static inline uint64_t mz__exec_t_start(const struct mz__exec *e) { return mz__exec_xd(e) ? mz__exec_xd(e)->t_start : 0; }
+static inline uint64_t mz__exec_t_end(const struct mz__exec *e) { return mz__exec_xd(e) ? mz__exec_xd(e)->t_end : 0; }
 /* The detail of e's failure (NULL: none), and its replacement: msg is
  * malloc'd (or NULL: clear it) and taken over; the core frees it when the
  * run is torn down.  Thread: the one that ends or fails e's node. */
@@ -150,18 +144,9 @@ const char *mz__exec_message(const struct mz__exec *e);
 void mz__exec_set_message(struct mz__exec *e, char *msg);
 /* e's transfers, its reads back into host memory and its waits: all in
  * its device record, so none without one (a runtime of host memory only). */
-static inline unsigned mz__exec_nxfer(const struct mz__exec *e) {
-  struct mz__xdev *x = mz__exec_xd(e);
-  return x ? x->nxfer : 0;
-}
-static inline unsigned mz__exec_nread(const struct mz__exec *e) {
-  struct mz__xdev *x = mz__exec_xd(e);
-  return x ? x->nread : 0;
-}
-static inline unsigned mz__exec_nwait(const struct mz__exec *e) {
-  struct mz__xdev *x = mz__exec_xd(e);
-  return x ? x->nwait : 0;
-}
+static inline unsigned mz__exec_nxfer(const struct mz__exec *e) { return mz__exec_xd(e) ? mz__exec_xd(e)->nxfer : 0; }
+static inline unsigned mz__exec_nread(const struct mz__exec *e) { return mz__exec_xd(e) ? mz__exec_xd(e)->nread : 0; }
+static inline unsigned mz__exec_nwait(const struct mz__exec *e) { return mz__exec_xd(e) ? mz__exec_xd(e)->nwait : 0; }
 /* Someone observes e's run (an mz_observer or the trace): a backend that
  * can measure its transfers does so (it costs an event per copy). */
 bool mz__exec_observed(const struct mz__exec *e);
