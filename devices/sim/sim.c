@@ -318,7 +318,8 @@ static double link_ns_dev(const struct sim_dev *dst, const struct sim_dev *src, 
 }
 
 static double sim_estimate_ns(const struct mz_device *dev, const mz_op *op) {
-  if (!mz__task_kernel(mz__op_t(op)) || !has_cost(mz__task_kernel(mz__op_t(op)))) return -1;
+  const mz_kernel *k = op->kind == MZ__K_APPLY ? op->u.kernel : NULL; /* (host work has none) */
+  if (!k || !has_cost(k)) return -1;
   return cost_ns(cls_of(dev), op);
 }
 
