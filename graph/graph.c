@@ -843,7 +843,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       g->pm_bytes = bytes;
       g->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
     }
-    t->pm_key1 = g->pm_key1;
+    op->pm_key1 = g->pm_key1;
   }
   if (!k->nbufs && !launch) { /* the repeat's model (above) */
     g->rep_kernel = k;

@@ -58,7 +58,7 @@ static int by_id(const void *a, const void *b) {
 #define MZ__SEEN 0x80
 
 static inline void unflag(const struct vec *out) {
-  for (size_t k = 0; k < out->n; k++) mz__task_of(out->v[k])->color &= (uint8_t)~MZ__SEEN;
+  for (size_t k = 0; k < out->n; k++) out->v[k]->color &= (uint8_t)~MZ__SEEN;
 }
 
 /* Collect op's predecessors into out (deduplicated, done ones dropped but
@@ -66,7 +66,7 @@ static inline void unflag(const struct vec *out) {
 static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, struct vec *out, uint64_t run_stamp) {
   if (!p || p == op) return MZ_OK;
   struct mz__task *pt = mz__task_of(p);
-  if (pt->color & MZ__SEEN) return MZ_OK;
+  if (p->color & MZ__SEEN) return MZ_OK;
   /* A task of this run is a predecessor even when done: a re-run runs it
    * again. */
   if (mz__task_mark(pt) != run_stamp && atomic_load(&pt->state) == MZ__T_DONE) {
@@ -74,7 +74,7 @@ static inline __attribute__((always_inline)) int add_pred(mz_op *op, mz_op *p, s
     return MZ_OK;
   }
   int rc = vpush(out, p);
-  if (!rc) pt->color |= MZ__SEEN;
+  if (!rc) p->color |= MZ__SEEN;
   return rc;
 }
 
@@ -161,7 +161,7 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
   struct mz__task *t = mz__task_of(p);
   if (mz__task_mark(t) == stamp || (!rerun && atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW)) return MZ_OK;
   mz__task_set_mark(t, stamp);
-  t->color = 0;
+  p->color = 0;
   if (rerun) reset_for_rerun(t);
   t->succs.nrun = 0;
   int rc = vpush(tasks, p);
@@ -258,7 +258,7 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
     pending--;
     n++;
     at = i;
-    t->color = 0;
+    op->color = 0;
     t->succs.nrun = 0;
     mz_op *const *bp = op->u.bpreds;
     for (unsigned k = 0, nb = mz__task_nbpreds(t); k < nb; k++) {
@@ -818,7 +818,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       mz_op *op = lw->tasks[i];
       struct mz__task *t = mz__task_of(op);
       mz__task_set_mark(t, stamp);
-      t->color = 0;
+      op->color = 0;
       reset_for_rerun(t);
       t->succs.nrun = 0;
       tasks.v[i] = op;
@@ -899,7 +899,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     if (bare_ok && !mz__task_nbpreds(t) && !t->nacc && !mz__task_nxpreds(t)) {
       t->npreds = 0;
       xdev_set(rt, t, NULL, NULL, NULL, NULL);
-      t->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
+      op->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
       continue;
     }
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {
@@ -918,7 +918,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         continue;
       }
       rc = vpush(&preds, p);
-      if (!rc) mz__task_of(p)->color |= MZ__SEEN;
+      if (!rc) p->color |= MZ__SEEN;
     }
     /* Every build-time predecessor kept, in order: the list starts as
      * bpreds, and is bpreds when nothing is added after them. */
@@ -955,11 +955,11 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
      * noted while they are at hand: a new task whose bucket is the one
      * its queue last found saturated then takes that verdict where it
      * runs, without a call (perfmodel_tick.h). */
-    if (!rc && !t->pm_key1) {
+    if (!rc && !op->pm_key1) {
       uint64_t bytes = 0;
       for (unsigned a = 0; a < t->nacc; a++) bytes += mz__acc_buf(mz__task_access(t, a))->bytes;
       int key = mz__pm_bucket_of(bytes);
-      t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+      op->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
     }
     /* The predecessor list and the exec's device record and arrays
      * (arguments, transfers and reads into host memory, one of each per
@@ -989,8 +989,8 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     }
     if (pb) memcpy(blk, preds.v, preds.n * sizeof(mz_op *));
     for (size_t k = 0; k < preds.n; k++) { /* (the list is complete: its flags go) */
+      preds.v[k]->color &= (uint8_t)~MZ__SEEN;
       struct mz__task *pt = mz__task_of(preds.v[k]);
-      pt->color &= (uint8_t)~MZ__SEEN;
       if (mz__task_mark(pt) == stamp) { /* successors in the run, and the run's edges */
         pt->succs.nrun++;
         nedges++;
@@ -1010,10 +1010,10 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     tasks = (struct vec){0};
   }
   for (size_t i = 0; !rc && !cycle_at && forward && i < tasks.n; i++) {
-    if (mz__task_of(tasks.v[i])->color) continue;
+    if (tasks.v[i]->color) continue;
     stack.n = 0;
     rc = dfs_push(&stack, &next_pred, &cap_next, tasks.v[i]);
-    mz__task_of(tasks.v[i])->color = 1;
+    tasks.v[i]->color = 1;
     while (!rc && stack.n && !cycle_at) {
       mz_op *op = stack.v[stack.n - 1];
       struct mz__task *t = mz__task_of(op);
@@ -1021,13 +1021,13 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       if (*ni < t->npreds) {
         mz_op *p = mz__task_preds(t)[(*ni)++];
         if (mz__task_mark(mz__task_of(p)) != stamp) continue; /* another run's task */
-        if (mz__task_of(p)->color == 1) cycle_at = p;
-        else if (mz__task_of(p)->color == 0) {
-          mz__task_of(p)->color = 1;
+        if (p->color == 1) cycle_at = p;
+        else if (p->color == 0) {
+          p->color = 1;
           rc = dfs_push(&stack, &next_pred, &cap_next, p);
         }
       } else {
-        t->color = 2;
+        op->color = 2;
         stack.n--;
         rc = vpush(&topo, op);
       }

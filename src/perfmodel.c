@@ -635,14 +635,14 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, 
   pthread_mutex_unlock(&pm->lock);
 }
 
-/* The node's size bucket: kept in the task (pm_key1), since the sum over
+/* The node's size bucket: kept in its op (pm_key1), since the sum over
  * its buffers costs more than the rest of a skipped sample. */
 static int task_key(const mz_op *op) {
   struct mz__task *t = mz__task_of(op);
-  int key = t->pm_key1 - 1;
+  int key = op->pm_key1 - 1;
   if (__builtin_expect(key < 0, 0)) {
     key = mz__pm_bucket_of((uint64_t)mz_task_bytes((const mz_task *)op));
-    t->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
+    mz__task_op(t)->pm_key1 = key < 255 ? (uint8_t)(key + 1) : 0;
   }
   return key;
 }

@@ -60,8 +60,9 @@ struct mz__pm_hot {
 static __attribute__((noinline)) int mz__pm_due_rare(struct mz__pm_queue *pq, struct mz__task *t, unsigned dev1,
                                                      uint32_t k) {
   bool mine = t->pm_sat1 == dev1;
-  if (mz__task_kernel(t) && t->pm_key1 && (const void *)mz__task_kernel(t) == atomic_load_explicit(&pq->sat_kernel, memory_order_relaxed) &&
-      t->pm_key1 == atomic_load_explicit(&pq->sat_key1, memory_order_relaxed) &&
+  const mz_op *op = mz__task_op(t);
+  if (op->u.kernel && op->pm_key1 && (const void *)op->u.kernel == atomic_load_explicit(&pq->sat_kernel, memory_order_relaxed) &&
+      op->pm_key1 == atomic_load_explicit(&pq->sat_key1, memory_order_relaxed) &&
       dev1 == atomic_load_explicit(&pq->sat_dev1, memory_order_relaxed)) {
     uint8_t m = atomic_load_explicit(&pq->sat_mask, memory_order_relaxed);
     if (!mine || m > t->pm_mask) {

@@ -526,7 +526,7 @@ Test(perfmodel, a_node_due_by_its_period_takes_its_settled_buckets_longer_one) {
   mz_op *op = (mz_op *)(void *)tb;
   struct mz__task *t = mz__task_of(op); /* (a task follows its op, which holds its kernel) */
   op->u.kernel = (mz_kernel *)(uintptr_t)&kern_a;
-  t->pm_key1 = 3;
+  op->pm_key1 = 3;
   t->pm_sat1 = 1;   /* a verdict on the device of index 0 ... */
   t->pm_mask = 15;  /* ... of one run in 16 */
   atomic_store(&pq.sat_kernel, (const void *)&kern_a);

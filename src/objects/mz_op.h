@@ -140,19 +140,22 @@ struct mz__task {
   _Atomic uint8_t state;
   _Atomic bool pred_failed;
   _Atomic bool rerouted;      /* taken back from its queue once (dead device, no memory) */
-  bool deferred, fixed, host_wait;
-  bool plan_after;            /* waits for plan->prev's placement (mz_task_set_after) */
-  bool shared;                /* handed to the CPU workers' pool, not to a queue (ops->share) */
+  /* The placement bits, in one byte: each is written only by the thread
+   * that holds the task at that moment (the lowering, under rt->lock;
+   * then the thread placing it, which hands it on through an atomic
+   * release: its gate, a queue, the workers' pool; then the worker that
+   * runs it), so two never write the byte at once.  A field written by
+   * other threads while the task is held (its state, pred_failed,
+   * rerouted, the perf model's bytes, replay_dirty, the lock) keeps a
+   * byte of its own; the lowering's scratch color and the perf model's
+   * size bucket are in the op (struct mz_op). */
+  bool deferred : 1, fixed : 1, host_wait : 1;
+  bool plan_after : 1;        /* waits for plan->prev's placement (mz_task_set_after) */
+  bool shared : 1;            /* handed to the CPU workers' pool, not to a queue (ops->share) */
   /* Planned in this run (plan_exec): its exec's times and copies are this
    * run's; a node that ends unplanned has them cleared by finish. */
-  bool planned;
-  bool plan_times;            /* plan->start and end set (mz_task_set_expected_times) */
-  uint8_t color;
-  /* The perf model's size bucket of this task + 1 (0: not known yet); its
-   * buffers never change, so it is kept once known: set where the task is
-   * first lowered (graph/lower.c), else by the first sample's recorder
-   * (src/perfmodel.c). */
-  uint8_t pm_key1;
+  bool planned : 1;
+  bool plan_times : 1;        /* plan->start and end set (mz_task_set_expected_times) */
   /* The device index + 1 where this task's bucket was saturated at its
    * last sample (0: not, or never sampled): its runs there are sampled
    * one in 16 (src/perfmodel.c). */
@@ -201,6 +204,9 @@ struct mz__task {
   struct mz__exec exec;
   /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
+/* Ten words: with its 24-byte op, a task and its node take 104 bytes
+ * before their parameter slots. */
+_Static_assert(sizeof(struct mz__task) == 80, "a task is ten words");
 
 /* t's kernel, NULL for host work (defined after struct mz_op, which holds it). */
 static inline mz_kernel *mz__task_kernel(const struct mz__task *t);
@@ -299,10 +305,21 @@ static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
 struct mz_op {
   uint32_t id;
   uint8_t kind;
-  /* A tuple made by mz_join rather than mz_zip (only its name differs).
-   * An op stores no name: mz__op_name derives it from the kind, the
-   * kernel, or a named host node's cold record. */
-  bool join;
+  union {
+    /* A tuple made by mz_join rather than mz_zip (only its name differs).
+     * An op stores no name: mz__op_name derives it from the kind, the
+     * kernel, or a named host node's cold record. */
+    bool join;
+    /* A task's: the lowering's scratch (graph/lower.c, rt->lock held),
+     * here rather than in the task's lines, which the workers write. */
+    uint8_t color;
+  };
+  /* A task's perf-model size bucket + 1 (0: not known yet); its buffers
+   * never change, so it is kept once known: set where the task is first
+   * lowered (graph/lower.c), else by the first sample's recorder
+   * (src/perfmodel.c).  Read only when the task is sampled, so it need not
+   * be on the task's lines. */
+  uint8_t pm_key1;
   /* What the op holds, by kind.  A task's (build-time fields: the task's
    * own lines are what runs touch) are in the union too, so that a task
    * op is no larger than a value (a graph holds about as many values and
