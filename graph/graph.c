@@ -61,15 +61,11 @@ static void graph_free(mz_graph *g) {
   if (g->next) g->next->prev = g->prev;
   mz__lowered_unclaim(&g->lowered); /* its buffers are released below */
   pthread_mutex_unlock(&rt->lock);
-  /* Explicit edges, plan records and successor lists grown past the
-   * exact room a run gave them. */
+  /* Cold records (explicit edges, plan records) and successor lists grown
+   * past the exact room a run gave them. */
+  mz__cold_free(&g->cold);
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
-    if (t->cold) {
-      free(t->cold->xpreds);
-      free(t->cold->message); /* none once its runs were torn down */
-    }
-    free(t->cold);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);
   }
   for (mz_op **b = g->tasks_all ? g->tasks_all - 1 : NULL, **n; b; b = n) {

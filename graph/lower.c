@@ -500,7 +500,8 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   if (__builtin_expect(t->plan_times, 0)) {
-    t->cold->start = t->cold->end = 0;
+    struct mz__tcold *c = mz__task_cold_get(t);
+    c->start = c->end = 0;
     t->plan_times = false;
   }
   t->plan_after = false;
@@ -508,9 +509,10 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
     /* (The record's policy word: a fresh run's record is made zeroed,
      * xdev_set; a replay clears its frozen run's, reused.) */
-    if (t->cold) {
-      t->cold->prev = t->cold->next = NULL;
-      t->cold->policy_word = 0;
+    struct mz__tcold *c = mz__task_cold_get(t);
+    if (c) {
+      c->prev = c->next = NULL;
+      c->policy_word = 0;
     }
   }
   if (fresh) {

@@ -270,7 +270,7 @@ static void plan_release_to(mz_op *s, struct work *w) {
 
 /* The task planned after t, claimed (NULL: none, or claimed already). */
 static inline mz_op *take_plan_next(struct mz__task *t) {
-  struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  struct mz__tcold *p = mz__task_cold_get(t);
   return p ? __atomic_exchange_n(&p->next, NULL, __ATOMIC_ACQ_REL) : NULL;
 }
 
@@ -845,7 +845,7 @@ const mz_launch *mz__exec_launch(const struct mz__exec *e) {
   const struct mz__task *t = mz__task_of(mz__exec_node(e));
   const mz_kernel *k = mz__task_kernel(t);
   if (!k) return &none;
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
+  const struct mz__tcold *c = mz__task_cold_get(t);
   if (c && c->launch) return c->launch;
   /* The default: the shape of the first buffer written, else of the
    * first buffer (its dlaunch), else one work item.  Not kept in the

@@ -76,6 +76,7 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
   unsigned np = 0;
   for (unsigned i = 0; preds && i < t->npreds; i++)
     if (mz__op_t(mz__task_preds(t)[i])->run == r) preds[np++] = mz__task_preds(t)[i]->id;
+  const struct mz__tcold *tc = mz__task_cold_get(t);
   mz_node_record n = {.run = r->id,
                       .node = op->id,
                       .name = mz__op_name(op),
@@ -89,8 +90,8 @@ void mz__observe_node(struct mz__run *r, mz_op *op, int status) {
                       .preds = preds,
                       .transfers = nx,
                       .bytes = bytes,
-                      .planned_start_ns = t->cold ? t->cold->start : 0,
-                      .planned_end_ns = t->cold ? t->cold->end : 0};
+                      .planned_start_ns = tc ? tc->start : 0,
+                      .planned_end_ns = tc ? tc->end : 0};
   for (unsigned k = 0; k < r->obs.n; k++)
     if (r->obs.v[k].node) r->obs.v[k].node(&n, r->obs.v[k].user);
   if (preds != stack_preds) free(preds);

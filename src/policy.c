@@ -191,8 +191,8 @@ int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   (void)s;
   if (!t || !prev || t == prev) return MZ_EINVAL;
   struct mz__task *kt = mz__task_of((mz_op *)t), *kp = mz__task_of((mz_op *)prev);
-  if (!kt->run || kt->run != kp->run || !kt->run->planning || (kt->cold && kt->cold->prev) ||
-      (kp->cold && kp->cold->next))
+  const struct mz__tcold *ct = mz__task_cold_get(kt), *cp = mz__task_cold_get(kp);
+  if (!kt->run || kt->run != kp->run || !kt->run->planning || (ct && ct->prev) || (cp && cp->next))
     return MZ_ESTATE;
   struct mz__tcold *pt = mz__task_cold(kt), *pp = pt ? mz__task_cold(kp) : NULL;
   if (!pp) return MZ_ENOMEM;
@@ -213,6 +213,12 @@ struct ord_ix {
 static int by_op(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)((const struct ord_ix *)a)->op, y = (uintptr_t)((const struct ord_ix *)b)->op;
   return (x > y) - (x < y);
+}
+
+/* The task t is planned after (mz_task_set_after), or NULL. */
+static const mz_op *plan_prev(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c->prev : NULL;
 }
 
 static size_t ord_find(const struct ord_ix *v, size_t n, const mz_op *op) {
@@ -239,7 +245,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : t->cold ? t->cold->prev : NULL;
+      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : plan_prev(t);
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi == n) continue;
       off[pi + 1]++;
@@ -258,7 +264,7 @@ int mz__plan_order_check(struct mz__run *r) {
   for (size_t j = 0; j < n; j++) {
     const struct mz__task *t = mz__op_t(r->tasks[j]);
     for (unsigned k = 0; k <= t->npreds; k++) {
-      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : t->cold ? t->cold->prev : NULL;
+      const mz_op *p = k < t->npreds ? mz__task_preds(t)[k] : plan_prev(t);
       size_t pi = p && mz__op_t(p)->run == r ? ord_find(v, n, p) : n;
       if (pi != n) adj[fill[pi]++] = j;
     }
@@ -279,8 +285,9 @@ out:
     for (size_t i = 0; i < n; i++) {
       struct mz__task *t = mz__op_t(r->tasks[i]);
       if (!t->plan_after) continue;
-      mz__op_t(t->cold->prev)->cold->next = NULL;
-      t->cold->prev = NULL;
+      struct mz__tcold *c = mz__task_cold_get(t);
+      mz__task_cold_get(mz__op_t(c->prev))->next = NULL;
+      c->prev = NULL;
       t->plan_after = false;
       atomic_fetch_sub_explicit(&t->unsub, 1, memory_order_relaxed);
     }

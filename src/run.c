@@ -143,7 +143,7 @@ void mz__run_complete(struct mz__run *r) {
   for (size_t i = 0; walk && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     if (cpu_only) {
-      if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
+      if (__builtin_expect(mz__task_has_cold(t), 0)) mz__task_set_message(t, NULL);
     } else if (t->exec.queue >= 0 && rt->queues[t->exec.queue]->dev->ops->release_exec) {
       device_work = true;
     }
@@ -181,7 +181,7 @@ void mz__run_complete(struct mz__run *r) {
     if (!cpu_only)
       for (size_t i = 0; i < r->ntasks; i++) {
         struct mz__task *t = mz__task_of(r->tasks[i]);
-        if (__builtin_expect(t->cold != NULL, 0)) mz__task_set_message(t, NULL);
+        if (__builtin_expect(mz__task_has_cold(t), 0)) mz__task_set_message(t, NULL);
       }
     run_released(r);
   }

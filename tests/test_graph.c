@@ -576,6 +576,91 @@ Test(graph, host_without_deps_and_edges_to_it, .timeout = 30) {
   mz_runtime_destroy(rt);
 }
 
+/* A task keeps its rare fields (a host node's call and name, explicit
+ * edges, a failure's message) in its graph's table of cold records, found
+ * through a flag in its op.  3,000 named host nodes among 3,000 applies,
+ * every tenth after the tenth before it by mz_depend: each runs once, in
+ * that order, under its name.  Then 2,000 applies on two workers, half of
+ * which fail: the workers record failures side by side while the table
+ * grows, and a re-run of the same graph does it again over the records
+ * the first run left. */
+struct cold_host { _Atomic int calls, seq; };
+static _Atomic int cold_order;
+static int cold_host_fn(const mz_call *c) {
+  struct cold_host *h = c->user;
+  atomic_fetch_add(&h->calls, 1);
+  atomic_store(&h->seq, atomic_fetch_add(&cold_order, 1));
+  return 0;
+}
+static int cold_nop(const mz_call *c) {
+  (void)c;
+  return 0;
+}
+static int cold_odd_fails(const mz_call *c) { return c->args[0].i32 % 2 ? -1 : 0; }
+Test(graph, cold_records_of_thousands_of_tasks_made_by_two_workers, .timeout = 60) {
+  enum { NH = 3000, NF = 2000 };
+  mz_runtime *rt = test_runtime_timed("cpu:2"); /* (for mz_future_timings) */
+  mz_kernel *nop = test_kernel(rt, "nop", "i32 k", cold_nop, NULL);
+  mz_kernel *odd = test_kernel(rt, "odd", "i32 k", cold_odd_fails, NULL);
+  static struct cold_host hs[NH];
+  mz_op **ops = calloc(2 * NH, sizeof *ops);
+  cr_assert(ops);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  for (int i = 0; i < NH; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "h%d", i);
+    ops[2 * i] = mz_host_named(g, name, cold_host_fn, &hs[i], NULL);
+    ops[2 * i + 1] = mz_apply(g, nop, mz_i32(g, i), NULL);
+    if (i >= 10 && i % 10 == 0) cr_assert_eq(mz_depend(g, ops[2 * i], ops[2 * (i - 10)]), MZ_OK, "%s", mz_graph_message(g));
+  }
+  mz_future *f = NULL;
+  cr_assert_eq(test_run(g, mz_join(g, 2 * NH, ops), "eager", &f), MZ_OK, "%s", f ? mz_future_message(f) : mz_graph_message(g));
+  const mz_node_timing *tm = NULL;
+  size_t nt = 0;
+  cr_assert_eq(mz_future_timings(f, &tm, &nt), MZ_OK);
+  cr_expect_eq(nt, 2 * NH);
+  static unsigned char named[NH];
+  size_t nnop = 0;
+  for (size_t i = 0; i < nt; i++) {
+    int k = -1;
+    if (!strcmp(tm[i].name, "nop")) nnop++;
+    else if (sscanf(tm[i].name, "h%d", &k) == 1 && k >= 0 && k < NH) named[k]++;
+    else cr_expect_fail("a node named '%s'", tm[i].name);
+  }
+  cr_expect_eq(nnop, NH);
+  for (int i = 0; i < NH; i++) {
+    cr_expect_eq(named[i], 1, "host node h%d is listed once under its name", i);
+    cr_expect_eq(atomic_load(&hs[i].calls), 1, "host node h%d ran once", i);
+    if (i >= 10 && i % 10 == 0)
+      cr_expect_gt(atomic_load(&hs[i].seq), atomic_load(&hs[i - 10].seq), "h%d ran after h%d (mz_depend)", i, i - 10);
+  }
+  mz_future_destroy(f);
+  mz_graph_destroy(g);
+
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  for (int i = 0; i < NF; i++) ops[i] = mz_apply(g, odd, mz_i32(g, i), NULL);
+  mz_op *root = mz_join(g, NF, ops);
+  for (int pass = 0; pass < 2; pass++) {
+    f = NULL;
+    int rc = pass ? mz_graph_run(g, root, "eager", &f) : mz_schedule(g, root, "eager", &f);
+    cr_assert_eq(rc, MZ_OK, "%s", mz_graph_message(g));
+    cr_expect_lt(mz_future_wait(f), 0, "half of the applies fail");
+    cr_assert_eq(mz_future_timings(f, &tm, &nt), MZ_OK);
+    cr_expect_eq(nt, NF);
+    size_t failed = 0;
+    for (size_t i = 0; i < nt; i++) failed += tm[i].status != MZ_OK;
+    cr_expect_eq(failed, NF / 2, "pass %d: every odd apply failed, no even one", pass);
+    cr_expect(strstr(mz_future_message(f), "odd") != NULL, "the run's message names the kernel: %s", mz_future_message(f));
+    mz_future_destroy(f);
+  }
+  mz_graph_destroy(g);
+  free(ops);
+  mz_kernel_destroy(nop);
+  mz_kernel_destroy(odd);
+  mz_runtime_destroy(rt);
+}
+
 /* A one-shot run that takes every new task of its graph reads the graph's
  * own task list; building on while it is in flight grows that list many
  * times over, and a second run takes the new tasks: both runs' lists stay

@@ -130,6 +130,33 @@ struct mz__tcold {
   uint32_t ngates;
 };
 
+/* A graph's table of its tasks' cold records (graph/cold.c): open
+ * addressing on the op's address, at most half full.  Makers hold lock;
+ * readers take none: a slot's op is stored (release) after its record,
+ * and an op's cold flag after its slot, and a block that a larger one
+ * replaced is kept until the graph's end, so a reader that saw the flag
+ * finds the record in whichever block it loads. */
+struct mz__coldblk {
+  struct mz__coldblk *older;  /* the block this one replaced, kept */
+  size_t cap;                 /* a power of two */
+  struct mz__coldslot {
+    const struct mz_op *op;   /* NULL: free; __atomic builtins */
+    struct mz__tcold *c;
+  } v[];
+};
+struct mz__coldtab {
+  struct mz__coldblk *blk;    /* NULL until the first record; __atomic builtins */
+  size_t n;
+  mz__spin lock;
+};
+/* op's record; op's cold flag must have been seen set (acquire). */
+struct mz__tcold *mz__cold_find(const struct mz_op *op);
+/* op's record, made (zeroed) if it has none; NULL on ENOMEM. */
+struct mz__tcold *mz__cold_make(struct mz_op *op);
+/* Free every record of tab (their explicit edges and messages too) and
+ * its blocks: the graph's end, with no other thread using it. */
+void mz__cold_free(struct mz__coldtab *tab);
+
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
   /* Hot: what every run touches for every task (its start, the workers,
@@ -196,17 +223,17 @@ struct mz__task {
    * workers read as well. */
   struct mz__succs succs;
   /* (Its policy word is its run's: struct mz__xdev, or the cold record's
-   * in a run without exec records: mz_task_policy_data.) */
-  struct mz__tcold *cold;     /* NULL until an edge, order or times is set */
+   * in a run without exec records: mz_task_policy_data.  Its cold record
+   * is its graph's: mz__task_cold.) */
   /* (Its kernel is in its op, right before it: mz__task_kernel.) */
   /* (Its predecessors in the run share a word with its exec's record:
    * mz__task_preds.) */
   struct mz__exec exec;
   /* (The build-time predecessors are in the task's op: mz__task_bpreds.) */
 };
-/* Ten words: with its 24-byte op, a task and its node take 104 bytes
+/* Nine words: with its 24-byte op, a task and its node take 96 bytes
  * before their parameter slots. */
-_Static_assert(sizeof(struct mz__task) == 80, "a task is ten words");
+_Static_assert(sizeof(struct mz__task) == 72, "a task is nine words");
 
 /* t's kernel, NULL for host work (defined after struct mz_op, which holds it). */
 static inline mz_kernel *mz__task_kernel(const struct mz__task *t);
@@ -228,50 +255,6 @@ static inline void mz__task_set_preds(struct mz__task *t, struct mz_op **preds, 
 static inline uint64_t mz__task_mark(const struct mz__task *t) { return __atomic_load_n(&t->mark, __ATOMIC_RELAXED); }
 static inline void mz__task_set_mark(struct mz__task *t, uint64_t stamp) { __atomic_store_n(&t->mark, stamp, __ATOMIC_RELAXED); }
 
-/* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
- * make it (a builder, a policy's plan or select, the thread that fails
- * t and records why): the first to publish it wins.  Each field has its
- * own writer (the builder, the placer, the thread finishing t). */
-static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
-  struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  if (c) return c;
-  c = calloc(1, sizeof *c);
-  if (!c) return NULL;
-  struct mz__tcold *none = NULL;
-  if (__atomic_compare_exchange_n(&t->cold, &none, c, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return c;
-  free(c);
-  return none; /* another thread's */
-}
-/* Why t failed in its run (NULL: no detail), and its replacement: msg is
- * malloc'd or NULL, taken over (freed when no record can be made). */
-static inline char *mz__task_message(const struct mz__task *t) {
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c ? c->message : NULL;
-}
-static inline void mz__task_set_message(struct mz__task *t, char *msg) {
-  struct mz__tcold *c = msg ? mz__task_cold(t) : __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  if (!c) {
-    free(msg);
-    return;
-  }
-  free(c->message);
-  c->message = msg;
-}
-/* The call of host node t, or NULL for an apply or a task without a cold
- * record; a partition or unpartition with one gets a call whose fn is
- * NULL (nothing to run). */
-static inline const struct mz__host_call *mz__task_host(const struct mz__task *t) {
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c && !mz__task_kernel(t) ? &c->host : NULL;
-}
-/* Whether t holds a node planned after it (mz_task_set_after), whose
- * release is left to mz__task_finish: never while t is as a replay left it
- * (replay_dirty), which spares the look. */
-static inline bool mz__task_has_plan_next(const struct mz__task *t) {
-  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
-  const struct mz__tcold *p = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
-}
 /* Drop k of t's unfinished-predecessor counts (unfin), which its caller
  * holds (ended predecessors', or its run's gate); whether t is ready now.
  * When they are the last counts outstanding, a load does it, not a locked
@@ -285,21 +268,6 @@ static inline bool mz__task_drop(struct mz__task *t, unsigned k) {
   }
   return atomic_fetch_sub_explicit(&t->unfin, k, memory_order_acq_rel) == k;
 }
-/* t's outside gates (struct mz__tcold; set while t is built). */
-static inline uint32_t mz__task_ngates(const struct mz__task *t) {
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c ? c->ngates : 0;
-}
-/* t's explicit edges (mz_depend; set only while t is not scheduled). */
-static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c ? c->nxpreds : 0;
-}
-static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
-  const struct mz__tcold *c = __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE);
-  return c ? c->xpreds : NULL;
-}
-
 /* A node does not store its graph: it lies in its graph's arena, whose
  * chunks name their owner (mz__op_graph). */
 struct mz_op {
@@ -320,6 +288,10 @@ struct mz_op {
    * (src/perfmodel.c).  Read only when the task is sampled, so it need not
    * be on the task's lines. */
   uint8_t pm_key1;
+  /* A task's: it has a cold record, in its graph's table
+   * (mz__task_cold); set once, with __atomic builtins, after the record
+   * is in the table. */
+  uint8_t cold;
   /* What the op holds, by kind.  A task's (build-time fields: the task's
    * own lines are what runs touch) are in the union too, so that a task
    * op is no larger than a value (a graph holds about as many values and
@@ -387,6 +359,69 @@ static inline struct mz_op *mz__task_op(const struct mz__task *t) {
 /* t's kernel (struct mz_op's kernel): NULL for host work. */
 static inline mz_kernel *mz__task_kernel(const struct mz__task *t) { return mz__task_op(t)->u.kernel; }
 
+/* t's cold record, or NULL while it has none (struct mz_op's cold says
+ * whether it has one, so that a task without one costs no look-up). */
+static inline bool mz__task_has_cold(const struct mz__task *t) {
+  return __atomic_load_n(&mz__task_op(t)->cold, __ATOMIC_ACQUIRE) != 0;
+}
+static inline struct mz__tcold *mz__task_cold_get(const struct mz__task *t) {
+  return mz__task_has_cold(t) ? mz__cold_find(mz__task_op(t)) : NULL;
+}
+/* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
+ * make it (a builder, a policy's plan or select, the thread that fails
+ * t and records why): the first to make it wins (mz__cold_make).  Each
+ * field has its own writer (the builder, the placer, the thread
+ * finishing t). */
+static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
+  struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c : mz__cold_make(mz__task_op(t));
+}
+/* Why t failed in its run (NULL: no detail), and its replacement: msg is
+ * malloc'd or NULL, taken over (freed when no record can be made). */
+static inline char *mz__task_message(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c->message : NULL;
+}
+static inline void mz__task_set_message(struct mz__task *t, char *msg) {
+  struct mz__tcold *c = msg ? mz__task_cold(t) : mz__task_cold_get(t);
+  if (!c) {
+    free(msg);
+    return;
+  }
+  free(c->message);
+  c->message = msg;
+}
+/* The call of host node t, or NULL for an apply or a task without a cold
+ * record; a partition or unpartition with one gets a call whose fn is
+ * NULL (nothing to run). */
+static inline const struct mz__host_call *mz__task_host(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c && !mz__task_kernel(t) ? &c->host : NULL;
+}
+/* Whether t holds a node planned after it (mz_task_set_after), whose
+ * release is left to mz__task_finish: never while t is as a replay left it
+ * (replay_dirty), which spares the look. */
+static inline bool mz__task_has_plan_next(const struct mz__task *t) {
+  if (!__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) return false;
+  const struct mz__tcold *p = mz__task_cold_get(t);
+  return p && __atomic_load_n(&p->next, __ATOMIC_RELAXED) != NULL;
+}
+/* t's outside gates (struct mz__tcold; set while t is built). */
+static inline uint32_t mz__task_ngates(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c->ngates : 0;
+}
+/* t's explicit edges (mz_depend; set only while t is not scheduled). */
+static inline unsigned mz__task_nxpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c->nxpreds : 0;
+}
+static inline struct mz_op *const *mz__task_xpreds(const struct mz__task *t) {
+  const struct mz__tcold *c = mz__task_cold_get(t);
+  return c ? c->xpreds : NULL;
+}
+
+
 /* t's build-time predecessors (struct mz_op's bpreds), their count and
  * the data edges' count (the first ones). */
 static inline struct mz_op **mz__task_bpreds(const struct mz__task *t) { return mz__task_op(t)->u.bpreds; }
@@ -450,7 +485,7 @@ static inline struct mz__access mz__task_access(const struct mz__task *t, unsign
 /* t's explicit access array (see mz__task_access): a task without a
  * kernel's, after its parameter arrays, or an apply's in its cold record. */
 static inline struct mz__access *mz__task_acc_array(const struct mz__task *t) {
-  if (mz__task_kernel(t)) return __atomic_load_n(&t->cold, __ATOMIC_ACQUIRE)->acc;
+  if (mz__task_kernel(t)) return mz__task_cold_get(t)->acc;
   return (struct mz__access *)(void *)((char *)mz__task_values(t) + mz__task_param_bytes(t->nparams, false));
 }
 
@@ -508,7 +543,7 @@ static inline const char *mz__op_name(const struct mz_op *op) {
     case MZ__K_TUPLE: return op->join ? "join" : "zip";
     case MZ__K_APPLY: return mz__task_kernel(mz__task_of(op))->spec.name;
     case MZ__K_HOST: {
-      const struct mz__tcold *c = __atomic_load_n(&mz__task_of(op)->cold, __ATOMIC_ACQUIRE);
+      const struct mz__tcold *c = mz__task_cold_get(mz__task_of(op));
       return c && c->name ? c->name : "host";
     }
     case MZ__K_PARTITION: return "partition";
