@@ -487,8 +487,9 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
  * edges and counters are set by the caller).  Only fields on the task's
  * first lines: its exec's times and copies are reset where it is planned
  * (plan_exec, src/exec.c), or at its end when it never was (finish).
- * fresh: not a replay, so its successors are this run's. */
-static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
+ * fresh: not a replay, so its successors are this run's; host_wait: that
+ * bit's value to start with (a replay whose gates are open sets it). */
+static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh, bool host_wait) {
   struct mz__task *t = mz__task_of(op);
   /* Taken over from a run still alive (see mz__run_unref): counted on the
    * old run, under rt->lock, as its end reads it. */
@@ -497,14 +498,16 @@ static inline void task_enter(mz_op *op, struct mz__run *r, bool fresh) {
   t->exec.queue = -1;
   /* (Its status, in the exec, is the last run's until it is planned,
    * which clears it, or ends: read only once it is DONE.) */
-  t->deferred = t->fixed = t->host_wait = t->planned = false;
   atomic_store_explicit(&t->rerouted, false, memory_order_relaxed);
   if (__builtin_expect(t->plan_times, 0)) {
     struct mz__tcold *c = mz__task_cold_get(t);
     c->start = c->end = 0;
-    t->plan_times = false;
   }
-  t->plan_after = false;
+  /* The placement bits but shared (set where the run starts, or kept by a
+   * replay), and host_wait as asked: together, so that the compiler makes
+   * one store of their byte. */
+  t->deferred = t->fixed = t->planned = t->plan_times = t->plan_after = false;
+  t->host_wait = host_wait;
   /* The second line only where something may have changed it. */
   if (fresh || __atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
     /* (The record's policy word: a fresh run's record is made zeroed,
@@ -611,7 +614,7 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
       if (mz__exec_xd(&t->exec)) mz__exec_xd(&t->exec)->policy_word = 0; /* the frozen run's record */
     }
     atomic_store_explicit(&t->pred_failed, false, memory_order_relaxed);
-    task_enter(op, r, false);
+    task_enter(op, r, false, open);
     __atomic_store_n(&t->replay_dirty, false, __ATOMIC_RELAXED);
     atomic_store_explicit(&t->unsub, t->npreds, memory_order_relaxed);
     /* Its outside gates (MPI's folded receives): a run with any is never
@@ -623,7 +626,6 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
       gnext = gate < gend ? gate->idx : SIZE_MAX;
     }
     atomic_store_explicit(&t->unfin, unfin, memory_order_relaxed);
-    t->host_wait = open;
     if (handed && t->npreds == 0) {
       /* The hand-off takes a node with no plan link (run_start's
        * ready_shared); a source with one leaves it all to run_start. */
@@ -1132,7 +1134,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
-    task_enter(op, r, true);
+    task_enter(op, r, true, false);
     uint32_t ngates = mz__task_ngates(t);
     if (open) {
       if (mz__task_kernel(t) != pk) {
