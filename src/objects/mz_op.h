@@ -314,8 +314,9 @@ struct mz_op {
   union {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
-    /* n elements, in the op's block right after the op (mz__tuple_elems):
-     * no pointer to them. */
+    /* n elements, in the op's block from the union's second word on
+     * (mz__tuple_elems): no pointer to them.  A tuple's block may end
+     * before the op's end (no elements): read only n. */
     struct { unsigned n; } tuple;
     struct { struct mz_op **bpreds; mz_kernel *kernel; };
   } u;
@@ -329,12 +330,13 @@ static inline mz_graph *mz__op_graph(const struct mz_op *op) { return (mz_graph 
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
-/* A tuple's bytes before its elements: the whole op.  (The elements could
- * start in the union's unused second word, 8 bytes less per tuple; with
- * the Task Bench shape's 56-byte zips its one-shot mz_schedule measured
- * 15-20% slower at a million tasks, 64-byte ones as before: see
- * bench/README.md, "Memory per task, session 17".) */
-#define MZ__TUPLE_HEAD sizeof(struct mz_op)
+/* A tuple's bytes before its elements: the op up to its count, so that the
+ * elements start in the union's second word, which a tuple does not use (a
+ * zip of four is 48 bytes, not 56).  With 32-byte ops, the Task Bench
+ * shape's zips measured slower that way (bench/README.md, "Memory per
+ * task, session 17"); with 24-byte ops and 72-byte tasks they do not
+ * ("Session 29"). */
+#define MZ__TUPLE_HEAD (offsetof(struct mz_op, u) + 8)
 /* A tuple's elements (u.tuple.n of them). */
 static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
   return (struct mz_op **)(void *)((char *)(uintptr_t)op + MZ__TUPLE_HEAD);
