@@ -28,6 +28,7 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
   g->rt = rt;
   g->arena.pool = &rt->chunks;
   g->arena.owner = g; /* its nodes' graph (mz__op_graph) */
+  g->arena.aux = &g->cold; /* its tasks' cold records (mz__task_cold) */
   g->error_op = mz__arena_alloc(&g->arena, sizeof *g->error_op);
   if (!g->error_op) {
     mz__arena_free(&g->arena);
@@ -53,6 +54,14 @@ void mz__lowered_free(struct mz__lowered *lw) {
   *lw = (struct mz__lowered){0};
 }
 
+/* A task's cold record at its graph's end (mz__coldtab_fini). */
+static void drop_cold(void *rec) {
+  struct mz__tcold *c = rec;
+  free(c->xpreds);
+  free(c->message); /* none once its runs were torn down */
+  free(c);
+}
+
 static void graph_free(mz_graph *g) {
   mz_runtime *rt = g->rt;
   pthread_mutex_lock(&rt->lock);
@@ -63,7 +72,7 @@ static void graph_free(mz_graph *g) {
   pthread_mutex_unlock(&rt->lock);
   /* Cold records (explicit edges, plan records) and successor lists grown
    * past the exact room a run gave them. */
-  mz__cold_free(&g->cold);
+  mz__coldtab_fini(&g->cold, drop_cold);
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);

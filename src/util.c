@@ -148,6 +148,7 @@ void *mz__arena_alloc_slow(struct mz__arena *a, size_t bytes) {
   if (!c) return NULL;
   c->next = a->head;
   c->owner = a->owner;
+  c->aux = a->aux;
   a->head = c;
   /* Zeroed ahead: the block, and the rest of the first piece. */
   size_t z = bytes > MZ__ZERO_PIECE ? bytes : MZ__ZERO_PIECE;

@@ -110,22 +110,27 @@ static inline void mz__ylock_unlock(mz__ylock *l) { atomic_store_explicit(&l->he
 
 /* A bump allocator: many small blocks, freed together.  Its chunks start
  * at a span boundary (MZ__SPAN bytes), with their owner's address (the
- * arena's: a graph, or NULL) at its start, and every block of a chunk
- * starts in its first span (a block larger than a standard chunk has a
- * chunk of its own): so a block's owner is found from its address alone
- * (mz__span_owner), and a graph's nodes need not store their graph. */
+ * arena's: a graph, or NULL) and a word the owner gives its blocks (aux)
+ * at its start, and every block of a chunk starts in its first span (a
+ * block larger than a standard chunk has a chunk of its own): so a
+ * block's owner is found from its address alone (mz__span_owner), and a
+ * graph's nodes need not store their graph. */
 enum { MZ__SPAN = 1 << 20 };
 struct mz__chunk {
   void *owner;
   struct mz__chunk *next;
   size_t cap;
-  size_t pad_;
+  void *aux;
   unsigned char data[];
 };
-/* The owner of the arena whose block holds p (see struct mz__chunk). */
-static inline void *mz__span_owner(const void *p) {
-  return ((const struct mz__chunk *)(uintptr_t)((uintptr_t)p & ~(uintptr_t)(MZ__SPAN - 1)))->owner;
+static inline const struct mz__chunk *mz__span_chunk(const void *p) {
+  return (const struct mz__chunk *)(uintptr_t)((uintptr_t)p & ~(uintptr_t)(MZ__SPAN - 1));
 }
+/* The owner of the arena whose block holds p (see struct mz__chunk). */
+static inline void *mz__span_owner(const void *p) { return mz__span_chunk(p)->owner; }
+/* The aux word of the arena whose block holds p (a graph's: its table of
+ * cold records, so that a node finds it without the graph's layout). */
+static inline void *mz__span_aux(const void *p) { return mz__span_chunk(p)->aux; }
 /* Chunks of the standard size that arenas gave back, kept for the next
  * arenas of the same owner (a runtime), so that a graph built after
  * another reuses its memory instead of faulting fresh pages in.  Up to max
@@ -162,6 +167,7 @@ struct mz__arena {
   unsigned char *ptr, *end, *cend;
   struct mz__chunk_pool *pool;
   void *owner;                /* written into each chunk it takes: mz__span_owner */
+  void *aux;                  /* and this: mz__span_aux */
 };
 /* Zeroes the next piece of head's chunk, or takes a new chunk, for bytes
  * (rounded already); NULL on ENOMEM. */

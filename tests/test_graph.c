@@ -1027,14 +1027,14 @@ Test(graph, arena_chunks_come_back_up_to_the_pool_size, .timeout = 30) {
   cr_assert_null(pool.free);
 }
 
-/* An arena's blocks name its owner through their span (mz__span_owner),
- * the first and last block of a standard chunk as a block of a chunk of
- * its own, also after the chunk went back to the pool and came to another
- * arena. */
+/* An arena's blocks name its owner and its aux word through their span
+ * (mz__span_owner, mz__span_aux), the first and last block of a standard
+ * chunk as a block of a chunk of its own, also after the chunk went back
+ * to the pool and came to another arena. */
 Test(graph, arena_blocks_name_their_owner, .timeout = 30) {
   struct mz__chunk_pool pool = {.max = 4};
-  int o1, o2;
-  struct mz__arena a = {.pool = &pool, .owner = &o1}, b = {.pool = &pool, .owner = &o2};
+  int o1, o2, x1;
+  struct mz__arena a = {.pool = &pool, .owner = &o1, .aux = &x1}, b = {.pool = &pool, .owner = &o2};
   unsigned char *first = mz__arena_alloc(&a, 24), *last = first;
   for (size_t used = 24; used + 4096 <= MZ__SPAN - 64; used += 4096) last = mz__arena_alloc(&a, 4096);
   unsigned char *big = mz__arena_alloc(&a, 3 * MZ__SPAN);
@@ -1043,11 +1043,14 @@ Test(graph, arena_blocks_name_their_owner, .timeout = 30) {
   cr_assert_eq(mz__span_owner(last), &o1);
   cr_assert_eq(mz__span_owner(last + 4095), &o1);
   cr_assert_eq(mz__span_owner(big), &o1);
+  cr_assert_eq(mz__span_aux(last + 4095), &x1, "the owner's aux word too");
+  cr_assert_eq(mz__span_aux(big), &x1);
   mz__arena_free(&a);
   cr_assert_eq(pool.n, 1);
   unsigned char *again = mz__arena_alloc(&b, 24);
   cr_assert_eq(again, first, "the kept chunk is reused");
   cr_assert_eq(mz__span_owner(again), &o2);
+  cr_assert_null(mz__span_aux(again), "a reused chunk takes its new arena's aux word");
   mz__arena_free(&b);
   mz__chunk_pool_fini(&pool);
 }

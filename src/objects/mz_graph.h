@@ -25,7 +25,8 @@ struct mz_graph {
   uint32_t nops;
   struct mz_op *error_op;     /* returned by failing builders (in the arena: its graph is found as any node's) */
   struct mz_op *last_scalar;  /* the last scalar built: an equal one is that node */
-  /* Its tasks' cold records (graph/cold.c: its own lock). */
+  /* Its tasks' cold records (src/coldtab.h; its own lock), found by a
+   * task through its arena's aux word. */
   struct mz__coldtab cold;
   /* The last apply of a kernel without buffer parameters, with the default
    * launch, and its kernel and arguments: an apply of the same kernel on

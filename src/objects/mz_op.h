@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coldtab.h"
 #include "device_ops.h"
 #include "maize.h"
 #include "mz_kernel.h"
@@ -90,9 +91,9 @@ struct mz__host_call {
 
 /* What few tasks use: explicit edges (mz_depend), plan order and
  * expected times (mz_task_set_after, mz_task_set_expected_times), a launch
- * the user gave an apply, a host node's function.  A task
- * holds a pointer to one, made on first use (mz__task_cold) and freed
- * with its graph.
+ * the user gave an apply, a host node's function.  A task's is in its
+ * graph's table (src/coldtab.h), made on first use (mz__task_cold) and
+ * freed with its graph; its op's cold flag says it has one.
  * Plan order: the task is placed only once prev was, and holds one unsub
  * count of next until it is placed or finishes (released once: exchanged
  * with NULL). */
@@ -129,33 +130,6 @@ struct mz__tcold {
    * submitted behind a predecessor). */
   uint32_t ngates;
 };
-
-/* A graph's table of its tasks' cold records (graph/cold.c): open
- * addressing on the op's address, at most half full.  Makers hold lock;
- * readers take none: a slot's op is stored (release) after its record,
- * and an op's cold flag after its slot, and a block that a larger one
- * replaced is kept until the graph's end, so a reader that saw the flag
- * finds the record in whichever block it loads. */
-struct mz__coldblk {
-  struct mz__coldblk *older;  /* the block this one replaced, kept */
-  size_t cap;                 /* a power of two */
-  struct mz__coldslot {
-    const struct mz_op *op;   /* NULL: free; __atomic builtins */
-    struct mz__tcold *c;
-  } v[];
-};
-struct mz__coldtab {
-  struct mz__coldblk *blk;    /* NULL until the first record; __atomic builtins */
-  size_t n;
-  mz__spin lock;
-};
-/* op's record; op's cold flag must have been seen set (acquire). */
-struct mz__tcold *mz__cold_find(const struct mz_op *op);
-/* op's record, made (zeroed) if it has none; NULL on ENOMEM. */
-struct mz__tcold *mz__cold_make(struct mz_op *op);
-/* Free every record of tab (their explicit edges and messages too) and
- * its blocks: the graph's end, with no other thread using it. */
-void mz__cold_free(struct mz__coldtab *tab);
 
 /* The task part of an op (apply, host, partition, unpartition). */
 struct mz__task {
@@ -367,16 +341,19 @@ static inline bool mz__task_has_cold(const struct mz__task *t) {
   return __atomic_load_n(&mz__task_op(t)->cold, __ATOMIC_ACQUIRE) != 0;
 }
 static inline struct mz__tcold *mz__task_cold_get(const struct mz__task *t) {
-  return mz__task_has_cold(t) ? mz__cold_find(mz__task_op(t)) : NULL;
+  const struct mz_op *op = mz__task_op(t);
+  return mz__task_has_cold(t) ? (struct mz__tcold *)mz__coldtab_find(mz__span_aux(op), op) : NULL;
 }
 /* t's cold record, made on first use; NULL on ENOMEM.  Any thread may
  * make it (a builder, a policy's plan or select, the thread that fails
- * t and records why): the first to make it wins (mz__cold_make).  Each
+ * t and records why): the first to make it wins (src/coldtab.h).  Each
  * field has its own writer (the builder, the placer, the thread
- * finishing t). */
+ * finishing t).  Its graph's table is its arena's aux word
+ * (mz__span_aux). */
 static inline struct mz__tcold *mz__task_cold(struct mz__task *t) {
   struct mz__tcold *c = mz__task_cold_get(t);
-  return c ? c : mz__cold_make(mz__task_op(t));
+  struct mz_op *op = mz__task_op(t);
+  return c ? c : (struct mz__tcold *)mz__coldtab_make(mz__span_aux(op), op, sizeof *c, &op->cold);
 }
 /* Why t failed in its run (NULL: no detail), and its replacement: msg is
  * malloc'd or NULL, taken over (freed when no record can be made). */
