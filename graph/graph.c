@@ -147,8 +147,12 @@ static __attribute__((noinline, cold)) mz_op *check_op_fail(mz_graph *g, const c
   if (mz__op_graph(op) != g) return fail(g, MZ_EINVAL, "%s: the op belongs to another graph", who);
   return g->error_op; /* the error op */
 }
+/* An op of g's and not its error op: a test of its address alone (its
+ * chunk names its graph, and g's error op is its only one), so that an
+ * op built long before costs no cache miss here (a join of a million
+ * tasks). */
 static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
-  if (__builtin_expect(!g->status && op && mz__op_graph(op) == g && op->kind != MZ__K_ERROR, 1)) return NULL;
+  if (__builtin_expect(!g->status && op && mz__op_graph(op) == g && op != g->error_op, 1)) return NULL;
   return check_op_fail(g, who, op);
 }
 
@@ -282,12 +286,12 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
    * refused element leaves the block unused in a graph that is failed). */
   mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op **el = mz__tuple_elems(op);
+  mz_op **el = mz__tuple_elems(op), *err = g->error_op;
   for (unsigned i = 0; i < n; i++) {
     /* check_op's test without its status load (checked above; the
-     * stores into el could alias it). */
+     * stores into el could alias it, and the error op). */
     mz_op *e = ops[i];
-    if (__builtin_expect(!e || mz__op_graph(e) != g || e->kind == MZ__K_ERROR, 0)) return check_op_fail(g, who, e);
+    if (__builtin_expect(!e || mz__op_graph(e) != g || e == err, 0)) return check_op_fail(g, who, e);
     el[i] = e;
   }
   op->kind = MZ__K_TUPLE;

@@ -289,8 +289,7 @@ struct mz_op {
     struct { mz_buffer *buf; struct mz_op *producer; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
     /* n elements, in the op's block from the union's second word on
-     * (mz__tuple_elems): no pointer to them.  A tuple's block may end
-     * before the op's end (no elements): read only n. */
+     * (mz__tuple_elems): no pointer to them (a tuple has at least one). */
     struct { unsigned n; } tuple;
     struct { struct mz_op **bpreds; mz_kernel *kernel; };
   } u;
