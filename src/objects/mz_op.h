@@ -334,8 +334,8 @@ static inline struct mz_op *mz__task_op(const struct mz__task *t) {
 /* t's kernel (struct mz_op's kernel): NULL for host work. */
 static inline mz_kernel *mz__task_kernel(const struct mz__task *t) { return mz__task_op(t)->u.kernel; }
 
-/* t's cold record, or NULL while it has none (struct mz_op's cold says
- * whether it has one, so that a task without one costs no look-up). */
+/* Whether t has a cold record (struct mz_op's cold), and the record or
+ * NULL: a task without one costs no look-up. */
 static inline bool mz__task_has_cold(const struct mz__task *t) {
   return __atomic_load_n(&mz__task_op(t)->cold, __ATOMIC_ACQUIRE) != 0;
 }
