@@ -77,13 +77,17 @@ static inline __attribute__((always_inline)) unsigned mz__lean_end(struct mz__qu
                                                                    struct mz_op **ready, unsigned cap) {
   struct mz__task *t = mz__task_of(op);
   mz__lean_done(Q, acct, op, counted);
-  unsigned n = 0;
+  /* Its successors, its run: fixed now that it is DONE (a later run adds
+   * no edge to a task that is), so read once, not again after each store
+   * the loop makes. */
+  struct mz_op **sv = t->succs.v;
+  unsigned sn = t->succs.n, n = 0;
+  struct mz__run *r = t->run;
   /* A successor the replay has not reset yet (struct mz__run's resetting):
    * waited for before its count is dropped. */
-  if (__builtin_expect(atomic_load_explicit(&t->run->resetting, memory_order_acquire), 0))
-    mz__run_wait_reset(t->succs.v, t->succs.n);
-  for (unsigned i = 0; i < t->succs.n; i++)
-    if (mz__task_drop(mz__task_of(t->succs.v[i]), 1)) n = mz__lean_ready(t->run, t->succs.v[i], ready, n, cap);
+  if (__builtin_expect(atomic_load_explicit(&r->resetting, memory_order_acquire), 0)) mz__run_wait_reset(sv, sn);
+  for (unsigned i = 0; i < sn; i++)
+    if (mz__task_drop(mz__task_of(sv[i]), 1)) n = mz__lean_ready(r, sv[i], ready, n, cap);
   acct->done++;
   return n;
 }
