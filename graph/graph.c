@@ -73,6 +73,7 @@ static void graph_free(mz_graph *g) {
   /* Cold records (explicit edges, plan records) and successor lists grown
    * past the exact room a run gave them. */
   mz__coldtab_fini(&g->cold, drop_cold);
+  mz__coldtab_fini(&g->results, free);
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);
@@ -327,22 +328,17 @@ static mz_op **host_res(const mz_op *t) {
 
 /* Task t's results array (g->lock held), made on first use for an apply:
  * most applies are never unzipped nor joined for their results, and the
- * array costs a pointer per parameter.  An apply keeps it in the word
- * before its predecessor counts (struct mz_op's bpreds), in a block of
- * no predecessors when it has none.  Its elements are made on first use
- * too (task_result).  NULL on ENOMEM. */
+ * array costs a pointer per parameter.  An apply's is in its graph's
+ * results table (struct mz_graph's results), so that an apply keeps no
+ * word for it.  Its elements are made on first use too (task_result).
+ * NULL on ENOMEM. */
 static mz_op **task_results(mz_graph *g, mz_op *t) {
   if (t->kind != MZ__K_APPLY) return host_res(t);
-  mz_op **b = t->u.bpreds;
-  if (!b) {
-    uint64_t *blk = mz__arena_alloc(&g->arena, 2 * sizeof(uint64_t)); /* the slot, then two zero counts */
-    if (!blk) return NULL;
-    t->u.bpreds = b = (mz_op **)(void *)(blk + 2);
-  }
-  mz_op ***slot = (mz_op ***)(void *)(b - 2);
+  mz_op **res = mz__coldtab_find(&g->results, t); /* (its makers hold g->lock, as this caller does) */
+  uint8_t none = 0;
   unsigned n = task_nres(t);
-  if (__builtin_expect(*slot == NULL, 0) && n) *slot = mz__arena_alloc(&g->arena, n * sizeof **slot);
-  return *slot;
+  if (!res && n) res = mz__coldtab_make(&g->results, t, n * sizeof *res, &none);
+  return res;
 }
 
 /* Result i of task t (NULL on ENOMEM), made on first use: a buffer's is
@@ -629,10 +625,9 @@ static int keep_bpreds(mz_graph *g, mz_op *op, mz_op *const *dv, unsigned nd, mz
     if (j == nd) rv[n++] = rv[i];
   }
   nr = n;
-  /* An apply's block: its results slot (task_results), the counts, the list. */
-  uint32_t *head = mz__arena_alloc(&g->arena, sizeof(mz_op **) + 2 * sizeof(uint32_t) + (nd + nr) * sizeof(mz_op *));
+  /* The counts, then the list. */
+  uint32_t *head = mz__arena_alloc(&g->arena, 2 * sizeof(uint32_t) + (nd + nr) * sizeof(mz_op *));
   if (!head) return MZ_ENOMEM;
-  head += 2; /* past the slot, NULL (the arena zeroes) */
   head[0] = nd + nr;
   head[1] = nd;
   mz_op **kept = (mz_op **)(void *)(head + 2);

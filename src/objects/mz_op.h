@@ -276,11 +276,9 @@ struct mz_op {
    *   apart).  NULL when there is none; else an arena block whose two
    *   32-bit words before bpreds[0] hold the count and the data edges'
    *   count (mz__task_nbpreds, mz__task_nbdata), so that a task without
-   *   any stores no count.  Read with mz__task_bpreds.  An apply's block
-   *   has one more word before them: its result tuple (task_results,
-   *   graph/graph.c), NULL until asked for; an apply without predecessors
-   *   gets a block of no predecessors when its results are first asked
-   *   for.
+   *   any stores no count.  Read with mz__task_bpreds.  (An apply's
+   *   results, made when first asked for, are in its graph's results
+   *   table: struct mz_graph's results.)
    * - kernel: an apply's, set when its node is made (its parameter slots
    *   depend on it: mz__task_buf); NULL for host work (mz__exec_kernel).
    *   Read with mz__task_kernel: here rather than in the task, whose
