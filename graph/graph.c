@@ -157,10 +157,11 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
   return check_op_fail(g, who, op);
 }
 
-/* A value or scalar: the op without the task's fields (a tuple's block is
- * made by tuple, a task's by new_task). */
+/* A value or scalar: the op without the task's fields, and a value's
+ * without the union's second word (a tuple's block is made by tuple, a
+ * task's by new_task). */
 static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) {
-  mz_op *op = mz__arena_alloc(&g->arena, MZ__OP_HEAD);
+  mz_op *op = mz__arena_alloc(&g->arena, kind == MZ__K_VALUE ? MZ__VALUE_BYTES : MZ__OP_HEAD);
   if (!op) return NULL;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
@@ -234,11 +235,11 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   /* The buffer as it is at this point of the build: after the last task
    * built so far that writes it, so scheduling this value runs that task.
    * The same version asked for again is the same node. */
-  if (be->value && be->value->u.value.producer == be->writer) return be->value;
+  if (be->value && mz__value_producer(be->value) == be->writer) return be->value;
   mz_op *op = new_op(g, MZ__K_VALUE);
   if (!op) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
-  op->u.value.buf = b;
-  op->u.value.producer = be->writer;
+  op->u.value.w = be->writer ? (uintptr_t)be->writer + 1 : (uintptr_t)b;
+  op->vacc = be->wacc;
   be->value = op;
   return op;
 }
@@ -285,9 +286,10 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
   /* The node and its elements in one block (mz__tuple_elems), made
    * first so that each element is checked and stored in one pass (a
    * refused element leaves the block unused in a graph that is failed). */
-  mz_op *op = mz__arena_alloc(&g->arena, MZ__TUPLE_HEAD + n * sizeof(mz_op *));
+  const size_t head = mz__tuple_head(n);
+  mz_op *op = mz__arena_alloc(&g->arena, head + n * sizeof(mz_op *));
   if (!op) return fail(g, MZ_ENOMEM, "%s: out of memory", who);
-  mz_op **el = mz__tuple_elems(op), *err = g->error_op;
+  mz_op **el = (mz_op **)(void *)((char *)op + head), *err = g->error_op; /* (mz__tuple_elems, from n) */
   for (unsigned i = 0; i < n; i++) {
     /* check_op's test without its status load (checked above; the
      * stores into el could alias it, and the error op). */
@@ -297,12 +299,13 @@ static inline __attribute__((always_inline)) mz_op *tuple(mz_graph *g, const cha
   }
   op->kind = MZ__K_TUPLE;
   op->id = ++g->nops;
-  op->u.tuple.n = n;
   op->join = who[3] == 'j';
+  op->tn = (uint16_t)(n < MZ__TUPLE_LONG ? n : MZ__TUPLE_LONG);
+  if (n >= MZ__TUPLE_LONG) op->u.tuple.n = n;
   return op;
 }
 
-static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer);
+static mz_op *value_result(mz_graph *g, mz_op *producer, unsigned a);
 
 /* How many results task op t has: an apply one per parameter, a host
  * node one per leaf, a partition one per tile (its accesses but the
@@ -351,7 +354,7 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
   mz_buffer *b = i < k->nparams ? mz__task_buf(k, i) : NULL;
   if (b) {
-    res[i] = value_result(g, b, t);
+    res[i] = value_result(g, t, i); /* (an apply's: by parameter, see mz__value_buf) */
   } else if (mz__task_kernel(k) && i < k->nparams) {
     /* The graph's last scalar when it is this one (mz_scalar's rule: most
      * often the leaf the apply was given), so that flattening a join of
@@ -374,7 +377,7 @@ static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
   mz_op *e = check_op(g, "mz_unzip", t);
   if (e) return e;
   if (t->kind == MZ__K_TUPLE) {
-    if (i >= t->u.tuple.n) return fail(g, MZ_ERANGE, "mz_unzip: index %u of a tuple of %u", i, t->u.tuple.n);
+    if (i >= mz__tuple_n(t)) return fail(g, MZ_ERANGE, "mz_unzip: index %u of a tuple of %u", i, mz__tuple_n(t));
     return mz__tuple_elems(t)[i];
   }
   if (mz__op_t(t)) {
@@ -406,7 +409,7 @@ static inline int ops_push(mz_op ***v, size_t *n, size_t *cap, mz_op *op) {
 int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
-  unsigned cnt = tup ? op->u.tuple.n : task_nres(op);
+  unsigned cnt = tup ? mz__tuple_n(op) : task_nres(op);
   mz_op **el = tup ? mz__tuple_elems(op) : task_results(mz__op_graph(op), op);
   if (cnt && !el) return MZ_ENOMEM;
   for (unsigned i = 0; i < cnt; i++) {
@@ -477,18 +480,16 @@ static inline __attribute__((always_inline)) mz_op *new_task(mz_graph *g, enum m
 }
 
 /* Add an access; merge with an earlier one of the same buffer.  Returns
- * false when the directions conflict (read and write through two
- * parameters, or two writes). */
-static inline bool add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
+ * its index, or -1 when the directions conflict (read and write through
+ * two parameters, or two writes). */
+static inline int add_access(struct mz__task *t, mz_buffer *b, uint8_t mode) {
   struct mz__access *acc = mz__task_acc_array(t); /* (t has no kernel) */
   for (unsigned i = 0; i < t->nacc; i++) {
     if (mz__acc_buf(acc[i]) != b) continue;
-    if ((mz__acc_mode(acc[i]) | mode) != 1) return false;
-    return true;
+    return (mz__acc_mode(acc[i]) | mode) != 1 ? -1 : (int)i;
   }
   acc[t->nacc] = mz__acc_make(b, mode);
-  t->nacc++;
-  return true;
+  return t->nacc++;
 }
 
 /* Build-time predecessors: the producers of the inputs, plus the last
@@ -518,7 +519,7 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
     }                                                            \
   } while (0)
   for (size_t i = 0; i < nleaves; i++)
-    if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(leaves[i]->u.value.producer);
+    if (leaves[i] && leaves[i]->kind == MZ__K_VALUE) ADD_PRED(mz__value_producer(leaves[i]));
   unsigned ndata = n;
   const struct mz__access *acc = mz__task_acc_array(t); /* (t has no kernel) */
   for (unsigned i = 0; i < t->nacc; i++) {
@@ -529,7 +530,10 @@ static int set_bpreds(mz_graph *g, mz_op *op, mz_op *const *leaves, size_t nleav
       return MZ_ENOMEM;
     }
     if (mz__acc_mode(acc[i]) & 1) ADD_PRED(e->writer);
-    if (write && (mz__acc_mode(acc[i]) & 2)) e->writer = op; /* one access per buffer: its RAW edge was read */
+    if (write && (mz__acc_mode(acc[i]) & 2)) { /* one access per buffer: its RAW edge was read */
+      e->writer = op;
+      e->wacc = (uint16_t)i;
+    }
   }
 #undef ADD_PRED
   /* The two counts, then the list (mz__task_nbpreds, mz__task_nbdata). */
@@ -556,6 +560,7 @@ static int note_writes(mz_graph *g, mz_op *op) {
     struct mz__bentry *e = bmap_get(g, mz__acc_buf(acc[i]));
     if (!e) return MZ_ENOMEM;
     e->writer = op;
+    e->wacc = (uint16_t)i;
   }
   return MZ_OK;
 }
@@ -605,11 +610,13 @@ static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
   return true;
 }
 
-static mz_op *value_result(mz_graph *g, mz_buffer *b, mz_op *producer) {
+/* A result of producer: the buffer its parameter a (an apply) or its
+ * access a (another task) leaves. */
+static mz_op *value_result(mz_graph *g, mz_op *producer, unsigned a) {
   mz_op *r = new_op(g, MZ__K_VALUE);
   if (!r) return NULL;
-  r->u.value.buf = b;
-  r->u.value.producer = producer;
+  r->u.value.w = (uintptr_t)producer + 1;
+  r->vacc = (uint16_t)a;
   return r;
 }
 
@@ -649,7 +656,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
   if (!MZ__LIVE(k, MZ__TAG_KERNEL))
     return fail(g, MZ_EINVAL, "mz_apply: not a live kernel (destroyed, or another kind of handle)");
   if (k->rt != g->rt) return fail(g, MZ_EINVAL, "mz_apply: kernel '%s' belongs to another runtime", k->spec.name);
-  unsigned nu = args->kind == MZ__K_TUPLE ? args->u.tuple.n : 1;
+  unsigned nu = args->kind == MZ__K_TUPLE ? mz__tuple_n(args) : 1;
   mz_op *const *ua = args->kind == MZ__K_TUPLE ? mz__tuple_elems(args) : &args;
   if (mz__op_t(args)) return fail(g, MZ_EINVAL, "mz_apply(%s): pass a zip of arguments, not a task's result tuple", k->spec.name);
   if (nu != k->nuser)
@@ -755,7 +762,8 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
                     mz__op_name(a));
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a buffer, a scalar was given", k->spec.name, p->name);
     }
-    mz_buffer *b = a->u.value.buf;
+    mz_op *pd = mz__value_producer(a); /* a data edge (never op: built before it) */
+    mz_buffer *b = mz__value_buf(a);
     if (b->shape.dtype != p->dtype)
       return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' wants %s[], the buffer holds %s", k->spec.name, p->name,
                   mz_dtype_name(p->dtype), mz_dtype_name(b->shape.dtype));
@@ -764,7 +772,6 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
                   (unsigned)p->ndim, (unsigned)b->shape.ndim);
     vals[i].p = b;
     uint8_t mode = dir == MZ__IN ? 1 : dir == MZ__OUT ? 2 : 3;
-    mz_op *pd = a->u.value.producer; /* a data edge (never op: built before it) */
     if (pd) {
       unsigned j = 0;
       while (j < nd && dv[j] != pd) j++;
@@ -796,7 +803,10 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       while (q < nr && rv[q] != pw) q++;
       if (q == nr) rv[nr++] = pw;
     }
-    if (mode & 2) be->writer = op; /* (be is used before the next look-up, which may move it) */
+    if (mode & 2) { /* (be is used before the next look-up, which may move it) */
+      be->writer = op;
+      be->wacc = (uint16_t)i;
+    }
   }
   /* Outlike buffers and computed scalars (the parameters the caller does
    * not give). */
@@ -819,6 +829,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
       struct mz__bentry *be = bmap_get(g, nb);
       if (!be) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
       be->writer = op;
+      be->wacc = (uint16_t)i;
       continue;
     }
     uint64_t v = p->dir == MZ__SIZEOF ? rb->shape.count : p->dir == MZ__WIDTHOF ? rb->shape.dims[0] : rb->shape.dims[1];
@@ -890,7 +901,7 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       res[i] = a;
       continue;
     }
-    mz_buffer *b = a->u.value.buf;
+    mz_buffer *b = mz__value_buf(a);
     struct mz__bentry *be = bmap_get(g, b);
     if (!be) {
       free(leaves);
@@ -901,11 +912,12 @@ static mz_op *host_like(mz_graph *g, enum mz__kind kind, const char *who, mz_op 
       return fail(g, MZ_ESTATE, "%s: buffer %zu is partitioned; use its tiles or unpartition it", who, i);
     }
     mz__task_hbufs(t)[i] = b;
-    if (!add_access(t, b, mode)) {
+    int ai = add_access(t, b, mode);
+    if (ai < 0) {
       free(leaves);
       return fail(g, MZ_EINVAL, "%s: a buffer appears twice", who);
     }
-    res[i] = value_result(g, b, op);
+    res[i] = value_result(g, op, (unsigned)ai);
     if (!res[i]) {
       free(leaves);
       return fail(g, MZ_ENOMEM, "%s: out of memory", who);
@@ -950,7 +962,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
   mz_op *e = check_op(g, "mz_partition", v);
   if (e) return e;
   if (v->kind != MZ__K_VALUE) return fail(g, MZ_EINVAL, "mz_partition: a %s is not a buffer value", mz__op_name(v));
-  mz_buffer *b = v->u.value.buf;
+  mz_buffer *b = mz__value_buf(v);
   size_t rows = b->shape.dims[b->shape.ndim - 1];
   if (n == 0 || n > rows)
     return fail(g, MZ_ERANGE, "mz_partition: %u tiles asked; the slowest dimension has %zu rows", n, rows);
@@ -978,8 +990,7 @@ static mz_op *partition_locked(mz_graph *g, mz_op *v, unsigned n) {
     mz_buffer_release(tile);
     if (rc) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
     off += r * row_elems * es;
-    add_access(t, tile, 2);
-    res[i] = value_result(g, tile, op);
+    res[i] = value_result(g, op, (unsigned)add_access(t, tile, 2)); /* (a new buffer: a new access) */
     if (!res[i]) return fail(g, MZ_ENOMEM, "mz_partition: out of memory");
   }
   mz_op *leaf[1] = {v};
@@ -1000,9 +1011,9 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   mz_buffer *parent = NULL;
   const char *why = NULL;
   for (size_t i = 0; i < n && !why; i++) {
-    if (leaves[i]->kind != MZ__K_VALUE || !leaves[i]->u.value.buf->parent) why = "an element is not a tile";
-    else if (!parent) parent = leaves[i]->u.value.buf->parent;
-    else if (leaves[i]->u.value.buf->parent != parent) why = "tiles of different buffers";
+    if (leaves[i]->kind != MZ__K_VALUE || !mz__value_buf(leaves[i])->parent) why = "an element is not a tile";
+    else if (!parent) parent = mz__value_buf(leaves[i])->parent;
+    else if (mz__value_buf(leaves[i])->parent != parent) why = "tiles of different buffers";
   }
   struct mz__bentry *be = NULL;
   if (!why && !parent) why = "no tiles given";
@@ -1014,7 +1025,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
     if (n != nres) why = "every tile must be given exactly once";
     for (unsigned j = 0; j < nres && !why; j++) {
       unsigned seen = 0;
-      for (size_t i = 0; i < n; i++) seen += leaves[i]->u.value.buf == host_res(part)[j]->u.value.buf;
+      for (size_t i = 0; i < n; i++) seen += mz__value_buf(leaves[i]) == mz__value_buf(host_res(part)[j]);
       if (seen != 1) why = "every tile must be given exactly once";
     }
   }
@@ -1033,7 +1044,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
   /* Its one result, in the first of the slots host_like filled with the
    * tiles' (task_nres: 1). */
   mz_op **res = host_res(op);
-  res[0] = value_result(g, parent, op);
+  res[0] = value_result(g, op, t->nacc - 1u);
   if (!res[0]) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   if (note_writes(g, op)) return fail(g, MZ_ENOMEM, "mz_unpartition: out of memory");
   be = bmap_get(g, parent);
@@ -1049,7 +1060,7 @@ static mz_op *unpartition_locked(mz_graph *g, mz_op *tiles) {
  * producers are the tasks; scalars). */
 static int depend_targets(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (mz__op_t(op) || op->kind != MZ__K_TUPLE) return ops_push(v, n, cap, op);
-  for (unsigned i = 0; i < op->u.tuple.n; i++) {
+  for (unsigned i = 0, n_ = mz__tuple_n(op); i < n_; i++) {
     int rc = depend_targets(mz__tuple_elems(op)[i], v, n, cap);
     if (rc) return rc;
   }
@@ -1063,7 +1074,7 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
   if (e) return g->status;
   mz_op **lo = NULL;
   size_t n = 0, cap = 0;
-  if (op->kind != MZ__K_TUPLE && !mz__op_t(op) && op->kind == MZ__K_VALUE) op = op->u.value.producer;
+  if (op->kind != MZ__K_TUPLE && !mz__op_t(op) && op->kind == MZ__K_VALUE) op = mz__value_producer(op);
   if (!op || !mz__op_t(op)) {
     fail(g, MZ_EINVAL, "mz_depend: the op is not an operation that runs (apply, host, partition, unpartition)");
     return g->status;
@@ -1078,7 +1089,7 @@ static int depend_locked(mz_graph *g, mz_op *op, mz_op *after) {
     return g->status;
   }
   for (size_t i = 0; i < n; i++) {
-    mz_op *p = mz__op_t(lo[i]) ? lo[i] : lo[i]->kind == MZ__K_VALUE ? lo[i]->u.value.producer : NULL;
+    mz_op *p = mz__op_t(lo[i]) ? lo[i] : lo[i]->kind == MZ__K_VALUE ? mz__value_producer(lo[i]) : NULL;
     if (!p) continue;
     struct mz__tcold *c = mz__task_cold(mz__op_t(op));
     if (!c) {

@@ -174,7 +174,7 @@ static inline __attribute__((always_inline)) int closure_visit(mz_op *p, struct 
 
 static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, uint64_t stamp) {
   bool tup = op->kind == MZ__K_TUPLE && !mz__op_t(op);
-  unsigned n = tup ? op->u.tuple.n : 1;
+  unsigned n = tup ? mz__tuple_n(op) : 1;
   int rc = MZ_OK;
   for (unsigned i = 0; !rc && i < n; i++) {
     mz_op *e = tup ? mz__tuple_elems(op)[i] : op;
@@ -185,7 +185,7 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
     /* An element's own task is visited without the stack (a join of a
      * million independent tasks never stacks one); its predecessors'
      * paths are followed to the end before the next element. */
-    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
+    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? mz__value_producer(e) : NULL;
     if (first) rc = closure_visit(first, stack, tasks, rerun, stamp);
     while (!rc && stack->n) rc = closure_visit(stack->v[--stack->n], stack, tasks, rerun, stamp);
   }
@@ -210,7 +210,7 @@ static int closure(mz_op *op, struct vec *stack, struct vec *tasks, bool rerun, 
  * negative error. */
 static int root_mark(mz_op *op, uint64_t stamp, size_t *pending, uint32_t *maxid) {
   bool tup = op->kind == MZ__K_TUPLE && !mz__op_t(op);
-  unsigned n = tup ? op->u.tuple.n : 1;
+  unsigned n = tup ? mz__tuple_n(op) : 1;
   mz_op *const *el = tup ? mz__tuple_elems(op) : &op;
   for (unsigned i = 0; i < n; i++) {
     mz_op *e = el[i];
@@ -218,7 +218,7 @@ static int root_mark(mz_op *op, uint64_t stamp, size_t *pending, uint32_t *maxid
       root_mark(e, stamp, pending, maxid);
       continue;
     }
-    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? e->u.value.producer : NULL;
+    mz_op *first = mz__op_t(e) ? e : e->kind == MZ__K_VALUE ? mz__value_producer(e) : NULL;
     if (!first) continue;
     struct mz__task *t = mz__task_of(first);
     if (mz__task_mark(t) == stamp || atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) continue;

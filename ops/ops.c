@@ -352,11 +352,11 @@ static mz_buffer *buffer_of(mz_graph *g, const char *who, mz_op *op) {
     mz__graph_fail(g, MZ_EINVAL, "%s: NULL op", who);
     return NULL;
   }
-  if (mz__op_graph(op) != g || op->kind != MZ__K_VALUE || !op->u.value.buf) {
+  if (mz__op_graph(op) != g || op->kind != MZ__K_VALUE || !mz__value_buf(op)) {
     mz__graph_fail(g, MZ_EINVAL, "%s: an argument is not a buffer of this graph", who);
     return NULL;
   }
-  return op->u.value.buf;
+  return mz__value_buf(op);
 }
 
 /* k, when a device of the runtime can run it; otherwise NULL, with
@@ -475,7 +475,7 @@ static mz_op *apply(mz_graph *g, const char *who, enum op_id id, mz_dtype t, uns
   mz_kernel *k = make_kernel(g, who, id, t);
   if (!k) return MZ__LIVE(g, MZ__TAG_GRAPH) ? g->error_op : NULL;
   mz_op *z = mz_zip(g, n, args);
-  const mz_buffer *w = args[ops[id].result]->u.value.buf;
+  const mz_buffer *w = mz__value_buf(args[ops[id].result]);
   mz_launch launch = {.ndim = 1, .global = {w->shape.count, 1, 1}};
   mz_op *r = mz_apply(g, k, z, &launch);
   return mz_unzip(g, r, ops[id].result);

@@ -136,7 +136,7 @@ unsigned mz_future_result_count(const mz_future *f) {
 mz_buffer *mz_future_result(const mz_future *f, unsigned i) {
   if (!live(f) || !atomic_load(&f->run.done) || !results(f) || i >= f->run.nresults) return NULL;
   mz_op *leaf = f->run.results[i];
-  return leaf->kind == MZ__K_VALUE ? leaf->u.value.buf : NULL;
+  return leaf->kind == MZ__K_VALUE ? mz__value_buf(leaf) : NULL;
 }
 
 int mz_future_stats(const mz_future *f, mz_run_stats *out) {

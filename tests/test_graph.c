@@ -282,6 +282,101 @@ Test(graph, value_zip_unzip, .timeout = 30) {
   mz_runtime_destroy(rt);
 }
 
+/* c[i] += a[i] + b[i]. */
+static int addto_fn(const mz_call *c) {
+  const int32_t *a = c->args[0].p, *b = c->args[1].p;
+  int32_t *o = c->args[2].p;
+  for (size_t i = 0; i < c->shapes[2].count; i++) o[i] += a[i] + b[i];
+  return 0;
+}
+/* Every buffer argument += 100. */
+static int host_add100(const mz_call *c) {
+  for (unsigned k = 0; k < c->nargs; k++)
+    if (c->shapes[k].count)
+      for (size_t i = 0; i < c->shapes[k].count; i++) ((int32_t *)c->args[k].p)[i] += 100;
+  return 0;
+}
+
+/* A value names its buffer through whatever wrote it last: an apply (one
+ * buffer passed twice, so its accesses are not its parameters), a host
+ * node, a partition's tiles, an unpartition; and a tuple's elements are
+ * found at every length, below, at and past the count its head holds
+ * (65,535). */
+Test(graph, values_of_every_producer_and_tuples_of_every_length, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  int32_t one[6] = {1, 1, 1, 1, 1, 1}, zero[6] = {0};
+  mz_buffer *x = test_buffer_1d(rt, MZ_I32, 6, one), *y = test_buffer_1d(rt, MZ_I32, 6, zero),
+            *z = test_buffer_1d(rt, MZ_I32, 6, zero);
+  mz_kernel *addto = test_kernel(rt, "addto", "in i32[] a, in i32[] b, inout i32[] c", addto_fn, NULL);
+  mz_graph *g;
+  MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+  mz_op *vx = mz_value(g, x);
+  mz_op *r = mz_apply(g, addto, mz_zip(g, 3, (mz_op *[]){vx, vx, mz_value(g, y)}), NULL); /* y = 2 */
+  mz_op *y_after_apply = mz_value(g, y);
+  mz_op *h = mz_host(g, host_add100, NULL, mz_zip(g, 2, (mz_op *[]){mz_value(g, z), y_after_apply})); /* z = 100, y = 102 */
+  mz_op *z_after_host = mz_value(g, z), *y_after_host = mz_unzip(g, h, 1);
+  mz_op *tiles = mz_partition(g, y_after_host, 3);
+  mz_op *t2 = mz_unzip(g, tiles, 2), *t0 = mz_unzip(g, tiles, 0), *t1 = mz_unzip(g, tiles, 1);
+  mz_op *ht = mz_host(g, host_add100, NULL, t1); /* the middle tile: 202 */
+  mz_op *whole = mz_unpartition(g, mz_zip(g, 3, (mz_op *[]){t2, mz_unzip(g, ht, 0), t0}));
+  mz_op *y_after_unpartition = mz_value(g, y);
+  cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+  mz_future *f;
+  /* Results (made by the task) and values (made by mz_value) of each. */
+  mz_op *all = mz_zip(g, 10, (mz_op *[]){mz_unzip(g, r, 0), mz_unzip(g, r, 1), mz_unzip(g, r, 2), y_after_apply,
+                                         mz_unzip(g, h, 0), z_after_host, y_after_host, t1, mz_unzip(g, whole, 0),
+                                         y_after_unpartition});
+  cr_assert_eq(test_run(g, all, "eager", &f), MZ_OK, "%s", mz_future_message(f));
+  cr_expect_eq(mz_future_result_count(f), 10);
+  mz_buffer *want[10] = {x, x, y, y, z, z, y, NULL, y, y};
+  for (unsigned i = 0; i < 10; i++)
+    if (want[i]) cr_expect_eq(mz_future_result(f, i), want[i], "result %u", i);
+  mz_buffer *tile = mz_future_result(f, 7);
+  cr_expect(tile && tile != x && tile != y && tile != z, "a tile is a buffer of its own");
+  int32_t out[6];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(y, out, sizeof out));
+  for (int i = 0; i < 6; i++) cr_expect_eq(out[i], i == 2 || i == 3 ? 202 : 102, "y[%d]", i);
+  MZ_OK_OR_DIE(rt, mz_buffer_read(z, out, sizeof out));
+  for (int i = 0; i < 6; i++) cr_expect_eq(out[i], 100, "z[%d]", i);
+  mz_future_destroy(f);
+  /* Tuples of 65,534 (the longest whose count is in its head), 65,535 and
+   * 70,000 scalars: each element where it was put, each length told. */
+  static const unsigned lens[] = {1, 65534, 65535, 70000};
+  mz_op **el = malloc(70000 * sizeof *el);
+  cr_assert(el);
+  for (unsigned i = 0; i < 70000; i++) el[i] = mz_i32(g, (int32_t)i);
+  for (size_t L = 0; L < sizeof lens / sizeof lens[0]; L++) {
+    unsigned n = lens[L];
+    mz_op *t = mz_zip(g, n, el);
+    cr_assert_eq(mz_graph_status(g), MZ_OK, "%s", mz_graph_message(g));
+    cr_expect_eq(mz_unzip(g, t, 0), el[0]);
+    cr_expect_eq(mz_unzip(g, t, n - 1), el[n - 1], "the last of %u", n);
+    cr_expect_eq(mz_unzip(g, t, n / 2), el[n / 2], "the middle of %u", n);
+    mz_op *nested = mz_zip(g, 2, (mz_op *[]){t, vx});
+    cr_expect_eq(mz_unzip(g, mz_unzip(g, nested, 0), n - 1), el[n - 1]);
+    cr_assert_eq(test_run(g, nested, NULL, &f), MZ_OK, "%s", mz_future_message(f));
+    cr_expect_eq(mz_future_result_count(f), n + 1, "a tuple of %u flattened", n);
+    cr_expect_eq(mz_future_result(f, n), x);
+    mz_future_destroy(f);
+    mz_unzip(g, t, n);
+    cr_expect_eq(mz_graph_status(g), MZ_ERANGE, "index %u of a tuple of %u", n, n);
+    char msg[48];
+    snprintf(msg, sizeof msg, "of a tuple of %u", n);
+    cr_expect(strstr(mz_graph_message(g), msg), "%s", mz_graph_message(g));
+    mz_graph_destroy(g);
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    vx = mz_value(g, x);
+    for (unsigned i = 0; i < 70000; i++) el[i] = mz_i32(g, (int32_t)i);
+  }
+  free(el);
+  mz_graph_destroy(g);
+  mz_kernel_destroy(addto);
+  mz_buffer_release(x);
+  mz_buffer_release(y);
+  mz_buffer_release(z);
+  mz_runtime_destroy(rt);
+}
+
 /* The graph's messages name an op by its kind, its kernel or its host
  * name (an op stores no name of its own: they are derived). */
 static int host_nothing(const mz_call *c) {

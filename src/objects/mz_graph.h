@@ -54,7 +54,7 @@ struct mz_graph {
     mz_buffer *buf;
     struct mz_op *writer;
     /* The last mz_value of buf, shared by later ones while writer stays
-     * (a value is only the buffer and its producer: readers of one
+     * (a value is only its producer, or the buffer: readers of one
      * version need one node, not one each). */
     struct mz_op *value;
     struct mz_op *part;
@@ -62,6 +62,7 @@ struct mz_graph {
      * buffer twice finds its first access without a scan per buffer. */
     struct mz_op *acc_op;
     bool partitioned;
+    uint16_t wacc;            /* where writer holds buf (a value's vacc) */
     uint32_t ran_writer;
   } *bmap;
   size_t bmap_cap, bmap_n;

@@ -256,16 +256,27 @@ struct mz_op {
      * here rather than in the task's lines, which the workers write. */
     uint8_t color;
   };
-  /* A task's perf-model size bucket + 1 (0: not known yet); its buffers
-   * never change, so it is kept once known: set where the task is first
-   * lowered (graph/lower.c), else by the first sample's recorder
-   * (src/perfmodel.c).  Read only when the task is sampled, so it need not
-   * be on the task's lines. */
-  uint8_t pm_key1;
-  /* A task's: it has a cold record, in its graph's table
-   * (mz__task_cold); set once, with __atomic builtins, after the record
-   * is in the table. */
-  uint8_t cold;
+  union {
+    struct {
+      /* A task's perf-model size bucket + 1 (0: not known yet); its
+       * buffers never change, so it is kept once known: set where the
+       * task is first lowered (graph/lower.c), else by the first sample's
+       * recorder (src/perfmodel.c).  Read only when the task is sampled,
+       * so it need not be on the task's lines. */
+      uint8_t pm_key1;
+      /* A task's: it has a cold record, in its graph's table
+       * (mz__task_cold); set once, with __atomic builtins, after the
+       * record is in the table. */
+      uint8_t cold;
+    };
+    /* A value's with a producer: where its buffer is in the producer
+     * (mz__value_buf): an apply's parameter, else an access (a task has
+     * at most 65,535 of each). */
+    uint16_t vacc;
+    /* A tuple's element count, below MZ__TUPLE_LONG; MZ__TUPLE_LONG: the
+     * count is in the union's first word (mz__tuple_n). */
+    uint16_t tn;
+  };
   /* What the op holds, by kind.  A task's (build-time fields: the task's
    * own lines are what runs touch) are in the union too, so that a task
    * op is no larger than a value (a graph holds about as many values and
@@ -284,10 +295,16 @@ struct mz_op {
    *   Read with mz__task_kernel: here rather than in the task, whose
    *   first line it is right before. */
   union {
-    struct { mz_buffer *buf; struct mz_op *producer; } value;
+    /* A value: its producer's op + 1 (the task that wrote the buffer
+     * last before it, in build order), or its buffer where it has none
+     * (both are 8-byte aligned): read with mz__value_producer and
+     * mz__value_buf.  A value's block ends after this word
+     * (MZ__VALUE_BYTES). */
+    struct { uintptr_t w; } value;
     struct { mz_dtype dtype; mz_arg v; } scalar;
-    /* n elements, in the op's block from the union's second word on
-     * (mz__tuple_elems): no pointer to them (a tuple has at least one). */
+    /* A long tuple's element count (tn); its elements follow, in the
+     * op's block (mz__tuple_elems): no pointer to them (a tuple has at
+     * least one).  A short tuple's elements start here. */
     struct { unsigned n; } tuple;
     struct { struct mz_op **bpreds; mz_kernel *kernel; };
   } u;
@@ -301,16 +318,22 @@ static inline mz_graph *mz__op_graph(const struct mz_op *op) { return (mz_graph 
 
 /* The bytes of an op that is not a task: all of it. */
 #define MZ__OP_HEAD sizeof(struct mz_op)
-/* A tuple's bytes before its elements: the op up to its count, so that the
- * elements start in the union's second word, which a tuple does not use (a
- * zip of four is 48 bytes, not 56).  With 32-byte ops, the Task Bench
- * shape's zips measured slower that way (bench/README.md, "Memory per
- * task, session 17"); with 24-byte ops and 72-byte tasks they do not
- * ("Session 29"). */
-#define MZ__TUPLE_HEAD (offsetof(struct mz_op, u) + 8)
-/* A tuple's elements (u.tuple.n of them). */
+/* A value's block: its op up to the union's first word (a graph holds
+ * about one value per task). */
+#define MZ__VALUE_BYTES (offsetof(struct mz_op, u) + sizeof(uintptr_t))
+/* A tuple's bytes before its elements: a short tuple's count is in the
+ * op's head (tn), so its elements start at the union (a zip of four is 40
+ * bytes); a long one's (MZ__TUPLE_LONG elements or more: joins) is the
+ * union's first word, and its elements follow.  With 32-byte ops, the
+ * Task Bench shape's zips measured slower with their elements in the
+ * union (bench/README.md, "Memory per task, session 17"); with 24-byte
+ * ops and 72-byte tasks they do not ("Session 29"). */
+#define MZ__TUPLE_LONG 0xffffu
+static inline size_t mz__tuple_head(unsigned n) { return offsetof(struct mz_op, u) + (n < MZ__TUPLE_LONG ? 0 : 8); }
+/* A tuple's element count and elements. */
+static inline unsigned mz__tuple_n(const struct mz_op *op) { return op->tn < MZ__TUPLE_LONG ? op->tn : op->u.tuple.n; }
 static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
-  return (struct mz_op **)(void *)((char *)(uintptr_t)op + MZ__TUPLE_HEAD);
+  return (struct mz_op **)(void *)((char *)(uintptr_t)op + offsetof(struct mz_op, u) + (op->tn < MZ__TUPLE_LONG ? 0 : 8));
 }
 
 /* A task op is one of the task kinds (apply, host, partition,
@@ -491,6 +514,25 @@ static inline mz_buffer *mz__acc_get(const struct mz__acc_view *v, unsigned a, u
   }
   *mode = mz__acc_mode(v->arr[a]);
   return mz__acc_buf(v->arr[a]);
+}
+
+/* Value v's producer, or NULL: the buffer as it was before any task of
+ * the graph wrote it. */
+static inline struct mz_op *mz__value_producer(const struct mz_op *v) {
+  uintptr_t w = v->u.value.w;
+  return w & 1 ? (struct mz_op *)(w - 1) : NULL;
+}
+/* Value v's buffer: its word, or in its producer (whose parameters and
+ * accesses never change once it is built) an apply's parameter slot vacc
+ * (one load: an apply's buffer slots hold the buffers, see
+ * mz__task_values), another task's access vacc. */
+static inline mz_buffer *mz__value_buf(const struct mz_op *v) {
+  uintptr_t w = v->u.value.w;
+  if (!(w & 1)) return (mz_buffer *)w;
+  const struct mz_op *p = (const struct mz_op *)(w - 1);
+  const struct mz__task *t = mz__task_of(p);
+  if (p->kind == MZ__K_APPLY) return (mz_buffer *)mz__task_values(t)[v->vacc].p;
+  return mz__acc_buf(mz__task_acc_array(t)[v->vacc]);
 }
 
 /* The node whose task holds exec e (every exec is a task's). */
