@@ -73,7 +73,6 @@ static void graph_free(mz_graph *g) {
   /* Cold records (explicit edges, plan records) and successor lists grown
    * past the exact room a run gave them. */
   mz__coldtab_fini(&g->cold, drop_cold);
-  mz__coldtab_fini(&g->results, free);
   for (size_t i = 0; i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);
@@ -329,48 +328,40 @@ static mz_op **host_res(const mz_op *t) {
   return (mz_op **)(void *)(mz__task_acc_array(k) + na);
 }
 
-/* Task t's results array (g->lock held), made on first use for an apply:
- * most applies are never unzipped nor joined for their results, and the
- * array costs a pointer per parameter.  An apply's is in its graph's
- * results table (struct mz_graph's results), so that an apply keeps no
- * word for it.  Its elements are made on first use too (task_result).
- * NULL on ENOMEM. */
-static mz_op **task_results(mz_graph *g, mz_op *t) {
-  if (t->kind != MZ__K_APPLY) return host_res(t);
-  mz_op **res = mz__coldtab_find(&g->results, t); /* (its makers hold g->lock, as this caller does) */
-  uint8_t none = 0;
-  unsigned n = task_nres(t);
-  if (!res && n) res = mz__coldtab_make(&g->results, t, n * sizeof *res, &none);
-  return res;
-}
-
-/* Result i of task t (NULL on ENOMEM), made on first use: a buffer's is
- * its value after t, a scalar's (an apply's) a scalar node of the value
- * the kernel gets, in its parameter's type. */
+/* Result i of task t (g->lock held; NULL on ENOMEM).  A task without a
+ * kernel made its results with its node (host_res).  An apply keeps no
+ * results array (most are never unzipped, and one cost a word per apply
+ * and a pointer per parameter): a buffer's result is its value after t,
+ * the buffer's current value node while t is its last writer (so that
+ * asking again gives the same node, as mz_value does), else a new one; a
+ * scalar's is a scalar node of the value the kernel gets, in its
+ * parameter's type. */
 static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
-  mz_op **res = task_results(g, t);
-  if (!res) return NULL;
-  if (res[i]) return res[i];
-  const struct mz__task *k = mz__task_of(t); /* t is a task's op: never NULL */
-  mz_buffer *b = i < k->nparams ? mz__task_buf(k, i) : NULL;
+  if (t->kind != MZ__K_APPLY) return host_res(t)[i];
+  const struct mz__task *k = mz__task_of(t);
+  mz_buffer *b = mz__task_buf(k, i);
   if (b) {
-    res[i] = value_result(g, t, i); /* (an apply's: by parameter, see mz__value_buf) */
-  } else if (mz__task_kernel(k) && i < k->nparams) {
-    /* The graph's last scalar when it is this one (mz_scalar's rule: most
-     * often the leaf the apply was given), so that flattening a join of
-     * applies of one scalar makes no node per apply. */
-    mz_dtype dt = mz__task_kernel(k)->params[i].dtype;
-    mz_arg v = mz__task_values(k)[i];
-    mz_op *sc = g->last_scalar;
-    if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
-      if (!(sc = new_op(g, MZ__K_SCALAR))) return NULL;
-      sc->u.scalar.dtype = dt;
-      sc->u.scalar.v = v;
-      g->last_scalar = sc;
-    }
-    res[i] = sc;
+    struct mz__bentry *be = bmap_get(g, b);
+    if (!be) return NULL;
+    if (be->writer != t) return value_result(g, t, i); /* (an apply's: by parameter, see mz__value_buf) */
+    if (be->value && mz__value_producer(be->value) == t) return be->value;
+    mz_op *r = value_result(g, t, i);
+    if (r) be->value = r; /* (value_result looks nothing up: be has not moved) */
+    return r;
   }
-  return res[i];
+  /* The graph's last scalar when it is this one (mz_scalar's rule: most
+   * often the leaf the apply was given), so that flattening a join of
+   * applies of one scalar makes no node per apply. */
+  mz_dtype dt = mz__task_kernel(k)->params[i].dtype;
+  mz_arg v = mz__task_values(k)[i];
+  mz_op *sc = g->last_scalar;
+  if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
+    if (!(sc = new_op(g, MZ__K_SCALAR))) return NULL;
+    sc->u.scalar.dtype = dt;
+    sc->u.scalar.v = v;
+    g->last_scalar = sc;
+  }
+  return sc;
 }
 
 static mz_op *unzip_locked(mz_graph *g, mz_op *t, unsigned i) {
@@ -410,14 +401,12 @@ int mz__flatten(mz_op *op, mz_op ***v, size_t *n, size_t *cap) {
   if (op->kind == MZ__K_VALUE || op->kind == MZ__K_SCALAR) return ops_push(v, n, cap, op);
   bool tup = op->kind == MZ__K_TUPLE;
   unsigned cnt = tup ? mz__tuple_n(op) : task_nres(op);
-  mz_op **el = tup ? mz__tuple_elems(op) : task_results(mz__op_graph(op), op);
-  if (cnt && !el) return MZ_ENOMEM;
+  mz_op *const *el = tup ? mz__tuple_elems(op) : NULL;
   for (unsigned i = 0; i < cnt; i++) {
-    /* A task's result made already, or a tuple's element, that is a leaf
-     * (most are: a join of tasks is flattened one task at a time) is
-     * pushed here, without a call. */
-    mz_op *e = el[i];
-    if (!e && !tup) e = task_result(mz__op_graph(op), op, i);
+    /* A tuple's element, or a task's result, that is a leaf (most are: a
+     * join of tasks is flattened one task at a time) is pushed here,
+     * without a recursive call. */
+    mz_op *e = tup ? el[i] : task_result(mz__op_graph(op), op, i);
     if (!e) return MZ_ENOMEM;
     int rc = e->kind == MZ__K_VALUE || e->kind == MZ__K_SCALAR ? ops_push(v, n, cap, e) : mz__flatten(e, v, n, cap);
     if (rc) return rc;
@@ -689,7 +678,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     g->kheld[g->nkheld++] = k;
   }
   /* At most one access per buffer parameter. */
-  /* Its results array is made when first asked for (task_results). */
+  /* It keeps no results array (task_result makes them when asked). */
   mz_op *op = new_task(g, MZ__K_APPLY, k, k->nparams, 0, 0); /* (no access array: mz__task_access) */
   if (!op) return fail(g, MZ_ENOMEM, "mz_apply: out of memory");
   struct mz__task *t = mz__op_t(op);

@@ -28,10 +28,6 @@ struct mz_graph {
   /* Its tasks' cold records (src/coldtab.h; its own lock), found by a
    * task through its arena's aux word. */
   struct mz__coldtab cold;
-  /* Its applies' results arrays (task_results, graph/graph.c), made when
-   * first asked for: most applies never are, so an apply keeps no word
-   * for one.  Keyed by the apply's op; used under the graph's lock. */
-  struct mz__coldtab results;
   /* The last apply of a kernel without buffer parameters, with the default
    * launch, and its kernel and arguments: an apply of the same kernel on
    * the same arguments copies its parameter slots (graph/graph.c). */

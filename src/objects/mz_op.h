@@ -287,9 +287,8 @@ struct mz_op {
    *   apart).  NULL when there is none; else an arena block whose two
    *   32-bit words before bpreds[0] hold the count and the data edges'
    *   count (mz__task_nbpreds, mz__task_nbdata), so that a task without
-   *   any stores no count.  Read with mz__task_bpreds.  (An apply's
-   *   results, made when first asked for, are in its graph's results
-   *   table: struct mz_graph's results.)
+   *   any stores no count.  Read with mz__task_bpreds.  (An apply keeps
+   *   no results: task_result, graph/graph.c, makes them when asked.)
    * - kernel: an apply's, set when its node is made (its parameter slots
    *   depend on it: mz__task_buf); NULL for host work (mz__exec_kernel).
    *   Read with mz__task_kernel: here rather than in the task, whose
