@@ -156,11 +156,10 @@ static inline mz_op *check_op(mz_graph *g, const char *who, mz_op *op) {
   return check_op_fail(g, who, op);
 }
 
-/* A value or scalar: the op without the task's fields, and a value's
- * without the union's second word (a tuple's block is made by tuple, a
- * task's by new_task). */
+/* A value or scalar: the op up to the union's first word (a tuple's
+ * block is made by tuple, a task's by new_task). */
 static inline mz_op *new_op(mz_graph *g, enum mz__kind kind) {
-  mz_op *op = mz__arena_alloc(&g->arena, kind == MZ__K_VALUE ? MZ__VALUE_BYTES : MZ__OP_HEAD);
+  mz_op *op = mz__arena_alloc(&g->arena, MZ__LEAF_BYTES);
   if (!op) return NULL;
   op->kind = (uint8_t)kind;
   op->id = ++g->nops;
@@ -250,10 +249,10 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
 static inline __attribute__((always_inline)) mz_op *scalar_bits(mz_graph *g, mz_dtype t, mz_arg v) {
   if (g->status) return g->error_op;
   mz_op *last = g->last_scalar;
-  if (last && last->u.scalar.dtype == t && last->u.scalar.v.u64 == v.u64) return last;
+  if (last && last->sdtype == t && last->u.scalar.v.u64 == v.u64) return last;
   mz_op *op = new_op(g, MZ__K_SCALAR);
   if (!op) return fail(g, MZ_ENOMEM, "mz_scalar: out of memory");
-  op->u.scalar.dtype = t;
+  op->sdtype = (uint16_t)t;
   op->u.scalar.v = v;
   g->last_scalar = op;
   return op;
@@ -355,9 +354,9 @@ static mz_op *task_result(mz_graph *g, mz_op *t, unsigned i) {
   mz_dtype dt = mz__task_kernel(k)->params[i].dtype;
   mz_arg v = mz__task_values(k)[i];
   mz_op *sc = g->last_scalar;
-  if (!sc || sc->u.scalar.dtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
+  if (!sc || sc->sdtype != dt || memcmp(&sc->u.scalar.v, &v, sizeof v)) {
     if (!(sc = new_op(g, MZ__K_SCALAR))) return NULL;
-    sc->u.scalar.dtype = dt;
+    sc->sdtype = (uint16_t)dt;
     sc->u.scalar.v = v;
     g->last_scalar = sc;
   }
@@ -555,7 +554,7 @@ static int note_writes(mz_graph *g, mz_op *op) {
 }
 
 static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
-  mz_dtype from = s->u.scalar.dtype;
+  mz_dtype from = (mz_dtype)s->sdtype;
   const mz_arg *v = &s->u.scalar.v;
   double d = 0;
   int64_t i = 0;
@@ -731,7 +730,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     mz_op *a = ua[u++];
     const uint8_t akind = a->kind;
     if (dir == MZ__SCALAR) {
-      if (akind == MZ__K_SCALAR && a->u.scalar.dtype == p->dtype) { /* the common case: the bits as they are */
+      if (akind == MZ__K_SCALAR && a->sdtype == p->dtype) { /* the common case: the bits as they are */
         vals[i] = a->u.scalar.v;
         continue;
       }
@@ -742,7 +741,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
         return fail(g, MZ_ESHAPE, "mz_apply(%s): parameter '%s' is a scalar, a buffer was given", k->spec.name, p->name);
       if (!scalar_convert(&vals[i], p->dtype, a))
         return fail(g, MZ_ESHAPE, "mz_apply(%s): scalar for '%s' cannot be converted from %s to %s without loss", k->spec.name,
-                    p->name, mz_dtype_name(a->u.scalar.dtype), mz_dtype_name(p->dtype));
+                    p->name, mz_dtype_name((mz_dtype)a->sdtype), mz_dtype_name(p->dtype));
       continue;
     }
     if (__builtin_expect(akind != MZ__K_VALUE, 0)) {
@@ -823,7 +822,7 @@ static inline __attribute__((always_inline)) mz_op *apply_locked(mz_graph *g, mz
     }
     uint64_t v = p->dir == MZ__SIZEOF ? rb->shape.count : p->dir == MZ__WIDTHOF ? rb->shape.dims[0] : rb->shape.dims[1];
     mz_op tmp = {.kind = MZ__K_SCALAR};
-    tmp.u.scalar.dtype = MZ_U64;
+    tmp.sdtype = MZ_U64;
     tmp.u.scalar.v.u64 = v;
     if (!scalar_convert(&mz__task_values(t)[i], p->dtype, &tmp))
       return fail(g, MZ_ESHAPE, "mz_apply(%s): computed scalar '%s' = %llu does not fit in %s", k->spec.name, p->name,

@@ -276,6 +276,8 @@ struct mz_op {
     /* A tuple's element count, below MZ__TUPLE_LONG; MZ__TUPLE_LONG: the
      * count is in the union's first word (mz__tuple_n). */
     uint16_t tn;
+    /* A scalar's type (an mz_dtype). */
+    uint16_t sdtype;
   };
   /* What the op holds, by kind.  A task's (build-time fields: the task's
    * own lines are what runs touch) are in the union too, so that a task
@@ -298,9 +300,11 @@ struct mz_op {
      * last before it, in build order), or its buffer where it has none
      * (both are 8-byte aligned): read with mz__value_producer and
      * mz__value_buf.  A value's block ends after this word
-     * (MZ__VALUE_BYTES). */
+     * (MZ__LEAF_BYTES). */
     struct { uintptr_t w; } value;
-    struct { mz_dtype dtype; mz_arg v; } scalar;
+    /* A scalar's bits (unused bytes zero): its block too ends after this
+     * word (MZ__LEAF_BYTES), its type is in the op's head (sdtype). */
+    struct { mz_arg v; } scalar;
     /* A long tuple's element count (tn); its elements follow, in the
      * op's block (mz__tuple_elems): no pointer to them (a tuple has at
      * least one).  A short tuple's elements start here. */
@@ -315,11 +319,9 @@ _Static_assert(sizeof(struct mz_op) == 24, "an op is three words");
  * the error op included, is made in its graph's arena). */
 static inline mz_graph *mz__op_graph(const struct mz_op *op) { return (mz_graph *)mz__span_owner(op); }
 
-/* The bytes of an op that is not a task: all of it. */
-#define MZ__OP_HEAD sizeof(struct mz_op)
-/* A value's block: its op up to the union's first word (a graph holds
- * about one value per task). */
-#define MZ__VALUE_BYTES (offsetof(struct mz_op, u) + sizeof(uintptr_t))
+/* A value's or a scalar's block: its op up to the union's first word (a
+ * graph holds about one value per task, and often a scalar). */
+#define MZ__LEAF_BYTES (offsetof(struct mz_op, u) + sizeof(uintptr_t))
 /* A tuple's bytes before its elements: a short tuple's count is in the
  * op's head (tn), so its elements start at the union (a zip of four is 40
  * bytes); a long one's (MZ__TUPLE_LONG elements or more: joins) is the
