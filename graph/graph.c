@@ -236,7 +236,7 @@ static mz_op *value_locked(mz_graph *g, mz_buffer *b) {
   if (be->value && mz__value_producer(be->value) == be->writer) return be->value;
   mz_op *op = new_op(g, MZ__K_VALUE);
   if (!op) return fail(g, MZ_ENOMEM, "mz_value: out of memory");
-  op->u.value.w = be->writer ? (uintptr_t)be->writer + 1 : (uintptr_t)b;
+  op->u.value.w = mz__value_word(be->writer, b);
   op->vacc = be->wacc;
   be->value = op;
   return op;
@@ -603,7 +603,7 @@ static bool scalar_convert(mz_arg *out, mz_dtype to, const mz_op *s) {
 static mz_op *value_result(mz_graph *g, mz_op *producer, unsigned a) {
   mz_op *r = new_op(g, MZ__K_VALUE);
   if (!r) return NULL;
-  r->u.value.w = (uintptr_t)producer + 1;
+  r->u.value.w = mz__value_word(producer, NULL);
   r->vacc = (uint16_t)a;
   return r;
 }

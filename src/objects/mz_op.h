@@ -296,9 +296,10 @@ struct mz_op {
    *   Read with mz__task_kernel: here rather than in the task, whose
    *   first line it is right before. */
   union {
-    /* A value: its producer's op + 1 (the task that wrote the buffer
-     * last before it, in build order), or its buffer where it has none
-     * (both are 8-byte aligned): read with mz__value_producer and
+    /* A value: its producer's op (the task that wrote the buffer last
+     * before it, in build order) + 1, + 2 more when the producer is not
+     * an apply, or its buffer where it has none (both are 8-byte
+     * aligned): made by mz__value_word, read with mz__value_producer and
      * mz__value_buf.  A value's block ends after this word
      * (MZ__LEAF_BYTES). */
     struct { uintptr_t w; } value;
@@ -517,22 +518,27 @@ static inline mz_buffer *mz__acc_get(const struct mz__acc_view *v, unsigned a, u
   return mz__acc_buf(v->arr[a]);
 }
 
+/* The word of a value of buffer b after producer (NULL: none), whose
+ * vacc says where the producer holds b. */
+static inline uintptr_t mz__value_word(const struct mz_op *producer, const mz_buffer *b) {
+  if (!producer) return (uintptr_t)b;
+  return (uintptr_t)producer + (producer->kind == MZ__K_APPLY ? 1 : 3);
+}
 /* Value v's producer, or NULL: the buffer as it was before any task of
  * the graph wrote it. */
 static inline struct mz_op *mz__value_producer(const struct mz_op *v) {
   uintptr_t w = v->u.value.w;
-  return w & 1 ? (struct mz_op *)(w - 1) : NULL;
+  return w & 1 ? (struct mz_op *)(w & ~(uintptr_t)3) : NULL;
 }
 /* Value v's buffer: its word, or in its producer (whose parameters and
  * accesses never change once it is built) an apply's parameter slot vacc
- * (one load: an apply's buffer slots hold the buffers, see
- * mz__task_values), another task's access vacc. */
+ * (one load, and not of the producer's op: an apply's buffer slots hold
+ * the buffers, see mz__task_values), another task's access vacc. */
 static inline mz_buffer *mz__value_buf(const struct mz_op *v) {
   uintptr_t w = v->u.value.w;
   if (!(w & 1)) return (mz_buffer *)w;
-  const struct mz_op *p = (const struct mz_op *)(w - 1);
-  const struct mz__task *t = mz__task_of(p);
-  if (p->kind == MZ__K_APPLY) return (mz_buffer *)mz__task_values(t)[v->vacc].p;
+  const struct mz__task *t = mz__task_of((const struct mz_op *)(w & ~(uintptr_t)3));
+  if (!(w & 2)) return (mz_buffer *)mz__task_values(t)[v->vacc].p;
   return mz__acc_buf(mz__task_acc_array(t)[v->vacc]);
 }
 
