@@ -273,6 +273,44 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
   return 1;
 }
 
+/* The one-shot closure where root is a tuple of exactly the graph's new
+ * tasks (tasks_all from first_new on), in build order: the common "join
+ * of all I built".  Every predecessor of a new task is new or was
+ * scheduled, so the closure is the whole list, which one pass marks and
+ * readies for the edge pass (what closure_sweep does per task) without
+ * reading a task before: the root's elements are checked against the
+ * list by address.  A task without an edge or a buffer, where bare_ok,
+ * gets here what the edge pass would give it (bare), so that a run of
+ * such tasks alone skips that pass (*nbare counts them).  Returns 1 when
+ * done, 0 when root is not such a tuple (nothing was touched), -1 when a
+ * task of the list was scheduled already (marks made with stamp are left:
+ * the caller takes a new one). */
+static int all_new_mark(mz_graph *g, mz_op *root, uint64_t stamp, bool bare_ok, size_t *nbare) {
+  size_t lo = g->first_new, n = g->ntasks_all - lo;
+  if (root->kind != MZ__K_TUPLE || mz__tuple_n(root) != n) return 0;
+  mz_op *const *el = mz__tuple_elems(root), *const *all = g->tasks_all + lo;
+  for (size_t i = 0; i < n; i++)
+    if (el[i] != all[i]) return 0;
+  size_t bare = 0;
+  for (size_t i = 0; i < n; i++) {
+    mz_op *op = all[i];
+    struct mz__task *t = mz__task_of(op);
+    if (atomic_load_explicit(&t->state, memory_order_relaxed) != MZ__T_NEW) return -1;
+    mz__task_set_mark(t, stamp);
+    op->color = 0;
+    t->succs.nrun = 0;
+    if (bare_ok && !op->u.bpreds && !t->nacc && !op->cold) { /* (the edge pass's bare case) */
+      t->npreds = 0;
+      t->exec.args_dev1 = 0;
+      mz__task_set_preds(t, NULL, NULL);
+      op->pm_key1 = 1;
+      bare++;
+    }
+  }
+  *nbare = bare;
+  return 1;
+}
+
 /* The n tasks of g marked with stamp, in build order, into v: picked from
  * the graph's list from index from on (every one of them is there). */
 static void pick_marked(const mz_graph *g, size_t from, uint64_t stamp, mz_op **v, size_t n) {
@@ -796,6 +834,12 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   bool forward = false, cross_any = false, alias_any = false;
   size_t nedges = 0; /* edges within the run: room for the successor lists (below) */
   size_t nfail = 0;
+  /* In a runtime with host memory only and no device that waits, a task
+   * with no edge and no buffer has nothing to plan: no predecessor, no
+   * device record (the edge pass's bare case).  nbare: the run's tasks
+   * all_new_mark readied so; the edge pass is skipped when they are all. */
+  bool bare_ok = rt->nmem <= 1 && !dwait && !r->xrec;
+  size_t nbare = 0;
   /* The root's last run froze its edges and no other run holds records on
    * its buffers: replay them. */
   if (!rc && lw && lw->replay && lw->xrec == r->xrec && replay_claim(lw)) {
@@ -835,8 +879,20 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         from++;
       g->first_new = from;
     }
+    int fast = 0;
     if (!rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
+      fast = all_new_mark(g, root, stamp, bare_ok, &nbare);
+      if (fast < 0) stamp = mz__stamp_next(rt); /* (its marks are never read again) */
+    }
+    if (fast > 0) {
+      /* Every new task: the graph's list from first_new is the run's
+       * (lent: see below). */
+      in_order = lent = true;
+      tasks.v = g->tasks_all + g->first_new;
+      tasks.n = tasks.cap = g->ntasks_all - g->first_new;
+    } else if (!rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
       size_t cnt = 0, low = 0;
+      nbare = 0;
       rc = closure_sweep(g, root, stamp, &cnt, &low);
       if (rc == 1) {
         rc = MZ_OK;
@@ -893,11 +949,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   mz_op *self_cycle = NULL, *stale_op = NULL;
   mz_buffer *stale_buf = NULL;
   uint32_t stale_writer = 0;
-  /* In a runtime with host memory only and no device that waits, a task
-   * with no edge and no buffer has nothing to plan: no predecessor, no
-   * device record. */
-  bool bare_ok = rt->nmem <= 1 && !dwait && !r->xrec;
-  for (size_t i = 0; !rc && i < tasks.n; i++) {
+  for (size_t i = 0; !rc && nbare < tasks.n && i < tasks.n; i++) {
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
     if (bare_ok && !mz__task_nbpreds(t) && !t->nacc && !mz__task_nxpreds(t)) {

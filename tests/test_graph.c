@@ -10,7 +10,9 @@
  * (self edge, 2-cycle, a 100,000-node ring) rejected with MZ_ECYCLE before
  * anything runs, mz_depend on tasks that write no buffer (scalar-only or
  * read-only applies, and a join of them) pulling them into the run, and
- * 2D and 3D buffers. */
+ * 2D and 3D buffers; values read through every kind of producer, tuples
+ * around the length their head holds, and one-shot joins of every new
+ * task (the closure taken without a walk, and each fallback). */
 #include "common.h"
 #include "util.h" /* the arena and its chunk pool */
 
@@ -374,6 +376,86 @@ Test(graph, values_of_every_producer_and_tuples_of_every_length, .timeout = 60) 
   mz_buffer_release(x);
   mz_buffer_release(y);
   mz_buffer_release(z);
+  mz_runtime_destroy(rt);
+}
+
+/* Counts its calls; k marks which task ran (alln_seen[k]). */
+static _Atomic int alln_count;
+static _Atomic unsigned char alln_seen[400];
+static int alln_fn(const mz_call *c) {
+  atomic_fetch_add(&alln_count, 1);
+  if (c->args[0].i32 >= 0 && c->args[0].i32 < 400) atomic_fetch_add(&alln_seen[c->args[0].i32], 1);
+  return 0;
+}
+
+/* A one-shot run of a join of every task the graph has not run yet, in
+ * build order, takes the closure from the graph's list without a walk;
+ * where one of them ran already, or the join is in another order, or the
+ * tasks have edges and buffers, each still runs exactly once. */
+Test(graph, a_join_of_every_new_task, .timeout = 60) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_kernel *k = test_kernel(rt, "alln", "i32 k", alln_fn, NULL);
+  static _Atomic int incs;
+  mz_kernel *inc = test_kernel(rt, "inc", INC_PARAMS, inc_fn, &incs);
+  mz_buffer *v = test_buffer_1d(rt, MZ_I32, 4, NULL);
+  mz_op *ops[400], *rev[400];
+  mz_future *f;
+  mz_run_stats st;
+  /* Rounds: 0 all new and bare; 1 one in the middle ran alone first; 2
+   * some with a buffer; 3 the join reversed; 4 the first ran alone first. */
+  for (int round = 0; round < 5; round++) {
+    mz_graph *g;
+    MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
+    atomic_store(&alln_count, 0);
+    atomic_store(&incs, 0);
+    for (int i = 0; i < 400; i++) atomic_store(&alln_seen[i], 0);
+    int n = 400, ninc = 0;
+    for (int i = 0; i < n; i++) {
+      /* round 2: every fourth task increments v (a chain through v among
+       * tasks without edges). */
+      if (round == 2 && i % 4 == 3) {
+        ops[i] = mz_apply(g, inc, mz_value(g, v), NULL);
+        ninc++;
+      } else {
+        ops[i] = mz_apply(g, k, mz_i32(g, i), NULL);
+      }
+    }
+    int ran_before = 0;
+    if (round == 1 || round == 4) {
+      cr_assert_eq(test_run(g, ops[round == 1 ? 200 : 0], "eager", NULL), MZ_OK);
+      ran_before = 1;
+      cr_expect_eq(atomic_load(&alln_count), 1);
+    }
+    mz_op *root;
+    if (round == 3) {
+      for (int i = 0; i < n; i++) rev[i] = ops[n - 1 - i];
+      root = mz_join(g, (unsigned)n, rev);
+    } else {
+      root = mz_join(g, (unsigned)n, ops);
+    }
+    cr_assert_eq(test_run(g, root, "eager", &f), MZ_OK, "round %d: %s", round, f ? mz_future_message(f) : mz_graph_message(g));
+    cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
+    cr_expect_eq(st.ops, (uint64_t)(n - ran_before), "round %d: the run's tasks", round);
+    mz_future_destroy(f);
+    cr_expect_eq(atomic_load(&alln_count), n - ninc, "round %d", round);
+    cr_expect_eq(atomic_load(&incs), ninc, "round %d", round);
+    for (int i = 0; i < n; i++)
+      if (!(round == 2 && i % 4 == 3)) cr_expect_eq(atomic_load(&alln_seen[i]), 1, "round %d: task %d ran once", round, i);
+    /* And again, re-run as built. */
+    cr_assert_eq(mz_graph_run(g, root, "eager", &f), MZ_OK);
+    cr_expect_eq(mz_future_wait(f), MZ_OK);
+    cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
+    cr_expect_eq(st.ops, (uint64_t)n, "round %d: a re-run runs the whole closure", round);
+    mz_future_destroy(f);
+    cr_expect_eq(atomic_load(&alln_count), 2 * (n - ninc), "round %d", round);
+    mz_graph_destroy(g);
+  }
+  int32_t out[4];
+  MZ_OK_OR_DIE(rt, mz_buffer_read(v, out, sizeof out));
+  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], 200, "v[%d]: 100 increments, run twice", i);
+  mz_buffer_release(v);
+  mz_kernel_destroy(k);
+  mz_kernel_destroy(inc);
   mz_runtime_destroy(rt);
 }
 
