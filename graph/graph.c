@@ -69,11 +69,12 @@ static void graph_free(mz_graph *g) {
   else rt->graphs = g->next;
   if (g->next) g->next->prev = g->prev;
   mz__lowered_unclaim(&g->lowered); /* its buffers are released below */
+  bool succs_heap = g->succs_heap;
   pthread_mutex_unlock(&rt->lock);
   /* Cold records (explicit edges, plan records) and successor lists grown
    * past the exact room a run gave them. */
   mz__coldtab_fini(&g->cold, drop_cold);
-  for (size_t i = 0; i < g->ntasks_all; i++) {
+  for (size_t i = 0; succs_heap && i < g->ntasks_all; i++) {
     struct mz__task *t = mz__op_t(g->tasks_all[i]);
     if (mz__succs_heap(&t->succs)) free(t->succs.v);
   }

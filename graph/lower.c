@@ -1257,6 +1257,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
         if (ok) {
           atomic_fetch_add(&t->unfin, 1);
           s->v[s->n++] = op;
+          if (mz__succs_heap(s)) mz__op_graph(p)->succs_heap = true; /* (for its end: graph_free) */
           __atomic_store_n(&mz__task_of(p)->replay_dirty, true, __ATOMIC_RELAXED);
         } else {
           nfail++;

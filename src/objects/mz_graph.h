@@ -41,6 +41,10 @@ struct mz_graph {
    * task built after it: mz_schedule's closure then follows edges depth
    * first, not by one sweep down the build order (graph/lower.c). */
   bool xpreds_any;
+  /* Some task of it got a successor list on the heap (an edge from a task
+   * of a later run while it was in flight: mz__succs_room), which its end
+   * frees; else its end reads no task.  Guarded by rt->lock. */
+  bool succs_heap;
   /* buffer -> state in this graph (open addressing) */
   /* ran_writer: the highest id of a task writing buf that a run has
    * included (guarded by lock): a reader built before it and scheduled
