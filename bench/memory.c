@@ -8,8 +8,10 @@
  *  taskbench  a Task Bench stencil_1d-shaped graph, width W and N / W
  *             steps: each task is an apply of a kernel on a zip of a
  *             scalar, the two neighbour points of the previous step and
- *             its own output (4 graph nodes per task, as maize-bench's
- *             Task Bench system builds them), buffers of 16 bytes.
+ *             its own output (maize-bench's Task Bench system builds
+ *             a task alike, but takes its inputs as the producers'
+ *             results, mz_unzip, and gives each task a scalar id of its
+ *             own), buffers of 16 bytes.
  *
  * The figure is (peak RSS after build and run - RSS before the build) / N:
  * everything the graph, the run and the runtime hold per task, measured
