@@ -273,6 +273,17 @@ static int closure_sweep(mz_graph *g, mz_op *root, uint64_t stamp, size_t *count
   return 1;
 }
 
+/* In a runtime with host memory only and no device that waits, a task
+ * with no edge and no buffer has nothing to plan: no predecessor, no
+ * device record (xdev_set's NULL case), and the perf models' size bucket
+ * 0.  Readied so by the edge pass (schedule_locked) or all_new_mark. */
+static inline void ready_bare(mz_op *op, struct mz__task *t) {
+  t->npreds = 0;
+  t->exec.args_dev1 = 0;
+  mz__task_set_preds(t, NULL, NULL);
+  op->pm_key1 = 1;
+}
+
 /* The one-shot closure where root is a tuple of exactly the graph's new
  * tasks (tasks_all from first_new on), in build order: the common "join
  * of all I built".  Every predecessor of a new task is new or was
@@ -299,11 +310,8 @@ static int all_new_mark(mz_graph *g, mz_op *root, uint64_t stamp, bool bare_ok, 
     mz__task_set_mark(t, stamp);
     op->color = 0;
     t->succs.nrun = 0;
-    if (bare_ok && !op->u.bpreds && !t->nacc && !op->cold) { /* (the edge pass's bare case) */
-      t->npreds = 0;
-      t->exec.args_dev1 = 0;
-      mz__task_set_preds(t, NULL, NULL);
-      op->pm_key1 = 1;
+    if (bare_ok && !op->u.bpreds && !t->nacc && !op->cold) { /* (no cold record: no explicit edge) */
+      ready_bare(op, t);
       bare++;
     }
   }
@@ -834,10 +842,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   bool forward = false, cross_any = false, alias_any = false;
   size_t nedges = 0; /* edges within the run: room for the successor lists (below) */
   size_t nfail = 0;
-  /* In a runtime with host memory only and no device that waits, a task
-   * with no edge and no buffer has nothing to plan: no predecessor, no
-   * device record (the edge pass's bare case).  nbare: the run's tasks
-   * all_new_mark readied so; the edge pass is skipped when they are all. */
+  /* Whether a task without edges and buffers is readied bare (ready_bare);
+   * nbare: the run's tasks all_new_mark readied so (the edge pass is
+   * skipped when they are all). */
   bool bare_ok = rt->nmem <= 1 && !dwait && !r->xrec;
   size_t nbare = 0;
   /* The root's last run froze its edges and no other run holds records on
@@ -953,9 +960,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
     mz_op *op = tasks.v[i];
     struct mz__task *t = mz__task_of(op);
     if (bare_ok && !mz__task_nbpreds(t) && !t->nacc && !mz__task_nxpreds(t)) {
-      t->npreds = 0;
-      xdev_set(rt, t, NULL, NULL, NULL, NULL);
-      op->pm_key1 = 1; /* no buffer: the perf models' size bucket 0 (see below) */
+      ready_bare(op, t);
       continue;
     }
     if (!rerun && op->id < g->ran_max && (stale_writer = stale_read(g, op, &stale_buf)) != 0) {

@@ -335,7 +335,7 @@ static inline size_t mz__tuple_head(unsigned n) { return offsetof(struct mz_op, 
 /* A tuple's element count and elements. */
 static inline unsigned mz__tuple_n(const struct mz_op *op) { return op->tn < MZ__TUPLE_LONG ? op->tn : op->u.tuple.n; }
 static inline struct mz_op **mz__tuple_elems(const struct mz_op *op) {
-  return (struct mz_op **)(void *)((char *)(uintptr_t)op + offsetof(struct mz_op, u) + (op->tn < MZ__TUPLE_LONG ? 0 : 8));
+  return (struct mz_op **)(void *)((char *)(uintptr_t)op + mz__tuple_head(op->tn));
 }
 
 /* A task op is one of the task kinds (apply, host, partition,
