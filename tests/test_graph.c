@@ -315,6 +315,8 @@ Test(graph, values_of_every_producer_and_tuples_of_every_length, .timeout = 60) 
   mz_op *vx = mz_value(g, x);
   mz_op *r = mz_apply(g, addto, mz_zip(g, 3, (mz_op *[]){vx, vx, mz_value(g, y)}), NULL); /* y = 2 */
   mz_op *y_after_apply = mz_value(g, y);
+  cr_expect_eq(mz_unzip(g, r, 2), y_after_apply, "while the apply is y's last writer, its result is y's value node");
+  cr_expect_eq(mz_unzip(g, r, 2), mz_unzip(g, r, 2));
   mz_op *h = mz_host(g, host_add100, NULL, mz_zip(g, 2, (mz_op *[]){mz_value(g, z), y_after_apply})); /* z = 100, y = 102 */
   mz_op *z_after_host = mz_value(g, z), *y_after_host = mz_unzip(g, h, 1);
   mz_op *tiles = mz_partition(g, y_after_host, 3);

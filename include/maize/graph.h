@@ -93,8 +93,11 @@ typedef struct mz_launch {
  * element per parameter (computed ones included), holding the arguments as
  * they are after the call: unzip the ones you need (a buffer's element is
  * its value after the call; a scalar's is a scalar node of the value the
- * kernel gets, in the parameter's type; each made when first asked for,
- * the same node after that).  Checked here, as the
+ * kernel gets, in the parameter's type; each made when asked for, as the
+ * apply keeps no array of them: asked for again, a buffer's element is the
+ * same node while the apply is still the buffer's last writer in the
+ * graph, a scalar's while it is the graph's last scalar, else an equal
+ * one, which schedules and reads alike).  Checked here, as the
  * graph's sticky error: a wrong argument count, a NULL, destroyed or
  * foreign kernel or op, and one buffer passed twice where either use
  * writes it (in and out, in and inout, out and out) give MZ_EINVAL; a
