@@ -50,6 +50,7 @@ int mz_graph_create(mz_runtime *rt, mz_graph **out) {
  * graph/lower.c, freed with the graph. */
 void mz__lowered_free(struct mz__lowered *lw) {
   free(lw->tasks);
+  free(lw->plan);
   mz__arena_free(&lw->frozen);
   *lw = (struct mz__lowered){0};
 }

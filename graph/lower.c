@@ -384,6 +384,8 @@ static void keep_lowered(mz_graph *g, mz_op *root, mz_op *const *tasks, size_t n
 static void unfreeze(struct mz__lowered *lw) {
   mz__lowered_unclaim(lw);
   mz__arena_free(&lw->frozen);
+  free(lw->plan);
+  lw->plan = NULL;
   lw->replay = false;
   lw->sources = NULL;
   lw->nsources = 0;
@@ -516,6 +518,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   for (size_t i = 0, k = 0; src && i < n; i++)
     if (mz__task_of(topo[i])->npreds == 0) src[k++] = topo[i];
   mz__arena_free(&lw->frozen);
+  free(lw->plan); /* of the tasks in the old order: this run plans */
+  lw->plan = NULL;
   lw->frozen = a;
   lw->sources = src;
   lw->nsources = src ? ns : 0;
@@ -1323,15 +1327,33 @@ linked:
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 
   const struct mz_policy_ops *po = rt->pol[pol];
-  if (po->plan && r->ntasks) {
+  /* A replay under the policy of the plan kept, with every device and no
+   * estimate moved since, restores that plan (struct mz__lowered). */
+  struct mz__lowered *kw = r->lw && r->lw->replay && !r->devok && mz__policy_keeps_plan(po) ? r->lw : NULL;
+  uint64_t epoch = atomic_load_explicit(&rt->plan_epoch, memory_order_relaxed);
+  if (po->plan && r->ntasks && kw && r->replayed == kw && kw->plan && kw->plan_pol == pol && kw->plan_epoch == epoch &&
+      mz__plan_restore(r, kw->plan, mz__runtime_clock(rt))) {
+    r->plan_kept = true;
+  } else if (po->plan && r->ntasks) {
+    uint64_t c0 = mz__runtime_clock(rt), t0 = mz__now_ns();
     r->planning = true;
     rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
     r->planning = false;
     /* Checked even after a failed plan: a cycle would hang the run (its
      * nodes are canceled through the same counts). */
     int orc = mz__plan_order_check(r);
+    r->plan_ns = mz__now_ns() - t0;
     bool cycle = rc >= 0 && orc == MZ_EPOLICY;
     if (rc >= 0) rc = orc;
+    if (r->lw) {
+      free(r->lw->plan); /* another policy's, or made from older estimates */
+      r->lw->plan = NULL;
+    }
+    if (kw && rc >= 0) {
+      kw->plan = mz__plan_save(r, c0);
+      kw->plan_pol = pol;
+      kw->plan_epoch = epoch;
+    }
     if (rc < 0) {
       /* The run is committed; fail every task so the future resolves. */
       char why[160];

@@ -1,5 +1,6 @@
 /* The built-in policies: the table every runtime registers at creation,
- * and which of them share CPU work through the workers' stealing.  Above
+ * which of them share CPU work through the workers' stealing, and which
+ * keep their plan for re-runs.  Above
  * the policies themselves (they use src/policy.c's API, never this). */
 #include "policy_table.h"
 
@@ -18,3 +19,11 @@ const struct mz_policy_ops *const mz__builtin_policies[] = {
 };
 
 bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }
+
+/* Their plans read the tasks, edges, devices, perf models and the queues'
+ * backlog at the plan's start; a re-run starts once the graph's last run
+ * ended, so it finds the same backlog unless other graphs' runs are in
+ * flight, a difference the kept plan does not see. */
+bool mz__policy_keeps_plan(const struct mz_policy_ops *po) {
+  return po == &mz_policy_heft || po == &mz_policy_dmda || po == &mz_policy_dmdas;
+}

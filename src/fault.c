@@ -181,7 +181,8 @@ uint64_t mz__fault_fired(const mz_runtime *rt, enum mz__fault_kind kind) {
 }
 
 void mz__fault_revive(mz_runtime *rt, unsigned dev) {
-  if (rt && dev < rt->ndev) atomic_store(&rt->devs[dev]->dead, false);
+  if (rt && dev < rt->ndev && atomic_exchange(&rt->devs[dev]->dead, false))
+    atomic_fetch_add_explicit(&rt->plan_epoch, 1, memory_order_relaxed); /* plans may use it again */
 }
 
 int mz__fault_init(mz_runtime *rt) {

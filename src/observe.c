@@ -110,6 +110,8 @@ void mz__run_stats(const struct mz__run *r, mz_run_stats *out) {
   out->busy_ns = (const uint64_t *)r->busy;
   uint64_t v1 = atomic_load(&r->v1);
   out->virtual_ns = v1 > r->v0 ? v1 - r->v0 : 0;
+  out->plan_ns = r->plan_ns;
+  out->plan_kept = r->plan_kept;
 }
 
 void mz__observe_run_end(struct mz__run *r) {

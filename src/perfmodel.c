@@ -618,6 +618,15 @@ static __attribute__((noinline)) void record_sample(mz_runtime *rt, unsigned q, 
     stat_add(&a->s, (double)ns, bytes);
     stat_add(&d->s, (double)ns, bytes);
     if (a->s.n == MZ_PERFMODEL_MIN_SAMPLES) e->fit_stale = true;
+    /* A plan kept for re-runs (graph/lower.c) was made from estimates:
+     * one that appears (the bucket's third sample) or whose mean moved by
+     * more than an eighth since it last did so makes the next re-run plan
+     * again.  A settled model moves no more, so its plans are kept. */
+    if (a->s.n >= MZ_PERFMODEL_MIN_SAMPLES &&
+        (a->said <= 0 || fabs(a->s.mean - a->said) * 8 > a->said)) {
+      a->said = a->s.mean;
+      atomic_fetch_add_explicit(&rt->plan_epoch, 1, memory_order_relaxed);
+    }
     /* The task remembers that its bucket on dev is saturated: its later
      * runs there are then sampled one in MZ__PM_SAMPLE_EVERY. */
     struct mz__task *t = mz__task_of(op);

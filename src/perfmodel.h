@@ -38,6 +38,9 @@ struct mz__pm_stat {
 struct mz__pm_bucket {
   int key;
   struct mz__pm_stat s;
+  /* The mean that last moved the runtime's plan epoch (rt->plan_epoch,
+   * src/perfmodel.c), 0: none yet; not in the file. */
+  double said;
 };
 
 /* A model as a file holds it.  Buckets are sorted by key. */

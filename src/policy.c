@@ -299,6 +299,73 @@ out:
   return rc;
 }
 
+/* The policy word of t where its run's plan left it (the exec record: a
+ * run whose policy has plan has one for every task; else the cold one). */
+static uintptr_t *plan_word(struct mz__task *t, bool make) {
+  if (mz__exec_xd(&t->exec)) return &mz__exec_xd(&t->exec)->policy_word;
+  struct mz__tcold *c = make ? mz__task_cold(t) : mz__task_cold_get(t);
+  return c ? &c->policy_word : NULL;
+}
+
+struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0) {
+  size_t n = r->ntasks;
+  struct mz__plan_copy *p = n ? malloc(n * sizeof *p) : NULL;
+  if (!p) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    struct mz__task *t = mz__op_t(r->tasks[i]);
+    const struct mz__tcold *c = mz__task_cold_get(t);
+    const uintptr_t *w = plan_word(t, false);
+    p[i] = (struct mz__plan_copy){.q = t->fixed ? t->exec.queue : -1,
+                                  .prev = t->plan_after ? c->prev : NULL,
+                                  .word = w ? *w : 0,
+                                  .times = t->plan_times};
+    if (t->plan_times) {
+      p[i].start = (int64_t)(c->start - clock0);
+      p[i].end = (int64_t)(c->end - clock0);
+    }
+  }
+  return p;
+}
+
+bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t clock0) {
+  size_t n = r->ntasks;
+  /* First every record the plan needs, so that a refusal leaves nothing
+   * half set (the caller then plans anew). */
+  for (size_t i = 0; i < n; i++) {
+    struct mz__task *t = mz__op_t(r->tasks[i]);
+    if ((p[i].prev || p[i].times) && !mz__task_cold(t)) return false;
+    if (p[i].prev && !mz__task_cold(mz__op_t(p[i].prev))) return false;
+    if (p[i].word && !plan_word(t, true)) return false;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct mz__task *t = mz__op_t(r->tasks[i]);
+    if (p[i].q >= 0) {
+      t->exec.queue = p[i].q;
+      t->fixed = true;
+    }
+    if (p[i].word) {
+      *plan_word(t, false) = p[i].word;
+      __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* the next replay clears it */
+    }
+    if (p[i].prev) { /* as mz_task_set_after, checked when the plan was made */
+      struct mz__task *kp = mz__op_t(p[i].prev);
+      mz__task_cold_get(t)->prev = p[i].prev;
+      mz__task_cold_get(kp)->next = r->tasks[i];
+      t->plan_after = true;
+      __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED);
+      __atomic_store_n(&kp->replay_dirty, true, __ATOMIC_RELAXED);
+      atomic_fetch_add_explicit(&t->unsub, 1, memory_order_relaxed);
+    }
+    if (p[i].times) {
+      struct mz__tcold *c = mz__task_cold_get(t);
+      c->start = clock0 + (uint64_t)p[i].start;
+      c->end = clock0 + (uint64_t)p[i].end;
+      t->plan_times = true;
+    }
+  }
+  return true;
+}
+
 /* Plain stores: the task's own placement (plan, or select for this task)
  * is the only writer, and the observers read them once it has finished. */
 int mz_task_set_expected_times(const mz_sched *s, mz_task *t, uint64_t start_ns, uint64_t end_ns) {

@@ -5,6 +5,7 @@
 #define MZ_POLICY_TABLE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "maize.h"
 #include "maize/policy.h"
@@ -23,6 +24,33 @@ int mz__policy_code(int rc);
  * it added given back) and MZ_EPOLICY or MZ_ENOMEM is returned.  Only
  * before the run starts. */
 int mz__plan_order_check(struct mz__run *r);
+/* A run's plan as its policy left it, kept so that a re-run of the same
+ * tasks under the same policy need not plan again (graph/lower.c): per
+ * task of the run, in the run's order, its queue (-1: none fixed), the
+ * task planned before it on that queue (mz_task_set_after; NULL: none),
+ * its policy word, and its expected times (mz_task_set_expected_times)
+ * counted from the runtime clock at the plan's start. */
+struct mz__plan_copy {
+  struct mz_op *prev;
+  uintptr_t word;
+  int64_t start, end;
+  int32_t q;
+  bool times;
+};
+/* r's plan, in a malloc'd array of r->ntasks entries (NULL: out of
+ * memory, or no task); clock0: the runtime clock at the plan's start.
+ * Before the run starts. */
+struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0);
+/* Set r's tasks as p says (which mz__plan_save made of a run of the same
+ * tasks in the same order), the times shifted to clock0: true.  false,
+ * with nothing set, when a task's cold record cannot be made.  Before the
+ * run starts, once it reset the tasks' placements (graph/lower.c). */
+bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t clock0);
+/* Whether po's plan depends only on the run's tasks and edges, the
+ * devices and the perf models, so that it may be kept for re-runs
+ * (policies/builtin.c: heft, dmda, dmdas).  A user's plan is always
+ * called: it may count runs or keep per-run state. */
+bool mz__policy_keeps_plan(const struct mz_policy_ops *po);
 /* Whether po places a ready node on any idle queue that can run it (eager,
  * ws): then nodes only the CPU can run are shared among its workers, with
  * no select call (policies/builtin.c). */

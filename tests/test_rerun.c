@@ -103,10 +103,10 @@ static void free_chains(struct chains *c) {
   mz_kernel_destroy(c->accum);
 }
 
-/* Run the chains RUNS times, rewriting x before each run, cycling through
- * the policies; every run checked against the serial reference (values
+/* Run the chains RUNS times, rewriting x before each run, under policy
+ * (NULL: cycling through the policies); every run checked against the serial reference (values
  * only where the devices compute: simulated ones model time, not data). */
-static void run_many(mz_runtime *rt, struct chains *c, unsigned runs, bool values) {
+static void run_many_under(mz_runtime *rt, struct chains *c, unsigned runs, bool values, const char *policy) {
   static float ref[CHAINS][N], x[N], got[N];
   memset(ref, 0, sizeof ref);
   for (int k = 0; k < CHAINS; k++) MZ_OK_OR_DIE(rt, mz_buffer_write(c->y[k], ref[k], sizeof ref[k]));
@@ -119,7 +119,7 @@ static void run_many(mz_runtime *rt, struct chains *c, unsigned runs, bool value
       MZ_OK_OR_DIE(rt, mz_buffer_write(c->x[k], x, sizeof x));
       for (int i = 0; i < N; i++) ref[k][i] += 0.5f * x[i];
     }
-    const char *pol = mz_policy_name(rt, r % npol);
+    const char *pol = policy ? policy : mz_policy_name(rt, r % npol);
     mz_future *f = NULL;
     MZ_OK_OR_DIE(rt, mz_graph_run(c->g, c->root, pol, &f));
     int st = mz_future_wait(f);
@@ -136,6 +136,10 @@ static void run_many(mz_runtime *rt, struct chains *c, unsigned runs, bool value
                            (double)got[i], (double)ref[k][i]);
     }
   }
+}
+
+static void run_many(mz_runtime *rt, struct chains *c, unsigned runs, bool values) {
+  run_many_under(rt, c, runs, values, NULL);
 }
 
 Test(rerun, hundred_runs_every_policy) {
@@ -155,6 +159,88 @@ Test(rerun, on_simulated_devices) {
   struct chains c;
   build_chains(rt, &c);
   run_many(rt, &c, 12, false);
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* A re-run under heft, dmda or dmdas keeps its last run's plan while the
+ * perf models' estimates stay where they were: on simulated devices,
+ * whose times are exact, every run after the models have their first
+ * samples restores the plan (no time spent planning), and under heft
+ * (which fixes every node's queue) each node stays on its queue.  A run
+ * under another planning policy, or on fewer devices, plans again, and so
+ * does the first run back under the first policy; a run under a policy
+ * without plan (eager) leaves the kept plan as it was. */
+Test(rerun, planning_policies_keep_their_plan) {
+  mz_runtime *rt = NULL;
+  int rc = mz_runtime_create(&(mz_runtime_config){.devices = "sim:cpu*2@speed=1;sim:gpu*2@speed=10,mem=1G,link=8G/s",
+                                                  .quiet = true, .timings = true},
+                             &rt);
+  cr_assert_eq(rc, MZ_OK, "sim runtime: %s", mz_err_name(rc));
+  struct chains c;
+  build_chains(rt, &c);
+  const char *pols[] = {"heft", "dmda", "dmdas", "heft"};
+  enum { R = 8 };
+  for (unsigned p = 0; p < sizeof pols / sizeof *pols; p++) {
+    int queue[2 * CHAINS + 64] = {0};
+    for (unsigned r = 0; r < R; r++) {
+      mz_future *f = NULL;
+      MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, pols[p], &f));
+      int st = mz_future_wait(f);
+      cr_assert_eq(st, MZ_OK, "%s run %u: %s: %s", pols[p], r, mz_err_name(st), mz_future_message(f));
+      mz_run_stats stats;
+      MZ_OK_OR_DIE(rt, mz_future_stats(f, &stats));
+      cr_assert_eq(stats.ops, 2 * CHAINS);
+      if (r == 0) cr_assert(!stats.plan_kept, "%s: the first run after another policy's plan kept a plan", pols[p]);
+      /* Three samples give a bucket its estimate (one run here), which
+       * moves the epoch once; from then on the estimates stand. */
+      if (r >= 3) cr_assert(stats.plan_kept, "%s run %u planned again with no estimate moved", pols[p], r);
+      if (stats.plan_kept) cr_assert_eq(stats.plan_ns, 0, "%s run %u kept its plan but timed one", pols[p], r);
+      else cr_assert_gt(stats.plan_ns, 0, "%s run %u planned in no time", pols[p], r);
+      const mz_node_timing *tm = NULL;
+      size_t n = 0;
+      MZ_OK_OR_DIE(rt, mz_future_timings(f, &tm, &n));
+      cr_assert_eq(n, 2 * CHAINS);
+      for (size_t i = 0; i < n; i++) {
+        cr_assert_lt(tm[i].node, sizeof queue / sizeof *queue);
+        cr_assert_geq(tm[i].queue, 0);
+        if (stats.plan_kept && !strcmp(pols[p], "heft"))
+          cr_assert_eq(tm[i].queue, queue[tm[i].node], "heft run %u: node %u moved from queue %d to %d with the plan kept",
+                       r, tm[i].node, queue[tm[i].node], tm[i].queue);
+        queue[tm[i].node] = tm[i].queue;
+      }
+      mz_future_destroy(f);
+    }
+  }
+  /* A run without plan in between keeps heft's; one on fewer devices
+   * plans again, and the run after it too (on every device). */
+  const char *seq[] = {"eager", "heft", "heft", "heft"};
+  bool kept[] = {false, true, false, false};
+  unsigned devs[] = {1, 2, 3};
+  for (unsigned k = 0; k < 4; k++) {
+    mz_future *f = NULL;
+    if (k == 2) MZ_OK_OR_DIE(rt, mz_graph_run_with(c.g, c.root, &(mz_run_options){.policy = "heft", .devices = devs, .ndevices = 3}, &f));
+    else MZ_OK_OR_DIE(rt, mz_graph_run(c.g, c.root, seq[k], &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s: %s", seq[k], mz_future_message(f));
+    mz_run_stats stats;
+    MZ_OK_OR_DIE(rt, mz_future_stats(f, &stats));
+    cr_assert_eq(stats.plan_kept, kept[k], "step %u (%s%s): plan_kept %d", k, seq[k], k == 2 ? " on 3 devices" : "",
+                 stats.plan_kept);
+    mz_future_destroy(f);
+  }
+  free_chains(&c);
+  mz_runtime_destroy(rt);
+}
+
+/* Thirty re-runs under each planning policy on the CPU, with x rewritten
+ * before each: every run computes what the serial reference does, whether
+ * it kept its plan or made a new one. */
+Test(rerun, kept_plans_compute_what_the_serial_code_does) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  struct chains c;
+  build_chains(rt, &c);
+  run_many_under(rt, &c, 30, true, "heft");
+  run_many_under(rt, &c, 30, true, "dmdas");
   free_chains(&c);
   mz_runtime_destroy(rt);
 }

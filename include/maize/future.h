@@ -148,6 +148,8 @@ typedef struct mz_run_stats {
   uint64_t virtual_ns;      /* simulated devices: the makespan on the virtual clock, from
                                mz_schedule() to the end of the last simulated node; 0 when
                                the run used no simulated device */
+  uint64_t plan_ns;         /* time the policy's plan took (0: no plan, or kept) */
+  bool plan_kept;           /* a re-run that kept its last run's plan (mz_graph_run) */
 } mz_run_stats;
 int mz_future_stats(const mz_future *f, mz_run_stats *out);
 

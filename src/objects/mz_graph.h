@@ -145,6 +145,15 @@ struct mz_graph {
      * are (claim_run; NULL when none).  Guarded by rt->lock. */
     bool claimed;
     struct mz__run *claim_run;
+    /* The plan of the frozen run's policy when that policy keeps plans
+     * (mz__policy_keeps_plan): per task of topo (malloc'd; NULL: none),
+     * the policy's index and the runtime's plan epoch when it was made.
+     * A replay under that policy, with every device and the same epoch,
+     * restores it instead of calling the policy's plan.  Dropped with the
+     * frozen run. */
+    struct mz__plan_copy *plan;
+    unsigned plan_pol;
+    uint64_t plan_epoch;
   } lowered;
   /* The last ended run of this graph whose tasks were not all taken over
    * by a later run when its future went: kept (its list and its memory

@@ -118,6 +118,8 @@ struct mz__run {
   void *then_user;
   bool then_set;
   bool planning;              /* inside the policy's plan (mz_task_set_after is allowed) */
+  bool plan_kept;             /* the last run's plan was restored (graph/lower.c) */
+  uint64_t plan_ns;           /* time in the policy's plan, 0 when kept or none */
   int efd;                    /* eventfd, -1 until asked */
   /* statistics */
   _Atomic uint64_t st_ops, st_batches, st_callbacks, st_transfers, st_bytes, st_failed;

@@ -109,6 +109,11 @@ struct mz_runtime {
    * never cleared; a later writer of that buffer runs after the failed
    * one (a hazard edge), so it sees the flag. */
   _Atomic bool poisoned;
+  /* Moves when what a policy's plan reads may have changed: a perf
+   * model's estimate (src/perfmodel.c) or a device's death (src/device.c).
+   * A plan kept for re-runs of a graph is made again once it moved
+   * (graph/lower.c). */
+  _Atomic uint64_t plan_epoch;
   bool timings;               /* every node timed (mz_runtime_config.timings, MZ_TIMINGS) */
   struct mz_sched sched;
   uint64_t next_run_id;
