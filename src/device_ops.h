@@ -433,11 +433,12 @@ struct mz__queue {
   _Atomic(struct mz_op *) current;
   void *priv;                 /* backend state (a cl_command_queue, a CUstream, a worker) */
   /* Ready nodes of policies with pick, placed on this queue and waiting
-   * for a free slot, in arrival order (exec.c: pend, pick_drain).  Under
-   * pend_lock; npend is also read without it, after backlog drops. */
+   * for a free slot, in arrival order (exec.c: pend, pick_drain): the
+   * npend from pend_head on.  Under pend_lock; npend is also read without
+   * it, after backlog drops. */
   mz__spin pend_lock;
   _Atomic unsigned npend;
-  unsigned pend_cap;
+  unsigned pend_head, pend_cap;
   struct mz_op **pend;
   /* A CPU worker's completions, counted here by its own thread and
    * published to the run in one go (mz__queue_flush) when the worker runs

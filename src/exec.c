@@ -427,19 +427,27 @@ static void pick_drain(mz_runtime *rt, struct mz__queue *Q, struct work *w) {
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
   unsigned busy = atomic_load(&Q->backlog);
   while (n && busy < win && nout < PICK_PREFETCH) { /* a drop meanwhile: its thread drains too */
-    unsigned pi = mz__task_of(Q->pend[0])->run->policy, k = 0;
+    /* The oldest MZ_POLICY_PICK_MAX at most: a pick that looks at every
+     * node pending made a run of 50,000 independent nodes under dmdas
+     * quadratic (52 us a node). */
+    mz_op **v = Q->pend + Q->pend_head;
+    unsigned nw = n < MZ_POLICY_PICK_MAX ? n : MZ_POLICY_PICK_MAX;
+    unsigned pi = mz__task_of(v[0])->run->policy, k = 0;
     bool same = true, bad = false;
-    for (unsigned i = 1; i < n && same; i++) same = mz__task_of(Q->pend[i])->run->policy == pi;
+    for (unsigned i = 1; i < nw && same; i++) same = mz__task_of(v[i])->run->policy == pi;
     if (same && rt->pol_pick[pi]) {
-      k = rt->pol_pick[pi](rt->pol_state[pi], &rt->sched, Q->index, (mz_task *const *)Q->pend, n);
-      if (k >= n) {
+      k = rt->pol_pick[pi](rt->pol_state[pi], &rt->sched, Q->index, (mz_task *const *)v, nw);
+      if (k >= nw) {
         k = 0;
         bad = true;
       }
     }
-    mz_op *op = Q->pend[k];
-    memmove(&Q->pend[k], &Q->pend[k + 1], (n - k - 1) * sizeof *Q->pend);
+    mz_op *op = v[k];
+    /* The older ones move up one place: the list's tail stays put. */
+    memmove(v + 1, v, k * sizeof *v);
+    Q->pend_head++;
     atomic_store_explicit(&Q->npend, --n, memory_order_relaxed);
+    if (!n) Q->pend_head = 0;
     if (bad) {
       work_push(w, op, W_BADPICK);
       continue;
@@ -473,8 +481,14 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
   struct mz__queue *Q = rt->queues[q];
   mz__spin_lock(&Q->pend_lock);
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
-  if (n == Q->pend_cap) {
-    unsigned cap = n ? 2 * n : 16;
+  if (Q->pend_head + n == Q->pend_cap && Q->pend_head >= Q->pend_cap / 2) {
+    /* Half the room is before the head: move the list down (each node
+     * moves at most once per node picked since the last move). */
+    memmove(Q->pend, Q->pend + Q->pend_head, n * sizeof *Q->pend);
+    Q->pend_head = 0;
+  }
+  if (Q->pend_head + n == Q->pend_cap) {
+    unsigned cap = Q->pend_cap ? 2 * Q->pend_cap : 16;
     mz_op **v = realloc(Q->pend, cap * sizeof *v);
     if (!v) {
       mz__spin_unlock(&Q->pend_lock);
@@ -484,7 +498,7 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
     Q->pend = v;
     Q->pend_cap = cap;
   }
-  Q->pend[n] = op;
+  Q->pend[Q->pend_head + n] = op;
   atomic_store(&Q->npend, n + 1);
   mz__spin_unlock(&Q->pend_lock);
   pick_later(rt, Q, w);

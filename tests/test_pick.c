@@ -12,6 +12,9 @@
  *   sees only ready nodes of its queue; the nodes pending when the root
  *   ends run in the order pick chose (highest id first), as each host
  *   node records.
+ * - A long list (1,200 ready nodes, each with a successor that joins the
+ *   list as it runs) is shown to pick MZ_POLICY_PICK_MAX at a time; each
+ *   node runs once, after its predecessor; dmdas runs 20,000 ready nodes.
  * - A pick that returns an index past the list fails that node with
  *   MZ_EPOLICY and a message; the future resolves (no hang).
  * - Two pick policies whose runs share a queue: both runs finish with
@@ -296,6 +299,87 @@ Test(pick, two_pick_policies_share_a_queue) {
   cr_expect_eq(next, 2 * (FAN + 1));
   cr_expect_eq(seen.not_ready, 0);
   cr_expect_eq(seen.wrong_queue, 0);
+  mz_runtime_destroy(rt);
+}
+
+/* A long pending list is shown in windows: a root feeds LONG nodes, each
+ * with one successor, on one CPU worker, under a pick that takes the
+ * newest node of what it is shown.  pick never sees more than
+ * MZ_POLICY_PICK_MAX nodes, sees that many while more are pending, and
+ * every node runs once, each successor after its node: the list keeps
+ * its nodes as the picks take them from inside the window and the
+ * successors join at its end. */
+enum { LONG = 1200 };
+static _Atomic unsigned most_seen;
+static unsigned pick_newest_seen(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n) {
+  unsigned m = atomic_load(&most_seen);
+  while (n > m && !atomic_compare_exchange_weak(&most_seen, &m, n)) {
+  }
+  return pick_newest(state, s, q, pending, n);
+}
+static const struct mz_policy_ops newest_seen_policy = {
+    .abi = MZ_POLICY_ABI, .name = "test-newest-seen", .select = ready_on_zero, .pick = pick_newest_seen};
+
+Test(pick, a_long_pending_list_is_shown_in_windows) {
+  mz_runtime *rt = test_runtime("cpu:1");
+  OK(rt, mz_policy_register(rt, &newest_seen_policy));
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  static struct stamp st[2 * LONG + 1];
+  static _Atomic unsigned runs[2 * LONG + 1];
+  static unsigned order[2 * LONG + 1];
+  _Atomic unsigned next = 0;
+  static mz_op *ends[LONG];
+  for (unsigned i = 0; i <= 2 * LONG; i++) st[i] = (struct stamp){&next, order, i, runs, 0};
+  mz_op *root = mz_host(g, k_stamp, &st[0], NULL);
+  for (unsigned i = 0; i < LONG; i++) {
+    mz_op *a = mz_host(g, k_stamp, &st[1 + i], NULL);
+    ends[i] = mz_host(g, k_stamp, &st[1 + LONG + i], NULL);
+    cr_assert_eq(mz_depend(g, a, root), MZ_OK);
+    cr_assert_eq(mz_depend(g, ends[i], a), MZ_OK);
+  }
+  mz_future *f;
+  OK(rt, mz_schedule(g, mz_join(g, LONG, ends), "test-newest-seen", &f));
+  cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+  mz_future_destroy(f);
+  cr_expect_eq(next, 2 * LONG + 1);
+  cr_expect_eq(atomic_load(&most_seen), MZ_POLICY_PICK_MAX, "pick was shown at most %u nodes", atomic_load(&most_seen));
+  cr_expect_eq(seen.calls, 2 * LONG + 1, "every node passes through pick once");
+  cr_expect_eq(seen.not_ready, 0);
+  cr_expect_eq(seen.wrong_queue, 0);
+  static unsigned pos[2 * LONG + 1];
+  for (unsigned k = 0; k <= 2 * LONG; k++) pos[order[k]] = k;
+  for (unsigned i = 0; i <= 2 * LONG; i++) cr_assert_eq(runs[i], 1, "node %u ran %u times", i, runs[i]);
+  for (unsigned i = 0; i < LONG; i++)
+    cr_assert_lt(pos[1 + i], pos[1 + LONG + i], "node %u ran before its predecessor", 1 + LONG + i);
+  mz_graph_destroy(g);
+  mz_runtime_destroy(rt);
+}
+
+/* dmdas on many independent nodes (each pick is shown a window, not the
+ * whole list of ready nodes): every node runs once. */
+static int k_count(const mz_call *c) {
+  atomic_fetch_add((_Atomic unsigned *)c->user, 1);
+  return 0;
+}
+
+Test(pick, dmdas_on_many_ready_nodes) {
+  mz_runtime *rt = test_runtime("cpu:2");
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  enum { MANY = 20000 };
+  static _Atomic unsigned count;
+  static mz_op *v[MANY];
+  for (unsigned i = 0; i < MANY; i++) v[i] = mz_host(g, k_count, (void *)&count, NULL);
+  mz_op *root = mz_join(g, MANY, v);
+  for (int r = 0; r < 2; r++) {
+    mz_future *f;
+    OK(rt, mz_graph_run(g, root, "dmdas", &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+    mz_future_destroy(f);
+    cr_assert_eq(atomic_load(&count), (unsigned)(r + 1) * MANY);
+  }
+  mz_graph_destroy(g);
   mz_runtime_destroy(rt);
 }
 

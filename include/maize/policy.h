@@ -43,6 +43,9 @@ MZ_API_BEGIN
  * node has finished (a dynamic choice at ready time). */
 #define MZ_POLICY_DEFER (-1000)
 
+/* The most pending nodes pick is shown at once (the oldest). */
+#define MZ_POLICY_PICK_MAX 256
+
 typedef struct mz_sched mz_sched; /* the runtime as a policy sees it */
 typedef struct mz_task mz_task;   /* one node to place */
 
@@ -100,8 +103,10 @@ struct mz_policy_ops {
    * unfinished where its device runs nodes on the thread that ends them,
    * such as a CPU worker; two behind a submission thread; eight where the
    * device has a copy engine, whose copies start at submission), the
-   * runtime calls pick with the pending list and submits the node at the
-   * returned index.  Every node passes through pick, also one
+   * runtime calls pick with the oldest pending nodes (all of them, up to
+   * MZ_POLICY_PICK_MAX), in arrival order, and submits the node at the
+   * returned index: a list of thousands of ready nodes costs each pick
+   * no more than that many.  Every node passes through pick, also one
    * that finds q idle (then n may be 1).  Without pick, a placed node is
    * submitted at once and q runs nodes in placement order.
    * Thread: any runtime thread, as select; pick calls for one queue never
@@ -111,8 +116,9 @@ struct mz_policy_ops {
    * mz_task_ queries below are fine.
    * Ownership: pending[] and its tasks are borrowed for the call; all are
    * ready, placed on q, and of runs of this policy.  When runs of
-   * different policies share q, pick is asked only while every pending
-   * node is of its policy; otherwise they leave in arrival order.
+   * different policies share q, pick is asked only while every node it
+   * would be shown is of its policy; otherwise they leave in arrival
+   * order.
    * Returns an index below n.  Any other value fails pending[0] with
    * MZ_EPOLICY (its dependents are canceled) and the runtime asks again. */
   unsigned (*pick)(void *state, const mz_sched *s, unsigned q, mz_task *const pending[], unsigned n);
