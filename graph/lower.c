@@ -891,7 +891,9 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
       g->first_new = from;
     }
     int fast = 0;
-    if (!rerun && !g->xpreds_any && g->first_new < g->ntasks_all) {
+    /* (The first mz_graph_run of a graph never scheduled too: its
+     * closure is every task, none of which ran.) */
+    if ((!rerun || g->first_new == 0) && !g->xpreds_any && g->first_new < g->ntasks_all) {
       fast = all_new_mark(g, root, stamp, bare_ok, &nbare);
       if (fast < 0) stamp = mz__stamp_next(rt); /* (its marks are never read again) */
     }

@@ -391,9 +391,22 @@ static int alln_fn(const mz_call *c) {
 }
 
 /* A one-shot run of a join of every task the graph has not run yet, in
- * build order, takes the closure from the graph's list without a walk;
- * where one of them ran already, or the join is in another order, or the
- * tasks have edges and buffers, each still runs exactly once. */
+ * build order, takes the closure from the graph's list without a walk,
+ * and so does the first mz_graph_run of a graph never run; where one of
+ * them ran already, or the join is in another order, or the tasks have
+ * edges and buffers, each still runs exactly once (a re-run: every task
+ * of the closure, also the one that ran before). */
+static int first_run(mz_graph *g, mz_op *root, bool rerun, mz_future **fout) {
+  if (!rerun) return test_run(g, root, "eager", fout);
+  mz_future *f = NULL;
+  int rc = mz_graph_run(g, root, "eager", &f);
+  if (rc) return rc;
+  int st = mz_future_wait(f);
+  if (fout) *fout = f;
+  else mz_future_destroy(f);
+  return st;
+}
+
 Test(graph, a_join_of_every_new_task, .timeout = 60) {
   mz_runtime *rt = test_runtime("cpu:2");
   mz_kernel *k = test_kernel(rt, "alln", "i32 k", alln_fn, NULL);
@@ -404,8 +417,12 @@ Test(graph, a_join_of_every_new_task, .timeout = 60) {
   mz_future *f;
   mz_run_stats st;
   /* Rounds: 0 all new and bare; 1 one in the middle ran alone first; 2
-   * some with a buffer; 3 the join reversed; 4 the first ran alone first. */
-  for (int round = 0; round < 5; round++) {
+   * some with a buffer; 3 the join reversed; 4 the first ran alone first;
+   * 5 to 9 the same with mz_graph_run for every run. */
+  int32_t want = 0;
+  for (int rr = 0; rr < 10; rr++) {
+    int round = rr % 5;
+    bool rerun = rr >= 5;
     mz_graph *g;
     MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
     atomic_store(&alln_count, 0);
@@ -424,7 +441,7 @@ Test(graph, a_join_of_every_new_task, .timeout = 60) {
     }
     int ran_before = 0;
     if (round == 1 || round == 4) {
-      cr_assert_eq(test_run(g, ops[round == 1 ? 200 : 0], "eager", NULL), MZ_OK);
+      cr_assert_eq(first_run(g, ops[round == 1 ? 200 : 0], rerun, NULL), MZ_OK);
       ran_before = 1;
       cr_expect_eq(atomic_load(&alln_count), 1);
     }
@@ -435,26 +452,30 @@ Test(graph, a_join_of_every_new_task, .timeout = 60) {
     } else {
       root = mz_join(g, (unsigned)n, ops);
     }
-    cr_assert_eq(test_run(g, root, "eager", &f), MZ_OK, "round %d: %s", round, f ? mz_future_message(f) : mz_graph_message(g));
+    cr_assert_eq(first_run(g, root, rerun, &f), MZ_OK, "round %d: %s", rr, f ? mz_future_message(f) : mz_graph_message(g));
     cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
-    cr_expect_eq(st.ops, (uint64_t)(n - ran_before), "round %d: the run's tasks", round);
+    /* (A re-run runs the one that ran alone again.) */
+    int again = rerun ? ran_before : 0;
+    cr_expect_eq(st.ops, (uint64_t)(n - ran_before + again), "round %d: the run's tasks", rr);
     mz_future_destroy(f);
-    cr_expect_eq(atomic_load(&alln_count), n - ninc, "round %d", round);
-    cr_expect_eq(atomic_load(&incs), ninc, "round %d", round);
+    cr_expect_eq(atomic_load(&alln_count), n - ninc + again, "round %d", rr);
+    cr_expect_eq(atomic_load(&incs), ninc, "round %d", rr);
     for (int i = 0; i < n; i++)
-      if (!(round == 2 && i % 4 == 3)) cr_expect_eq(atomic_load(&alln_seen[i]), 1, "round %d: task %d ran once", round, i);
+      if (!(round == 2 && i % 4 == 3))
+        cr_expect_eq(atomic_load(&alln_seen[i]), 1 + (again && i == (round == 1 ? 200 : 0)), "round %d: task %d's runs", rr, i);
     /* And again, re-run as built. */
     cr_assert_eq(mz_graph_run(g, root, "eager", &f), MZ_OK);
     cr_expect_eq(mz_future_wait(f), MZ_OK);
     cr_assert_eq(mz_future_stats(f, &st), MZ_OK);
-    cr_expect_eq(st.ops, (uint64_t)n, "round %d: a re-run runs the whole closure", round);
+    cr_expect_eq(st.ops, (uint64_t)n, "round %d: a re-run runs the whole closure", rr);
     mz_future_destroy(f);
-    cr_expect_eq(atomic_load(&alln_count), 2 * (n - ninc), "round %d", round);
+    cr_expect_eq(atomic_load(&alln_count), 2 * (n - ninc) + again, "round %d", rr);
+    want += 2 * ninc;
     mz_graph_destroy(g);
   }
   int32_t out[4];
   MZ_OK_OR_DIE(rt, mz_buffer_read(v, out, sizeof out));
-  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], 200, "v[%d]: 100 increments, run twice", i);
+  for (int i = 0; i < 4; i++) cr_expect_eq(out[i], want, "v[%d]: 100 increments, run twice, in two rounds", i);
   mz_buffer_release(v);
   mz_kernel_destroy(k);
   mz_kernel_destroy(inc);
