@@ -69,7 +69,9 @@ struct mz_policy_ops {
    * Locks: none held.  Ownership: state is given back for good. */
   void (*fini)(void *state);
 
-  /* See a whole run before it starts.  Optional.
+  /* See a whole run before it starts.  Optional.  Called for every run
+   * (the shipped heft, dmda and dmdas are the only policies whose plan a
+   * re-run may keep: mz_graph_run in future.h).
    * Thread: the one calling mz_schedule().  Locks: none held; no node of
    * the run has started.  Ownership: tasks[] and the tasks are borrowed for
    * the call; set queues with mz_task_set_queue().  A negative return fails
