@@ -453,20 +453,24 @@ static size_t frozen_block(const struct mz__run *r, bool dwait, const struct mz_
   return pb + sb + ab + xb + wb;
 }
 
+/* What freeze needs to size its arena, summed over the run's tasks where
+ * they are committed (schedule_locked), so that it walks them once: the
+ * bytes of their blocks (frozen_block), the tasks with outside gates and
+ * those without predecessors. */
+struct frz_sizes {
+  size_t total, ng, ns;
+};
+
 /* Run r of lw's root has only in-run edges and touches no partitioned
  * buffer (the caller checked): copy its run order, its tasks' predecessor
  * and successor lists and exec arrays, and its buffers' hazard records
  * into a new frozen arena, and point the tasks at it, so that the next
  * run replays them.  rt->lock is held and r has not started. */
-static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched) {
+static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touched, size_t ntouched,
+                   const struct frz_sizes *z) {
   mz_runtime *rt = r->rt;
-  size_t n = r->ntasks, total = 0, nrd = 0, ng = 0, o[4];
+  size_t n = r->ntasks, total = z->total, nrd = 0, ng = z->ng, ns = z->ns, o[4];
   bool dwait = rt_device_waits(rt);
-  for (size_t i = 0; i < n; i++) {
-    const struct mz__task *t = mz__op_t(r->tasks[i]);
-    total += frozen_block(r, dwait, t, o);
-    ng += mz__task_ngates(t) != 0;
-  }
   for (size_t i = 0; i < ntouched; i++) nrd += ((mz_buffer *)(void *)touched[i])->hz.nreaders;
   mz__lowered_unclaim(lw); /* its entries are in the arena replaced */
   struct mz__arena a = {.pool = &rt->chunks};
@@ -476,6 +480,9 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
   mz_op **rd = mz__arena_alloc(&a, (nrd ? nrd : 1) * sizeof *rd);
   char *mem = mz__arena_alloc(&a, total ? total : 1);
   struct mz__lwgate *gated = ng ? mz__arena_alloc(&a, ng * sizeof *gated) : NULL;
+  /* The sources, in the array of the tasks' blocks' arena (none: the run
+   * gates stay, see ungated below). */
+  mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
   if (!topo || !succv || !bufs || !rd || !mem || (ng && !gated)) {
     mz__arena_free(&a);
     unfreeze(lw);
@@ -493,9 +500,12 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     bufs[i] = (struct mz__lwbuf){.b = b, .lw = lw, .writer = w, .nreaders = k, .readers = rd};
     rd += k;
   }
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0, k = 0, j = 0; i < n; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
     size_t sz = frozen_block(r, dwait, t, o);
+    uint32_t tg = mz__task_ngates(t);
+    if (tg) gated[k++] = (struct mz__lwgate){.idx = (uint32_t)i, .n = tg};
+    if (src && !t->npreds) src[j++] = r->tasks[i];
     topo[i] = r->tasks[i];
     if (t->npreds) memcpy(mem, mz__task_preds(t), t->npreds * sizeof(mz_op *));
     if (t->succs.nrun) memcpy(mem + o[0], t->succs.v, t->succs.nrun * sizeof *t->succs.v);
@@ -504,19 +514,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
              o[3] > o[2] ? (void *)(mem + o[2]) : NULL, dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
     mem += sz;
   }
-  /* The sources, in the array of the tasks' blocks' arena. */
-  size_t ns = 0;
-  for (size_t i = 0, k = 0; i < n; i++) {
-    const struct mz__task *t = mz__task_of(topo[i]);
-    ns += t->npreds == 0;
-    uint32_t tg = mz__task_ngates(t);
-    if (tg) gated[k++] = (struct mz__lwgate){.idx = (uint32_t)i, .n = tg};
-  }
   bool ungated = ng == 0;
-  mz_op **src = ns ? mz__arena_alloc(&a, ns * sizeof *src) : NULL;
   if (ns && !src) ungated = false; /* no list: the run gates stay */
-  for (size_t i = 0, k = 0; src && i < n; i++)
-    if (mz__task_of(topo[i])->npreds == 0) src[k++] = topo[i];
   mz__arena_free(&lw->frozen);
   free(lw->plan); /* of the tasks in the old order: this run plans */
   lw->plan = NULL;
@@ -1194,11 +1193,18 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   bool prefix = true;
   size_t nsrc = 0;
   struct vec srcs = {0};
+  struct frz_sizes frz = {0};
+  size_t frz_o[4];
   for (size_t i = 0; i < r->ntasks; i++) {
     mz_op *op = r->tasks[i];
     struct mz__task *t = mz__task_of(op);
     task_enter(op, r, true, false);
     uint32_t ngates = mz__task_ngates(t);
+    if (rerun) { /* (its lists are complete: frozen_block's sizes hold) */
+      frz.total += frozen_block(r, dwait, t, frz_o);
+      frz.ng += ngates != 0;
+      frz.ns += t->npreds == 0;
+    }
     if (open) {
       if (mz__task_kernel(t) != pk) {
         psh = mz__run_shareable(r, t);
@@ -1294,7 +1300,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
   if (rerun) {
     if (!lw) keep_lowered(g, root, forward ? tasks.v : r->tasks, r->ntasks);
     if (g->lowered.root == root) {
-      if (!nfail && !cross_any && !alias_any) freeze(&g->lowered, r, touched.v, touched.n);
+      if (!nfail && !cross_any && !alias_any) freeze(&g->lowered, r, touched.v, touched.n, &frz);
       else unfreeze(&g->lowered);
     }
   }
