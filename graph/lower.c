@@ -453,6 +453,17 @@ static size_t frozen_block(const struct mz__run *r, bool dwait, const struct mz_
   return pb + sb + ab + xb + wb;
 }
 
+/* n ops from src to dst: the few a task has by a loop the compiler keeps
+ * (a memcpy call for one or two pointers was most of what freeze spent on
+ * a chain), more by memcpy. */
+static inline void copy_ops(mz_op **dst, mz_op *const *src, size_t n) {
+  if (n > 4) {
+    memcpy(dst, src, n * sizeof *dst);
+    return;
+  }
+  for (size_t i = 0; i < n && i < 4; i++) dst[i] = src[i];
+}
+
 /* What freeze needs to size its arena, summed over the run's tasks where
  * they are committed (schedule_locked), so that it walks them once: the
  * bytes of their blocks (frozen_block), the tasks with outside gates and
@@ -507,8 +518,8 @@ static void freeze(struct mz__lowered *lw, struct mz__run *r, mz_op *const *touc
     if (tg) gated[k++] = (struct mz__lwgate){.idx = (uint32_t)i, .n = tg};
     if (src && !t->npreds) src[j++] = r->tasks[i];
     topo[i] = r->tasks[i];
-    if (t->npreds) memcpy(mem, mz__task_preds(t), t->npreds * sizeof(mz_op *));
-    if (t->succs.nrun) memcpy(mem + o[0], t->succs.v, t->succs.nrun * sizeof *t->succs.v);
+    copy_ops((mz_op **)(void *)mem, mz__task_preds(t), t->npreds);
+    copy_ops((mz_op **)(void *)(mem + o[0]), t->succs.v, t->succs.nrun);
     succv[i] = (mz_op **)(void *)(mem + o[0]);
     xdev_set(rt, t, t->npreds ? (mz_op **)(void *)mem : NULL, o[2] > o[1] ? mem + o[1] : NULL,
              o[3] > o[2] ? (void *)(mem + o[2]) : NULL, dwait && t->npreds + t->nacc ? (void *)(mem + o[3]) : NULL);
