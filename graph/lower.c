@@ -775,6 +775,52 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
   return rc;
 }
 
+/* Run r's plan, by its policy (pol, whose state is pstate), or the one
+ * the last run of the same tasks made (struct mz__lowered) when that may
+ * be kept: a replay under the same policy, with every device, and no
+ * estimate moved since (rt->plan_epoch).  A plan that fails fails every
+ * task of r (which is committed), so that its future resolves.  Before r
+ * starts; g->lock is held.  Out of line: runs of policies without plan
+ * (eager, ws) pay nothing here. */
+static __attribute__((noinline)) void plan_run(struct mz__run *r, unsigned pol, void *pstate) {
+  mz_runtime *rt = r->rt;
+  const struct mz_policy_ops *po = rt->pol[pol];
+  struct mz__lowered *kw = r->lw && r->lw->replay && !r->devok && mz__policy_keeps_plan(po) ? r->lw : NULL;
+  uint64_t epoch = atomic_load_explicit(&rt->plan_epoch, memory_order_relaxed);
+  if (kw && r->replayed == kw && kw->plan && kw->plan_pol == pol && kw->plan_epoch == epoch &&
+      mz__plan_restore(r, kw->plan, mz__runtime_clock(rt))) {
+    r->plan_kept = true;
+    return;
+  }
+  uint64_t c0 = mz__runtime_clock(rt), t0 = mz__now_ns();
+  r->planning = true;
+  int rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
+  r->planning = false;
+  /* Checked even after a failed plan: a cycle would hang the run (its
+   * nodes are canceled through the same counts). */
+  int orc = mz__plan_order_check(r);
+  r->plan_ns = mz__now_ns() - t0;
+  bool cycle = rc >= 0 && orc == MZ_EPOLICY;
+  if (rc >= 0) rc = orc;
+  if (r->lw) {
+    free(r->lw->plan); /* another policy's, or made from older estimates */
+    r->lw->plan = NULL;
+  }
+  if (kw && rc >= 0) {
+    kw->plan = mz__plan_save(r, c0);
+    kw->plan_pol = pol;
+    kw->plan_epoch = epoch;
+  }
+  if (rc < 0) {
+    char why[160];
+    if (cycle)
+      snprintf(why, sizeof why, "policy '%s': its plan order (mz_task_set_after) has a cycle", po->name);
+    else
+      snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
+    mz__fail_message(r, NULL, mz__policy_code(rc), why);
+  }
+}
+
 /* The body of mz_schedule and mz_graph_run; g->lock is held. */
 static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts, bool rerun, const char *who,
                            mz_future **out) {
@@ -1345,44 +1391,7 @@ linked:
   free(next_pred);
   if (nfail) mz__warn(rt, "mz_schedule: %zu edges could not be recorded (out of memory)", nfail);
 
-  const struct mz_policy_ops *po = rt->pol[pol];
-  /* A replay under the policy of the plan kept, with every device and no
-   * estimate moved since, restores that plan (struct mz__lowered). */
-  struct mz__lowered *kw = r->lw && r->lw->replay && !r->devok && mz__policy_keeps_plan(po) ? r->lw : NULL;
-  uint64_t epoch = atomic_load_explicit(&rt->plan_epoch, memory_order_relaxed);
-  if (po->plan && r->ntasks && kw && r->replayed == kw && kw->plan && kw->plan_pol == pol && kw->plan_epoch == epoch &&
-      mz__plan_restore(r, kw->plan, mz__runtime_clock(rt))) {
-    r->plan_kept = true;
-  } else if (po->plan && r->ntasks) {
-    uint64_t c0 = mz__runtime_clock(rt), t0 = mz__now_ns();
-    r->planning = true;
-    rc = po->plan(pstate, &rt->sched, (mz_task *const *)r->tasks, r->ntasks);
-    r->planning = false;
-    /* Checked even after a failed plan: a cycle would hang the run (its
-     * nodes are canceled through the same counts). */
-    int orc = mz__plan_order_check(r);
-    r->plan_ns = mz__now_ns() - t0;
-    bool cycle = rc >= 0 && orc == MZ_EPOLICY;
-    if (rc >= 0) rc = orc;
-    if (r->lw) {
-      free(r->lw->plan); /* another policy's, or made from older estimates */
-      r->lw->plan = NULL;
-    }
-    if (kw && rc >= 0) {
-      kw->plan = mz__plan_save(r, c0);
-      kw->plan_pol = pol;
-      kw->plan_epoch = epoch;
-    }
-    if (rc < 0) {
-      /* The run is committed; fail every task so the future resolves. */
-      char why[160];
-      if (cycle)
-        snprintf(why, sizeof why, "policy '%s': its plan order (mz_task_set_after) has a cycle", po->name);
-      else
-        snprintf(why, sizeof why, "policy '%s': its plan returned %d (%s)", po->name, rc, mz_err_name(rc));
-      mz__fail_message(r, NULL, mz__policy_code(rc), why);
-    }
-  }
+  if (rt->pol[pol]->plan && r->ntasks) plan_run(r, pol, pstate);
   mz__run_start(r);
   *out = f;
   return MZ_OK;
