@@ -537,7 +537,7 @@ int main(int argc, char **argv) {
   }
   printf("maize: policy eager; m.run: mz_schedule() to mz_future_wait() (m.sched: the part inside mz_schedule());\n"
          "m.build: building the graph; m.rerun: mz_graph_run() of the built graph to its end (its first run,\n"
-         "which lowers it for re-runs, is maize_lower_ns in the BENCH line); m.single: m.run\n"
+         "which lowers it for re-runs, is maize_lower_ns below); m.single: m.run\n"
          "with policy single.  Targets: independent <= 60 ns and <= OpenMP, chain <= 100 ns, re-run <= 30 ns.\n\n");
   for (int s = 0; s < NSHAPES; s++) {
     char m[32], o[32], sp[32], mr[32], mb[32], rr[32], ro[32], lw[32];
