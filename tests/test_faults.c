@@ -8,7 +8,9 @@
  * with the right data; that a device marked dead mid-run hands its
  * remaining work to another device when the inputs have a valid copy
  * elsewhere, and fails the node with MZ_EDEVICE (dependents canceled)
- * when the only valid copy was on the dead device; that a memory limit
+ * when the only valid copy was on the dead device; that a heft re-run
+ * which kept its plan plans again once a device died or came back; that
+ * a memory limit
  * swept from plenty down to one buffer ends every run with correct results
  * or MZ_ENOMEM, never above the limit, with evictions per buffer bounded
  * by its uses; and, in 1,000 random runs (random graphs, policies, fault
@@ -447,6 +449,69 @@ static void dead_moves(const char *devices, const char *victim_name, bool data) 
 Test(faults, dead_sim_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("sim:dev*2", "sim0", false); }
 /* Under a pick policy the victim's nodes wait in its queue's pending list
  * when it dies: they move too. */
+/* A re-run under heft that kept its plan plans again once a device has
+ * died (the run it died in moves its nodes; the next finds the plan epoch
+ * moved) and places nothing on the dead device; a revived device moves
+ * the epoch again, and the plan after is kept once more. */
+static bool heft_run(mz_runtime *rt, mz_graph *g, mz_op *root, unsigned victim, bool victim_idle) {
+  mz_future *f;
+  OK(rt, mz_graph_run(g, root, "heft", &f));
+  int st = mz_future_wait_for(f, WAIT_NS);
+  cr_assert_eq(st, MZ_OK, "%s: %s", mz_err_name(st), mz_future_message(f));
+  mz_run_stats stats;
+  OK(rt, mz_future_stats(f, &stats));
+  if (victim_idle) cr_expect_eq(stats.busy_ns[victim], 0, "the dead device ran nodes");
+  bool kept = stats.plan_kept;
+  mz_future_destroy(f);
+  return kept;
+}
+
+Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(60)) {
+  const char *devices = "sim:cpu*2@speed=1;sim:gpu*2@speed=10,mem=1G,link=8G/s";
+  mz_runtime *rt = open_rt(devices);
+  NEED(rt, devices);
+  enum { M = 12 };
+  mz_kernel *mix = kernel(rt, "cpu_mix", "mixk", NULL);
+  mz_buffer *a = buffer(rt, N, 1), *b = buffer(rt, N, 2), *o[M];
+  mz_graph *g;
+  OK(rt, mz_graph_create(rt, &g));
+  mz_op *outs[M];
+  for (int i = 0; i < M; i++) {
+    o[i] = buffer(rt, N, 0);
+    mz_op *args[] = {mz_u32(g, (uint32_t)i), mz_value(g, a), mz_value(g, b), mz_value(g, o[i])};
+    outs[i] = mz_unzip(g, mz_apply(g, mix, mz_zip(g, 4, args), NULL), 3);
+  }
+  mz_op *root = mz_join(g, M, outs);
+  /* The fast devices: heft's plan uses them. */
+  unsigned victim = mz_runtime_device_count(rt);
+  for (unsigned d = 0; d < mz_runtime_device_count(rt) && victim == mz_runtime_device_count(rt); d++) {
+    mz_device_info info;
+    OK(rt, mz_device_get_info(mz_runtime_device(rt, d), &info));
+    if (strstr(info.name, "gpu")) victim = d;
+  }
+  cr_assert_lt(victim, mz_runtime_device_count(rt), "no simulated gpu in '%s'", devices);
+  bool kept = false;
+  for (int r = 0; r < 6 && !kept; r++) kept = heft_run(rt, g, root, victim, false);
+  cr_assert(kept, "heft kept no plan in six re-runs on simulated devices");
+  char spec[32];
+  snprintf(spec, sizeof spec, "dead:%u@1", victim);
+  OK(rt, mz__faults_set(rt, spec));
+  heft_run(rt, g, root, victim, false); /* it dies here */
+  cr_assert(mz_device_is_dead(mz_runtime_device(rt, victim)), "the fault did not fire");
+  cr_expect(!heft_run(rt, g, root, victim, true), "a plan made with the dead device was kept");
+  cr_expect(heft_run(rt, g, root, victim, true), "the plan made without it was not kept");
+  OK(rt, mz__faults_set(rt, NULL));
+  mz__fault_revive(rt, victim);
+  cr_expect(!heft_run(rt, g, root, victim, false), "a plan made without the revived device was kept");
+  cr_expect(heft_run(rt, g, root, victim, false), "the plan made with it again was not kept");
+  mz_graph_destroy(g);
+  for (int i = 0; i < M; i++) mz_buffer_release(o[i]);
+  mz_buffer_release(a);
+  mz_buffer_release(b);
+  mz_kernel_destroy(mix);
+  mz_runtime_destroy(rt);
+}
+
 Test(faults, dead_sim_moves_pending_work, .timeout = SAN_SLOW(60)) {
   dead_moves_with("sim:dev*2", "sim0", false, "pin-picked");
   dead_moves_with("sim:dev*2@copy=1", "sim0", false, "pin-picked");
