@@ -481,7 +481,7 @@ static void pend(mz_op *op, unsigned q, struct work *w) {
   struct mz__queue *Q = rt->queues[q];
   mz__spin_lock(&Q->pend_lock);
   unsigned n = atomic_load_explicit(&Q->npend, memory_order_relaxed);
-  if (Q->pend_head + n == Q->pend_cap && Q->pend_head >= Q->pend_cap / 2) {
+  if (Q->pend_head && Q->pend_head + n == Q->pend_cap && Q->pend_head >= Q->pend_cap / 2) {
     /* Half the room is before the head: move the list down (each node
      * moves at most once per node picked since the last move). */
     memmove(Q->pend, Q->pend + Q->pend_head, n * sizeof *Q->pend);
