@@ -351,6 +351,17 @@ Test(faults, each_kind_cuda_one_runtime, .timeout = SAN_SLOW(120)) {
 
 /* ---- dead devices ---- */
 
+/* m independent mix nodes on a's and b's contents, node i writing o[i]
+ * (made here) as outs[i]. */
+static void mix_nodes(mz_runtime *rt, mz_graph *g, mz_kernel *mix, mz_buffer *a, mz_buffer *b, int m, mz_buffer **o,
+                      mz_op **outs) {
+  for (int i = 0; i < m; i++) {
+    o[i] = buffer(rt, N, 0);
+    mz_op *args[] = {mz_u32(g, (uint32_t)i), mz_value(g, a), mz_value(g, b), mz_value(g, o[i])};
+    outs[i] = mz_unzip(g, mz_apply(g, mix, mz_zip(g, 4, args), NULL), 3);
+  }
+}
+
 /* Independent nodes reading host inputs, all pinned to the first non-CPU
  * device, which dies after its 3rd op: the rest move and all succeed. */
 static void dead_moves_with(const char *devices, const char *victim_name, bool data, const char *policy) {
@@ -362,11 +373,7 @@ static void dead_moves_with(const char *devices, const char *victim_name, bool d
   mz_graph *g;
   OK(rt, mz_graph_create(rt, &g));
   mz_op *outs[M];
-  for (int i = 0; i < M; i++) {
-    o[i] = buffer(rt, N, 0);
-    mz_op *args[] = {mz_u32(g, (uint32_t)i), mz_value(g, a), mz_value(g, b), mz_value(g, o[i])};
-    outs[i] = mz_unzip(g, mz_apply(g, mix, mz_zip(g, 4, args), NULL), 3);
-  }
+  mix_nodes(rt, g, mix, a, b, M, o, outs);
   char spec[64];
   snprintf(spec, sizeof spec, "dead:%s@3", victim_name);
   OK(rt, mz__faults_set(rt, spec));
@@ -476,11 +483,7 @@ Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(6
   mz_graph *g;
   OK(rt, mz_graph_create(rt, &g));
   mz_op *outs[M];
-  for (int i = 0; i < M; i++) {
-    o[i] = buffer(rt, N, 0);
-    mz_op *args[] = {mz_u32(g, (uint32_t)i), mz_value(g, a), mz_value(g, b), mz_value(g, o[i])};
-    outs[i] = mz_unzip(g, mz_apply(g, mix, mz_zip(g, 4, args), NULL), 3);
-  }
+  mix_nodes(rt, g, mix, a, b, M, o, outs);
   mz_op *root = mz_join(g, M, outs);
   /* The fast devices: heft's plan uses them. */
   unsigned victim = mz_runtime_device_count(rt);
