@@ -337,32 +337,19 @@ bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t
     if (p[i].prev && !mz__task_cold(mz__op_t(p[i].prev))) return false;
     if (p[i].word && !plan_word(t, true)) return false;
   }
+  /* Then through the calls a plan makes, which cannot fail now (the
+   * order was checked against these edges when the plan was made). */
+  const mz_sched *s = &r->rt->sched;
+  r->planning = true;
   for (size_t i = 0; i < n; i++) {
-    struct mz__task *t = mz__op_t(r->tasks[i]);
-    if (p[i].q >= 0) {
-      t->exec.queue = p[i].q;
-      t->fixed = true;
-    }
-    if (p[i].word) {
-      *plan_word(t, false) = p[i].word;
-      __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED); /* the next replay clears it */
-    }
-    if (p[i].prev) { /* as mz_task_set_after, checked when the plan was made */
-      struct mz__task *kp = mz__op_t(p[i].prev);
-      mz__task_cold_get(t)->prev = p[i].prev;
-      mz__task_cold_get(kp)->next = r->tasks[i];
-      t->plan_after = true;
-      __atomic_store_n(&t->replay_dirty, true, __ATOMIC_RELAXED);
-      __atomic_store_n(&kp->replay_dirty, true, __ATOMIC_RELAXED);
-      atomic_fetch_add_explicit(&t->unsub, 1, memory_order_relaxed);
-    }
-    if (p[i].times) {
-      struct mz__tcold *c = mz__task_cold_get(t);
-      c->start = clock0 + (uint64_t)p[i].start;
-      c->end = clock0 + (uint64_t)p[i].end;
-      t->plan_times = true;
-    }
+    mz_task *t = (mz_task *)r->tasks[i];
+    if (p[i].q >= 0) (void)mz_task_set_queue(s, t, (unsigned)p[i].q);
+    if (p[i].word) *mz_task_policy_data(t) = p[i].word;
+    if (p[i].prev) (void)mz_task_set_after(s, t, (mz_task *)p[i].prev);
+    if (p[i].times)
+      (void)mz_task_set_expected_times(s, t, clock0 + (uint64_t)p[i].start, clock0 + (uint64_t)p[i].end);
   }
+  r->planning = false;
   return true;
 }
 

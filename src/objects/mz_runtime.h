@@ -110,7 +110,8 @@ struct mz_runtime {
    * one (a hazard edge), so it sees the flag. */
   _Atomic bool poisoned;
   /* Moves when what a policy's plan reads may have changed: a perf
-   * model's estimate (src/perfmodel.c) or a device's death (src/device.c).
+   * model's estimate (src/perfmodel.c), a device's death (src/device.c) or
+   * revival (src/fault.c).
    * A plan kept for re-runs of a graph is made again once it moved
    * (graph/lower.c). */
   _Atomic uint64_t plan_epoch;
