@@ -1408,7 +1408,7 @@ static void set_lean(struct mz__run *r) { r->lean = r->all_shared && lean_if_sha
 bool mz__run_early_ok(const struct mz__run *r) {
   /* A lean run's workers read nothing of it that its commit writes later. */
   const mz_runtime *rt = r->rt;
-  return lean_if_shared(r) && !rt->pol[r->policy]->plan && !rt->nhold_types;
+  return lean_if_shared(r) && (r->gates_open || !rt->pol[r->policy]->plan) && !rt->nhold_types;
 }
 
 void mz__run_share_early(struct mz__run *r, struct mz_op *const *v, size_t n) {
@@ -1432,11 +1432,15 @@ void mz__run_wait_reset(struct mz_op *const *v, unsigned n) {
   }
 }
 
-bool mz__run_may_share(const struct mz__run *r) {
-  const mz_runtime *rt = r->rt;
+static bool share_dev_ok(const mz_runtime *rt) {
   const struct mz_device *sd = rt->share_dev;
-  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
-         mz__policy_shares(rt->pol[r->policy]);
+  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed);
+}
+
+bool mz__run_may_share(const struct mz__run *r) { return share_dev_ok(r->rt) && mz__policy_shares(r->rt->pol[r->policy]); }
+
+bool mz__run_may_share_all(const struct mz__run *r) {
+  return share_dev_ok(r->rt) && mz__policy_shares_cpu_runs(r->rt->pol[r->policy]);
 }
 
 void mz__run_start(struct mz__run *r) {

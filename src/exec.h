@@ -51,6 +51,11 @@ void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU wo
 /* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
  * live CPU device, no fault injection, a policy that shares. */
 bool mz__run_may_share(const struct mz__run *r);
+/* Whether run r, when every node of it only the CPU can run, may give them
+ * all to the CPU workers' pool: as mz__run_may_share, under a policy
+ * whose CPU placements are preferences (mz__policy_shares_cpu_runs).
+ * Such a run is not planned. */
+bool mz__run_may_share_all(const struct mz__run *r);
 /* Whether only the CPU device (rt->share_dev) can run t in run r: host
  * work, or a kernel that no other enabled, live device can run; then a
  * run that may share hands t to the CPU workers' pool.  The answer
@@ -71,8 +76,9 @@ void mz__run_share_early(struct mz__run *r, struct mz_op *const *v, size_t n);
  * the replay, on another thread, holds no lock this one may hold. */
 void mz__run_wait_reset(struct mz_op *const *v, unsigned n);
 /* Whether r, all of whose nodes are shared, may be handed over early: it
- * will be lean (struct mz__run.lean), its policy has no plan and no
- * backend runs on a virtual clock.  rt->lock is held. */
+ * will be lean (struct mz__run.lean), it is not planned (no plan reads it
+ * before its start) and no backend runs on a virtual clock.  rt->lock is
+ * held. */
 bool mz__run_early_ok(const struct mz__run *r);
 
 #endif

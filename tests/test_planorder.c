@@ -170,16 +170,26 @@ static int k_spin(const mz_call *c) {
   return 0;
 }
 
-/* Real timing on two CPU queues: the order holds whatever the clocks say. */
-Test(planorder, heft_in_plan_order_on_cpu) {
+/* On CPU workers alone there is no device to choose: heft, dmda, dmdas and
+ * round-robin share such a run among the workers as eager does (their CPU
+ * placements are preferences that stealing may override), so no node has
+ * planned times and the run made no plan; single keeps its one queue.  The
+ * results are the serial ones either way. */
+Test(planorder, a_cpu_only_run_is_shared_not_planned) {
   mz_runtime *rt = test_runtime("cpu:2");
   struct log l;
   log_init(rt, &l);
   mz_kernel *k = test_kernel(rt, "spin", "inout u32[] x, u64 n = sizeof(x)", k_spin, NULL);
   enum { W = 24, N = 4096 };
+  const char *pols[] = {"heft", "dmda", "dmdas", "round-robin", "single"};
+  enum { P = sizeof pols / sizeof *pols };
   mz_buffer *b[W];
-  for (int i = 0; i < W; i++) b[i] = test_buffer_1d(rt, MZ_U32, N, NULL);
-  for (int rep = 0; rep < 3; rep++) { /* later runs plan with measured times */
+  static uint32_t x[N], want[N];
+  for (unsigned p = 0; p < P; p++) {
+    for (int i = 0; i < W; i++) {
+      for (unsigned j = 0; j < N; j++) x[j] = j + (unsigned)i + p;
+      b[i] = test_buffer_1d(rt, MZ_U32, N, x);
+    }
     mz_graph *g;
     MZ_OK_OR_DIE(rt, mz_graph_create(rt, &g));
     mz_op *ends[W];
@@ -189,15 +199,41 @@ Test(planorder, heft_in_plan_order_on_cpu) {
       ends[i] = v;
     }
     mz_future *f;
-    MZ_OK_OR_DIE(rt, mz_schedule(g, mz_join(g, W, ends), "heft", &f));
-    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s", mz_future_message(f));
+    MZ_OK_OR_DIE(rt, mz_schedule(g, mz_join(g, W, ends), pols[p], &f));
+    cr_assert_eq(mz_future_wait(f), MZ_OK, "%s: %s", pols[p], mz_future_message(f));
+    mz_run_stats st;
+    MZ_OK_OR_DIE(rt, mz_future_stats(f, &st));
+    cr_assert_eq(st.plan_ns, 0, "%s planned a CPU-only run", pols[p]);
     mz_future_destroy(f);
     mz_graph_destroy(g);
+    for (int i = 0; i < W; i++) {
+      for (unsigned j = 0; j < N; j++) {
+        want[j] = j + (unsigned)i + p;
+        for (int s = 0; s < 3 + i % 3; s++) want[j] = want[j] * 1664525u + 1013904223u;
+      }
+      MZ_OK_OR_DIE(rt, mz_buffer_read(b[i], x, sizeof x));
+      cr_assert(!memcmp(x, want, sizeof x), "%s: chain %d differs from the serial result", pols[p], i);
+      mz_buffer_release(b[i]);
+    }
   }
-  for (int i = 0; i < W; i++) mz_buffer_release(b[i]);
   mz_kernel_destroy(k);
-  mz_runtime_destroy(rt);
-  check_plan_order(&l, "heft on cpu:2");
+  mz_runtime_destroy(rt); /* every record delivered */
+  size_t per = 0;
+  for (unsigned i = 0; i < W; i++) per += 3 + i % 3;
+  cr_assert_eq(l.n, P * per, "%zu node records", l.n);
+  uint64_t last = 0; /* single's run, the last */
+  for (size_t i = 0; i < l.n; i++) last = l.v[i].run > last ? l.v[i].run : last;
+  int single_q = -2;
+  for (size_t i = 0; i < l.n; i++) {
+    const struct nrec *r = &l.v[i];
+    bool single = r->run == last;
+    if (!single) {
+      cr_assert(r->pstart == 0 && r->pend == 0, "run %" PRIu64 ": node %u has planned times", r->run, r->node);
+    } else {
+      if (single_q == -2) single_q = r->queue;
+      cr_assert_eq(r->queue, single_q, "single ran node %u on queue %d and another on %d", r->node, r->queue, single_q);
+    }
+  }
   log_free(&l);
 }
 
