@@ -614,7 +614,7 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
   /* The last run shared every task and this one will too: no task is
    * placed, so none needs its run gate (it keeps a task from being placed
    * before the run is committed); its start releases the sources. */
-  bool open = lw->ungated && lw->all_shared && !r->devok && mz__run_may_share_all(r);
+  bool open = lw->ungated && lw->all_shared && !r->devok && mz__run_may_share(r);
   r->gates_open = open;
   /* With the gates open, the sources are made QUEUED for their hand-off
    * here, in the pass that resets them, not in another pass by run_start
@@ -1231,7 +1231,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    *
    * Where every task will go to the CPU workers' pool (only the CPU can
    * run any of them, under a policy whose CPU placements are preferences:
-   * mz__run_may_share_all; such a run is not planned), the run is lowered
+   * mz__run_may_share; such a run is not planned), the run is lowered
    * with its gates open
    * (struct mz__run's src_v): nothing is placed, so the run gate, which
    * keeps a task from being placed before the run is committed, is needed
@@ -1242,7 +1242,7 @@ static int schedule_locked(mz_graph *g, mz_op *root, const mz_run_options *opts,
    * (deciding what is shared, then dropping each gate).  A task that
    * cannot be shared, or waits on outside gates (MPI), closes the gates
    * of those before it (close_gates) and the run starts the usual way. */
-  bool open = r->ntasks && mz__run_may_share_all(r) && rt->share_dev->ops->share_array;
+  bool open = r->ntasks && mz__run_may_share(r) && rt->share_dev->ops->share_array;
   /* (Whether a task is shared depends on its kernel alone: asked once
    * per run of equal kernels; pk starts as no kernel's address.) */
   const mz_kernel *pk = (const mz_kernel *)(const void *)&pk;

@@ -18,13 +18,11 @@ const struct mz_policy_ops *const mz__builtin_policies[] = {
     NULL,
 };
 
-bool mz__policy_shares(const struct mz_policy_ops *po) { return po == &mz_policy_eager || po == &mz_policy_ws; }
-
 /* single is left out: it promises one queue, so that a CPU-only run is
  * sequential. */
-bool mz__policy_shares_cpu_runs(const struct mz_policy_ops *po) {
-  return mz__policy_shares(po) || po == &mz_policy_round_robin || po == &mz_policy_heft || po == &mz_policy_dmda ||
-         po == &mz_policy_dmdas;
+bool mz__policy_shares(const struct mz_policy_ops *po) {
+  return po == &mz_policy_eager || po == &mz_policy_ws || po == &mz_policy_round_robin || po == &mz_policy_heft ||
+         po == &mz_policy_dmda || po == &mz_policy_dmdas;
 }
 
 /* Their plans read the tasks, edges, devices, perf models and the queues'

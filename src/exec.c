@@ -1439,10 +1439,6 @@ static bool share_dev_ok(const mz_runtime *rt) {
 
 bool mz__run_may_share(const struct mz__run *r) { return share_dev_ok(r->rt) && mz__policy_shares(r->rt->pol[r->policy]); }
 
-bool mz__run_may_share_all(const struct mz__run *r) {
-  return share_dev_ok(r->rt) && mz__policy_shares_cpu_runs(r->rt->pol[r->policy]);
-}
-
 void mz__run_start(struct mz__run *r) {
   mz_runtime *rt = r->rt;
   hold_all(rt, true);
@@ -1559,7 +1555,8 @@ static void run_start(struct mz__run *r) {
    * mz__lowered.all_shared): one pass over the tasks fewer. */
   const mz_kernel *pk = NULL;
   bool psh = false, asked = false;
-  bool known = r->share && !r->devok && r->lw && r->lw->all_shared;
+  bool planned = rt->pol[r->policy]->plan != NULL;
+  bool known = r->share && !r->devok && r->lw && r->lw->all_shared && !planned;
   if (known) nshared = r->ntasks;
   for (size_t i = 0; r->share && !known && i < r->ntasks; i++) {
     struct mz__task *t = mz__task_of(r->tasks[i]);
@@ -1570,6 +1567,14 @@ static void run_start(struct mz__run *r) {
     }
     t->shared = psh;
     nshared += psh;
+    /* The plan's worker is a preference: the node goes to whichever takes
+     * it, and has no queue until then (a successor placed on the same
+     * queue must not count on the queue's order).  Its plan links and
+     * expected times stay. */
+    if (psh && t->fixed) {
+      t->fixed = false;
+      __atomic_store_n(&t->exec.queue, -1, __ATOMIC_RELAXED);
+    }
   }
   for (size_t i = 0; !r->share && i < r->ntasks; i++) mz__task_of(r->tasks[i])->shared = false;
   r->all_shared = r->share && nshared == r->ntasks;

@@ -48,14 +48,12 @@ int mz__proxy_start(struct mz_device *dev);
 void mz__proxy_stop(struct mz_device *dev);   /* joins the submission thread */
 void mz__proxy_free(struct mz_device *dev);   /* then frees it (after the CPU workers are joined) */
 
-/* Whether run r may give nodes to the CPU workers' pool (src/exec.c): a
- * live CPU device, no fault injection, a policy that shares. */
+/* Whether run r may give the nodes only the CPU can run to the CPU
+ * workers' pool (src/exec.c): a live CPU device, no fault injection, a
+ * policy that shares (mz__policy_shares).  A run all of whose nodes are
+ * such is not planned; in another, the plan's placement of such a node is
+ * dropped (a CPU placement is a preference). */
 bool mz__run_may_share(const struct mz__run *r);
-/* Whether run r, when every node of it only the CPU can run, may give them
- * all to the CPU workers' pool: as mz__run_may_share, under a policy
- * whose CPU placements are preferences (mz__policy_shares_cpu_runs).
- * Such a run is not planned. */
-bool mz__run_may_share_all(const struct mz__run *r);
 /* Whether only the CPU device (rt->share_dev) can run t in run r: host
  * work, or a kernel that no other enabled, live device can run; then a
  * run that may share hands t to the CPU workers' pool.  The answer

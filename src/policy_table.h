@@ -51,16 +51,12 @@ bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t
  * (policies/builtin.c: heft, dmda, dmdas).  A user's plan is always
  * called: it may count runs or keep per-run state. */
 bool mz__policy_keeps_plan(const struct mz_policy_ops *po);
-/* Whether po places a ready node on any idle queue that can run it (eager,
- * ws): then nodes only the CPU can run are shared among its workers, with
- * no select call (policies/builtin.c). */
-bool mz__policy_shares(const struct mz_policy_ops *po);
 /* Whether po's choice among the CPU workers is a preference that stealing
- * may override (eager, ws, round-robin, heft, dmda, dmdas): a run every
- * node of which only the CPU can run has no choice to make, and is shared
- * among the workers as under eager, with no plan and no select call
- * (policies/builtin.c).  A user's policy is always asked. */
-bool mz__policy_shares_cpu_runs(const struct mz_policy_ops *po);
+ * may override (eager, ws, round-robin, heft, dmda, dmdas): nodes only the
+ * CPU can run are shared among the workers, with no select call; a run
+ * made of such nodes alone has no choice to make and is not planned
+ * either (policies/builtin.c).  A user's policy is always asked. */
+bool mz__policy_shares(const struct mz_policy_ops *po);
 /* The built-in policies, NULL-terminated (policies/builtin.c). */
 extern const struct mz_policy_ops *const mz__builtin_policies[];
 

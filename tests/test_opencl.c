@@ -5,7 +5,8 @@
  * on disk, build options, build failures with their log), every
  * combinator on OpenCL, coherence across the CPU and both OpenCL devices
  * against a CPU reference, a kernel the device refuses at run time, many
- * queues with edges between them, and the policy conformance subset.
+ * queues with edges between them, CPU-only nodes beside device nodes
+ * under the planning policies, re-run, and the policy conformance subset.
  * Every test is skipped, with the reason, when no OpenCL device exists. */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -676,6 +677,78 @@ Test(opencl, host_nodes_around_opencl)
   mz_graph_destroy(g);
   mz_buffer_release(b);
   mz_kernel_destroy(scale);
+  mz_runtime_destroy(rt);
+}
+
+/* "inout f32[] y, u64 n = sizeof(y)": y += 1, with a C body only. */
+static int cpu_add_one(const mz_call *c)
+{
+  float *y = c->args[0].p;
+  for (uint64_t i = 0; i < c->args[1].u64; i++)
+    y[i] += 1.0f;
+  return 0;
+}
+
+/* Chains that alternate a scale (C and OpenCL bodies) and a CPU-only add,
+ * re-run under every shipped policy: the planned ones (heft, dmda, dmdas,
+ * whose plans re-runs keep) place the scales and leave the CPU-only ones
+ * to whichever worker takes them (their CPU placement dropped after the
+ * plan), so a CPU node never counts on a worker queue's order.  Every run
+ * gives the serial result. */
+Test(opencl, cpu_only_nodes_beside_planned_device_nodes)
+{
+  NEED_OPENCL(1);
+  mz_runtime *rt = rt_open("cpu:2,opencl", 0);
+  enum { N = 2048, C = 4, RUNS = 12 };
+  mz_kernel *scale = kernel_ex(rt, K_SCALE, NULL, true);
+  mz_kernel_spec ks = { .name = "add_one", .params = "inout f32[] y, u64 n = sizeof(y)", .cpu = { .fn = cpu_add_one } };
+  mz_kernel *add = NULL;
+  cr_assert_eq(mz_kernel_create(rt, &ks, &add), MZ_OK);
+  mz_buffer *b[C];
+  mz_graph *g = graph_new(rt);
+  mz_op *ends[C];
+  for (int k = 0; k < C; k++) {
+    b[k] = buf_f32(rt, N, NULL);
+    mz_op *v = mz_value(g, b[k]);
+    for (int s = 0; s < 3; s++) {
+      v = mz_unzip(g, mz_apply(g, scale, mz_zip(g, 2, (mz_op *[]){ mz_f32(g, 2.0f), v }), NULL), 1);
+      v = mz_unzip(g, mz_apply(g, add, v, NULL), 0);
+    }
+    ends[k] = v;
+  }
+  mz_op *root = mz_join(g, C, ends);
+  const char *pols[] = { "heft", "dmda", "dmdas", "round-robin", "eager", "ws", "single" };
+  static float x[N], want[N];
+  for (unsigned p = 0; p < sizeof pols / sizeof *pols; p++) {
+    for (unsigned r = 0; r < RUNS; r++) {
+      for (int k = 0; k < C; k++) {
+        for (int i = 0; i < N; i++)
+          x[i] = (float)((i + k + (int)r) % 17);
+        cr_assert_eq(mz_buffer_write(b[k], x, sizeof x), MZ_OK);
+      }
+      mz_future *f = NULL;
+      cr_assert_eq(mz_graph_run(g, root, pols[p], &f), MZ_OK, "%s", mz_runtime_last_error(rt));
+      int st = mz_future_wait(f);
+      cr_assert_eq(st, MZ_OK, "%s run %u: %s: %s", pols[p], r, mz_err_name(st), mz_future_message(f));
+      mz_future_destroy(f);
+      for (int k = 0; k < C; k++) {
+        for (int i = 0; i < N; i++) {
+          float y = (float)((i + k + (int)r) % 17);
+          for (int s = 0; s < 3; s++)
+            y = 2.0f * y + 1.0f;
+          want[i] = y;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s run %u chain %d", pols[p], r, k);
+        expect_buf(b[k], want, N, what);
+      }
+    }
+  }
+  mz_graph_destroy(g);
+  for (int k = 0; k < C; k++)
+    mz_buffer_release(b[k]);
+  mz_kernel_destroy(scale);
+  mz_kernel_destroy(add);
   mz_runtime_destroy(rt);
 }
 
