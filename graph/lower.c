@@ -663,7 +663,8 @@ static __attribute__((noinline)) void replay(struct mz__lowered *lw, struct mz__
     struct mz__task *t = mz__task_of(op);
     /* The task's second line (successors, policy word, plan links) only
      * where something changed it since the last replay: a replay of a
-     * CPU-only graph under eager or ws then writes one line per task.
+     * CPU-only graph under a policy that shares then writes one line per
+     * task.
      * (The mark need not be set: nothing after a replay in this call
      * reads it, and later calls use new stamps.) */
     if (__atomic_load_n(&t->replay_dirty, __ATOMIC_RELAXED)) {
@@ -781,7 +782,7 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
  * estimate moved since (rt->plan_epoch).  A plan that fails fails every
  * task of r (which is committed), so that its future resolves.  Before r
  * starts; g->lock is held.  Out of line: runs of policies without plan
- * (eager, ws) pay nothing here. */
+ * (eager, ws), and CPU-only runs (not planned), pay nothing here. */
 static __attribute__((noinline)) void plan_run(struct mz__run *r, unsigned pol, void *pstate) {
   mz_runtime *rt = r->rt;
   const struct mz_policy_ops *po = rt->pol[pol];

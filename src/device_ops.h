@@ -285,7 +285,8 @@ struct mz__device_ops {
    * head to tail linked through mz__op_next (the backend may relink them), for
    * whichever queue of dev gets to them first, instead of a queue the
    * policy picked.  The core hands over only nodes no other device could
-   * run, under a policy that would have picked any idle queue (eager, ws);
+   * run, under a policy whose CPU placement is a preference (eager, ws,
+   * round-robin, heft, dmda, dmdas: mz__policy_shares);
    * their state is MZ__T_QUEUED and their queue -1.  The queue that takes
    * a node sets its queue (t->queue) and counts it in its
    * backlog before running it like a submitted one.  From one of dev's own

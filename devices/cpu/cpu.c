@@ -6,7 +6,8 @@
  *
  * Two ways in.  A node placed on a queue (submit) goes to that worker's
  * inbox and runs there, in order.  A node shared with the device (share:
- * eager and ws, for nodes only the CPU can run) goes to the workers' pool:
+ * nodes only the CPU can run, under every shipped policy but single) goes
+ * to the workers' pool:
  * from a worker, into its run-next slot (the successor it made ready runs
  * next, inputs in cache, no hand-off) or its own deque, which idle workers
  * steal from; from any other thread, into the injection list, which
