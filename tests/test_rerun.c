@@ -232,10 +232,11 @@ Test(rerun, planning_policies_keep_their_plan) {
   mz_runtime_destroy(rt);
 }
 
-/* Thirty re-runs under each planning policy on the CPU, with x rewritten
- * before each: every run computes what the serial reference does, whether
- * it kept its plan or made a new one. */
-Test(rerun, kept_plans_compute_what_the_serial_code_does) {
+/* Thirty re-runs under two planning policies on the CPU alone, with x
+ * rewritten before each: such a run is shared among the workers, not
+ * planned, and computes what the serial reference does.  (Kept plans with
+ * values: test_opencl's cpu_only_nodes_beside_planned_device_nodes.) */
+Test(rerun, planning_policies_on_the_cpu_alone_compute_what_the_serial_code_does) {
   mz_runtime *rt = test_runtime("cpu:2");
   struct chains c;
   build_chains(rt, &c);
