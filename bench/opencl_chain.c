@@ -17,12 +17,19 @@
  *    printed as rr_ns.
  * Every figure is nanoseconds per kernel, the median of -r repetitions,
  * measured from mz_schedule() (or the first enqueue) to the end of the
- * wait; building the maize graph is timed apart.  The last lines are
+ * wait; building the maize graph is timed apart (maize_build_ns, and
+ * ratio_with_build counts it in, as the raw loop counts its
+ * clSetKernelArg calls).  maize_rerun_ns is the same graph built once and
+ * run again with mz_graph_run (its third run: the first lowers it, the
+ * second is the first replay).  The last lines are
  *   BENCH opencl.chain maize_ns=<x> raw_ns=<y> ratio=<x/y> raw_cb_ns=<z>
- *   BENCH opencl.chain4 maize_ns=<x> raw_ns=<y> ratio=<x/y> rr_ns=<z>
+ *         maize_build_ns=<b> ratio_with_build=<(x+b)/y> maize_rerun_ns=<r>
+ *         ratio_rerun=<r/y>
+ *   BENCH opencl.chain4 (the same, with rr_ns=<z> for raw_cb_ns)
  * Options: -n N (default 10,000), -r reps (default 5), --quick (N = 1,000,
  * 2 repetitions: the CI smoke test), --only ARM,... (only those arms, for
- * perf or strace: maize, raw, raw-cb, maize4, raw4, rr4; a BENCH line is
+ * perf or strace: maize, raw, raw-cb, maize4, raw4, rr4, maize-rerun,
+ * maize4-rerun; a BENCH line is
  * printed only when both its sides ran).  The repetition lines on stderr
  * also give the part of maize's time spent in mz_schedule ("schedule"),
  * and the "usage" lines each arm's CPU time (all threads, from getrusage)
@@ -73,7 +80,7 @@ static struct usage usage_now(void)
 }
 
 /* Per-arm sums of CPU time and switches over the repetitions. */
-static struct usage arm_use[6];
+static struct usage arm_use[8];
 
 static void usage_add(int arm, struct usage a, struct usage b)
 {
@@ -320,16 +327,11 @@ static const struct mz_policy_ops affine_policy = {
   .select = affine_select,
 };
 
-/* Run one graph; returns ns per op and adds the build time to *build.
- * scale[c] and saxpy[c] are chain c's kernels. */
-static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs,
-                        int chains, int n, const char *policy, double *build, uint64_t *callbacks, double *sched)
+/* Build the graph: chains chains of n / chains steps; scale[c] and
+ * saxpy[c] are chain c's kernels.  Returns its root. */
+static mz_op *build_graph(mz_graph *g, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs, int chains,
+                          int steps)
 {
-  int steps = n / chains;
-  uint64_t t0 = now_ns();
-  mz_graph *g;
-  if (mz_graph_create(rt, &g))
-    die("mz_graph_create", -1);
   mz_op *a = mz_f32(g, 1.0f), *half = mz_f32(g, 0.5f);
   mz_op *vals[CHAINS], *ends[CHAINS];
   for (int c = 0; c < chains; c++)
@@ -344,6 +346,19 @@ static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *cons
   mz_op *root = chains > 1 ? mz_join(g, chains, ends) : ends[0];
   if (mz_graph_status(g))
     die(mz_graph_message(g), mz_graph_status(g));
+  return root;
+}
+
+/* Run one graph; returns ns per op and adds the build time to *build. */
+static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs,
+                        int chains, int n, const char *policy, double *build, uint64_t *callbacks, double *sched)
+{
+  int steps = n / chains;
+  uint64_t t0 = now_ns();
+  mz_graph *g;
+  if (mz_graph_create(rt, &g))
+    die("mz_graph_create", -1);
+  mz_op *root = build_graph(g, scale, saxpy, bufs, chains, steps);
   uint64_t t1 = now_ns();
   mz_future *f;
   int rc = mz_schedule(g, root, policy, &f);
@@ -365,21 +380,59 @@ static double maize_run(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *cons
   return (double)(t2 - t1) / (steps * chains);
 }
 
+/* The same graph built once and run with mz_graph_run: the first run
+ * lowers it for re-runs and the second replays it (both untimed); returns
+ * ns per op of the third, from mz_graph_run to the end of the wait. */
+static double maize_rerun(mz_runtime *rt, mz_kernel *const *scale, mz_kernel *const *saxpy, mz_buffer **bufs,
+                          int chains, int n, const char *policy)
+{
+  int steps = n / chains;
+  mz_graph *g;
+  if (mz_graph_create(rt, &g))
+    die("mz_graph_create", -1);
+  mz_op *root = build_graph(g, scale, saxpy, bufs, chains, steps);
+  uint64_t t1 = 0, t2 = 0;
+  for (int r = 0; r < 3; r++) {
+    mz_future *f;
+    t1 = now_ns();
+    int rc = mz_graph_run(g, root, policy, &f);
+    if (rc)
+      die(mz_runtime_last_error(rt), rc);
+    rc = mz_future_wait(f);
+    t2 = now_ns();
+    if (rc)
+      die(mz_future_message(f), rc);
+    mz_future_destroy(f);
+  }
+  mz_graph_destroy(g);
+  return (double)(t2 - t1) / (steps * chains);
+}
+
+/* v printed with fmt into buf (32 bytes), or "na" when its arm did not run. */
+static const char *fmt_or_na(unsigned on, double v, const char *fmt, char *buf)
+{
+  if (!on)
+    return "na";
+  snprintf(buf, 32, fmt, v);
+  return buf;
+}
+
 /* The measured arms, for --only (one arm alone under perf or strace). */
-enum { ARM_M1 = 1, ARM_R1 = 2, ARM_RC1 = 4, ARM_M4 = 8, ARM_R4 = 16, ARM_RR4 = 32, ARM_ALL = 63 };
-#define ARM_LIST "maize, raw, raw-cb, maize4, raw4, rr4"
+enum { ARM_M1 = 1, ARM_R1 = 2, ARM_RC1 = 4, ARM_M4 = 8, ARM_R4 = 16, ARM_RR4 = 32, ARM_MR1 = 64, ARM_MR4 = 128,
+       ARM_ALL = 255 };
+#define ARM_LIST "maize, raw, raw-cb, maize4, raw4, rr4, maize-rerun, maize4-rerun"
 
 static bool parse_only(const char *arg, unsigned *mask)
 {
-  static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4" };
+  static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4", "maize-rerun", "maize4-rerun" };
   unsigned m = 0;
   const char *p = arg;
   while (*p) {
     size_t len = strcspn(p, ",");
     unsigned i = 0;
-    while (i < 6 && !(strlen(names[i]) == len && strncmp(p, names[i], len) == 0))
+    while (i < 8 && !(strlen(names[i]) == len && strncmp(p, names[i], len) == 0))
       i++;
-    if (i == 6)
+    if (i == 8)
       return false;
     m |= 1u << i;
     p += len;
@@ -478,6 +531,7 @@ int main(int argc, char **argv)
   double *m1 = calloc((size_t)reps, sizeof(double)), *r1 = calloc((size_t)reps, sizeof(double));
   double *rc1 = calloc((size_t)reps, sizeof(double)), *m4 = calloc((size_t)reps, sizeof(double));
   double *r4 = calloc((size_t)reps, sizeof(double)), *rr4 = calloc((size_t)reps, sizeof(double));
+  double *mr1 = calloc((size_t)reps, sizeof(double)), *mr4 = calloc((size_t)reps, sizeof(double));
   double build1 = 0, build4 = 0, buildrr = 0;
   uint64_t cb1 = 0, cb4 = 0, cbrr = 0;
   double *s1 = calloc((size_t)reps, sizeof(double)), *s4 = calloc((size_t)reps, sizeof(double));
@@ -497,17 +551,19 @@ int main(int argc, char **argv)
     ARM(ARM_M4, 3, m4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "affine", &build4, &cb4, &s4[i]))
     ARM(ARM_R4, 4, r4[i] = raw_chain4(&r, n))
     ARM(ARM_RR4, 5, rr4[i] = maize_run(rt, scale, saxpy, bufs, CHAINS, n, "round-robin", &buildrr, &cbrr, NULL))
+    ARM(ARM_MR1, 6, mr1[i] = maize_rerun(rt, scale, saxpy, bufs, 1, n, "single"))
+    ARM(ARM_MR4, 7, mr4[i] = maize_rerun(rt, scale, saxpy, bufs, CHAINS, n, "affine"))
 #undef ARM
     fprintf(stderr,
             "rep %d: 1 queue maize %.0f (schedule %.0f) raw %.0f raw+cb %.0f | 4 queues maize %.0f (schedule %.0f) "
-            "raw %.0f round-robin %.0f ns/op\n",
-            i, m1[i], s1[i], r1[i], rc1[i], m4[i], s4[i], r4[i], rr4[i]);
+            "raw %.0f round-robin %.0f | re-run 1 queue %.0f 4 queues %.0f ns/op\n",
+            i, m1[i], s1[i], r1[i], rc1[i], m4[i], s4[i], r4[i], rr4[i], mr1[i], mr4[i]);
   }
   free(s1);
   free(s4);
   {
-    static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4" };
-    for (int a = 0; a < 6; a++)
+    static const char *const names[] = { "maize", "raw", "raw-cb", "maize4", "raw4", "rr4", "maize-rerun", "maize4-rerun" };
+    for (int a = 0; a < 8; a++)
       if (only & (1u << a))
         fprintf(stderr, "usage %-7s cpu %.0f ns/op, voluntary switches %.3f/op, involuntary %.3f/op\n", names[a],
                 arm_use[a].cpu_ns / ((double)reps * n), arm_use[a].vcsw / ((double)reps * n),
@@ -515,16 +571,26 @@ int main(int argc, char **argv)
   }
   double M1 = median(m1, reps), R1 = median(r1, reps), RC1 = median(rc1, reps);
   double M4 = median(m4, reps), R4 = median(r4, reps), RR4 = median(rr4, reps);
+  double MR1 = median(mr1, reps), MR4 = median(mr4, reps);
   printf("OpenCL chain, %d kernels of scale on %d floats, median of %d (ns per kernel)\n", n, ELEMS, reps);
   printf("  1 queue : maize %8.0f  raw %8.0f  raw+callback/op %8.0f  (maize build %.0f, callbacks/run %llu)\n",
          M1, R1, RC1, build1 / reps, (unsigned long long)cb1);
   printf("  4 queues: maize %8.0f  raw %8.0f  (maize build %.0f, callbacks/run %llu)\n", M4, R4, build4 / reps,
          (unsigned long long)cb4);
   printf("  4 queues, round-robin: maize %8.0f  (callbacks/run %llu)\n", RR4, (unsigned long long)cbrr);
+  char b1[32], b2[32], b3[32], b4[32];
+  if (only & (ARM_MR1 | ARM_MR4))
+    printf("  re-run of a built graph (mz_graph_run): 1 queue %8.0f  4 queues %8.0f\n", MR1, MR4);
   if ((only & (ARM_M1 | ARM_R1)) == (ARM_M1 | ARM_R1))
-    printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f\n", M1, R1, M1 / R1, RC1);
+    printf("BENCH opencl.chain maize_ns=%.0f raw_ns=%.0f ratio=%.3f raw_cb_ns=%.0f maize_build_ns=%.0f ratio_with_build=%.3f"
+           " maize_rerun_ns=%s ratio_rerun=%s\n",
+           M1, R1, M1 / R1, RC1, build1 / reps, (M1 + build1 / reps) / R1, fmt_or_na(only & ARM_MR1, MR1, "%.0f", b1),
+           fmt_or_na(only & ARM_MR1, MR1 / R1, "%.3f", b2));
   if ((only & (ARM_M4 | ARM_R4)) == (ARM_M4 | ARM_R4))
-    printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f rr_ns=%.0f\n", M4, R4, M4 / R4, RR4);
+    printf("BENCH opencl.chain4 maize_ns=%.0f raw_ns=%.0f ratio=%.3f rr_ns=%.0f maize_build_ns=%.0f ratio_with_build=%.3f"
+           " maize_rerun_ns=%s ratio_rerun=%s\n",
+           M4, R4, M4 / R4, RR4, build4 / reps, (M4 + build4 / reps) / R4, fmt_or_na(only & ARM_MR4, MR4, "%.0f", b3),
+           fmt_or_na(only & ARM_MR4, MR4 / R4, "%.3f", b4));
 
   free(m1);
   free(r1);
@@ -532,6 +598,8 @@ int main(int argc, char **argv)
   free(m4);
   free(r4);
   free(rr4);
+  free(mr1);
+  free(mr4);
   for (int c = 0; c < CHAINS; c++) {
     mz_buffer_release(bufs[c]);
     mz_kernel_destroy(scale[c]);
