@@ -1432,12 +1432,12 @@ void mz__run_wait_reset(struct mz_op *const *v, unsigned n) {
   }
 }
 
-static bool share_dev_ok(const mz_runtime *rt) {
+bool mz__run_may_share(const struct mz__run *r) {
+  const mz_runtime *rt = r->rt;
   const struct mz_device *sd = rt->share_dev;
-  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed);
+  return sd && !rt->faults && !atomic_load_explicit(&sd->dead, memory_order_relaxed) &&
+         mz__policy_shares(rt->pol[r->policy]);
 }
-
-bool mz__run_may_share(const struct mz__run *r) { return share_dev_ok(r->rt) && mz__policy_shares(r->rt->pol[r->policy]); }
 
 void mz__run_start(struct mz__run *r) {
   mz_runtime *rt = r->rt;
