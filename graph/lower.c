@@ -779,15 +779,17 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
 /* Run r's plan, by its policy (pol, whose state is pstate), or the one
  * the last run of the same tasks made (struct mz__lowered) when that may
  * be kept: a replay under the same policy, with every device, and no
- * estimate moved since (rt->plan_epoch).  A plan that fails fails every
+ * device lost or revived since (rt->dev_epoch), nor, for a plan that reads
+ * the perf models, an estimate moved (rt->plan_epoch).  A plan that fails fails every
  * task of r (which is committed), so that its future resolves.  Before r
  * starts; g->lock is held.  Out of line: runs of policies without plan
  * (eager, ws), and CPU-only runs (not planned), pay nothing here. */
 static __attribute__((noinline)) void plan_run(struct mz__run *r, unsigned pol, void *pstate) {
   mz_runtime *rt = r->rt;
   const struct mz_policy_ops *po = rt->pol[pol];
-  struct mz__lowered *kw = r->lw && r->lw->replay && !r->devok && mz__policy_keeps_plan(po) ? r->lw : NULL;
-  uint64_t epoch = atomic_load_explicit(&rt->plan_epoch, memory_order_relaxed);
+  enum mz__plan_keep keep = mz__policy_keeps_plan(po);
+  struct mz__lowered *kw = r->lw && r->lw->replay && !r->devok && keep != MZ__KEEP_NONE ? r->lw : NULL;
+  uint64_t epoch = atomic_load_explicit(keep == MZ__KEEP_MODELS ? &rt->plan_epoch : &rt->dev_epoch, memory_order_relaxed);
   if (kw && r->replayed == kw && kw->plan && kw->plan_pol == pol && kw->plan_epoch == epoch &&
       mz__plan_restore(r, kw->plan, mz__runtime_clock(rt))) {
     r->plan_kept = true;

@@ -25,10 +25,18 @@ bool mz__policy_shares(const struct mz_policy_ops *po) {
          po == &mz_policy_dmda || po == &mz_policy_dmdas;
 }
 
-/* Their plans read the tasks, edges, devices, perf models and the queues'
- * backlog at the plan's start; a re-run starts once the graph's last run
- * ended, so it finds the same backlog unless other graphs' runs are in
- * flight, a difference the kept plan does not see. */
-bool mz__policy_keeps_plan(const struct mz_policy_ops *po) {
-  return po == &mz_policy_heft || po == &mz_policy_dmda || po == &mz_policy_dmdas;
+/* single's and round-robin's plans read the run's tasks and which
+ * devices are alive.  heft's, dmda's and dmdas' read the tasks, edges,
+ * devices, perf models and the queues' backlog at the plan's start; a
+ * re-run starts once the graph's last run ended, so it finds the same
+ * backlog unless other graphs' runs are in flight, a difference the kept
+ * plan does not see. */
+enum mz__plan_keep mz__policy_keeps_plan(const struct mz_policy_ops *po) {
+  if (po == &mz_policy_single || po == &mz_policy_round_robin) return MZ__KEEP_DEVICES;
+  if (po == &mz_policy_heft || po == &mz_policy_dmda || po == &mz_policy_dmdas) return MZ__KEEP_MODELS;
+  return MZ__KEEP_NONE;
+}
+
+bool mz__policy_plan_sets_words(const struct mz_policy_ops *po) {
+  return po->plan && po != &mz_policy_single && po != &mz_policy_round_robin;
 }

@@ -96,6 +96,7 @@ bool mz_device_is_dead(const mz_device *dev) { return dev ? atomic_load(&dev->de
 void mz__device_fail(struct mz_device *dev, int code, const char *why) {
   if (!atomic_exchange(&dev->dead, true)) {
     atomic_fetch_add_explicit(&dev->rt->plan_epoch, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dev->rt->dev_epoch, 1, memory_order_relaxed);
     mz__warn(dev->rt, "device %u (%s) failed and takes no more work: %s (%s)", dev->info.index, dev->info.name,
              why ? why : "", mz_err_name(code));
   }

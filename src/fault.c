@@ -181,8 +181,10 @@ uint64_t mz__fault_fired(const mz_runtime *rt, enum mz__fault_kind kind) {
 }
 
 void mz__fault_revive(mz_runtime *rt, unsigned dev) {
-  if (rt && dev < rt->ndev && atomic_exchange(&rt->devs[dev]->dead, false))
-    atomic_fetch_add_explicit(&rt->plan_epoch, 1, memory_order_relaxed); /* plans may use it again */
+  if (rt && dev < rt->ndev && atomic_exchange(&rt->devs[dev]->dead, false)) { /* plans may use it again */
+    atomic_fetch_add_explicit(&rt->plan_epoch, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rt->dev_epoch, 1, memory_order_relaxed);
+  }
 }
 
 int mz__fault_init(mz_runtime *rt) {

@@ -13,6 +13,7 @@
 #include "objects/mz_op.h"
 #include "objects/mz_runtime.h"
 #include "observe.h"
+#include "policy_table.h"
 #include "run.h"
 #include "trace.h"
 
@@ -21,10 +22,10 @@ void mz__observe_init(mz_runtime *rt, struct mz__run *r) {
   if (rt->tracing) r->obs.v[r->obs.n++] = mz__trace_observer(rt);
   if (rt->user_obs_set) r->obs.v[r->obs.n++] = rt->user_obs;
   r->timed = r->obs.n > 0 || rt->timings || rt->pol[r->policy]->done != NULL;
-  /* A policy with plan sets a word on every task: in the record, not a
-   * cold record per task. */
+  /* A policy whose plan may set a word on every task: in the record, not
+   * a cold record per task. */
   r->xrec = r->timed || rt->nmem > 1 || atomic_load_explicit(&rt->xrec_always, memory_order_relaxed) ||
-            rt->pol[r->policy]->plan != NULL;
+            mz__policy_plan_sets_words(rt->pol[r->policy]);
 }
 
 static int dev_of_mem(const struct mz_device *d) { return d ? (int)d->info.index : -1; }

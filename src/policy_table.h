@@ -46,11 +46,18 @@ struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0);
  * with nothing set, when a task's cold record cannot be made.  Before the
  * run starts, once it reset the tasks' placements (graph/lower.c). */
 bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t clock0);
-/* Whether po's plan depends only on the run's tasks and edges, the
- * devices and the perf models, so that it may be kept for re-runs
- * (policies/builtin.c: heft, dmda, dmdas).  A user's plan is always
- * called: it may count runs or keep per-run state. */
-bool mz__policy_keeps_plan(const struct mz_policy_ops *po);
+/* Whether po's plan may be kept for re-runs (policies/builtin.c), and
+ * for how long: MZ__KEEP_DEVICES while the devices stay as they were
+ * (single, round-robin: their plan reads the run's tasks and the devices
+ * alone), MZ__KEEP_MODELS while the perf models' estimates do too (heft,
+ * dmda, dmdas).  A user's plan is always called: it may count runs or
+ * keep per-run state. */
+enum mz__plan_keep { MZ__KEEP_NONE, MZ__KEEP_DEVICES, MZ__KEEP_MODELS };
+enum mz__plan_keep mz__policy_keeps_plan(const struct mz_policy_ops *po);
+/* Whether po's plan may set a policy word on a task
+ * (mz_task_policy_data): the run then keeps an exec record for every task
+ * (src/observe.c).  The shipped single and round-robin set none. */
+bool mz__policy_plan_sets_words(const struct mz_policy_ops *po);
 /* Whether po's choice among the CPU workers is a preference that stealing
  * may override (eager, ws, round-robin, heft, dmda, dmdas): nodes only the
  * CPU can run are shared among the workers, with no select call; a run

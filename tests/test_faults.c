@@ -456,24 +456,26 @@ static void dead_moves(const char *devices, const char *victim_name, bool data) 
 Test(faults, dead_sim_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("sim:dev*2", "sim0", false); }
 /* Under a pick policy the victim's nodes wait in its queue's pending list
  * when it dies: they move too. */
-/* A re-run under heft that kept its plan plans again once a device has
- * died (the run it died in moves its nodes; the next finds the plan epoch
- * moved) and places nothing on the dead device; a revived device moves
- * the epoch again, and the plan after is kept once more. */
-static bool heft_run(mz_runtime *rt, mz_graph *g, mz_op *root, unsigned victim, bool victim_idle) {
+/* A re-run that kept its plan plans again once a device has died (the run
+ * it died in moves its nodes; the next finds the epoch moved) and places
+ * nothing on the dead device; a revived device moves the epoch again, and
+ * the plan after is kept once more.  Under heft (whose plan reads the perf
+ * models), round-robin and single (whose plans read the devices alone). */
+static bool planned_run(mz_runtime *rt, mz_graph *g, mz_op *root, const char *policy, unsigned victim, bool victim_idle) {
   mz_future *f;
-  OK(rt, mz_graph_run(g, root, "heft", &f));
+  OK(rt, mz_graph_run(g, root, policy, &f));
   int st = mz_future_wait_for(f, WAIT_NS);
-  cr_assert_eq(st, MZ_OK, "%s: %s", mz_err_name(st), mz_future_message(f));
+  cr_assert_eq(st, MZ_OK, "%s: %s: %s", policy, mz_err_name(st), mz_future_message(f));
   mz_run_stats stats;
   OK(rt, mz_future_stats(f, &stats));
-  if (victim_idle) cr_expect_eq(stats.busy_ns[victim], 0, "the dead device ran nodes");
+  if (victim_idle) cr_expect_eq(stats.busy_ns[victim], 0, "%s: the dead device ran nodes", policy);
   bool kept = stats.plan_kept;
   mz_future_destroy(f);
   return kept;
 }
 
-Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(60)) {
+/* victim: the first device whose name holds victim_name. */
+static void kept_plan_dies(const char *policy, const char *victim_name) {
   const char *devices = "sim:cpu*2@speed=1;sim:gpu*2@speed=10,mem=1G,link=8G/s";
   mz_runtime *rt = open_rt(devices);
   NEED(rt, devices);
@@ -485,34 +487,48 @@ Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(6
   mz_op *outs[M];
   mix_nodes(rt, g, mix, a, b, M, o, outs);
   mz_op *root = mz_join(g, M, outs);
-  /* The fast devices: heft's plan uses them. */
   unsigned victim = mz_runtime_device_count(rt);
   for (unsigned d = 0; d < mz_runtime_device_count(rt) && victim == mz_runtime_device_count(rt); d++) {
     mz_device_info info;
     OK(rt, mz_device_get_info(mz_runtime_device(rt, d), &info));
-    if (strstr(info.name, "gpu")) victim = d;
+    if (strstr(info.name, victim_name)) victim = d;
   }
-  cr_assert_lt(victim, mz_runtime_device_count(rt), "no simulated gpu in '%s'", devices);
+  cr_assert_lt(victim, mz_runtime_device_count(rt), "no simulated %s in '%s'", victim_name, devices);
   bool kept = false;
-  for (int r = 0; r < 6 && !kept; r++) kept = heft_run(rt, g, root, victim, false);
-  cr_assert(kept, "heft kept no plan in six re-runs on simulated devices");
+  for (int r = 0; r < 6 && !kept; r++) kept = planned_run(rt, g, root, policy, victim, false);
+  cr_assert(kept, "%s kept no plan in six re-runs on simulated devices", policy);
+  /* The plan uses the victim: a run after it moved nothing elsewhere. */
+  mz_future *f;
+  OK(rt, mz_graph_run(g, root, policy, &f));
+  cr_assert_eq(mz_future_wait_for(f, WAIT_NS), MZ_OK, "%s", mz_future_message(f));
+  mz_run_stats stats;
+  OK(rt, mz_future_stats(f, &stats));
+  cr_assert(stats.plan_kept && stats.busy_ns[victim] > 0, "%s: the kept plan leaves device %u idle", policy, victim);
+  mz_future_destroy(f);
   char spec[32];
   snprintf(spec, sizeof spec, "dead:%u@1", victim);
   OK(rt, mz__faults_set(rt, spec));
-  heft_run(rt, g, root, victim, false); /* it dies here */
+  planned_run(rt, g, root, policy, victim, false); /* it dies here */
   cr_assert(mz_device_is_dead(mz_runtime_device(rt, victim)), "the fault did not fire");
-  cr_expect(!heft_run(rt, g, root, victim, true), "a plan made with the dead device was kept");
-  cr_expect(heft_run(rt, g, root, victim, true), "the plan made without it was not kept");
+  cr_expect(!planned_run(rt, g, root, policy, victim, true), "%s: a plan made with the dead device was kept", policy);
+  cr_expect(planned_run(rt, g, root, policy, victim, true), "%s: the plan made without it was not kept", policy);
   OK(rt, mz__faults_set(rt, NULL));
   mz__fault_revive(rt, victim);
-  cr_expect(!heft_run(rt, g, root, victim, false), "a plan made without the revived device was kept");
-  cr_expect(heft_run(rt, g, root, victim, false), "the plan made with it again was not kept");
+  cr_expect(!planned_run(rt, g, root, policy, victim, false), "%s: a plan made without the revived device was kept",
+            policy);
+  cr_expect(planned_run(rt, g, root, policy, victim, false), "%s: the plan made with it again was not kept", policy);
   mz_graph_destroy(g);
   for (int i = 0; i < M; i++) mz_buffer_release(o[i]);
   mz_buffer_release(a);
   mz_buffer_release(b);
   mz_kernel_destroy(mix);
   mz_runtime_destroy(rt);
+}
+
+Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(60)) {
+  kept_plan_dies("heft", "sim-gpu");
+  kept_plan_dies("round-robin", "sim-gpu");
+  kept_plan_dies("single", "sim-cpu");
 }
 
 Test(faults, dead_sim_moves_pending_work, .timeout = SAN_SLOW(60)) {

@@ -60,10 +60,11 @@ int mz_schedule(mz_graph *g, mz_op *root, const char *policy, mz_future **out) M
  * the last run's edges outright when that run had none to another run and
  * no run of another graph holds its buffers now (no poisoned or newly
  * partitioned buffer either): then only counters are reset.  A replay
- * under heft, dmda or dmdas also keeps the last run's plan when that run
- * was planned by the same policy on every device and no perf-model
- * estimate has moved since (an estimate appeared, or a mean moved by more
- * than an eighth) and no device died: the plan is not made again
+ * under single, round-robin, heft, dmda or dmdas also keeps the last run's
+ * plan when that run was planned by the same policy on every device and
+ * no device died or came back since, nor, under heft, dmda and dmdas,
+ * has a perf-model estimate moved (an estimate appeared, or a mean moved
+ * by more than an eighth): the plan is not made again
  * (mz_run_stats.plan_kept; its time is plan_ns otherwise).  A kept plan
  * does not see work that other graphs' runs have queued meanwhile.  A
  * user policy's plan is called for every run. */

@@ -70,11 +70,12 @@ struct mz_policy_ops {
   void (*fini)(void *state);
 
   /* See a whole run before it starts.  Optional.  Called for every run
-   * of a user's policy.  The shipped heft, dmda and dmdas are the only
-   * policies whose plan a re-run may keep (mz_graph_run in future.h), and
-   * they make none for a run that only the CPU workers can run: with no
-   * device to choose, its nodes are shared among the workers as under
-   * eager (a CPU placement is a preference that stealing may override).
+   * of a user's policy.  The shipped single, round-robin, heft, dmda and
+   * dmdas are the only policies whose plan a re-run may keep (mz_graph_run
+   * in future.h); all but single make none for a run that only the CPU
+   * workers can run: with no device to choose, its nodes are shared among
+   * the workers as under eager (a CPU placement is a preference that
+   * stealing may override), while single plans such a run onto one worker.
    * Thread: the one calling mz_schedule().  Locks: none held; no node of
    * the run has started.  Ownership: tasks[] and the tasks are borrowed for
    * the call; set queues with mz_task_set_queue().  A negative return fails

@@ -113,8 +113,9 @@ struct mz_runtime {
    * model's estimate (src/perfmodel.c), a device's death (src/device.c) or
    * revival (src/fault.c).
    * A plan kept for re-runs of a graph is made again once it moved
-   * (graph/lower.c). */
-  _Atomic uint64_t plan_epoch;
+   * (graph/lower.c).  dev_epoch moves with the devices alone: the epoch
+   * of the plans that read no perf model (mz__policy_keeps_plan). */
+  _Atomic uint64_t plan_epoch, dev_epoch;
   bool timings;               /* every node timed (mz_runtime_config.timings, MZ_TIMINGS) */
   struct mz_sched sched;
   uint64_t next_run_id;
