@@ -198,6 +198,7 @@ int mz_task_set_after(const mz_sched *s, mz_task *t, mz_task *prev) {
   if (!pp) return MZ_ENOMEM;
   pt->prev = (mz_op *)prev;
   kt->plan_after = true;
+  kt->run->nafter++; /* (only the planning thread is here) */
   pp->next = (mz_op *)t;
   __atomic_store_n(&kt->replay_dirty, true, __ATOMIC_RELAXED);
   __atomic_store_n(&kp->replay_dirty, true, __ATOMIC_RELAXED);
@@ -230,9 +231,8 @@ static size_t ord_find(const struct ord_ix *v, size_t n, const mz_op *op) {
 /* Kahn's algorithm over the run's edges and the plan order: every task
  * taken once all that it waits for were taken; a cycle leaves some out. */
 int mz__plan_order_check(struct mz__run *r) {
-  size_t n = r->ntasks, nafter = 0;
-  for (size_t i = 0; i < n; i++) nafter += mz__op_t(r->tasks[i])->plan_after;
-  if (!nafter) return MZ_OK;
+  size_t n = r->ntasks;
+  if (!r->nafter) return MZ_OK; /* no order: no pass over the tasks */
   struct ord_ix *v = malloc(n * sizeof *v);
   size_t *deg = calloc(n, sizeof *deg), *off = calloc(n + 1, sizeof *off), *stack = malloc(n * sizeof *stack);
   size_t *adj = NULL, done = 0;
@@ -307,21 +307,52 @@ static uintptr_t *plan_word(struct mz__task *t, bool make) {
   return c ? &c->policy_word : NULL;
 }
 
+/* One task's entry of a full plan copy. */
+struct plan_entry {
+  struct mz_op *prev;
+  uintptr_t word;
+  int64_t start, end;
+  int32_t q;
+  bool times;
+};
+
+/* One block: the header, then n entries, or n queues alone when no task
+ * has more than its queue (single's and round-robin's plans: 4 bytes a
+ * task, restored in one pass). */
+struct mz__plan_copy {
+  size_t n;
+  bool queues_only;
+  uint64_t v[]; /* the entries or queues (8-byte aligned) */
+};
+
 struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0) {
   size_t n = r->ntasks;
-  struct mz__plan_copy *p = n ? malloc(n * sizeof *p) : NULL;
+  bool qonly = true;
+  for (size_t i = 0; i < n && qonly; i++) {
+    struct mz__task *t = mz__op_t(r->tasks[i]);
+    const uintptr_t *w = plan_word(t, false);
+    qonly = !t->plan_after && !t->plan_times && !(w && *w);
+  }
+  if (!n) return NULL;
+  struct mz__plan_copy *p = malloc(sizeof *p + n * (qonly ? sizeof(int32_t) : sizeof(struct plan_entry)));
   if (!p) return NULL;
+  p->n = n;
+  p->queues_only = qonly;
+  int32_t *q = (int32_t *)(void *)p->v;
+  struct plan_entry *e = (struct plan_entry *)(void *)p->v;
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__op_t(r->tasks[i]);
+    int32_t tq = t->fixed ? t->exec.queue : -1;
+    if (qonly) {
+      q[i] = tq;
+      continue;
+    }
     const struct mz__tcold *c = mz__task_cold_get(t);
     const uintptr_t *w = plan_word(t, false);
-    p[i] = (struct mz__plan_copy){.q = t->fixed ? t->exec.queue : -1,
-                                  .prev = t->plan_after ? c->prev : NULL,
-                                  .word = w ? *w : 0,
-                                  .times = t->plan_times};
+    e[i] = (struct plan_entry){.q = tq, .prev = t->plan_after ? c->prev : NULL, .word = w ? *w : 0, .times = t->plan_times};
     if (t->plan_times) {
-      p[i].start = (int64_t)(c->start - clock0);
-      p[i].end = (int64_t)(c->end - clock0);
+      e[i].start = (int64_t)(c->start - clock0);
+      e[i].end = (int64_t)(c->end - clock0);
     }
   }
   return p;
@@ -329,25 +360,33 @@ struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0) {
 
 bool mz__plan_restore(struct mz__run *r, const struct mz__plan_copy *p, uint64_t clock0) {
   size_t n = r->ntasks;
+  if (p->n != n) return false;
+  const mz_sched *s = &r->rt->sched;
+  if (p->queues_only) {
+    const int32_t *q = (const int32_t *)(const void *)p->v;
+    for (size_t i = 0; i < n; i++)
+      if (q[i] >= 0) (void)mz_task_set_queue(s, (mz_task *)r->tasks[i], (unsigned)q[i]);
+    return true;
+  }
+  const struct plan_entry *e = (const struct plan_entry *)(const void *)p->v;
   /* First every record the plan needs, so that a refusal leaves nothing
    * half set (the caller then plans anew). */
   for (size_t i = 0; i < n; i++) {
     struct mz__task *t = mz__op_t(r->tasks[i]);
-    if ((p[i].prev || p[i].times) && !mz__task_cold(t)) return false;
-    if (p[i].prev && !mz__task_cold(mz__op_t(p[i].prev))) return false;
-    if (p[i].word && !plan_word(t, true)) return false;
+    if ((e[i].prev || e[i].times) && !mz__task_cold(t)) return false;
+    if (e[i].prev && !mz__task_cold(mz__op_t(e[i].prev))) return false;
+    if (e[i].word && !plan_word(t, true)) return false;
   }
   /* Then through the calls a plan makes, which cannot fail now (the
    * order was checked against these edges when the plan was made). */
-  const mz_sched *s = &r->rt->sched;
   r->planning = true;
   for (size_t i = 0; i < n; i++) {
     mz_task *t = (mz_task *)r->tasks[i];
-    if (p[i].q >= 0) (void)mz_task_set_queue(s, t, (unsigned)p[i].q);
-    if (p[i].word) *mz_task_policy_data(t) = p[i].word;
-    if (p[i].prev) (void)mz_task_set_after(s, t, (mz_task *)p[i].prev);
-    if (p[i].times)
-      (void)mz_task_set_expected_times(s, t, clock0 + (uint64_t)p[i].start, clock0 + (uint64_t)p[i].end);
+    if (e[i].q >= 0) (void)mz_task_set_queue(s, t, (unsigned)e[i].q);
+    if (e[i].word) *mz_task_policy_data(t) = e[i].word;
+    if (e[i].prev) (void)mz_task_set_after(s, t, (mz_task *)e[i].prev);
+    if (e[i].times)
+      (void)mz_task_set_expected_times(s, t, clock0 + (uint64_t)e[i].start, clock0 + (uint64_t)e[i].end);
   }
   r->planning = false;
   return true;

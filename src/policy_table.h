@@ -29,17 +29,11 @@ int mz__plan_order_check(struct mz__run *r);
  * task of the run, in the run's order, its queue (-1: none fixed), the
  * task planned before it on that queue (mz_task_set_after; NULL: none),
  * its policy word, and its expected times (mz_task_set_expected_times)
- * counted from the runtime clock at the plan's start. */
-struct mz__plan_copy {
-  struct mz_op *prev;
-  uintptr_t word;
-  int64_t start, end;
-  int32_t q;
-  bool times;
-};
-/* r's plan, in a malloc'd array of r->ntasks entries (NULL: out of
- * memory, or no task); clock0: the runtime clock at the plan's start.
- * Before the run starts. */
+ * counted from the runtime clock at the plan's start; the queues alone
+ * when no task has more.  One malloc'd block (free() frees it). */
+struct mz__plan_copy;
+/* r's plan (NULL: out of memory, or no task); clock0: the runtime clock
+ * at the plan's start.  Before the run starts. */
 struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0);
 /* Set r's tasks as p says (which mz__plan_save made of a run of the same
  * tasks in the same order), the times shifted to clock0: true.  false,

@@ -118,6 +118,7 @@ struct mz__run {
   void *then_user;
   bool then_set;
   bool planning;              /* inside the policy's plan (mz_task_set_after is allowed) */
+  size_t nafter;              /* the plan's mz_task_set_after orders (mz__plan_order_check) */
   bool plan_kept;             /* the last run's plan was restored (graph/lower.c) */
   uint64_t plan_ns;           /* time in the policy's plan, 0 when kept or none */
   int efd;                    /* eventfd, -1 until asked */
