@@ -779,11 +779,12 @@ static int schedule(mz_graph *g, mz_op *root, const mz_run_options *opts, bool r
 /* Run r's plan, by its policy (pol, whose state is pstate), or the one
  * the last run of the same tasks made (struct mz__lowered) when that may
  * be kept: a replay under the same policy, with every device, and no
- * device lost or revived since (rt->dev_epoch), nor, for a plan that reads
- * the perf models, an estimate moved (rt->plan_epoch).  A plan that fails fails every
- * task of r (which is committed), so that its future resolves.  Before r
- * starts; g->lock is held.  Out of line: runs of policies without plan
- * (eager, ws), and CPU-only runs (not planned), pay nothing here. */
+ * device lost or revived since (rt->dev_epoch), nor, for a plan that
+ * reads the perf models, an estimate moved (rt->plan_epoch).  A plan that
+ * fails fails every task of r (which is committed), so that its future
+ * resolves.  Before r starts; g->lock is held.  Out of line: runs of
+ * policies without plan (eager, ws), and CPU-only runs that are shared,
+ * not planned, pay nothing here. */
 static __attribute__((noinline)) void plan_run(struct mz__run *r, unsigned pol, void *pstate) {
   mz_runtime *rt = r->rt;
   const struct mz_policy_ops *po = rt->pol[pol];

@@ -349,7 +349,8 @@ struct mz__plan_copy *mz__plan_save(const struct mz__run *r, uint64_t clock0) {
     }
     const struct mz__tcold *c = mz__task_cold_get(t);
     const uintptr_t *w = plan_word(t, false);
-    e[i] = (struct plan_entry){.q = tq, .prev = t->plan_after ? c->prev : NULL, .word = w ? *w : 0, .times = t->plan_times};
+    e[i] = (struct plan_entry){
+        .q = tq, .prev = t->plan_after ? c->prev : NULL, .word = w ? *w : 0, .times = t->plan_times};
     if (t->plan_times) {
       e[i].start = (int64_t)(c->start - clock0);
       e[i].end = (int64_t)(c->end - clock0);
