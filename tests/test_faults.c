@@ -454,8 +454,6 @@ static void dead_moves(const char *devices, const char *victim_name, bool data) 
 }
 
 Test(faults, dead_sim_moves_work, .timeout = SAN_SLOW(60)) { dead_moves("sim:dev*2", "sim0", false); }
-/* Under a pick policy the victim's nodes wait in its queue's pending list
- * when it dies: they move too. */
 /* A re-run that kept its plan plans again once a device has died (the run
  * it died in moves its nodes; the next finds the epoch moved) and places
  * nothing on the dead device; a revived device moves the epoch again, and
@@ -531,6 +529,8 @@ Test(faults, a_kept_plan_is_made_again_when_a_device_dies, .timeout = SAN_SLOW(6
   kept_plan_dies("single", "sim-cpu");
 }
 
+/* Under a pick policy the victim's nodes wait in its queue's pending list
+ * when it dies: they move too. */
 Test(faults, dead_sim_moves_pending_work, .timeout = SAN_SLOW(60)) {
   dead_moves_with("sim:dev*2", "sim0", false, "pin-picked");
   dead_moves_with("sim:dev*2@copy=1", "sim0", false, "pin-picked");
